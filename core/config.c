@@ -1,0 +1,206 @@
+#include "nightshift/config.h"
+#include "nightshift/util.h"
+
+#include <ini.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void ns_config_defaults(ns_config_t *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    snprintf(cfg->listen, sizeof cfg->listen, "%s", NS_DEFAULT_LISTEN);
+    cfg->heartbeat_interval_ms = 5000;
+    cfg->fanout = 6;
+    cfg->max_peers = 64;
+    cfg->pull_interval_ms = 2000;
+    cfg->seen_ttl_ms = 120000;
+    cfg->max_msg_age_ms = 60000;
+    cfg->max_msg_future_ms = 10000;
+    cfg->rate_msgs_per_s = 500;
+    cfg->rate_burst = 1000;
+    snprintf(cfg->region, sizeof cfg->region, "local");
+    cfg->price = 1000;
+    cfg->stake = 0;
+    cfg->slots = 1;
+    cfg->log_level = NS_LOG_INFO;
+}
+
+static int s_u32(const char *v, uint32_t lo, uint32_t hi, uint32_t *out)
+{
+    uint64_t x;
+    if (ns_parse_u64(v, &x) != NS_OK || x < lo || x > hi)
+        return NS_ERR_CONFIG;
+    *out = (uint32_t)x;
+    return NS_OK;
+}
+
+int ns_config_set(ns_config_t *cfg, const char *section, const char *key,
+                  const char *value, char *err, size_t errlen)
+{
+    int rc = NS_OK;
+    char scratch[1];
+    if (!err) {
+        err = scratch;
+        errlen = sizeof scratch;
+    }
+    err[0] = '\0';
+#define KEY(s, k) (strcmp(section, s) == 0 && strcmp(key, k) == 0)
+    if (KEY("node", "listen")) {
+        if (ns_endpoint_check(value, 1) != NS_OK)
+            rc = NS_ERR_CONFIG;
+        else
+            snprintf(cfg->listen, sizeof cfg->listen, "%s", value);
+    } else if (KEY("node", "advertise")) {
+        if (ns_endpoint_check(value, 0) != NS_OK)
+            rc = NS_ERR_CONFIG;
+        else
+            snprintf(cfg->advertise, sizeof cfg->advertise, "%s", value);
+    } else if (KEY("node", "bootstrap")) {
+        uint8_t pk[NS_ID_BYTES];
+        char ep[NS_ENDPOINT_MAX];
+        if (ns_addr_parse(value, pk, ep) != NS_OK) {
+            rc = NS_ERR_CONFIG;
+        } else if (cfg->n_bootstrap >= NS_MAX_BOOTSTRAP) {
+            snprintf(err, errlen, "more than %d bootstrap peers",
+                     NS_MAX_BOOTSTRAP);
+            return NS_ERR_CONFIG;
+        } else {
+            snprintf(cfg->bootstrap[cfg->n_bootstrap++], NS_ADDR_MAX, "%s",
+                     value);
+        }
+    } else if (KEY("node", "heartbeat_interval_ms")) {
+        rc = s_u32(value, 100, 3600000, &cfg->heartbeat_interval_ms);
+    } else if (KEY("node", "fanout")) {
+        rc = s_u32(value, 1, 64, &cfg->fanout);
+    } else if (KEY("node", "max_peers")) {
+        rc = s_u32(value, 1, 1024, &cfg->max_peers);
+    } else if (KEY("node", "pull_interval_ms")) {
+        rc = s_u32(value, 100, 3600000, &cfg->pull_interval_ms);
+    } else if (KEY("node", "seen_ttl_ms")) {
+        rc = s_u32(value, 1000, 3600000, &cfg->seen_ttl_ms);
+    } else if (KEY("node", "max_msg_age_ms")) {
+        rc = s_u32(value, 1000, 3600000, &cfg->max_msg_age_ms);
+    } else if (KEY("node", "max_msg_future_ms")) {
+        rc = s_u32(value, 0, 3600000, &cfg->max_msg_future_ms);
+    } else if (KEY("node", "rate_msgs_per_s")) {
+        rc = s_u32(value, 1, 1000000, &cfg->rate_msgs_per_s);
+    } else if (KEY("node", "rate_burst")) {
+        rc = s_u32(value, 1, 1000000, &cfg->rate_burst);
+    } else if (KEY("node", "region")) {
+        size_t n = strlen(value);
+        if (n == 0 || n > NS_MAX_REGION || strpbrk(value, " \t\"="))
+            rc = NS_ERR_CONFIG;
+        else
+            snprintf(cfg->region, sizeof cfg->region, "%s", value);
+    } else if (KEY("node", "price")) {
+        rc = ns_parse_u64(value, &cfg->price) == NS_OK ? NS_OK
+                                                         : NS_ERR_CONFIG;
+    } else if (KEY("node", "stake")) {
+        rc = ns_parse_u64(value, &cfg->stake) == NS_OK ? NS_OK
+                                                         : NS_ERR_CONFIG;
+    } else if (KEY("node", "slots")) {
+        rc = s_u32(value, 0, 1024, &cfg->slots);
+    } else if (KEY("log", "level")) {
+        rc = ns_log_parse_level(value, &cfg->log_level) == NS_OK
+                 ? NS_OK
+                 : NS_ERR_CONFIG;
+    } else if (KEY("log", "debug")) {
+        if (strlen(value) >= sizeof cfg->log_debug)
+            rc = NS_ERR_CONFIG;
+        else
+            snprintf(cfg->log_debug, sizeof cfg->log_debug, "%s", value);
+    } else {
+        snprintf(err, errlen, "unknown setting [%s] %s", section, key);
+        return NS_ERR_CONFIG;
+    }
+#undef KEY
+    if (rc != NS_OK)
+        snprintf(err, errlen, "bad value for [%s] %s: '%s'", section, key,
+                 value);
+    return rc;
+}
+
+typedef struct {
+    ns_config_t *cfg;
+    char *err;
+    size_t errlen;
+} s_ini_ctx_t;
+
+static int s_ini_handler(void *user, const char *section, const char *name,
+                         const char *value)
+{
+    s_ini_ctx_t *ctx = user;
+    return ns_config_set(ctx->cfg, section, name, value, ctx->err,
+                         ctx->errlen) == NS_OK;
+}
+
+int ns_config_load(ns_config_t *cfg, const char *path, char *err,
+                   size_t errlen)
+{
+    uint8_t *text = NULL;
+    size_t len = 0;
+    char why[256] = "";
+    int rc = ns_file_read(path, 64 * 1024, &text, &len);
+    if (rc != NS_OK) {
+        snprintf(err, errlen, "%s: %s", path, ns_strerror(rc));
+        return rc;
+    }
+    s_ini_ctx_t ctx = {cfg, why, sizeof why};
+    int line = ini_parse_string((const char *)text, s_ini_handler, &ctx);
+    free(text);
+    if (line != 0) {
+        snprintf(err, errlen, "%s:%d: %s", path, line,
+                 why[0] ? why : "syntax error");
+        return NS_ERR_CONFIG;
+    }
+    return NS_OK;
+}
+
+int ns_config_write(const ns_config_t *cfg, const char *path)
+{
+    ns_config_t def;
+    ns_config_defaults(&def);
+    char text[8192];
+    size_t n = 0;
+#define PUT(...)                                                               \
+    do {                                                                       \
+        int w_ = snprintf(text + n, sizeof text - n, __VA_ARGS__);             \
+        if (w_ < 0 || (size_t)w_ >= sizeof text - n)                           \
+            return NS_ERR_TOOBIG;                                              \
+        n += (size_t)w_;                                                       \
+    } while (0)
+#define PUT_U(field)                                                           \
+    do {                                                                       \
+        if (cfg->field != def.field)                                           \
+            PUT(#field " = %llu\n", (unsigned long long)cfg->field);           \
+    } while (0)
+    PUT("; nightshift node settings; flags given to `nightshift node` win.\n");
+    PUT("[node]\nlisten = %s\n", cfg->listen);
+    if (cfg->advertise[0])
+        PUT("advertise = %s\n", cfg->advertise);
+    for (uint32_t i = 0; i < cfg->n_bootstrap; i++)
+        PUT("bootstrap = %s\n", cfg->bootstrap[i]);
+    PUT_U(heartbeat_interval_ms);
+    PUT_U(fanout);
+    PUT_U(max_peers);
+    PUT_U(pull_interval_ms);
+    PUT_U(seen_ttl_ms);
+    PUT_U(max_msg_age_ms);
+    PUT_U(max_msg_future_ms);
+    PUT_U(rate_msgs_per_s);
+    PUT_U(rate_burst);
+    PUT_U(price);
+    PUT_U(stake);
+    PUT_U(slots);
+    PUT("region = %s\n", cfg->region);
+    if (cfg->log_level != def.log_level || cfg->log_debug[0]) {
+        static const char *const lv[] = {"error", "warn", "info", "debug"};
+        PUT("[log]\nlevel = %s\n", lv[cfg->log_level]);
+        if (cfg->log_debug[0])
+            PUT("debug = %s\n", cfg->log_debug);
+    }
+#undef PUT_U
+#undef PUT
+    return ns_file_write_atomic(path, text, n, 0644);
+}

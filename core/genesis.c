@@ -1,0 +1,178 @@
+#include "nightshift/genesis.h"
+#include "nightshift/util.h"
+
+#include <ini.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    ns_genesis_t *g;
+    char *err;
+    size_t errlen;
+    int have_name;
+} s_ctx_t;
+
+static int s_handler(void *user, const char *section, const char *key,
+                     const char *value)
+{
+    s_ctx_t *c = user;
+    ns_genesis_t *g = c->g;
+    if (strcmp(section, "network") == 0) {
+        if (strcmp(key, "name") == 0) {
+            size_t n = strlen(value);
+            if (n == 0 || n > NS_MAX_NETWORK_NAME || c->have_name) {
+                snprintf(c->err, c->errlen, "bad or repeated network name");
+                return 0;
+            }
+            for (size_t i = 0; i < n; i++)
+                if (value[i] < 0x21 || value[i] > 0x7e) {
+                    snprintf(c->err, c->errlen,
+                             "network name must be printable, no spaces");
+                    return 0;
+                }
+            memcpy(g->name, value, n + 1);
+            c->have_name = 1;
+        } else if (strcmp(key, "test_network") == 0) {
+            if (strcmp(value, "true") && strcmp(value, "false")) {
+                snprintf(c->err, c->errlen, "test_network: true or false");
+                return 0;
+            }
+            g->test_network = strcmp(value, "true") == 0;
+        } else if (strcmp(key, "created_ms") == 0) {
+            if (ns_parse_u64(value, &g->created_ms) != NS_OK) {
+                snprintf(c->err, c->errlen, "created_ms: not a number");
+                return 0;
+            }
+        } else {
+            snprintf(c->err, c->errlen, "unknown key [network] %s", key);
+            return 0;
+        }
+        return 1;
+    }
+    if (strcmp(section, "alloc") == 0) {
+        ns_alloc_t a;
+        if (ns_id_parse(key, a.id) != NS_OK) {
+            snprintf(c->err, c->errlen, "alloc: '%.60s' is not a node id",
+                     key);
+            return 0;
+        }
+        if (ns_parse_u64(value, &a.credits) != NS_OK ||
+            a.credits > NS_MAX_SUPPLY ||
+            g->total_credits > NS_MAX_SUPPLY - a.credits) {
+            snprintf(c->err, c->errlen, "alloc: bad credit amount '%.30s'",
+                     value);
+            return 0;
+        }
+        if (g->n_allocs >= NS_MAX_GENESIS_ALLOCS) {
+            snprintf(c->err, c->errlen, "more than %d allocations",
+                     NS_MAX_GENESIS_ALLOCS);
+            return 0;
+        }
+        for (uint32_t i = 0; i < g->n_allocs; i++)
+            if (memcmp(g->allocs[i].id, a.id, NS_ID_BYTES) == 0) {
+                snprintf(c->err, c->errlen, "alloc: account listed twice");
+                return 0;
+            }
+        if ((g->n_allocs & 63) == 0) {
+            ns_alloc_t *na = realloc(g->allocs, (g->n_allocs + 64) *
+                                                    sizeof *na);
+            if (!na) {
+                snprintf(c->err, c->errlen, "out of memory");
+                return 0;
+            }
+            g->allocs = na;
+        }
+        g->allocs[g->n_allocs++] = a;
+        g->total_credits += a.credits;
+        return 1;
+    }
+    snprintf(c->err, c->errlen, "unknown section [%s]", section);
+    return 0;
+}
+
+int ns_genesis_parse(const uint8_t *text, size_t len, ns_genesis_t *g,
+                     char *err, size_t errlen)
+{
+    memset(g, 0, sizeof *g);
+    if (len > NS_MAX_GENESIS_BYTES) {
+        snprintf(err, errlen, "genesis file over %d bytes",
+                 NS_MAX_GENESIS_BYTES);
+        return NS_ERR_TOOBIG;
+    }
+    if (memchr(text, 0, len)) {
+        snprintf(err, errlen, "genesis file contains NUL bytes");
+        return NS_ERR_CONFIG;
+    }
+    char *copy = malloc(len + 1);
+    if (!copy)
+        return NS_ERR_NOMEM;
+    memcpy(copy, text, len);
+    copy[len] = '\0';
+    char why[160] = "";
+    s_ctx_t c = {g, why, sizeof why, 0};
+    int line = ini_parse_string(copy, s_handler, &c);
+    free(copy);
+    if (line != 0) {
+        snprintf(err, errlen, "line %d: %s", line,
+                 why[0] ? why : "syntax error");
+        ns_genesis_release(g);
+        return NS_ERR_CONFIG;
+    }
+    if (!c.have_name) {
+        snprintf(err, errlen, "missing [network] name");
+        ns_genesis_release(g);
+        return NS_ERR_CONFIG;
+    }
+    ns_hash(g->network_id, text, len);
+    return NS_OK;
+}
+
+int ns_genesis_load(const char *path, ns_genesis_t *g, char *err,
+                    size_t errlen)
+{
+    uint8_t *text = NULL;
+    size_t len = 0;
+    memset(g, 0, sizeof *g);
+    int rc = ns_file_read(path, NS_MAX_GENESIS_BYTES, &text, &len);
+    if (rc != NS_OK) {
+        snprintf(err, errlen, "%s: %s", path, ns_strerror(rc));
+        return rc;
+    }
+    rc = ns_genesis_parse(text, len, g, err, errlen);
+    free(text);
+    return rc;
+}
+
+void ns_genesis_release(ns_genesis_t *g)
+{
+    free(g->allocs);
+    memset(g, 0, sizeof *g);
+}
+
+int ns_genesis_write(const char *path, const char *name, bool test_network,
+                     uint64_t created_ms, const ns_alloc_t *allocs,
+                     uint32_t n)
+{
+    size_t cap = 256 + (size_t)n * (NS_ID_TEXT_LEN + 32);
+    char *text = malloc(cap);
+    if (!text)
+        return NS_ERR_NOMEM;
+    size_t len = (size_t)snprintf(
+        text, cap,
+        "; nightshift genesis: every node of the network holds this exact "
+        "file\n[network]\nname = %s\ntest_network = %s\ncreated_ms = "
+        "%llu\n[alloc]\n",
+        name, test_network ? "true" : "false",
+        (unsigned long long)created_ms);
+    for (uint32_t i = 0; i < n && len < cap; i++) {
+        char id[NS_ID_TEXT_LEN + 1];
+        ns_id_text(id, allocs[i].id);
+        len += (size_t)snprintf(text + len, cap - len, "%s = %llu\n", id,
+                                (unsigned long long)allocs[i].credits);
+    }
+    int rc = len < cap ? ns_file_write_atomic(path, text, len, 0644)
+                       : NS_ERR_TOOBIG;
+    free(text);
+    return rc;
+}

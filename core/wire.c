@@ -1,0 +1,418 @@
+#include "nightshift/wire.h"
+#include "nightshift/mp.h"
+
+#include <msgpack.h>
+#include <sodium.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- type registry ---------------------------------------------------- */
+
+static uint8_t s_known[256] = {
+    [NS_MSG_HELLO] = 1,
+    [NS_MSG_HEARTBEAT] = 1,
+    [NS_MSG_PEERS] = 1,
+    [NS_MSG_PULL] = 1,
+};
+
+bool ns_wire_type_known(uint32_t type)
+{
+    return type < 256 && s_known[type];
+}
+
+void ns_wire_register_type(uint8_t type)
+{
+    s_known[type] = 1;
+}
+
+const char *ns_wire_type_name(uint32_t type)
+{
+    switch (type) {
+    case NS_MSG_HELLO:
+        return "hello";
+    case NS_MSG_HEARTBEAT:
+        return "heartbeat";
+    case NS_MSG_PEERS:
+        return "peers";
+    case NS_MSG_PULL:
+        return "pull";
+    default:
+        return ns_wire_type_known(type) ? "other" : "unknown";
+    }
+}
+
+/* ---- buffers ------------------------------------------------------------ */
+
+void ns_buf_init(ns_buf_t *b)
+{
+    memset(b, 0, sizeof *b);
+}
+
+void ns_buf_release(ns_buf_t *b)
+{
+    free(b->data);
+    ns_buf_init(b);
+}
+
+int ns_buf_append(ns_buf_t *b, const void *data, size_t len)
+{
+    if (len > SIZE_MAX / 2 - b->len)
+        return NS_ERR_TOOBIG;
+    if (b->len + len > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + len)
+            cap *= 2;
+        uint8_t *nd = realloc(b->data, cap);
+        if (!nd)
+            return NS_ERR_NOMEM;
+        b->data = nd;
+        b->cap = cap;
+    }
+    if (len)
+        memcpy(b->data + b->len, data, len);
+    b->len += len;
+    return NS_OK;
+}
+
+/* msgpack-c writes through a callback; this one appends to an ns_buf_t and
+ * remembers the first failure in the buffer's owner. */
+typedef struct {
+    ns_buf_t *buf;
+    int err;
+} s_writer_t;
+
+static int s_write_cb(void *data, const char *buf, size_t len)
+{
+    s_writer_t *w = data;
+    if (w->err == NS_OK)
+        w->err = ns_buf_append(w->buf, buf, len);
+    return w->err == NS_OK ? 0 : -1;
+}
+
+/* ---- envelope ------------------------------------------------------------ */
+
+static void s_message_digest(const uint8_t *signed_part, size_t len,
+                             ns_hash_t id)
+{
+    ns_hash2(id, NS_WIRE_DOMAIN, sizeof(NS_WIRE_DOMAIN) - 1, signed_part,
+             len);
+}
+
+int ns_envelope_encode(const ns_identity_t *id, uint8_t type,
+                       uint64_t timestamp_ms, const uint8_t *body,
+                       size_t body_len, ns_buf_t *out, ns_hash_t id_out)
+{
+    if (body_len > NS_MAX_BODY)
+        return NS_ERR_TOOBIG;
+    out->len = 0;
+    s_writer_t w = {out, NS_OK};
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &w, s_write_cb);
+    msgpack_pack_array(&pk, 6);
+    size_t start = out->len;
+    msgpack_pack_uint8(&pk, NS_WIRE_VERSION);
+    msgpack_pack_uint8(&pk, type);
+    ns_mp_bin(&pk, ns_identity_pk(id), NS_ID_BYTES);
+    msgpack_pack_uint64(&pk, timestamp_ms);
+    ns_mp_bin(&pk, body, body_len);
+    if (w.err != NS_OK)
+        return w.err;
+
+    /* Sign domain || elements 1..5 exactly as encoded. */
+    const uint8_t *part = out->data + start;
+    size_t part_len = out->len - start;
+    uint8_t *msg = malloc(sizeof(NS_WIRE_DOMAIN) - 1 + part_len);
+    if (!msg)
+        return NS_ERR_NOMEM;
+    memcpy(msg, NS_WIRE_DOMAIN, sizeof(NS_WIRE_DOMAIN) - 1);
+    memcpy(msg + sizeof(NS_WIRE_DOMAIN) - 1, part, part_len);
+    uint8_t sig[NS_SIG_BYTES];
+    ns_identity_sign(id, msg, sizeof(NS_WIRE_DOMAIN) - 1 + part_len, sig);
+    if (id_out)
+        ns_hash(id_out, msg, sizeof(NS_WIRE_DOMAIN) - 1 + part_len);
+    free(msg);
+    ns_mp_bin(&pk, sig, sizeof sig);
+    if (w.err == NS_OK && out->len > NS_MAX_MSG)
+        return NS_ERR_TOOBIG;
+    return w.err;
+}
+
+int ns_envelope_decode(const uint8_t *buf, size_t len, ns_envelope_t *env)
+{
+    memset(env, 0, sizeof *env);
+    if (len > NS_MAX_MSG)
+        return NS_ERR_TOOBIG;
+    ns_mpr_t r;
+    ns_mpr_init(&r, buf, len);
+    uint32_t n = 0;
+    if (ns_mpr_array(&r, &n, 16) != NS_OK)
+        return r.err == NS_ERR_TOOBIG ? NS_ERR_TYPE : r.err;
+    if (n < 1)
+        return NS_ERR_TYPE;
+    const uint8_t *start = r.p;
+    uint64_t version = 0, type = 0;
+    if (ns_mpr_uint(&r, &version) != NS_OK)
+        return r.err;
+    /* The version decides the layout; check it before anything else. */
+    if (version != NS_WIRE_VERSION)
+        return NS_ERR_VERSION;
+    if (n != 6)
+        return NS_ERR_TYPE;
+    if (ns_mpr_uint(&r, &type) != NS_OK)
+        return r.err;
+    if (!ns_wire_type_known(type > 255 ? 0 : (uint32_t)type))
+        return NS_ERR_MSGTYPE;
+    ns_mpr_bin_exact(&r, env->sender, NS_ID_BYTES);
+    ns_mpr_uint(&r, &env->timestamp_ms);
+    ns_mpr_bin(&r, &env->body, &env->body_len, NS_MAX_BODY);
+    if (r.err != NS_OK)
+        return r.err;
+    env->signed_part = start;
+    env->signed_len = (size_t)(r.p - start);
+    ns_mpr_bin_exact(&r, env->sig, NS_SIG_BYTES);
+    if (ns_mpr_end(&r) != NS_OK)
+        return r.err;
+    env->version = (uint8_t)version;
+    env->type = (uint8_t)type;
+    s_message_digest(env->signed_part, env->signed_len, env->id);
+    return NS_OK;
+}
+
+int ns_envelope_verify(const ns_envelope_t *env)
+{
+    /* Plain Ed25519 needs one contiguous message: domain || part, on the
+     * stack for the common small message. */
+    uint8_t stackbuf[2048];
+    size_t n = sizeof(NS_WIRE_DOMAIN) - 1 + env->signed_len;
+    uint8_t *msg = n <= sizeof stackbuf ? stackbuf : malloc(n);
+    if (!msg)
+        return NS_ERR_NOMEM;
+    memcpy(msg, NS_WIRE_DOMAIN, sizeof(NS_WIRE_DOMAIN) - 1);
+    memcpy(msg + sizeof(NS_WIRE_DOMAIN) - 1, env->signed_part,
+           env->signed_len);
+    int rc = ns_sig_verify(env->sender, msg, n, env->sig);
+    if (msg != stackbuf)
+        free(msg);
+    return rc;
+}
+
+/* ---- bodies ---------------------------------------------------------- */
+
+#define S_PACKER(buf, w, pk)                                                   \
+    (buf)->len = 0;                                                            \
+    s_writer_t w = {(buf), NS_OK};                                             \
+    msgpack_packer pk;                                                         \
+    msgpack_packer_init(&pk, &w, s_write_cb)
+
+int ns_hello_encode(const ns_hello_t *m, ns_buf_t *out)
+{
+    S_PACKER(out, w, pk);
+    msgpack_pack_array(&pk, 3);
+    ns_mp_bin(&pk, m->network_id, NS_HASH_BYTES);
+    ns_mp_str(&pk, m->endpoint);
+    ns_mp_str(&pk, m->version);
+    return w.err;
+}
+
+static void s_read_endpoint(ns_mpr_t *r, char *ep)
+{
+    if (ns_mpr_str(r, ep, NS_ENDPOINT_MAX - 1) == NS_OK &&
+        ns_endpoint_check(ep, 0) != NS_OK && r->err == NS_OK)
+        r->err = NS_ERR_ADDR;
+}
+
+int ns_hello_decode(const uint8_t *buf, size_t len, ns_hello_t *m)
+{
+    ns_mpr_t r;
+    memset(m, 0, sizeof *m);
+    ns_mpr_init(&r, buf, len);
+    ns_mpr_array_exact(&r, 3);
+    ns_mpr_bin_exact(&r, m->network_id, NS_HASH_BYTES);
+    s_read_endpoint(&r, m->endpoint);
+    ns_mpr_str(&r, m->version, NS_MAX_VERSION_STR);
+    return ns_mpr_end(&r);
+}
+
+int ns_heartbeat_encode(const ns_heartbeat_t *m, ns_buf_t *out)
+{
+    if (m->n_devices > NS_MAX_DEVICES)
+        return NS_ERR_TOOBIG;
+    S_PACKER(out, w, pk);
+    msgpack_pack_array(&pk, 12);
+    ns_mp_bin(&pk, m->network_id, NS_HASH_BYTES);
+    ns_mp_str(&pk, m->endpoint);
+    ns_mp_str(&pk, m->version);
+    msgpack_pack_uint32(&pk, m->interval_ms);
+    msgpack_pack_uint64(&pk, m->sent_us);
+    msgpack_pack_uint64(&pk, m->price);
+    msgpack_pack_uint64(&pk, m->stake);
+    ns_mp_str(&pk, m->region);
+    msgpack_pack_uint32(&pk, m->free_slots);
+    msgpack_pack_uint64(&pk, m->ledger_entries);
+    ns_mp_bin(&pk, m->ledger_digest, NS_HASH_BYTES);
+    msgpack_pack_array(&pk, m->n_devices);
+    for (uint32_t i = 0; i < m->n_devices; i++)
+        ns_devinfo_pack(&pk, &m->devices[i]);
+    return w.err;
+}
+
+int ns_heartbeat_decode(const uint8_t *buf, size_t len, ns_heartbeat_t *m)
+{
+    ns_mpr_t r;
+    memset(m, 0, sizeof *m);
+    ns_mpr_init(&r, buf, len);
+    ns_mpr_array_exact(&r, 12);
+    ns_mpr_bin_exact(&r, m->network_id, NS_HASH_BYTES);
+    s_read_endpoint(&r, m->endpoint);
+    ns_mpr_str(&r, m->version, NS_MAX_VERSION_STR);
+    ns_mpr_u32(&r, &m->interval_ms);
+    ns_mpr_uint(&r, &m->sent_us);
+    ns_mpr_uint(&r, &m->price);
+    ns_mpr_uint(&r, &m->stake);
+    ns_mpr_str(&r, m->region, NS_MAX_REGION);
+    ns_mpr_u32(&r, &m->free_slots);
+    ns_mpr_uint(&r, &m->ledger_entries);
+    ns_mpr_bin_exact(&r, m->ledger_digest, NS_HASH_BYTES);
+    ns_mpr_array(&r, &m->n_devices, NS_MAX_DEVICES);
+    for (uint32_t i = 0; i < m->n_devices && r.err == NS_OK; i++)
+        ns_devinfo_read(&r, &m->devices[i]);
+    if (r.err == NS_OK && (m->interval_ms < 100 || m->interval_ms > 3600000))
+        r.err = NS_ERR_INVAL;
+    return ns_mpr_end(&r);
+}
+
+int ns_peers_encode(const ns_peers_t *m, ns_buf_t *out)
+{
+    if (m->n > NS_MAX_PEERS_MSG)
+        return NS_ERR_TOOBIG;
+    S_PACKER(out, w, pk);
+    msgpack_pack_array(&pk, m->n);
+    for (uint32_t i = 0; i < m->n; i++) {
+        msgpack_pack_array(&pk, 2);
+        ns_mp_bin(&pk, m->peers[i].id, NS_ID_BYTES);
+        ns_mp_str(&pk, m->peers[i].endpoint);
+    }
+    return w.err;
+}
+
+int ns_peers_decode(const uint8_t *buf, size_t len, ns_peers_t *m)
+{
+    ns_mpr_t r;
+    memset(m, 0, sizeof *m);
+    ns_mpr_init(&r, buf, len);
+    ns_mpr_array(&r, &m->n, NS_MAX_PEERS_MSG);
+    for (uint32_t i = 0; i < m->n && r.err == NS_OK; i++) {
+        ns_mpr_array_exact(&r, 2);
+        ns_mpr_bin_exact(&r, m->peers[i].id, NS_ID_BYTES);
+        s_read_endpoint(&r, m->peers[i].endpoint);
+    }
+    return ns_mpr_end(&r);
+}
+
+int ns_pull_encode(const uint8_t *ids, uint32_t n, ns_buf_t *out)
+{
+    if (n > NS_MAX_PULL_IDS)
+        return NS_ERR_TOOBIG;
+    S_PACKER(out, w, pk);
+    /* One bin of n*32 bytes: compact, and a single length check. */
+    ns_mp_bin(&pk, ids, (size_t)n * NS_HASH_BYTES);
+    return w.err;
+}
+
+int ns_pull_decode(const uint8_t *buf, size_t len, ns_pull_t *m)
+{
+    ns_mpr_t r;
+    size_t n = 0;
+    memset(m, 0, sizeof *m);
+    ns_mpr_init(&r, buf, len);
+    ns_mpr_bin(&r, &m->ids, &n, (size_t)NS_MAX_PULL_IDS * NS_HASH_BYTES);
+    if (ns_mpr_end(&r) != NS_OK)
+        return r.err;
+    if (n % NS_HASH_BYTES)
+        return NS_ERR_TYPE;
+    m->n = (uint32_t)(n / NS_HASH_BYTES);
+    return NS_OK;
+}
+
+/* ---- devinfo ------------------------------------------------------------ */
+
+const char *ns_devtype_name(uint32_t type)
+{
+    switch (type) {
+    case NS_DEV_CPU:
+        return "cpu";
+    case NS_DEV_GPU:
+        return "gpu";
+    case NS_DEV_ACCEL:
+        return "accelerator";
+    default:
+        return "other";
+    }
+}
+
+void ns_devinfo_pack(msgpack_packer *pk, const ns_devinfo_t *d)
+{
+    msgpack_pack_array(pk, 10);
+    ns_mp_str(pk, d->name);
+    ns_mp_str(pk, d->vendor);
+    msgpack_pack_uint32(pk, d->type);
+    msgpack_pack_uint64(pk, d->global_mem_bytes);
+    msgpack_pack_uint64(pk, d->max_alloc_bytes);
+    msgpack_pack_uint32(pk, d->compute_units);
+    msgpack_pack_uint32(pk, d->clock_mhz);
+    ns_mp_str(pk, d->cl_c_version);
+    msgpack_pack_double(pk, d->gflops);
+    msgpack_pack_double(pk, d->gbps);
+}
+
+int ns_devinfo_read(ns_mpr_t *r, ns_devinfo_t *d)
+{
+    memset(d, 0, sizeof *d);
+    ns_mpr_array_exact(r, 10);
+    ns_mpr_str(r, d->name, NS_MAX_DEVICE_NAME);
+    ns_mpr_str(r, d->vendor, NS_MAX_DEVICE_NAME);
+    ns_mpr_u32(r, &d->type);
+    ns_mpr_uint(r, &d->global_mem_bytes);
+    ns_mpr_uint(r, &d->max_alloc_bytes);
+    ns_mpr_u32(r, &d->compute_units);
+    ns_mpr_u32(r, &d->clock_mhz);
+    ns_mpr_str(r, d->cl_c_version, NS_MAX_CL_VERSION);
+    ns_mpr_f64(r, &d->gflops);
+    ns_mpr_f64(r, &d->gbps);
+    if (r->err == NS_OK &&
+        (d->type > NS_DEV_ACCEL || !(d->gflops >= 0 && d->gflops < 1e9) ||
+         !(d->gbps >= 0 && d->gbps < 1e9)))
+        r->err = NS_ERR_INVAL;
+    return r->err;
+}
+
+int ns_devinfo_list_encode(const ns_devinfo_t *devs, uint32_t n, char **buf,
+                           size_t *len)
+{
+    if (n > NS_MAX_DEVICES)
+        return NS_ERR_TOOBIG;
+    ns_buf_t b;
+    ns_buf_init(&b);
+    S_PACKER(&b, w, pk);
+    msgpack_pack_array(&pk, n);
+    for (uint32_t i = 0; i < n; i++)
+        ns_devinfo_pack(&pk, &devs[i]);
+    if (w.err != NS_OK) {
+        ns_buf_release(&b);
+        return w.err;
+    }
+    *buf = (char *)b.data;
+    *len = b.len;
+    return NS_OK;
+}
+
+int ns_devinfo_list_decode(const uint8_t *buf, size_t len, ns_devinfo_t *devs,
+                           uint32_t *n)
+{
+    ns_mpr_t r;
+    ns_mpr_init(&r, buf, len);
+    ns_mpr_array(&r, n, NS_MAX_DEVICES);
+    for (uint32_t i = 0; i < *n && r.err == NS_OK; i++)
+        ns_devinfo_read(&r, &devs[i]);
+    return ns_mpr_end(&r);
+}

@@ -1,0 +1,60 @@
+/* config.h - node settings: defaults, an INI file (libinih), then flags.
+ *
+ * <datadir>/config.ini is written by `nightshift init`; `node --config F`
+ * reads another file; command-line flags override both. Unknown sections
+ * or keys and malformed values are errors naming the line, never ignored.
+ */
+#ifndef NIGHTSHIFT_CONFIG_H
+#define NIGHTSHIFT_CONFIG_H
+
+#include "nightshift/err.h"
+#include "nightshift/identity.h"
+#include "nightshift/log.h"
+#include "nightshift/wire.h"
+
+#include <limits.h>
+#include <stdint.h>
+
+#define NS_MAX_BOOTSTRAP 16
+#define NS_DEFAULT_LISTEN "tcp://127.0.0.1:7946"
+
+typedef struct {
+    char listen[NS_ENDPOINT_MAX];    /* bind endpoint; port 0 or * = any */
+    char advertise[NS_ENDPOINT_MAX]; /* endpoint told to peers; "" = the
+                                        bound one */
+    char bootstrap[NS_MAX_BOOTSTRAP][NS_ADDR_MAX]; /* id@endpoint */
+    uint32_t n_bootstrap;
+    uint32_t heartbeat_interval_ms; /* how often we announce ourselves */
+    uint32_t fanout;                /* push-gossip targets per message */
+    uint32_t max_peers;             /* cap on the peer table */
+    uint32_t pull_interval_ms;      /* anti-entropy period */
+    uint32_t seen_ttl_ms;           /* how long message ids are remembered */
+    uint32_t max_msg_age_ms;        /* older timestamps are stale */
+    uint32_t max_msg_future_ms;     /* clock skew allowed ahead of us */
+    uint32_t rate_msgs_per_s;       /* per-link token refill rate */
+    uint32_t rate_burst;            /* per-link bucket size */
+    char region[NS_MAX_REGION + 1];
+    uint64_t price;      /* micro-credits per device-second */
+    uint64_t stake;      /* announced stake, credits */
+    uint32_t slots;      /* concurrent jobs offered */
+    ns_log_level log_level;
+    char log_debug[128]; /* modules with debug lines: "gossip,net" */
+} ns_config_t;
+
+void ns_config_defaults(ns_config_t *cfg);
+
+/* Apply one setting; section is "node" or "log". NS_ERR_CONFIG with a
+ * message in err (may be NULL) for unknown keys or bad values. */
+int ns_config_set(ns_config_t *cfg, const char *section, const char *key,
+                  const char *value, char *err, size_t errlen) NS_MUST_CHECK;
+
+/* Load an INI file on top of cfg. NS_ERR_NOTFOUND if missing,
+ * NS_ERR_CONFIG with "path:line: why" in err. */
+int ns_config_load(ns_config_t *cfg, const char *path, char *err,
+                   size_t errlen) NS_MUST_CHECK;
+
+/* Write the settings that differ from the defaults (and listen,
+ * bootstrap) as an INI file, atomically. */
+int ns_config_write(const ns_config_t *cfg, const char *path) NS_MUST_CHECK;
+
+#endif

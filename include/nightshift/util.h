@@ -1,0 +1,55 @@
+/* util.h - clocks, text encodings and small file helpers used everywhere. */
+#ifndef NIGHTSHIFT_UTIL_H
+#define NIGHTSHIFT_UTIL_H
+
+#include "nightshift/err.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Wall clock (UNIX epoch) in milliseconds / microseconds. */
+uint64_t ns_now_ms(void);
+uint64_t ns_now_us(void);
+/* Monotonic clock in milliseconds / microseconds, for timers and durations. */
+uint64_t ns_mono_ms(void);
+uint64_t ns_mono_us(void);
+
+/* Lower-case hex of n bytes into out (2n+1 bytes, NUL-terminated). */
+void ns_hex(char *out, const uint8_t *in, size_t n);
+/* Exactly 2n hex digits into n bytes; NS_ERR_INVAL otherwise. */
+int ns_unhex(uint8_t *out, size_t n, const char *hex) NS_MUST_CHECK;
+
+/* RFC 4648 base32, lower case, no padding. out needs
+ * ns_base32_len(n) + 1 bytes. */
+size_t ns_base32_len(size_t n);
+void ns_base32(char *out, const uint8_t *in, size_t n);
+/* Strict decode of exactly ns_base32_len(n) characters into n bytes: wrong
+ * length, characters outside the alphabet or non-zero padding bits are
+ * NS_ERR_INVAL, so every value has exactly one text form. */
+int ns_unbase32(uint8_t *out, size_t n, const char *in) NS_MUST_CHECK;
+
+/* Read a whole file of at most max_bytes into a malloc'd buffer (caller
+ * frees). NS_ERR_NOTFOUND, NS_ERR_IO, NS_ERR_TOOBIG. */
+int ns_file_read(const char *path, size_t max_bytes, uint8_t **out,
+                 size_t *len) NS_MUST_CHECK;
+
+/* Write a file atomically and durably: temp file, fsync, rename, fsync of
+ * the directory. mode is the new file's permission bits. */
+int ns_file_write_atomic(const char *path, const void *data, size_t len,
+                         unsigned mode) NS_MUST_CHECK;
+
+/* mkdir -p with the given mode for created components. */
+int ns_mkdir_p(const char *path, unsigned mode) NS_MUST_CHECK;
+
+/* snprintf into a fixed buffer; NS_ERR_TOOBIG if it did not fit. */
+int ns_path_join(char *out, size_t cap, const char *dir, const char *name)
+    NS_MUST_CHECK;
+
+/* Parse a non-negative decimal u64 with no sign, spaces or junk. */
+int ns_parse_u64(const char *s, uint64_t *out) NS_MUST_CHECK;
+
+/* Pseudo-random u32 below bound (libsodium's CSPRNG; bound > 0). */
+uint32_t ns_rand_below(uint32_t bound);
+
+#endif

@@ -1,0 +1,142 @@
+/* wire.h - the signed message envelope and the p2p message bodies.
+ *
+ * Envelope (docs/PROTOCOL.md, "Envelope"): a msgpack array of six
+ *   [version u8, type u8, sender bin(32), timestamp_ms u64, body bin,
+ *    signature bin(64)]
+ * The signature is Ed25519 over NS_WIRE_DOMAIN followed by the exact bytes
+ * of elements 1..5 as they appear on the wire (no re-encoding). The
+ * message id is BLAKE2b-256 of those same signed bytes.
+ *
+ * Bodies are msgpack arrays with a fixed field order per type, carried as
+ * the envelope's bin so that the envelope decodes without knowing them.
+ * Every length has a named cap below; decoders reject extra or missing
+ * fields, wrong types and trailing bytes.
+ */
+#ifndef NIGHTSHIFT_WIRE_H
+#define NIGHTSHIFT_WIRE_H
+
+#include "nightshift/devinfo.h"
+#include "nightshift/err.h"
+#include "nightshift/hash.h"
+#include "nightshift/identity.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define NS_WIRE_VERSION 1
+#define NS_WIRE_DOMAIN "nightshift/msg/v1"
+#define NS_MAX_MSG (256 * 1024)        /* whole envelope, bytes */
+#define NS_MAX_BODY (NS_MAX_MSG - 128) /* body bin, bytes */
+#define NS_MAX_VERSION_STR 32          /* software version text */
+#define NS_MAX_REGION 32               /* region text */
+#define NS_MAX_PEERS_MSG 64            /* addresses in one PEERS */
+#define NS_MAX_PULL_IDS 2048           /* ids in one PULL */
+
+typedef enum {
+    NS_MSG_HELLO = 1,     /* direct: introduce a new link */
+    NS_MSG_HEARTBEAT = 2, /* gossiped: liveness and offer */
+    NS_MSG_PEERS = 3,     /* direct: peer exchange */
+    NS_MSG_PULL = 4,      /* direct: ids I have; send me what I lack */
+} ns_msg_type;
+
+/* True for the types this build understands; others are NS_ERR_MSGTYPE.
+ * Later layers register their types with ns_wire_register_type(). */
+bool ns_wire_type_known(uint32_t type);
+void ns_wire_register_type(uint8_t type);
+const char *ns_wire_type_name(uint32_t type);
+
+typedef struct {
+    uint8_t version;
+    uint8_t type;
+    uint8_t sender[NS_ID_BYTES];
+    uint64_t timestamp_ms;
+    const uint8_t *body; /* borrowed from the decoded buffer */
+    size_t body_len;
+    uint8_t sig[NS_SIG_BYTES];
+    const uint8_t *signed_part; /* elements 1..5, borrowed */
+    size_t signed_len;
+    ns_hash_t id; /* filled by ns_envelope_decode */
+} ns_envelope_t;
+
+/* A growable byte buffer (git's strbuf idea); init/release, no hidden
+ * global state. */
+typedef struct {
+    uint8_t *data;
+    size_t len;
+    size_t cap;
+} ns_buf_t;
+
+void ns_buf_init(ns_buf_t *b);
+void ns_buf_release(ns_buf_t *b);
+int ns_buf_append(ns_buf_t *b, const void *data, size_t len) NS_MUST_CHECK;
+
+/* Sign and encode. out is reset first. id_out may be NULL. */
+int ns_envelope_encode(const ns_identity_t *id, uint8_t type,
+                       uint64_t timestamp_ms, const uint8_t *body,
+                       size_t body_len, ns_buf_t *out, ns_hash_t id_out)
+    NS_MUST_CHECK;
+
+/* Strict structural decode and message id; does NOT check the signature.
+ * Errors: NS_ERR_TOOBIG, NS_ERR_TRUNCATED, NS_ERR_TYPE, NS_ERR_VERSION,
+ * NS_ERR_MSGTYPE, NS_ERR_TRAILING. env borrows from buf. */
+int ns_envelope_decode(const uint8_t *buf, size_t len, ns_envelope_t *env)
+    NS_MUST_CHECK;
+
+/* NS_OK or NS_ERR_SIG. */
+int ns_envelope_verify(const ns_envelope_t *env) NS_MUST_CHECK;
+
+/* ---- bodies ---------------------------------------------------------- */
+
+typedef struct {
+    ns_hash_t network_id;               /* hash of the genesis file */
+    char endpoint[NS_ENDPOINT_MAX];     /* where the sender listens */
+    char version[NS_MAX_VERSION_STR + 1];
+} ns_hello_t;
+
+typedef struct {
+    ns_hash_t network_id;
+    char endpoint[NS_ENDPOINT_MAX];
+    char version[NS_MAX_VERSION_STR + 1];
+    uint32_t interval_ms;  /* sender's heartbeat interval */
+    uint64_t sent_us;      /* sender's wall clock at sending, microseconds */
+    uint64_t price;        /* credits per device-second, in micro-credits */
+    uint64_t stake;        /* credits staked */
+    char region[NS_MAX_REGION + 1];
+    uint32_t free_slots;   /* jobs it can take now */
+    uint64_t ledger_entries; /* ledger head summary: entry count */
+    ns_hash_t ledger_digest; /* and digest of all heads (zero if none) */
+    uint32_t n_devices;
+    ns_devinfo_t devices[NS_MAX_DEVICES];
+} ns_heartbeat_t;
+
+typedef struct {
+    uint8_t id[NS_ID_BYTES];
+    char endpoint[NS_ENDPOINT_MAX];
+} ns_peer_addr_t;
+
+typedef struct {
+    uint32_t n;
+    ns_peer_addr_t peers[NS_MAX_PEERS_MSG];
+} ns_peers_t;
+
+typedef struct {
+    uint32_t n;
+    const uint8_t *ids; /* n * 32 bytes, borrowed */
+} ns_pull_t;
+
+int ns_hello_encode(const ns_hello_t *m, ns_buf_t *out) NS_MUST_CHECK;
+int ns_hello_decode(const uint8_t *buf, size_t len, ns_hello_t *m)
+    NS_MUST_CHECK;
+int ns_heartbeat_encode(const ns_heartbeat_t *m, ns_buf_t *out) NS_MUST_CHECK;
+int ns_heartbeat_decode(const uint8_t *buf, size_t len, ns_heartbeat_t *m)
+    NS_MUST_CHECK;
+int ns_peers_encode(const ns_peers_t *m, ns_buf_t *out) NS_MUST_CHECK;
+int ns_peers_decode(const uint8_t *buf, size_t len, ns_peers_t *m)
+    NS_MUST_CHECK;
+int ns_pull_encode(const uint8_t *ids, uint32_t n, ns_buf_t *out)
+    NS_MUST_CHECK;
+int ns_pull_decode(const uint8_t *buf, size_t len, ns_pull_t *m)
+    NS_MUST_CHECK;
+
+#endif
