@@ -1,0 +1,48 @@
+/* cli.h - the `nightshift` subcommands and their shared helpers.
+ *
+ * Each subcommand is `int ns_cmd_<name>(int argc, char **argv)` with argv[0]
+ * the subcommand name; it returns the process exit status (0 = success,
+ * 1 = failure, 2 = usage error) and prints one clear line on stderr on
+ * failure. `--help` prints usage on stdout and returns 0. `--json` prints
+ * exactly one JSON document on stdout.
+ */
+#ifndef NIGHTSHIFT_CLI_H
+#define NIGHTSHIFT_CLI_H
+
+#include <stdio.h>
+
+int ns_cmd_init(int argc, char **argv);
+int ns_cmd_node(int argc, char **argv);
+int ns_cmd_id(int argc, char **argv);
+int ns_cmd_peers(int argc, char **argv);
+int ns_cmd_status(int argc, char **argv);
+int ns_cmd_devices(int argc, char **argv);
+int ns_cmd_genesis(int argc, char **argv);
+
+/* Print "nightshift <cmd>: <message>" on stderr. */
+void ns_cli_error(const char *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* True if argv has --help or -h anywhere. */
+int ns_cli_wants_help(int argc, char **argv);
+
+/* A plain text table: columns sized to their widest cell. */
+#define NS_TABLE_MAX_COLS 12
+typedef struct {
+    int ncols;
+    const char *headers[NS_TABLE_MAX_COLS];
+    char **cells; /* nrows * ncols strings, owned */
+    size_t nrows;
+    size_t cap_rows;
+} ns_table_t;
+
+void ns_table_init(ns_table_t *t, int ncols, const char *const *headers);
+/* Add a row of exactly ncols cells (copied). */
+void ns_table_row(ns_table_t *t, const char *const *cells);
+void ns_table_print(const ns_table_t *t, FILE *out);
+void ns_table_release(ns_table_t *t);
+
+/* "12.0 GiB", "512 MiB" */
+void ns_fmt_bytes(char *out, size_t cap, unsigned long long bytes);
+
+#endif
