@@ -42,6 +42,9 @@ void ns_table_row(ns_table_t *t, const char *const *cells);
 void ns_table_print(const ns_table_t *t, FILE *out);
 void ns_table_release(ns_table_t *t);
 
+/* Print a msgpack document as pretty JSON on stdout; 0 or 1 (exit code). */
+int ns_cli_print_json(const void *msgpack, size_t len);
+
 /* "12.0 GiB", "512 MiB" */
 void ns_fmt_bytes(char *out, size_t cap, unsigned long long bytes);
 

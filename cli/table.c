@@ -1,5 +1,7 @@
 #include "cli.h"
 
+#include "nightshift/mp.h"
+
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,4 +92,16 @@ void ns_fmt_bytes(char *out, size_t cap, unsigned long long bytes)
         snprintf(out, cap, "%llu B", bytes);
     else
         snprintf(out, cap, "%.1f %s", v, units[u]);
+}
+
+int ns_cli_print_json(const void *msgpack, size_t len)
+{
+    char *json = NULL;
+    if (ns_mp_to_json(msgpack, len, &json, 1) != NS_OK) {
+        fprintf(stderr, "nightshift: cannot render the document as JSON\n");
+        return 1;
+    }
+    puts(json);
+    free(json);
+    return 0;
 }

@@ -414,5 +414,7 @@ int ns_devinfo_list_decode(const uint8_t *buf, size_t len, ns_devinfo_t *devs,
     ns_mpr_array(&r, n, NS_MAX_DEVICES);
     for (uint32_t i = 0; i < *n && r.err == NS_OK; i++)
         ns_devinfo_read(&r, &devs[i]);
-    return ns_mpr_end(&r);
+    if (ns_mpr_end(&r) != NS_OK)
+        *n = 0; /* never a half-filled list */
+    return r.err;
 }

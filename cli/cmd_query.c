@@ -1,0 +1,312 @@
+/* cmd_query.c - `id`, `peers`, `status`: read-only views of a datadir and
+ * of the node running on it. */
+#include "cli.h"
+#include "ctl.h"
+
+#include "nightshift/config.h"
+#include "nightshift/identity.h"
+#include "nightshift/mp.h"
+#include "nightshift/util.h"
+
+#include <limits.h>
+#include <msgpack.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct {
+    const char *datadir;
+    int json;
+} s_query_opts_t;
+
+static int s_parse(const char *cmd, int argc, char **argv, s_query_opts_t *o)
+{
+    memset(o, 0, sizeof *o);
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0) {
+            o->json = 1;
+        } else if (strcmp(argv[i], "--datadir") == 0 && i + 1 < argc) {
+            o->datadir = argv[++i];
+        } else {
+            ns_cli_error(cmd, "unknown argument '%s' (see --help)", argv[i]);
+            return 2;
+        }
+    }
+    if (!o->datadir) {
+        ns_cli_error(cmd, "--datadir is required (see --help)");
+        return 2;
+    }
+    return 0;
+}
+
+/* ---- reading our own node's documents (msgpack-c object API) ---------- */
+
+static const msgpack_object *s_get(const msgpack_object *map, const char *key)
+{
+    if (!map || map->type != MSGPACK_OBJECT_MAP)
+        return NULL;
+    size_t klen = strlen(key);
+    for (uint32_t i = 0; i < map->via.map.size; i++) {
+        const msgpack_object *k = &map->via.map.ptr[i].key;
+        if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == klen &&
+            memcmp(k->via.str.ptr, key, klen) == 0)
+            return &map->via.map.ptr[i].val;
+    }
+    return NULL;
+}
+
+static unsigned long long s_u(const msgpack_object *map, const char *key)
+{
+    const msgpack_object *v = s_get(map, key);
+    return v && v->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? v->via.u64 : 0;
+}
+
+static void s_s(char *out, size_t cap, const msgpack_object *map,
+                const char *key)
+{
+    const msgpack_object *v = s_get(map, key);
+    if (v && v->type == MSGPACK_OBJECT_STR)
+        snprintf(out, cap, "%.*s", (int)v->via.str.size, v->via.str.ptr);
+    else
+        snprintf(out, cap, "-");
+}
+
+/* Query, then print JSON or hand the unpacked document to render(). */
+static int s_run(const char *cmd, const char *query, const s_query_opts_t *o,
+                 void (*render)(const msgpack_object *doc))
+{
+    uint8_t *doc = NULL;
+    size_t len = 0;
+    char err[512];
+    if (ns_ctl_query(o->datadir, query, &doc, &len, err, sizeof err) !=
+        NS_OK) {
+        ns_cli_error(cmd, "%s", err);
+        return 1;
+    }
+    int rc = 0;
+    if (o->json) {
+        rc = ns_cli_print_json(doc, len);
+    } else {
+        /* Validate with the strict reader first: msgpack-c's unpacker
+         * trusts container sizes. */
+        char *check = NULL;
+        if (ns_mp_to_json(doc, len, &check, 0) != NS_OK) {
+            ns_cli_error(cmd, "malformed document from the node");
+            free(doc);
+            return 1;
+        }
+        free(check);
+        msgpack_unpacked up;
+        msgpack_unpacked_init(&up);
+        if (msgpack_unpack_next(&up, (const char *)doc, len, NULL) ==
+            MSGPACK_UNPACK_SUCCESS)
+            render(&up.data);
+        else
+            rc = 1;
+        msgpack_unpacked_destroy(&up);
+    }
+    free(doc);
+    return rc;
+}
+
+/* ---- status ------------------------------------------------------------ */
+
+static void s_render_status(const msgpack_object *d)
+{
+    char id[80], addr[NS_ADDR_MAX], net[80], netid[80], ver[40];
+    s_s(id, sizeof id, d, "id");
+    s_s(addr, sizeof addr, d, "address");
+    s_s(net, sizeof net, d, "network");
+    s_s(netid, sizeof netid, d, "network_id");
+    s_s(ver, sizeof ver, d, "version");
+    const msgpack_object *m = s_get(d, "messages");
+    const msgpack_object *dr = s_get(d, "dropped");
+    printf("node      %s (pid %llu, nightshift %s)\n", id, s_u(d, "pid"), ver);
+    printf("address   %s\n", addr);
+    printf("network   %s (%.16s)\n", net, netid);
+    printf("uptime    %.1f s\n", (double)s_u(d, "uptime_ms") / 1000.0);
+    printf("peers     %llu live, %llu connecting\n", s_u(d, "peers"),
+           s_u(d, "peers_connecting"));
+    printf("messages  rx %llu (%llu bytes), tx %llu (%llu bytes), accepted "
+           "%llu, duplicates %llu, forwarded %llu\n",
+           s_u(m, "rx"), s_u(m, "rx_bytes"), s_u(m, "tx"),
+           s_u(m, "tx_bytes"), s_u(m, "accepted"), s_u(m, "duplicates"),
+           s_u(m, "forwarded"));
+    printf("dropped   %llu", s_u(dr, "total"));
+    if (dr && dr->type == MSGPACK_OBJECT_MAP)
+        for (uint32_t i = 0; i < dr->via.map.size; i++) {
+            const msgpack_object_kv *kv = &dr->via.map.ptr[i];
+            if (kv->key.type != MSGPACK_OBJECT_STR ||
+                kv->val.type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
+                kv->val.via.u64 == 0 ||
+                (kv->key.via.str.size == 5 &&
+                 memcmp(kv->key.via.str.ptr, "total", 5) == 0))
+                continue;
+            printf(" %.*s=%llu", (int)kv->key.via.str.size,
+                   kv->key.via.str.ptr, (unsigned long long)kv->val.via.u64);
+        }
+    printf("\n");
+}
+
+static const char s_status_usage[] =
+    "usage: nightshift status --datadir D [--json]\n"
+    "\n"
+    "Ask the node running on D for its state: identity, network, uptime,\n"
+    "peer count, message counters and every drop reason "
+    "(dropped.<reason>).\n";
+
+int ns_cmd_status(int argc, char **argv)
+{
+    if (ns_cli_wants_help(argc, argv)) {
+        fputs(s_status_usage, stdout);
+        return 0;
+    }
+    s_query_opts_t o;
+    int rc = s_parse("status", argc, argv, &o);
+    return rc ? rc : s_run("status", "status", &o, s_render_status);
+}
+
+/* ---- peers ----------------------------------------------------------------- */
+
+static void s_render_peers(const msgpack_object *d)
+{
+    static const char *const headers[] = {
+        "ID", "ENDPOINT", "SEEN", "REGION", "PRICE", "STAKE", "SLOTS",
+        "DEVICES", "VERSION"};
+    ns_table_t t;
+    ns_table_init(&t, 9, headers);
+    if (d->type != MSGPACK_OBJECT_ARRAY)
+        return;
+    for (uint32_t i = 0; i < d->via.array.size; i++) {
+        const msgpack_object *p = &d->via.array.ptr[i];
+        char id[80], ep[NS_ENDPOINT_MAX], seen[32], region[40], price[32],
+            stake[32], slots[16], devs[160], ver[40];
+        s_s(id, sizeof id, p, "id");
+        id[NS_ID_SHORT_LEN] = '\0';
+        s_s(ep, sizeof ep, p, "endpoint");
+        snprintf(seen, sizeof seen, "%.1fs ago",
+                 (double)s_u(p, "last_seen_ms") / 1000.0);
+        s_s(region, sizeof region, p, "region");
+        snprintf(price, sizeof price, "%llu", s_u(p, "price"));
+        snprintf(stake, sizeof stake, "%llu", s_u(p, "stake"));
+        snprintf(slots, sizeof slots, "%llu", s_u(p, "free_slots"));
+        s_s(ver, sizeof ver, p, "version");
+        devs[0] = '\0';
+        const msgpack_object *dl = s_get(p, "devices");
+        if (dl && dl->type == MSGPACK_OBJECT_ARRAY) {
+            for (uint32_t k = 0; k < dl->via.array.size; k++) {
+                char type[16];
+                s_s(type, sizeof type, &dl->via.array.ptr[k], "type");
+                size_t used = strlen(devs);
+                snprintf(devs + used, sizeof devs - used, "%s%s",
+                         k ? "," : "", type);
+            }
+        }
+        if (!devs[0])
+            snprintf(devs, sizeof devs, "none");
+        const char *const row[] = {id,    ep,    seen, region, price,
+                                   stake, slots, devs, ver};
+        ns_table_row(&t, row);
+    }
+    printf("%u peers\n", d->via.array.size);
+    if (t.nrows)
+        ns_table_print(&t, stdout);
+    ns_table_release(&t);
+}
+
+static const char s_peers_usage[] =
+    "usage: nightshift peers --datadir D [--json]\n"
+    "\n"
+    "List the live peers of the node running on D: id, endpoint, time since\n"
+    "its last heartbeat, region, price (micro-credits per device-second),\n"
+    "stake, free slots, devices. --json gives a list of objects with id,\n"
+    "endpoint, last_seen_ms, devices and the rest.\n";
+
+int ns_cmd_peers(int argc, char **argv)
+{
+    if (ns_cli_wants_help(argc, argv)) {
+        fputs(s_peers_usage, stdout);
+        return 0;
+    }
+    s_query_opts_t o;
+    int rc = s_parse("peers", argc, argv, &o);
+    return rc ? rc : s_run("peers", "peers", &o, s_render_peers);
+}
+
+/* ---- id ------------------------------------------------------------------- */
+
+static const char s_id_usage[] =
+    "usage: nightshift id --datadir D [--json]\n"
+    "\n"
+    "Print the node id of datadir D and its address (ID@ENDPOINT) for\n"
+    "--bootstrap. The address is the running node's (D/node.addr) when it\n"
+    "has started, else the configured listen endpoint.\n";
+
+int ns_cmd_id(int argc, char **argv)
+{
+    const char *cmd = "id";
+    if (ns_cli_wants_help(argc, argv)) {
+        fputs(s_id_usage, stdout);
+        return 0;
+    }
+    s_query_opts_t o;
+    int rc = s_parse(cmd, argc, argv, &o);
+    if (rc)
+        return rc;
+    char path[PATH_MAX], err[256];
+    ns_identity_t *id = NULL;
+    if (ns_path_join(path, sizeof path, o.datadir, "node.key") != NS_OK)
+        return 1;
+    rc = ns_identity_load(path, &id);
+    if (rc != NS_OK) {
+        ns_cli_error(cmd, "cannot load %s: %s", path, ns_strerror(rc));
+        return 1;
+    }
+    char idtext[NS_ID_TEXT_LEN + 1], addr[NS_ADDR_MAX] = "";
+    ns_id_text(idtext, ns_identity_pk(id));
+    ns_identity_destroy(&id);
+
+    /* The running node's address if it wrote one for this key. */
+    uint8_t *text = NULL;
+    size_t len = 0;
+    if (ns_path_join(path, sizeof path, o.datadir, "node.addr") == NS_OK &&
+        ns_file_read(path, NS_ADDR_MAX, &text, &len) == NS_OK) {
+        uint8_t pk[NS_ID_BYTES], mine[NS_ID_BYTES];
+        char ep[NS_ENDPOINT_MAX];
+        text[strcspn((char *)text, "\n")] = '\0';
+        if (ns_addr_parse((char *)text, pk, ep) == NS_OK &&
+            ns_id_parse(idtext, mine) == NS_OK &&
+            memcmp(pk, mine, NS_ID_BYTES) == 0)
+            snprintf(addr, sizeof addr, "%s", (char *)text);
+        free(text);
+    }
+    if (!addr[0]) {
+        ns_config_t cfg;
+        ns_config_defaults(&cfg);
+        if (ns_path_join(path, sizeof path, o.datadir, "config.ini") ==
+                NS_OK &&
+            access(path, F_OK) == 0 &&
+            ns_config_load(&cfg, path, err, sizeof err) != NS_OK) {
+            ns_cli_error(cmd, "%s", err);
+            return 1;
+        }
+        snprintf(addr, sizeof addr, "%s@%s", idtext, cfg.listen);
+    }
+    if (o.json) {
+        msgpack_sbuffer sb;
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer pk;
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        msgpack_pack_map(&pk, 2);
+        ns_mp_str(&pk, "id");
+        ns_mp_str(&pk, idtext);
+        ns_mp_str(&pk, "address");
+        ns_mp_str(&pk, addr);
+        rc = ns_cli_print_json(sb.data, sb.size);
+        msgpack_sbuffer_destroy(&sb);
+        return rc;
+    }
+    printf("%s\n%s\n", idtext, addr);
+    return 0;
+}

@@ -1,0 +1,110 @@
+#include "ctl.h"
+
+#include "nightshift/err.h"
+#include "nightshift/mp.h"
+#include "nightshift/util.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zmq.h>
+
+int ns_ctl_endpoint(const char *datadir, char *out, size_t cap)
+{
+    char real[PATH_MAX];
+    const char *dir = realpath(datadir, real) ? real : datadir;
+    int n = snprintf(out, cap, "ipc://%s/%s", dir, NS_CTL_SOCK);
+    /* sun_path holds 107 characters. */
+    if (n < 0 || (size_t)n >= cap || strlen(out) - 6 > 107)
+        return NS_ERR_TOOBIG;
+    return NS_OK;
+}
+
+int ns_ctl_query(const char *datadir, const char *query, uint8_t **doc,
+                 size_t *len, char *err, size_t errlen)
+{
+    char ep[PATH_MAX + 16];
+    int rc = NS_ERR_IO;
+    void *ctx = NULL, *sock = NULL;
+    zmq_msg_t reply;
+    zmq_msg_init(&reply);
+    if (ns_ctl_endpoint(datadir, ep, sizeof ep) != NS_OK) {
+        snprintf(err, errlen, "datadir path too long for a control socket");
+        return NS_ERR_TOOBIG;
+    }
+    struct stat st;
+    if (stat(ep + 6, &st) != 0) {
+        snprintf(err, errlen,
+                 "no node is running on %s (start it with `nightshift node "
+                 "--datadir %s`)",
+                 datadir, datadir);
+        return NS_ERR_NOTFOUND;
+    }
+    ctx = zmq_ctx_new();
+    sock = ctx ? zmq_socket(ctx, ZMQ_REQ) : NULL;
+    if (!sock) {
+        snprintf(err, errlen, "zmq: %s", zmq_strerror(zmq_errno()));
+        goto out;
+    }
+    int linger = 0, timeout = NS_CTL_TIMEOUT_MS;
+    int64_t maxmsg = NS_CTL_MAX_REPLY;
+    zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(sock, ZMQ_RCVTIMEO, &timeout, sizeof timeout);
+    zmq_setsockopt(sock, ZMQ_SNDTIMEO, &timeout, sizeof timeout);
+    zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    if (zmq_connect(sock, ep) != 0) {
+        snprintf(err, errlen, "cannot connect to %s: %s", ep,
+                 zmq_strerror(zmq_errno()));
+        goto out;
+    }
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    ns_mp_str(&pk, query);
+    int sent = zmq_send(sock, sb.data, sb.size, 0);
+    msgpack_sbuffer_destroy(&sb);
+    if (sent < 0 || zmq_msg_recv(&reply, sock, 0) < 0) {
+        rc = NS_ERR_TIMEOUT;
+        snprintf(err, errlen,
+                 "the node on %s did not answer within %d ms (stale "
+                 "control.sock from a crashed node?)",
+                 datadir, NS_CTL_TIMEOUT_MS);
+        goto out;
+    }
+    ns_mpr_t r;
+    ns_mpr_init(&r, zmq_msg_data(&reply), zmq_msg_size(&reply));
+    bool ok = false;
+    ns_mpr_array_exact(&r, 2);
+    ns_mpr_bool(&r, &ok);
+    if (r.err != NS_OK) {
+        rc = NS_ERR_CORRUPT;
+        snprintf(err, errlen, "malformed reply from the node");
+        goto out;
+    }
+    if (!ok) {
+        char why[256] = "unknown error";
+        ns_mpr_str(&r, why, sizeof why - 1);
+        snprintf(err, errlen, "node refused '%s': %s", query, why);
+        rc = NS_ERR_INVAL;
+        goto out;
+    }
+    *len = r.left;
+    *doc = malloc(r.left ? r.left : 1);
+    if (!*doc) {
+        rc = NS_ERR_NOMEM;
+        goto out;
+    }
+    memcpy(*doc, r.p, r.left);
+    rc = NS_OK;
+out:
+    zmq_msg_close(&reply);
+    if (sock)
+        zmq_close(sock);
+    if (ctx)
+        zmq_ctx_term(ctx);
+    return rc;
+}

@@ -1,0 +1,791 @@
+/* p2p.c - message ingest, the built-in p2p message types, timers and the
+ * event loop. */
+#include "p2p_internal.h"
+
+#include "nightshift/util.h"
+
+#include <errno.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Where a message came from, and how to answer it. */
+typedef struct {
+    ns_link_t *link;
+    const uint8_t *key;  /* CURVE key of the connection */
+    const uint8_t *rid;  /* ROUTER routing id, or NULL */
+    size_t rid_len;
+    ns_peer_t *peer;     /* set when it came on our DEALER to this peer */
+} s_src_t;
+
+/* ---- construction ------------------------------------------------------ */
+
+ns_p2p_t *ns_p2p_new(const ns_p2p_opts_t *opts, int *err)
+{
+    int rc = NS_ERR_NOMEM;
+    ns_p2p_t *p = calloc(1, sizeof *p);
+    if (!p)
+        goto fail;
+    p->cfg = opts->cfg;
+    p->identity = opts->identity;
+    memcpy(p->self_id, ns_identity_pk(opts->identity), NS_ID_BYTES);
+    ns_id_short(p->self_short, p->self_id);
+    memcpy(p->network_id, opts->network_id, NS_HASH_BYTES);
+    snprintf(p->network_name, sizeof p->network_name, "%s",
+             opts->network_name ? opts->network_name : "?");
+    p->start_ms = ns_mono_ms();
+    p->peers = calloc(p->cfg->max_peers, sizeof *p->peers);
+    p->curve_sk = sodium_malloc(32);
+    if (!p->peers || !p->curve_sk)
+        goto fail;
+    if ((rc = ns_identity_curve(opts->identity, p->curve_pk, p->curve_sk)) !=
+        NS_OK)
+        goto fail;
+    if ((rc = ns_seen_init(&p->seen, S_SEEN_CAP)) != NS_OK)
+        goto fail;
+    ns_buf_init(&p->last_hb);
+    ns_buf_init(&p->scratch);
+    ns_buf_init(&p->body);
+
+    p->ctx = zmq_ctx_new();
+    rc = NS_ERR_ZMQ;
+    if (!p->ctx)
+        goto fail;
+    if ((rc = ns_tr_bind(p)) != NS_OK)
+        goto fail;
+
+    /* Advertise: configured, else the bound endpoint (a wildcard host is
+     * useless to peers, so it becomes loopback with a warning). */
+    if (p->cfg->advertise[0]) {
+        snprintf(p->advertise, sizeof p->advertise, "%s", p->cfg->advertise);
+    } else if (strncmp(p->endpoint, "tcp://0.0.0.0:", 14) == 0) {
+        snprintf(p->advertise, sizeof p->advertise, "tcp://127.0.0.1:%s",
+                 p->endpoint + 14);
+        ns_warn(NS_MOD_NET, "event=advertise_loopback bound=%s hint=\"set "
+                            "advertise= in config for other hosts\"",
+                p->endpoint);
+    } else {
+        snprintf(p->advertise, sizeof p->advertise, "%s", p->endpoint);
+    }
+    char idtext[NS_ID_TEXT_LEN + 1];
+    ns_id_text(idtext, p->self_id);
+    snprintf(p->address, sizeof p->address, "%s@%s", idtext, p->advertise);
+
+    ns_heartbeat_t *hb = &p->my_hb;
+    memcpy(hb->network_id, p->network_id, NS_HASH_BYTES);
+    snprintf(hb->endpoint, sizeof hb->endpoint, "%s", p->advertise);
+    snprintf(hb->version, sizeof hb->version, "%s", NS_VERSION_STRING);
+    hb->interval_ms = p->cfg->heartbeat_interval_ms;
+    hb->price = p->cfg->price;
+    hb->stake = p->cfg->stake;
+    snprintf(hb->region, sizeof hb->region, "%s", p->cfg->region);
+    hb->free_slots = p->cfg->slots;
+    hb->n_devices =
+        opts->n_devices < NS_MAX_DEVICES ? opts->n_devices : NS_MAX_DEVICES;
+    memcpy(hb->devices, opts->devices, hb->n_devices * sizeof *opts->devices);
+    return p;
+fail:
+    *err = rc;
+    ns_p2p_destroy(&p);
+    return NULL;
+}
+
+void ns_p2p_destroy(ns_p2p_t **pp)
+{
+    if (!pp || !*pp)
+        return;
+    ns_p2p_t *p = *pp;
+    if (p->peers) {
+        while (p->n_peers)
+            ns_peers_remove(p, &p->peers[p->n_peers - 1], "shutdown");
+        free(p->peers);
+    }
+    ns_tr_close(&p->router);
+    ns_tr_close(&p->zap);
+    if (p->ctx)
+        zmq_ctx_term(p->ctx);
+    ns_seen_release(&p->seen);
+    ns_buf_release(&p->last_hb);
+    ns_buf_release(&p->scratch);
+    ns_buf_release(&p->body);
+    sodium_free(p->curve_sk);
+    free(p);
+    *pp = NULL;
+}
+
+const char *ns_p2p_endpoint(const ns_p2p_t *p)
+{
+    return p->endpoint;
+}
+
+const char *ns_p2p_address(const ns_p2p_t *p)
+{
+    return p->address;
+}
+
+void *ns_p2p_zmq_context(ns_p2p_t *p)
+{
+    return p->ctx;
+}
+
+int ns_p2p_add_socket(ns_p2p_t *p, void *socket, ns_p2p_io_fn fn, void *user)
+{
+    if (p->n_extra >= S_MAX_EXTRA_SOCKETS)
+        return NS_ERR_TOOBIG;
+    p->extra[p->n_extra++] = (ns_extra_socket_t){socket, fn, user};
+    return NS_OK;
+}
+
+int ns_p2p_add_timer(ns_p2p_t *p, uint32_t interval_ms, ns_p2p_timer_fn fn,
+                     void *user)
+{
+    if (p->n_timers >= S_MAX_TIMERS || interval_ms == 0)
+        return NS_ERR_TOOBIG;
+    p->timers[p->n_timers++] =
+        (ns_timer_t){interval_ms, ns_mono_ms() + interval_ms, fn, user};
+    return NS_OK;
+}
+
+int ns_p2p_register(ns_p2p_t *p, uint8_t type, bool gossiped,
+                    ns_p2p_msg_fn fn, void *user)
+{
+    if (type <= NS_MSG_PULL || p->handlers[type].fn)
+        return NS_ERR_EXISTS;
+    ns_wire_register_type(type);
+    p->handlers[type] = (ns_handler_t){fn, user, gossiped};
+    return NS_OK;
+}
+
+void ns_p2p_set_ledger_summary(ns_p2p_t *p, uint64_t entries,
+                               const ns_hash_t digest)
+{
+    p->my_hb.ledger_entries = entries;
+    memcpy(p->my_hb.ledger_digest, digest, NS_HASH_BYTES);
+}
+
+uint32_t ns_p2p_live_peers(const ns_p2p_t *p)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < p->n_peers; i++)
+        n += p->peers[i].state == NS_PEER_LIVE;
+    return n;
+}
+
+/* ---- sending ----------------------------------------------------------- */
+
+int ns_p2p_sign(ns_p2p_t *p, uint8_t type, const uint8_t *body, size_t len,
+                ns_buf_t *out, ns_hash_t id)
+{
+    return ns_envelope_encode(p->identity, type, ns_now_ms(), body, len, out,
+                              id);
+}
+
+int ns_p2p_publish(ns_p2p_t *p, uint8_t type, const uint8_t *body, size_t len)
+{
+    ns_hash_t id;
+    ns_buf_t msg;
+    ns_buf_init(&msg);
+    int rc = ns_p2p_sign(p, type, body, len, &msg, id);
+    if (rc == NS_OK)
+        rc = ns_seen_add(&p->seen, id, ns_mono_ms(), msg.data, msg.len);
+    if (rc == NS_OK)
+        ns_gossip_forward(p, msg.data, msg.len, NULL, NULL);
+    ns_buf_release(&msg);
+    return rc;
+}
+
+static void s_send_heartbeat(ns_p2p_t *p)
+{
+    ns_hash_t id;
+    p->my_hb.sent_us = ns_now_us();
+    if (ns_heartbeat_encode(&p->my_hb, &p->body) != NS_OK ||
+        ns_p2p_sign(p, NS_MSG_HEARTBEAT, p->body.data, p->body.len,
+                    &p->last_hb, id) != NS_OK) {
+        ns_error(NS_MOD_GOSSIP, "event=heartbeat_encode_failed");
+        return;
+    }
+    if (ns_seen_add(&p->seen, id, ns_mono_ms(), p->last_hb.data,
+                    p->last_hb.len) != NS_OK)
+        return;
+    ns_gossip_forward(p, p->last_hb.data, p->last_hb.len, NULL, NULL);
+}
+
+static void s_reply(ns_p2p_t *p, const s_src_t *src, const uint8_t *buf,
+                    size_t len)
+{
+    if (src->rid)
+        ns_tr_reply(p, src->rid, src->rid_len, buf, len);
+    else if (src->peer)
+        ns_tr_send(p, src->peer->dealer, buf, len);
+}
+
+/* ---- drops --------------------------------------------------------------- */
+
+void ns_p2p_drop(ns_p2p_t *p, ns_link_t *link, int reason,
+                 const uint8_t *sender, const char *detail)
+{
+    p->stats.dropped[-reason < NS_ERR_COUNT ? -reason : 0]++;
+    p->stats.dropped_total++;
+    ns_ratelimit_t *rl = &p->global_log;
+    char keytext[17] = "-";
+    if (link) {
+        link->dropped++;
+        rl = &link->log_limit;
+        ns_hex(keytext, link->key, 8);
+    }
+    uint32_t suppressed = rl->suppressed;
+    if (!ns_ratelimit_allow(rl, ns_mono_ms(), S_LOG_LINES_PER_MIN, 60000))
+        return;
+    rl->suppressed = 0;
+    char sendertext[NS_ID_TEXT_LEN + 1] = "-";
+    if (sender)
+        ns_id_text(sendertext, sender);
+    ns_warn(NS_MOD_GOSSIP,
+            "event=message_dropped reason=%s link=%s sender=%s detail=\"%s\" "
+            "suppressed=%u",
+            ns_errname(reason), keytext, sendertext, detail ? detail : "",
+            suppressed);
+}
+
+/* ---- built-in message types --------------------------------------------- */
+
+static bool s_from_sender_link(const s_src_t *src, const uint8_t *sender)
+{
+    uint8_t curve[32];
+    return src->key && ns_id_curve_pk(sender, curve) == NS_OK &&
+           memcmp(curve, src->key, 32) == 0;
+}
+
+static int s_network_mismatch(ns_p2p_t *p, const s_src_t *src,
+                              const uint8_t *sender, const ns_hash_t theirs)
+{
+    char ours_hex[17], theirs_hex[17], idtext[NS_ID_TEXT_LEN + 1];
+    ns_hex(ours_hex, p->network_id, 8);
+    ns_hex(theirs_hex, theirs, 8);
+    ns_id_text(idtext, sender);
+    if (ns_ratelimit_allow(&src->link->log_limit, ns_mono_ms(),
+                           S_LOG_LINES_PER_MIN, 60000))
+        ns_warn(NS_MOD_PEERS,
+                "event=peer_refused reason=wrong_network id=%s "
+                "their_network=%s our_network=%s",
+                idtext, theirs_hex, ours_hex);
+    /* A node of another network is refused at the next handshake too. */
+    if (src->rid && s_from_sender_link(src, sender))
+        ns_tr_ban(p, src->key);
+    ns_peer_t *peer = ns_peers_find(p, sender);
+    if (peer)
+        ns_peers_remove(p, peer, "wrong_network");
+    return NS_ERR_NETWORK;
+}
+
+static int s_on_hello(ns_p2p_t *p, const ns_envelope_t *env,
+                      const s_src_t *src)
+{
+    ns_hello_t hello;
+    int rc = ns_hello_decode(env->body, env->body_len, &hello);
+    if (rc != NS_OK)
+        return rc;
+    /* A HELLO speaks only for its own inbound link. */
+    if (!src->rid || !s_from_sender_link(src, env->sender))
+        return NS_ERR_INVAL;
+    if (sodium_memcmp(hello.network_id, p->network_id, NS_HASH_BYTES))
+        return s_network_mismatch(p, src, env->sender, hello.network_id);
+    ns_peer_t *peer = ns_peers_find(p, env->sender);
+    if (peer && strcmp(peer->endpoint, hello.endpoint) != 0) {
+        ns_peers_remove(p, peer, "new_endpoint");
+        peer = NULL;
+    }
+    if (!peer)
+        ns_peers_add(p, env->sender, hello.endpoint, false);
+
+    /* Peer exchange: up to S_PEERS_REPLY random live peers. */
+    ns_peers_t reply;
+    memset(&reply, 0, sizeof reply);
+    uint32_t start = p->n_peers ? ns_rand_below(p->n_peers) : 0;
+    for (uint32_t k = 0; k < p->n_peers && reply.n < S_PEERS_REPLY; k++) {
+        const ns_peer_t *q = &p->peers[(start + k) % p->n_peers];
+        if (q->state != NS_PEER_LIVE ||
+            memcmp(q->id, env->sender, NS_ID_BYTES) == 0)
+            continue;
+        memcpy(reply.peers[reply.n].id, q->id, NS_ID_BYTES);
+        snprintf(reply.peers[reply.n].endpoint, NS_ENDPOINT_MAX, "%s",
+                 q->endpoint);
+        reply.n++;
+    }
+    if (ns_peers_encode(&reply, &p->body) == NS_OK &&
+        ns_p2p_sign(p, NS_MSG_PEERS, p->body.data, p->body.len, &p->scratch,
+                    NULL) == NS_OK)
+        s_reply(p, src, p->scratch.data, p->scratch.len);
+    if (p->last_hb.len)
+        s_reply(p, src, p->last_hb.data, p->last_hb.len);
+    return NS_OK;
+}
+
+static int s_on_peers(ns_p2p_t *p, const ns_envelope_t *env,
+                      const s_src_t *src)
+{
+    ns_peers_t *m = malloc(sizeof *m);
+    if (!m)
+        return NS_ERR_NOMEM;
+    int rc = ns_peers_decode(env->body, env->body_len, m);
+    if (rc == NS_OK && !s_from_sender_link(src, env->sender))
+        rc = NS_ERR_INVAL;
+    if (rc == NS_OK) {
+        /* Unanswered addresses may fill at most half the table, so a
+         * PEERS full of junk cannot crowd out real peers. */
+        uint32_t connecting = 0;
+        for (uint32_t i = 0; i < p->n_peers; i++)
+            connecting += p->peers[i].state == NS_PEER_CONNECTING;
+        for (uint32_t i = 0; i < m->n; i++) {
+            if (connecting >= p->cfg->max_peers / 2 + 1)
+                break;
+            if (ns_peers_find(p, m->peers[i].id))
+                continue;
+            if (ns_peers_add(p, m->peers[i].id, m->peers[i].endpoint, false))
+                connecting++;
+        }
+    }
+    free(m);
+    return rc;
+}
+
+static int s_on_heartbeat(ns_p2p_t *p, const ns_envelope_t *env,
+                          const s_src_t *src)
+{
+    ns_heartbeat_t *hb = malloc(sizeof *hb);
+    if (!hb)
+        return NS_ERR_NOMEM;
+    int rc = ns_heartbeat_decode(env->body, env->body_len, hb);
+    if (rc != NS_OK)
+        goto out;
+    if (sodium_memcmp(hb->network_id, p->network_id, NS_HASH_BYTES)) {
+        rc = s_network_mismatch(p, src, env->sender, hb->network_id);
+        goto out;
+    }
+    uint64_t now_us = ns_now_us();
+    if (hb->sent_us <= now_us && now_us - hb->sent_us < UINT32_MAX)
+        p->latency_us[p->latency_n++ % S_LATENCY_RING] =
+            (uint32_t)(now_us - hb->sent_us);
+
+    ns_peer_t *peer = ns_peers_find(p, env->sender);
+    if (peer && strcmp(peer->endpoint, hb->endpoint) != 0) {
+        ns_peers_remove(p, peer, "new_endpoint");
+        peer = NULL;
+    }
+    if (!peer)
+        peer = ns_peers_add(p, env->sender, hb->endpoint, false);
+    if (!peer || env->timestamp_ms <= peer->last_hb_wall_ms)
+        goto out; /* table full, or an older heartbeat arriving late */
+    if (peer->state != NS_PEER_LIVE) {
+        char idtext[NS_ID_TEXT_LEN + 1];
+        ns_id_text(idtext, env->sender);
+        ns_info(NS_MOD_PEERS, "event=peer_live id=%s endpoint=%s", idtext,
+                hb->endpoint);
+    }
+    peer->state = NS_PEER_LIVE;
+    peer->last_hb_ms = ns_mono_ms();
+    peer->last_hb_wall_ms = env->timestamp_ms;
+    free(peer->hb);
+    peer->hb = hb;
+    hb = NULL;
+out:
+    free(hb);
+    return rc;
+}
+
+static int s_on_pull(ns_p2p_t *p, const ns_envelope_t *env,
+                     const s_src_t *src)
+{
+    ns_pull_t pull;
+    int rc = ns_pull_decode(env->body, env->body_len, &pull);
+    if (rc != NS_OK)
+        return rc;
+    if (!s_from_sender_link(src, env->sender) || !src->rid)
+        return NS_ERR_INVAL;
+    ns_gossip_answer_pull(p, &pull, src->rid, src->rid_len);
+    return NS_OK;
+}
+
+/* ---- ingest ------------------------------------------------------------- */
+
+static int s_ingest(ns_p2p_t *p, const s_src_t *src, const uint8_t *buf,
+                    size_t len)
+{
+    uint64_t now_ms = ns_now_ms();
+    ns_envelope_t env;
+    p->stats.rx_msgs++;
+    p->stats.rx_bytes += len;
+    src->link->rx_msgs++;
+
+    if (!ns_link_allow(p->cfg, src->link, ns_mono_us())) {
+        ns_p2p_drop(p, src->link, NS_ERR_RATE, NULL, "per-link limit");
+        return NS_ERR_RATE;
+    }
+    int rc = ns_envelope_decode(buf, len, &env);
+    if (rc != NS_OK) {
+        ns_p2p_drop(p, src->link, rc, NULL, "envelope");
+        return rc;
+    }
+    if (env.timestamp_ms + p->cfg->max_msg_age_ms < now_ms ||
+        env.timestamp_ms > now_ms + p->cfg->max_msg_future_ms) {
+        ns_p2p_drop(p, src->link, NS_ERR_STALE, env.sender, "timestamp");
+        return NS_ERR_STALE;
+    }
+    if (ns_seen_has(&p->seen, env.id)) {
+        p->stats.duplicates++; /* normal in gossip; cheap to drop */
+        return NS_ERR_REPLAY;
+    }
+    if (memcmp(env.sender, p->self_id, NS_ID_BYTES) == 0) {
+        /* Our own id with an id we never produced: forged or replayed
+         * from a previous run. */
+        ns_p2p_drop(p, src->link, NS_ERR_SELF, env.sender, "own id");
+        return NS_ERR_SELF;
+    }
+    if ((rc = ns_envelope_verify(&env)) != NS_OK) {
+        ns_p2p_drop(p, src->link, rc, env.sender, ns_wire_type_name(env.type));
+        return rc;
+    }
+    const ns_handler_t *h = &p->handlers[env.type];
+    bool gossiped = env.type == NS_MSG_HEARTBEAT || h->gossiped;
+    /* Remember the id before handling: a handler may forward or answer. */
+    if ((rc = ns_seen_add(&p->seen, env.id, ns_mono_ms(),
+                          gossiped ? buf : NULL, len)) != NS_OK)
+        return rc;
+    switch (env.type) {
+    case NS_MSG_HELLO:
+        rc = s_on_hello(p, &env, src);
+        break;
+    case NS_MSG_HEARTBEAT:
+        rc = s_on_heartbeat(p, &env, src);
+        break;
+    case NS_MSG_PEERS:
+        rc = s_on_peers(p, &env, src);
+        break;
+    case NS_MSG_PULL:
+        rc = s_on_pull(p, &env, src);
+        break;
+    default:
+        rc = h->fn ? h->fn(h->user, &env) : NS_ERR_MSGTYPE;
+        break;
+    }
+    if (rc != NS_OK) {
+        if (rc != NS_ERR_NETWORK)
+            ns_p2p_drop(p, src->link, rc, env.sender,
+                        ns_wire_type_name(env.type));
+        else {
+            p->stats.dropped[-rc]++;
+            p->stats.dropped_total++;
+        }
+        return rc;
+    }
+    p->stats.accepted++;
+    if (gossiped)
+        ns_gossip_forward(p, buf, len, env.sender, src->key);
+    return NS_OK;
+}
+
+int ns_p2p_ingest(ns_p2p_t *p, const uint8_t link_key[32], const uint8_t *buf,
+                  size_t len)
+{
+    s_src_t src = {ns_link_get(p, link_key, ns_mono_ms()), link_key, NULL, 0,
+                   NULL};
+    return s_ingest(p, &src, buf, len);
+}
+
+/* ---- receiving ------------------------------------------------------------ */
+
+static void s_drain_more(void *socket)
+{
+    int more = 1;
+    while (more) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, socket, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&m);
+            return;
+        }
+        more = zmq_msg_more(&m);
+        zmq_msg_close(&m);
+    }
+}
+
+/* One message from the ROUTER: [routing id][payload]. false when empty. */
+static bool s_recv_router(ns_p2p_t *p)
+{
+    zmq_msg_t rid, payload;
+    zmq_msg_init(&rid);
+    if (zmq_msg_recv(&rid, p->router, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&rid);
+        return false;
+    }
+    if (!zmq_msg_more(&rid)) {
+        zmq_msg_close(&rid);
+        return true;
+    }
+    zmq_msg_init(&payload);
+    if (zmq_msg_recv(&payload, p->router, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&payload);
+        zmq_msg_close(&rid);
+        return true;
+    }
+    uint8_t key[32] = {0};
+    const char *user = zmq_msg_gets(&payload, "User-Id");
+    if (!user || ns_unhex(key, sizeof key, user) != NS_OK)
+        memset(key, 0, sizeof key);
+    s_src_t src = {ns_link_get(p, key, ns_mono_ms()), key,
+                   zmq_msg_data(&rid), zmq_msg_size(&rid), NULL};
+    if (zmq_msg_more(&payload)) {
+        s_drain_more(p->router);
+        p->stats.rx_msgs++;
+        ns_p2p_drop(p, src.link, NS_ERR_TYPE, NULL, "multipart message");
+    } else {
+        s_ingest(p, &src, zmq_msg_data(&payload), zmq_msg_size(&payload));
+    }
+    zmq_msg_close(&payload);
+    zmq_msg_close(&rid);
+    return true;
+}
+
+/* One message from a DEALER. false when empty. */
+static bool s_recv_dealer(ns_p2p_t *p, void *dealer)
+{
+    ns_peer_t *peer = NULL;
+    for (uint32_t i = 0; i < p->n_peers; i++)
+        if (p->peers[i].dealer == dealer)
+            peer = &p->peers[i];
+    if (!peer)
+        return false; /* removed while handling an earlier message */
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    if (zmq_msg_recv(&m, dealer, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&m);
+        return false;
+    }
+    uint8_t key[32];
+    memcpy(key, peer->curve_pk, 32);
+    s_src_t src = {&peer->link, key, NULL, 0, peer};
+    if (zmq_msg_more(&m)) {
+        s_drain_more(dealer);
+        p->stats.rx_msgs++;
+        ns_p2p_drop(p, src.link, NS_ERR_TYPE, NULL, "multipart message");
+    } else {
+        /* The handler may remove this peer; src.link then dangles, so
+         * copy it out first and count on the copy. */
+        ns_link_t link = peer->link;
+        src.link = &link;
+        s_ingest(p, &src, zmq_msg_data(&m), zmq_msg_size(&m));
+        ns_peer_t *still = NULL;
+        for (uint32_t i = 0; i < p->n_peers; i++)
+            if (p->peers[i].dealer == dealer)
+                still = &p->peers[i];
+        if (still)
+            still->link = link;
+    }
+    zmq_msg_close(&m);
+    return true;
+}
+
+/* ---- the loop -------------------------------------------------------------- */
+
+static void s_maintain(ns_p2p_t *p, uint64_t now_ms)
+{
+    ns_peers_maintain(p, now_ms);
+    ns_seen_expire(&p->seen, now_ms, p->cfg->seen_ttl_ms, S_PULL_WINDOW_MS);
+}
+
+int ns_p2p_run(ns_p2p_t *p, volatile sig_atomic_t *stop)
+{
+    zmq_pollitem_t *items =
+        calloc(2 + S_MAX_EXTRA_SOCKETS + p->cfg->max_peers, sizeof *items);
+    if (!items)
+        return NS_ERR_NOMEM;
+    uint64_t now = ns_mono_ms();
+    /* A first heartbeat at once, so the HELLOs to the bootstrap peers carry
+     * it and they see us live without waiting a whole interval; later ones
+     * are jittered so nodes started together spread out. */
+    s_send_heartbeat(p);
+    uint64_t next_hb = now + p->cfg->heartbeat_interval_ms -
+                       ns_rand_below(p->cfg->heartbeat_interval_ms / 4 + 1);
+    uint64_t next_pull = now + p->cfg->pull_interval_ms;
+    uint64_t next_maint = now + 1000;
+    ns_peers_maintain(p, now); /* dial bootstrap peers */
+    int rc = NS_OK;
+
+    while (!*stop) {
+        int n = 0;
+        items[n++] = (zmq_pollitem_t){p->router, 0, ZMQ_POLLIN, 0};
+        items[n++] = (zmq_pollitem_t){p->zap, 0, ZMQ_POLLIN, 0};
+        for (uint32_t i = 0; i < p->n_extra; i++)
+            items[n++] = (zmq_pollitem_t){p->extra[i].socket, 0, ZMQ_POLLIN,
+                                          0};
+        int first_dealer = n;
+        for (uint32_t i = 0; i < p->n_peers; i++)
+            items[n++] = (zmq_pollitem_t){p->peers[i].dealer, 0, ZMQ_POLLIN,
+                                          0};
+
+        now = ns_mono_ms();
+        uint64_t due = next_hb < next_pull ? next_hb : next_pull;
+        if (next_maint < due)
+            due = next_maint;
+        for (uint32_t i = 0; i < p->n_timers; i++)
+            if (p->timers[i].due_ms < due)
+                due = p->timers[i].due_ms;
+        long timeout = due > now ? (long)(due - now) : 0;
+
+        if (zmq_poll(items, n, timeout) < 0) {
+            if (zmq_errno() == EINTR)
+                continue;
+            rc = NS_ERR_ZMQ;
+            break;
+        }
+        if (items[1].revents & ZMQ_POLLIN)
+            ns_tr_handle_zap(p);
+        /* Bounded batches so one busy socket cannot starve the others. */
+        if (items[0].revents & ZMQ_POLLIN)
+            for (int k = 0; k < 256 && s_recv_router(p); k++)
+                ;
+        for (int i = first_dealer; i < n; i++)
+            if (items[i].revents & ZMQ_POLLIN)
+                for (int k = 0; k < 64 && s_recv_dealer(p, items[i].socket);
+                     k++)
+                    ;
+        for (uint32_t i = 0; i < p->n_extra; i++)
+            if (items[2 + i].revents & ZMQ_POLLIN)
+                p->extra[i].fn(p->extra[i].user, p->extra[i].socket);
+
+        now = ns_mono_ms();
+        if (now >= next_hb) {
+            s_send_heartbeat(p);
+            next_hb = now + p->cfg->heartbeat_interval_ms;
+        }
+        if (now >= next_pull) {
+            ns_gossip_send_pull(p);
+            next_pull = now + p->cfg->pull_interval_ms;
+        }
+        if (now >= next_maint) {
+            s_maintain(p, now);
+            next_maint = now + 1000;
+        }
+        for (uint32_t i = 0; i < p->n_timers; i++)
+            if (now >= p->timers[i].due_ms) {
+                p->timers[i].due_ms = now + p->timers[i].interval_ms;
+                p->timers[i].fn(p->timers[i].user, now);
+            }
+    }
+    free(items);
+    return rc;
+}
+
+/* ---- documents for the control socket ---------------------------------- */
+
+static void s_kv_u64(msgpack_packer *pk, const char *k, uint64_t v)
+{
+    ns_mp_str(pk, k);
+    msgpack_pack_uint64(pk, v);
+}
+
+static void s_kv_str(msgpack_packer *pk, const char *k, const char *v)
+{
+    ns_mp_str(pk, k);
+    ns_mp_str(pk, v);
+}
+
+void ns_p2p_pack_status(const ns_p2p_t *p, msgpack_packer *pk,
+                        uint32_t n_extra)
+{
+    char idtext[NS_ID_TEXT_LEN + 1], net[2 * NS_HASH_BYTES + 1];
+    ns_id_text(idtext, p->self_id);
+    ns_hex(net, p->network_id, NS_HASH_BYTES);
+    msgpack_pack_map(pk, 11 + n_extra);
+    s_kv_str(pk, "id", idtext);
+    s_kv_str(pk, "address", p->address);
+    s_kv_str(pk, "endpoint", p->endpoint);
+    s_kv_str(pk, "network", p->network_name);
+    s_kv_str(pk, "network_id", net);
+    s_kv_str(pk, "version", NS_VERSION_STRING);
+    s_kv_u64(pk, "uptime_ms", ns_mono_ms() - p->start_ms);
+    s_kv_u64(pk, "peers", ns_p2p_live_peers(p));
+    s_kv_u64(pk, "peers_connecting", p->n_peers - ns_p2p_live_peers(p));
+
+    ns_mp_str(pk, "messages");
+    msgpack_pack_map(pk, 13);
+    s_kv_u64(pk, "rx", p->stats.rx_msgs);
+    s_kv_u64(pk, "rx_bytes", p->stats.rx_bytes);
+    s_kv_u64(pk, "tx", p->stats.tx_msgs);
+    s_kv_u64(pk, "tx_bytes", p->stats.tx_bytes);
+    s_kv_u64(pk, "accepted", p->stats.accepted);
+    s_kv_u64(pk, "duplicates", p->stats.duplicates);
+    s_kv_u64(pk, "forwarded", p->stats.forwarded);
+    s_kv_u64(pk, "send_failed", p->stats.send_failed);
+    s_kv_u64(pk, "peers_added", p->stats.peers_added);
+    s_kv_u64(pk, "peers_expired", p->stats.peers_expired);
+    s_kv_u64(pk, "peer_table_full", p->stats.table_full);
+    s_kv_u64(pk, "seen_cache", p->seen.count);
+    s_kv_u64(pk, "seen_evicted", p->seen.evicted);
+
+    /* Every drop reason, zero or not, so scripts can rely on the keys. */
+    static const int reasons[] = {
+        NS_ERR_TOOBIG, NS_ERR_TRUNCATED, NS_ERR_TYPE,   NS_ERR_VERSION,
+        NS_ERR_MSGTYPE, NS_ERR_SIG,      NS_ERR_STALE,  NS_ERR_NETWORK,
+        NS_ERR_RATE,   NS_ERR_TRAILING,  NS_ERR_INVAL,  NS_ERR_ADDR,
+        NS_ERR_SELF,   NS_ERR_NOMEM,
+    };
+    size_t nr = sizeof reasons / sizeof reasons[0];
+    ns_mp_str(pk, "dropped");
+    msgpack_pack_map(pk, (uint32_t)nr + 1);
+    s_kv_u64(pk, "total", p->stats.dropped_total);
+    for (size_t i = 0; i < nr; i++)
+        s_kv_u64(pk, ns_errname(reasons[i]), p->stats.dropped[-reasons[i]]);
+}
+
+void ns_p2p_pack_peers(const ns_p2p_t *p, msgpack_packer *pk)
+{
+    uint64_t now = ns_mono_ms();
+    msgpack_pack_array(pk, ns_p2p_live_peers(p));
+    for (uint32_t i = 0; i < p->n_peers; i++) {
+        const ns_peer_t *peer = &p->peers[i];
+        if (peer->state != NS_PEER_LIVE)
+            continue;
+        const ns_heartbeat_t *hb = peer->hb;
+        char idtext[NS_ID_TEXT_LEN + 1];
+        ns_id_text(idtext, peer->id);
+        msgpack_pack_map(pk, 10);
+        s_kv_str(pk, "id", idtext);
+        s_kv_str(pk, "endpoint", peer->endpoint);
+        s_kv_u64(pk, "last_seen_ms", now - peer->last_hb_ms);
+        s_kv_str(pk, "version", hb->version);
+        s_kv_str(pk, "region", hb->region);
+        s_kv_u64(pk, "price", hb->price);
+        s_kv_u64(pk, "stake", hb->stake);
+        s_kv_u64(pk, "free_slots", hb->free_slots);
+        s_kv_u64(pk, "ledger_entries", hb->ledger_entries);
+        ns_mp_str(pk, "devices");
+        msgpack_pack_array(pk, hb->n_devices);
+        for (uint32_t d = 0; d < hb->n_devices; d++) {
+            const ns_devinfo_t *dev = &hb->devices[d];
+            msgpack_pack_map(pk, 9);
+            s_kv_str(pk, "name", dev->name);
+            s_kv_str(pk, "vendor", dev->vendor);
+            s_kv_str(pk, "type", ns_devtype_name(dev->type));
+            s_kv_u64(pk, "global_mem_bytes", dev->global_mem_bytes);
+            s_kv_u64(pk, "compute_units", dev->compute_units);
+            s_kv_u64(pk, "clock_mhz", dev->clock_mhz);
+            s_kv_str(pk, "opencl_c_version", dev->cl_c_version);
+            ns_mp_str(pk, "gflops");
+            msgpack_pack_double(pk, dev->gflops);
+            ns_mp_str(pk, "gbps");
+            msgpack_pack_double(pk, dev->gbps);
+        }
+    }
+}
+
+void ns_p2p_pack_latency(ns_p2p_t *p, msgpack_packer *pk)
+{
+    uint32_t n = p->latency_n < S_LATENCY_RING ? p->latency_n
+                                               : S_LATENCY_RING;
+    msgpack_pack_array(pk, n);
+    for (uint32_t i = 0; i < n; i++)
+        msgpack_pack_uint32(pk, p->latency_us[i]);
+    p->latency_n = 0;
+}

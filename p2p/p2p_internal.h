@@ -1,0 +1,207 @@
+/* p2p_internal.h - state shared by the files of p2p/ (not a public API). */
+#ifndef NIGHTSHIFT_P2P_INTERNAL_H
+#define NIGHTSHIFT_P2P_INTERNAL_H
+
+#include "nightshift/log.h"
+#include "nightshift/p2p.h"
+
+#include <zmq.h>
+
+#define S_MAX_LINKS 256         /* inbound connections tracked for limits */
+#define S_MAX_EXTRA_SOCKETS 8   /* sockets added by the layers above */
+#define S_MAX_TIMERS 16
+#define S_LATENCY_RING 8192     /* heartbeat latency samples kept */
+#define S_SEEN_CAP 65536        /* message ids remembered (ring) */
+#define S_PULL_WINDOW_MS 30000  /* gossiped messages kept for pull repair */
+#define S_PULL_MAX_REPLY 256    /* messages sent back for one PULL */
+#define S_BAN_SLOTS 64          /* refused keys (wrong network) */
+#define S_BAN_MS (10 * 60 * 1000)
+#define S_LOG_LINES_PER_MIN 3   /* warnings per link per minute */
+#define S_PEERS_REPLY 32        /* addresses in a PEERS reply */
+#define S_CONNECT_TIMEOUT_MS 15000 /* a peer that never answers is dropped */
+
+/* One connection we receive on: an inbound ROUTER client (keyed by its
+ * CURVE key) or the DEALER we opened to a peer. */
+typedef struct {
+    uint8_t key[32];          /* CURVE public key of the remote end */
+    bool used;
+    double tokens;            /* token bucket, messages */
+    uint64_t refill_us;       /* monotonic time of last refill */
+    uint64_t last_used_ms;    /* monotonic, for LRU eviction */
+    ns_ratelimit_t log_limit; /* warnings about this link */
+    uint64_t rx_msgs;
+    uint64_t dropped;
+} ns_link_t;
+
+typedef enum {
+    NS_PEER_CONNECTING = 0, /* address known, no heartbeat yet */
+    NS_PEER_LIVE = 1,       /* heartbeat within 3 of its intervals */
+} ns_peer_state;
+
+typedef struct {
+    uint8_t id[NS_ID_BYTES];
+    uint8_t curve_pk[32];
+    char endpoint[NS_ENDPOINT_MAX];
+    void *dealer;               /* our outbound socket to it */
+    ns_peer_state state;
+    bool bootstrap;             /* from config/flags */
+    uint64_t added_ms;          /* monotonic */
+    uint64_t hello_ms;          /* monotonic, last HELLO we sent */
+    uint64_t last_hb_ms;        /* monotonic, last fresh heartbeat */
+    uint64_t last_hb_wall_ms;   /* sender's timestamp of that heartbeat */
+    ns_heartbeat_t *hb;         /* its latest heartbeat, owned */
+    ns_link_t link;             /* limits on what its DEALER delivers */
+} ns_peer_t;
+
+/* Seen cache: a FIFO ring of ids in arrival order with a keyed hash index
+ * (linear probing, backward-shift deletion). Gossiped messages keep their
+ * bytes for S_PULL_WINDOW_MS so that pulls can be answered. */
+typedef struct {
+    ns_hash_t id;
+    uint64_t t_ms;   /* monotonic arrival */
+    uint8_t *msg;    /* raw envelope while inside the pull window */
+    uint32_t len;
+} ns_seen_entry_t;
+
+typedef struct {
+    ns_seen_entry_t *ring;
+    uint32_t cap, head, count;
+    uint32_t bytes_head;      /* ring offset (from head) of oldest with msg */
+    uint32_t *index;          /* ring slot + 1; 0 = empty */
+    uint32_t index_mask;
+    uint8_t hash_key[16];     /* siphash key: ids cannot be ground into
+                                 one probe run */
+    uint64_t evicted;         /* ids dropped before their TTL (full) */
+} ns_seen_t;
+
+int ns_seen_init(ns_seen_t *s, uint32_t cap) NS_MUST_CHECK;
+void ns_seen_release(ns_seen_t *s);
+bool ns_seen_has(const ns_seen_t *s, const ns_hash_t id);
+/* Remember id; keep a copy of msg if msg != NULL. */
+int ns_seen_add(ns_seen_t *s, const ns_hash_t id, uint64_t now_ms,
+                const uint8_t *msg, size_t len) NS_MUST_CHECK;
+/* Forget ids older than ttl_ms and message bytes older than keep_ms. */
+void ns_seen_expire(ns_seen_t *s, uint64_t now_ms, uint64_t ttl_ms,
+                    uint64_t keep_ms);
+/* Visit stored messages, newest first, until fn returns false. */
+void ns_seen_each_stored(const ns_seen_t *s,
+                         bool (*fn)(void *u, const ns_seen_entry_t *e),
+                         void *u);
+
+typedef struct {
+    ns_p2p_msg_fn fn;
+    void *user;
+    bool gossiped;
+} ns_handler_t;
+
+typedef struct {
+    void *socket;
+    ns_p2p_io_fn fn;
+    void *user;
+} ns_extra_socket_t;
+
+typedef struct {
+    uint32_t interval_ms;
+    uint64_t due_ms; /* monotonic */
+    ns_p2p_timer_fn fn;
+    void *user;
+} ns_timer_t;
+
+struct ns_p2p {
+    const ns_config_t *cfg;
+    const ns_identity_t *identity;
+    uint8_t self_id[NS_ID_BYTES];
+    char self_short[NS_ID_SHORT_LEN + 1];
+    uint8_t curve_pk[32];
+    uint8_t *curve_sk;            /* sodium_malloc'd */
+    ns_hash_t network_id;
+    char network_name[64];
+    char endpoint[NS_ENDPOINT_MAX];  /* bound */
+    char advertise[NS_ENDPOINT_MAX]; /* told to peers */
+    char address[NS_ADDR_MAX];
+    uint64_t start_ms;               /* monotonic */
+
+    void *ctx;
+    void *router;
+    void *zap;
+
+    ns_peer_t *peers;   /* array of cfg->max_peers */
+    uint32_t n_peers;
+    ns_link_t links[S_MAX_LINKS];
+    struct {
+        uint8_t key[32];
+        uint64_t until_ms;
+    } bans[S_BAN_SLOTS];
+
+    ns_seen_t seen;
+    ns_handler_t handlers[256];
+    ns_extra_socket_t extra[S_MAX_EXTRA_SOCKETS];
+    uint32_t n_extra;
+    ns_timer_t timers[S_MAX_TIMERS];
+    uint32_t n_timers;
+
+    ns_heartbeat_t my_hb;   /* what we announce */
+    ns_buf_t last_hb;       /* our last heartbeat envelope */
+    ns_buf_t scratch;       /* encode buffer */
+    ns_buf_t body;          /* body encode buffer */
+
+    uint32_t latency_us[S_LATENCY_RING];
+    uint32_t latency_n;     /* samples written since the last read */
+
+    struct {
+        uint64_t rx_msgs, rx_bytes, tx_msgs, tx_bytes;
+        uint64_t accepted, duplicates, forwarded, send_failed;
+        uint64_t peers_added, peers_expired, table_full;
+        uint64_t dropped[NS_ERR_COUNT]; /* by -ns_err */
+        uint64_t dropped_total;
+    } stats;
+    ns_ratelimit_t global_log; /* warnings from links we cannot name */
+};
+
+/* transport.c */
+int ns_tr_bind(ns_p2p_t *p) NS_MUST_CHECK;
+void *ns_tr_connect(ns_p2p_t *p, const uint8_t peer_curve_pk[32],
+                    const char *endpoint);
+void ns_tr_close(void **socket);
+/* Send one frame on a DEALER; false if it would block or failed. */
+bool ns_tr_send(ns_p2p_t *p, void *dealer, const uint8_t *buf, size_t len);
+/* Reply on the ROUTER to a routing id. */
+bool ns_tr_reply(ns_p2p_t *p, const uint8_t *rid, size_t rid_len,
+                 const uint8_t *buf, size_t len);
+void ns_tr_handle_zap(ns_p2p_t *p);
+void ns_tr_ban(ns_p2p_t *p, const uint8_t key[32]);
+bool ns_tr_banned(ns_p2p_t *p, const uint8_t key[32]);
+
+/* peers.c */
+ns_peer_t *ns_peers_find(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES]);
+ns_peer_t *ns_peers_find_curve(ns_p2p_t *p, const uint8_t key[32]);
+/* Add a peer and open its DEALER; NULL if the table is full or the id is
+ * ours or invalid. */
+ns_peer_t *ns_peers_add(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES],
+                        const char *endpoint, bool bootstrap);
+void ns_peers_remove(ns_p2p_t *p, ns_peer_t *peer, const char *why);
+void ns_peers_send_hello(ns_p2p_t *p, ns_peer_t *peer);
+/* Expire silent peers, retry bootstrap peers. */
+void ns_peers_maintain(ns_p2p_t *p, uint64_t now_ms);
+ns_link_t *ns_link_get(ns_p2p_t *p, const uint8_t key[32], uint64_t now_ms);
+/* Token bucket: true if one more message may pass. */
+bool ns_link_allow(const ns_config_t *cfg, ns_link_t *link, uint64_t now_us);
+
+/* gossip.c */
+/* Forward raw bytes to up to fanout live peers, never to `except_a` (the
+ * origin) or the peer behind `except_link` (where it came from). */
+void ns_gossip_forward(ns_p2p_t *p, const uint8_t *buf, size_t len,
+                       const uint8_t except_id[NS_ID_BYTES],
+                       const uint8_t *except_link_key);
+void ns_gossip_send_pull(ns_p2p_t *p);
+void ns_gossip_answer_pull(ns_p2p_t *p, const ns_pull_t *pull,
+                           const uint8_t *rid, size_t rid_len);
+
+/* p2p.c */
+int ns_p2p_sign(ns_p2p_t *p, uint8_t type, const uint8_t *body, size_t len,
+                ns_buf_t *out, ns_hash_t id) NS_MUST_CHECK;
+/* Count a drop and log it at most a few times per link per minute. */
+void ns_p2p_drop(ns_p2p_t *p, ns_link_t *link, int reason,
+                 const uint8_t *sender, const char *detail);
+
+#endif

@@ -1,0 +1,216 @@
+/* transport.c - ZeroMQ sockets with CURVE on every link, and the ZAP
+ * handler that authenticates inbound connections.
+ *
+ * Key choice (docs/PROTOCOL.md, "Transport keys"): the CURVE key pair is
+ * derived from the Ed25519 identity (crypto_sign_ed25519_*_to_curve25519),
+ * so an address "<id>@tcp://..." is enough to connect: the DEALER uses the
+ * X25519 form of <id> as the server key, and the CURVE handshake succeeds
+ * only if the server holds the matching secret, i.e. owns <id>.
+ */
+#include "p2p_internal.h"
+
+#include "nightshift/util.h"
+
+#include <errno.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <string.h>
+
+#define ZAP_ENDPOINT "inproc://zeromq.zap.01"
+
+static void s_common_opts(void *s)
+{
+    int linger = 0, hb_ivl = 2000, hb_timeout = 6000, hb_ttl = 6000;
+    int handshake = 5000;
+    int64_t maxmsg = NS_MAX_MSG;
+    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(s, ZMQ_HEARTBEAT_IVL, &hb_ivl, sizeof hb_ivl);
+    zmq_setsockopt(s, ZMQ_HEARTBEAT_TIMEOUT, &hb_timeout, sizeof hb_timeout);
+    zmq_setsockopt(s, ZMQ_HEARTBEAT_TTL, &hb_ttl, sizeof hb_ttl);
+    zmq_setsockopt(s, ZMQ_HANDSHAKE_IVL, &handshake, sizeof handshake);
+    zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+}
+
+int ns_tr_bind(ns_p2p_t *p)
+{
+    int rc = NS_ERR_ZMQ;
+    /* The ZAP handler must exist before the first handshake. */
+    p->zap = zmq_socket(p->ctx, ZMQ_REP);
+    if (!p->zap || zmq_bind(p->zap, ZAP_ENDPOINT) != 0)
+        return NS_ERR_ZMQ;
+    int linger = 0;
+    zmq_setsockopt(p->zap, ZMQ_LINGER, &linger, sizeof linger);
+
+    p->router = zmq_socket(p->ctx, ZMQ_ROUTER);
+    if (!p->router)
+        return NS_ERR_ZMQ;
+    s_common_opts(p->router);
+    int one = 1, rcvhwm = 10000, sndhwm = 1000;
+    zmq_setsockopt(p->router, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
+    zmq_setsockopt(p->router, ZMQ_RCVHWM, &rcvhwm, sizeof rcvhwm);
+    zmq_setsockopt(p->router, ZMQ_SNDHWM, &sndhwm, sizeof sndhwm);
+    zmq_setsockopt(p->router, ZMQ_CURVE_SERVER, &one, sizeof one);
+    zmq_setsockopt(p->router, ZMQ_CURVE_SECRETKEY, p->curve_sk, 32);
+    zmq_setsockopt(p->router, ZMQ_ZAP_DOMAIN, "nightshift", 10);
+
+    /* "tcp://host:0" means any free port; ZeroMQ spells that "*". */
+    char ep[NS_ENDPOINT_MAX];
+    snprintf(ep, sizeof ep, "%s", p->cfg->listen);
+    size_t n = strlen(ep);
+    if (n >= 2 && strcmp(ep + n - 2, ":0") == 0)
+        ep[n - 1] = '*';
+    if (zmq_bind(p->router, ep) != 0) {
+        int e = zmq_errno();
+        rc = e == EADDRINUSE ? NS_ERR_ADDRINUSE
+             : (e == EADDRNOTAVAIL || e == ENODEV || e == EINVAL)
+                 ? NS_ERR_ADDR
+                 : NS_ERR_ZMQ;
+        ns_error(NS_MOD_NET, "event=bind_failed endpoint=%s error=\"%s\"",
+                 p->cfg->listen, zmq_strerror(e));
+        return rc;
+    }
+    size_t len = sizeof p->endpoint;
+    if (zmq_getsockopt(p->router, ZMQ_LAST_ENDPOINT, p->endpoint, &len) != 0)
+        return NS_ERR_ZMQ;
+    return NS_OK;
+}
+
+void *ns_tr_connect(ns_p2p_t *p, const uint8_t peer_curve_pk[32],
+                    const char *endpoint)
+{
+    void *s = zmq_socket(p->ctx, ZMQ_DEALER);
+    if (!s)
+        return NULL;
+    s_common_opts(s);
+    int reconnect = 200, reconnect_max = 10000, hwm = 1000;
+    zmq_setsockopt(s, ZMQ_RECONNECT_IVL, &reconnect, sizeof reconnect);
+    zmq_setsockopt(s, ZMQ_RECONNECT_IVL_MAX, &reconnect_max,
+                   sizeof reconnect_max);
+    zmq_setsockopt(s, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(s, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, peer_curve_pk, 32);
+    zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, p->curve_pk, 32);
+    zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, p->curve_sk, 32);
+    if (zmq_connect(s, endpoint) != 0) {
+        ns_warn(NS_MOD_NET, "event=connect_failed endpoint=%s error=\"%s\"",
+                endpoint, zmq_strerror(zmq_errno()));
+        zmq_close(s);
+        return NULL;
+    }
+    return s;
+}
+
+void ns_tr_close(void **socket)
+{
+    if (socket && *socket) {
+        zmq_close(*socket);
+        *socket = NULL;
+    }
+}
+
+bool ns_tr_send(ns_p2p_t *p, void *dealer, const uint8_t *buf, size_t len)
+{
+    if (zmq_send(dealer, buf, len, ZMQ_DONTWAIT) != (int)len) {
+        p->stats.send_failed++;
+        return false;
+    }
+    p->stats.tx_msgs++;
+    p->stats.tx_bytes += len;
+    return true;
+}
+
+bool ns_tr_reply(ns_p2p_t *p, const uint8_t *rid, size_t rid_len,
+                 const uint8_t *buf, size_t len)
+{
+    if (zmq_send(p->router, rid, rid_len, ZMQ_DONTWAIT | ZMQ_SNDMORE) !=
+            (int)rid_len ||
+        zmq_send(p->router, buf, len, ZMQ_DONTWAIT) != (int)len) {
+        p->stats.send_failed++;
+        return false;
+    }
+    p->stats.tx_msgs++;
+    p->stats.tx_bytes += len;
+    return true;
+}
+
+void ns_tr_ban(ns_p2p_t *p, const uint8_t key[32])
+{
+    uint64_t now = ns_mono_ms();
+    int slot = 0;
+    for (int i = 0; i < S_BAN_SLOTS; i++) {
+        if (memcmp(p->bans[i].key, key, 32) == 0) {
+            slot = i;
+            break;
+        }
+        if (p->bans[i].until_ms < p->bans[slot].until_ms)
+            slot = i;
+    }
+    memcpy(p->bans[slot].key, key, 32);
+    p->bans[slot].until_ms = now + S_BAN_MS;
+}
+
+bool ns_tr_banned(ns_p2p_t *p, const uint8_t key[32])
+{
+    uint64_t now = ns_mono_ms();
+    for (int i = 0; i < S_BAN_SLOTS; i++)
+        if (p->bans[i].until_ms > now && memcmp(p->bans[i].key, key, 32) == 0)
+            return true;
+    return false;
+}
+
+/* ZAP (RFC 27): every CURVE handshake on our ROUTER asks here. We accept
+ * any client key that is not banned and hand it back as the User-Id, so
+ * each inbound message can be tied to the key of its connection. */
+void ns_tr_handle_zap(ns_p2p_t *p)
+{
+    zmq_msg_t frames[8];
+    int n = 0, more = 1;
+    while (more && n < 8) {
+        zmq_msg_init(&frames[n]);
+        if (zmq_msg_recv(&frames[n], p->zap, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&frames[n]);
+            break;
+        }
+        more = zmq_msg_more(&frames[n]);
+        n++;
+    }
+    while (more) { /* drain an oversized request */
+        zmq_msg_t extra;
+        zmq_msg_init(&extra);
+        if (zmq_msg_recv(&extra, p->zap, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&extra);
+            break;
+        }
+        more = zmq_msg_more(&extra);
+        zmq_msg_close(&extra);
+    }
+    if (n < 6) {
+        for (int i = 0; i < n; i++)
+            zmq_msg_close(&frames[i]);
+        return; /* REP cannot answer a broken request; libzmq never sends
+                   one */
+    }
+    const char *status = "400", *text = "refused";
+    char user[65] = "";
+    if (n == 7 && zmq_msg_size(&frames[5]) == 5 &&
+        memcmp(zmq_msg_data(&frames[5]), "CURVE", 5) == 0 &&
+        zmq_msg_size(&frames[6]) == 32) {
+        const uint8_t *key = zmq_msg_data(&frames[6]);
+        if (ns_tr_banned(p, key)) {
+            text = "banned";
+        } else {
+            status = "200";
+            text = "OK";
+            ns_hex(user, key, 32);
+        }
+    }
+    zmq_send(p->zap, "1.0", 3, ZMQ_SNDMORE);
+    zmq_send(p->zap, zmq_msg_data(&frames[1]), zmq_msg_size(&frames[1]),
+             ZMQ_SNDMORE);
+    zmq_send(p->zap, status, 3, ZMQ_SNDMORE);
+    zmq_send(p->zap, text, strlen(text), ZMQ_SNDMORE);
+    zmq_send(p->zap, user, strlen(user), ZMQ_SNDMORE);
+    zmq_send(p->zap, "", 0, 0);
+    for (int i = 0; i < n; i++)
+        zmq_msg_close(&frames[i]);
+}
