@@ -106,6 +106,7 @@ void ns_p2p_destroy(ns_p2p_t **pp)
     if (p->ctx)
         zmq_ctx_term(p->ctx);
     ns_seen_release(&p->seen);
+    free(p->spare_hb);
     ns_buf_release(&p->last_hb);
     ns_buf_release(&p->scratch);
     ns_buf_release(&p->body);
@@ -353,7 +354,10 @@ static int s_on_peers(ns_p2p_t *p, const ns_envelope_t *env,
 static int s_on_heartbeat(ns_p2p_t *p, const ns_envelope_t *env,
                           const s_src_t *src)
 {
-    ns_heartbeat_t *hb = malloc(sizeof *hb);
+    /* Decode into the spare buffer (the previous heartbeat a peer gave
+     * up), so the hot path does not allocate. */
+    ns_heartbeat_t *hb = p->spare_hb ? p->spare_hb : malloc(sizeof *hb);
+    p->spare_hb = NULL;
     if (!hb)
         return NS_ERR_NOMEM;
     int rc = ns_heartbeat_decode(env->body, env->body_len, hb);
@@ -386,11 +390,14 @@ static int s_on_heartbeat(ns_p2p_t *p, const ns_envelope_t *env,
     peer->state = NS_PEER_LIVE;
     peer->last_hb_ms = ns_mono_ms();
     peer->last_hb_wall_ms = env->timestamp_ms;
-    free(peer->hb);
+    ns_heartbeat_t *old = peer->hb;
     peer->hb = hb;
-    hb = NULL;
+    hb = old;
 out:
-    free(hb);
+    if (p->spare_hb)
+        free(hb);
+    else
+        p->spare_hb = hb;
     return rc;
 }
 

@@ -141,6 +141,7 @@ struct ns_p2p {
     uint32_t n_timers;
 
     ns_heartbeat_t my_hb;   /* what we announce */
+    ns_heartbeat_t *spare_hb; /* decode buffer reused across heartbeats */
     ns_buf_t last_hb;       /* our last heartbeat envelope */
     ns_buf_t scratch;       /* encode buffer */
     ns_buf_t body;          /* body encode buffer */

@@ -282,8 +282,8 @@ live_peers() { # DATADIR -> live peer count, or -1
         echo -1
         return
     }
-    sed -nE 's/^[[:space:]]*"peers":[[:space:]]*([0-9]+),?$/\1/p' <<<"$out" |
-        head -n 1 | grep . || echo -1
+    grep -oE '"peers":[[:space:]]*[0-9]+' <<<"$out" | head -n 1 |
+        grep -oE '[0-9]+$' || echo -1
 }
 
 want=$((N - 1))
