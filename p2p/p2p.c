@@ -83,7 +83,9 @@ ns_p2p_t *ns_p2p_new(const ns_p2p_opts_t *opts, int *err)
     hb->free_slots = p->cfg->slots;
     hb->n_devices =
         opts->n_devices < NS_MAX_DEVICES ? opts->n_devices : NS_MAX_DEVICES;
-    memcpy(hb->devices, opts->devices, hb->n_devices * sizeof *opts->devices);
+    if (hb->n_devices)
+        memcpy(hb->devices, opts->devices,
+               hb->n_devices * sizeof *opts->devices);
     return p;
 fail:
     *err = rc;

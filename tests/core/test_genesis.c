@@ -435,7 +435,10 @@ TEST(write_never_writes_what_load_misreads)
     allocs[0].credits = allocs[1].credits = 10;
     char inject[200], attacker[NS_ID_TEXT_LEN + 1];
     s_id_text(attacker, 666);
-    snprintf(inject, sizeof inject, "net\n[alloc]\n%s = 999999", attacker);
+    /* a name that adds a funded account and still loads */
+    snprintf(inject, sizeof inject,
+             "net\n[alloc]\n%s = 999999\n[network]\ncreated_ms = 5",
+             attacker);
     static const char *const names[] = {"two words", "", "name\nx", NULL};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         const char *name = names[i] ? names[i] : inject;
