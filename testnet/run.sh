@@ -110,7 +110,7 @@ case $BIN in /*) ;; *) BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN") ;
 
 # ---- the directory ---------------------------------------------------------
 mkdir -p "$DIR" || die "cannot create $DIR"
-DIR=$(cd "$DIR" && pwd) || die "cannot enter $DIR"
+DIR=$(cd "$DIR" && pwd -P) || die "cannot enter $DIR"
 
 # A pid still runs "nightshift node --datadir D" (zombies do not count).
 node_alive() { # PID DATADIR
@@ -305,7 +305,8 @@ while :; do
     done
     [ "$ready" -eq "$N" ] && break
     if [ "$SECONDS" -ge "$deadline" ]; then
-        fail "the network did not form within ${TIMEOUT_S}s: ${lagging[*]} (logs: $DIR/nodeI/node.log)"
+        text=$(printf '%s, ' "${lagging[@]}")
+        fail "the network did not form within ${TIMEOUT_S}s: ${text%, } (logs: $DIR/nodeI/node.log)"
     fi
     report="$ready/$N"
     if [ "$report" != "$last_report" ] || [ $((SECONDS - last_time)) -ge 2 ]; then

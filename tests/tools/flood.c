@@ -21,8 +21,10 @@
  * (the node's warnings say link=<same 16 hex>); the last line is a summary:
  *   sent garbage=N bad_sig=N replay=N stale=N total=N elapsed_ms=T
  *
- * Exit status: 0 when everything was handed to the socket and flushed,
- * 1 when the handshake or a send failed or timed out, 2 on a usage error.
+ * Exit status: 0 when everything was handed to the socket (the queue is
+ * then flushed for up to --timeout-ms before exit; the node may still be
+ * reading it), 1 when the handshake or a send failed or timed out, 2 on a
+ * usage error.
  */
 #include "nightshift/identity.h"
 #include "nightshift/util.h"
@@ -41,13 +43,13 @@
 #define S_MAX_GARBAGE 65536 /* cap on --max-size, bytes */
 
 typedef struct {
-    const char *addr;
-    uint64_t garbage, bad_sig, replay, stale;
-    uint64_t rate;            /* messages per second, 0 = unlimited */
-    uint32_t max_size;        /* garbage frame size cap, bytes */
-    uint64_t stale_age_ms;    /* how old --stale messages are */
-    uint32_t timeout_ms;      /* handshake / send / flush limit */
-    ns_hash_t network_id;
+    const char *addr;                         /* ID@tcp://HOST:PORT */
+    uint64_t garbage, bad_sig, replay, stale; /* messages of each kind */
+    uint64_t rate;         /* messages per second, 0 = unlimited */
+    uint32_t max_size;     /* garbage frame size cap, bytes */
+    uint64_t stale_age_ms; /* how old --stale messages are */
+    uint32_t timeout_ms;   /* handshake / send / flush limit */
+    ns_hash_t network_id;  /* put in the heartbeats */
 } s_opts_t;
 
 static const char s_usage[] =
@@ -173,8 +175,9 @@ static int s_wait_handshake(void *monitor, uint32_t timeout_ms)
     for (;;) {
         uint64_t now = ns_mono_ms();
         if (now >= deadline) {
-            fprintf(stderr, "ns_flood: no CURVE handshake within %u ms (is "
-                            "the node running at that address?)\n",
+            fprintf(stderr,
+                    "ns_flood: no CURVE handshake within %u ms (is "
+                    "the node running at that address?)\n",
                     timeout_ms);
             return -1;
         }
@@ -201,8 +204,9 @@ static int s_wait_handshake(void *monitor, uint32_t timeout_ms)
         if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ||
             event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
             event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
-            fprintf(stderr, "ns_flood: CURVE handshake failed (event 0x%x): "
-                            "wrong id for that endpoint, or we are banned\n",
+            fprintf(stderr,
+                    "ns_flood: CURVE handshake failed (event 0x%x): "
+                    "wrong id for that endpoint, or we are banned\n",
                     event);
             return -1;
         }
@@ -247,8 +251,9 @@ int main(int argc, char **argv)
     char endpoint[NS_ENDPOINT_MAX];
     if (ns_addr_parse(o.addr, server_id, endpoint) != NS_OK ||
         ns_id_curve_pk(server_id, server_curve) != NS_OK) {
-        fprintf(stderr, "ns_flood: bad address '%s': expected "
-                        "ID@tcp://HOST:PORT\n",
+        fprintf(stderr,
+                "ns_flood: bad address '%s': expected "
+                "ID@tcp://HOST:PORT\n",
                 o.addr);
         return 2;
     }
