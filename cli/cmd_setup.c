@@ -8,6 +8,7 @@
 #include "nightshift/mp.h"
 #include "nightshift/util.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,7 +46,7 @@ int ns_cmd_init(int argc, char **argv)
     int rc = ns_mkdir_p(o.datadir, 0700);
     if (rc != NS_OK) {
         ns_cli_error(cmd, "cannot create datadir %s: %s", o.datadir,
-                     ns_strerror(rc));
+                     rc == NS_ERR_TOOBIG ? "path too long" : strerror(errno));
         return 1;
     }
     /* Settings first: a bad flag must not leave a half-made datadir. */

@@ -9,7 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 #include <zmq.h>
 
 int ns_ctl_endpoint(const char *datadir, char *out, size_t cap)
@@ -42,6 +45,28 @@ int ns_ctl_query(const char *datadir, const char *query, uint8_t **doc,
                  "--datadir %s`)",
                  datadir, datadir);
         return NS_ERR_NOTFOUND;
+    }
+    /* A socket file with nobody listening (a node killed with SIGKILL):
+     * ZeroMQ would wait for the full timeout, a plain connect says at
+     * once. */
+    int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (probe >= 0) {
+        struct sockaddr_un sun;
+        memset(&sun, 0, sizeof sun);
+        sun.sun_family = AF_UNIX;
+        size_t plen = strlen(ep + 6); /* <= 107: ns_ctl_endpoint checked */
+        memcpy(sun.sun_path, ep + 6,
+               plen < sizeof sun.sun_path ? plen : sizeof sun.sun_path - 1);
+        int refused = connect(probe, (struct sockaddr *)&sun, sizeof sun) != 0 &&
+                      errno == ECONNREFUSED;
+        close(probe);
+        if (refused) {
+            snprintf(err, errlen,
+                     "no node is running on %s (stale control.sock left by a "
+                     "node that did not shut down cleanly)",
+                     datadir);
+            return NS_ERR_NOTFOUND;
+        }
     }
     ctx = zmq_ctx_new();
     sock = ctx ? zmq_socket(ctx, ZMQ_REQ) : NULL;

@@ -186,7 +186,9 @@ int ns_cmd_node(int argc, char **argv)
     } else if (rc != NS_OK) {
         ns_cli_error(cmd, "cannot write to datadir %s: %s (run `nightshift "
                           "init --datadir %s` first)",
-                     o.datadir, ns_strerror(rc), o.datadir);
+                     o.datadir,
+                     rc == NS_ERR_TOOBIG ? "path too long" : strerror(errno),
+                     o.datadir);
         goto out;
     }
     if (ns_path_join(path, sizeof path, o.datadir, "node.key") != NS_OK)

@@ -35,6 +35,7 @@ ns_p2p_t *ns_p2p_new(const ns_p2p_opts_t *opts, int *err)
     snprintf(p->network_name, sizeof p->network_name, "%s",
              opts->network_name ? opts->network_name : "?");
     p->start_ms = ns_mono_ms();
+    p->strangers.tokens = p->cfg->rate_burst;
     p->peers = calloc(p->cfg->max_peers, sizeof *p->peers);
     p->curve_sk = sodium_malloc(32);
     if (!p->peers || !p->curve_sk)
@@ -427,9 +428,20 @@ static int s_ingest(ns_p2p_t *p, const s_src_t *src, const uint8_t *buf,
     p->stats.rx_bytes += len;
     src->link->rx_msgs++;
 
-    if (!ns_link_allow(p->cfg, src->link, ns_mono_us())) {
+    uint64_t now_us = ns_mono_us();
+    if (!ns_link_allow(p->cfg, src->link, now_us)) {
         ns_p2p_drop(p, src->link, NS_ERR_RATE, NULL, "per-link limit");
         return NS_ERR_RATE;
+    }
+    /* Inbound links that are not live peers also share one bucket: a
+     * flooder cannot buy a fresh burst with every new CURVE key. */
+    if (src->rid) {
+        ns_peer_t *known = ns_peers_find_curve(p, src->key);
+        if ((!known || known->state != NS_PEER_LIVE) &&
+            !ns_link_allow(p->cfg, &p->strangers, now_us)) {
+            ns_p2p_drop(p, src->link, NS_ERR_RATE, NULL, "strangers limit");
+            return NS_ERR_RATE;
+        }
     }
     int rc = ns_envelope_decode(buf, len, &env);
     if (rc != NS_OK) {

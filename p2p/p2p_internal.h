@@ -128,6 +128,8 @@ struct ns_p2p {
     ns_peer_t *peers;   /* array of cfg->max_peers */
     uint32_t n_peers;
     ns_link_t links[S_MAX_LINKS];
+    ns_link_t strangers;  /* shared bucket of inbound links that are not
+                             live peers */
     struct {
         uint8_t key[32];
         uint64_t until_ms;

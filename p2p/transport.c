@@ -65,7 +65,8 @@ int ns_tr_bind(ns_p2p_t *p)
              : (e == EADDRNOTAVAIL || e == ENODEV || e == EINVAL)
                  ? NS_ERR_ADDR
                  : NS_ERR_ZMQ;
-        ns_error(NS_MOD_NET, "event=bind_failed endpoint=%s error=\"%s\"",
+        /* The caller reports it; this line is for debugging only. */
+        ns_debug(NS_MOD_NET, "event=bind_failed endpoint=%s error=\"%s\"",
                  p->cfg->listen, zmq_strerror(e));
         return rc;
     }
