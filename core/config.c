@@ -2,6 +2,7 @@
 #include "nightshift/util.h"
 
 #include <ini.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,9 +107,12 @@ int ns_config_set(ns_config_t *cfg, const char *section, const char *key,
                  ? NS_OK
                  : NS_ERR_CONFIG;
     } else if (KEY("log", "debug")) {
-        if (strlen(value) >= sizeof cfg->log_debug)
+        uint32_t saved = ns_log_debug_mask;
+        if (strlen(value) >= sizeof cfg->log_debug ||
+            ns_log_set_debug(value) != NS_OK)
             rc = NS_ERR_CONFIG;
-        else
+        ns_log_debug_mask = saved; /* only validated here; applied later */
+        if (rc == NS_OK)
             snprintf(cfg->log_debug, sizeof cfg->log_debug, "%s", value);
     } else {
         snprintf(err, errlen, "unknown setting [%s] %s", section, key);
@@ -131,8 +135,12 @@ static int s_ini_handler(void *user, const char *section, const char *name,
                          const char *value)
 {
     s_ini_ctx_t *ctx = user;
-    return ns_config_set(ctx->cfg, section, name, value, ctx->err,
-                         ctx->errlen) == NS_OK;
+    /* inih goes on after an error and reports the first line: keep the
+     * first reason too. */
+    bool first = ctx->err[0] == '\0';
+    return ns_config_set(ctx->cfg, section, name, value,
+                         first ? ctx->err : NULL, first ? ctx->errlen : 0) ==
+           NS_OK;
 }
 
 int ns_config_load(ns_config_t *cfg, const char *path, char *err,

@@ -33,6 +33,16 @@ static const struct {
     {"opencl", "OpenCL error"},
     {"bad_state", "not valid in the current state"},
     {"self", "refers to this node itself"},
+    {"bad_prev", "prev is not the author's head"},
+    {"seq_gap", "entry is ahead of its author's head"},
+    {"insufficient_funds", "balance would go negative"},
+    {"credit_claimed", "credit already taken in"},
+    {"no_credit", "reference carries no credit for the author"},
+    {"fork", "two entries with the same author and seq"},
+    {"banned", "author is banned for forking"},
+    {"job_state", "job missing or in the wrong state"},
+    {"missing_dep", "depends on an entry not yet known"},
+    {"duplicate", "entry already stored"},
 };
 
 const char *ns_strerror(int rc)

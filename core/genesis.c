@@ -171,8 +171,26 @@ int ns_genesis_write(const char *path, const char *name, bool test_network,
         len += (size_t)snprintf(text + len, cap - len, "%s = %llu\n", id,
                                 (unsigned long long)allocs[i].credits);
     }
-    int rc = len < cap ? ns_file_write_atomic(path, text, len, 0644)
-                       : NS_ERR_TOOBIG;
+    if (len >= cap) {
+        free(text);
+        return NS_ERR_TOOBIG;
+    }
+    /* Never write what the strict parser would read differently: a name
+     * with a newline could smuggle in a section, a repeated account or an
+     * oversized total would not load. */
+    ns_genesis_t check;
+    char why[160];
+    int rc = ns_genesis_parse((const uint8_t *)text, len, &check, why,
+                              sizeof why);
+    if (rc == NS_OK) {
+        if (check.n_allocs != n || strcmp(check.name, name) != 0)
+            rc = NS_ERR_INVAL;
+        ns_genesis_release(&check);
+    } else {
+        rc = NS_ERR_INVAL;
+    }
+    if (rc == NS_OK)
+        rc = ns_file_write_atomic(path, text, len, 0644);
     free(text);
     return rc;
 }

@@ -20,6 +20,8 @@ struct ns_identity {
 
 static ns_identity_t *s_from_seed(const uint8_t seed[crypto_sign_SEEDBYTES])
 {
+    if (sodium_init() < 0) /* idempotent; sodium_malloc needs it */
+        return NULL;
     ns_identity_t *id = calloc(1, sizeof *id);
     if (!id)
         return NULL;

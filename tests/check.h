@@ -64,7 +64,7 @@ ns_test_fail(const char *file, int line, const char *fmt, ...)
     fflush(stderr);
 }
 
-/* Run one TEST; prints its name and, when it failed, how many checks. */
+/* Run one TEST; when it failed, name it and say how many checks failed. */
 static inline void ns_test_run(const char *name, void (*fn)(void))
 {
     unsigned long before = ns_test_state()->failed;
@@ -144,8 +144,10 @@ static inline int ns_test_finish(const char *suite)
         if (ns_ok_)                                                            \
             ns_test_pass();                                                    \
         else                                                                   \
-            ns_test_fail(__FILE__, __LINE__, "%s == %s failed: \"%s\" != "     \
-                         "\"%s\"", #a, #b, ns_sa_ ? ns_sa_ : "(null)",         \
+            ns_test_fail(__FILE__, __LINE__,                                   \
+                         "%s == %s failed: \"%s\" != "                         \
+                         "\"%s\"",                                             \
+                         #a, #b, ns_sa_ ? ns_sa_ : "(null)",                   \
                          ns_sb_ ? ns_sb_ : "(null)");                          \
         ns_ok_;                                                                \
     })

@@ -40,9 +40,19 @@ typedef enum {
     NS_ERR_OPENCL = -26,   /* OpenCL call failed */
     NS_ERR_STATE = -27,    /* call not valid in the current state */
     NS_ERR_SELF = -28,     /* message or address is our own */
+    NS_ERR_PREV = -29,     /* ledger: prev is not the author's head */
+    NS_ERR_GAP = -30,      /* ledger: seq ahead of the head (buffered) */
+    NS_ERR_FUNDS = -31,    /* ledger: a balance would go negative */
+    NS_ERR_CLAIMED = -32,  /* ledger: credit already taken in */
+    NS_ERR_NOCREDIT = -33, /* ledger: ref carries no credit for the author */
+    NS_ERR_FORK = -34,     /* ledger: same author and seq, another entry */
+    NS_ERR_BANNED = -35,   /* ledger: author has forked its chain */
+    NS_ERR_JOBSTATE = -36, /* ledger: job missing or in the wrong state */
+    NS_ERR_MISSING = -37,  /* ledger: depends on an entry not yet known */
+    NS_ERR_DUPLICATE = -38, /* ledger: entry already stored */
 } ns_err;
 
-#define NS_ERR_COUNT 29 /* number of values, NS_OK included */
+#define NS_ERR_COUNT 39 /* number of values, NS_OK included */
 
 /* Human text for rc, e.g. "signature does not verify". Never NULL. */
 const char *ns_strerror(int rc);

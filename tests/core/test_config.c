@@ -158,8 +158,7 @@ TEST(unknown_key_names_the_line)
     snprintf(want, sizeof want, "%s:4:", s_ini);
     CHECK_CONTAINS(err, want);
     CHECK_CONTAINS(err, "nodes");
-    CHECK_RC(s_load_text(&c, "fanout = 3\n", err, sizeof err),
-             NS_ERR_CONFIG);
+    CHECK_RC(s_load_text(&c, "fanout = 3\n", err, sizeof err), NS_ERR_CONFIG);
     snprintf(want, sizeof want, "%s:1:", s_ini);
     CHECK_CONTAINS(err, want);
     /* a key of the other section */
@@ -168,9 +167,9 @@ TEST(unknown_key_names_the_line)
     snprintf(want, sizeof want, "%s:2:", s_ini);
     CHECK_CONTAINS(err, want);
     /* not INI at all */
-    CHECK_RC(s_load_text(&c, "[node]\nthis is not a setting\n", err,
-                         sizeof err),
-             NS_ERR_CONFIG);
+    CHECK_RC(
+        s_load_text(&c, "[node]\nthis is not a setting\n", err, sizeof err),
+        NS_ERR_CONFIG);
     snprintf(want, sizeof want, "%s:2:", s_ini);
     CHECK_CONTAINS(err, want);
     CHECK_RC(s_load_text(&c, "[node\nfanout = 3\n", err, sizeof err),
@@ -325,8 +324,7 @@ TEST(flags_override_file)
              NS_OK);
     CHECK_EQ_INT(c.fanout, 3);
     /* flags are applied after the file, through the same function */
-    CHECK_RC(ns_config_set(&c, "node", "fanout", "9", err, sizeof err),
-             NS_OK);
+    CHECK_RC(ns_config_set(&c, "node", "fanout", "9", err, sizeof err), NS_OK);
     CHECK_RC(ns_config_set(&c, "node", "region", "flag", err, sizeof err),
              NS_OK);
     CHECK_RC(ns_config_set(&c, "log", "level", "error", err, sizeof err),
@@ -348,10 +346,8 @@ TEST(flags_override_file)
     CHECK_RC(ns_config_set(&c, "nodes", "fanout", "1", err, sizeof err),
              NS_ERR_CONFIG);
     CHECK_CONTAINS(err, "nodes");
-    CHECK_RC(ns_config_set(&c, "node", "fanuot", "1", NULL, 0),
-             NS_ERR_CONFIG);
-    CHECK_RC(ns_config_set(&c, "node", "fanout", "0", NULL, 0),
-             NS_ERR_CONFIG);
+    CHECK_RC(ns_config_set(&c, "node", "fanuot", "1", NULL, 0), NS_ERR_CONFIG);
+    CHECK_RC(ns_config_set(&c, "node", "fanout", "0", NULL, 0), NS_ERR_CONFIG);
     /* a small err buffer is truncated, not overrun */
     char tiny[8];
     memset(tiny, 'x', sizeof tiny);

@@ -68,12 +68,11 @@ static const char s_head[] = "[network]\n"
                              "created_ms = 1763700000000\n"
                              "[alloc]\n";
 
-static int s_parse(const char *text, ns_genesis_t *g, char *err,
-                   size_t errlen)
+static int s_parse(const char *text, ns_genesis_t *g, char *err, size_t errlen)
 {
     err[0] = '\0';
-    int rc = ns_genesis_parse((const uint8_t *)text, strlen(text), g, err,
-                              errlen);
+    int rc =
+        ns_genesis_parse((const uint8_t *)text, strlen(text), g, err, errlen);
     if (rc != NS_OK) {
         /* a failed parse leaves nothing to release */
         if (g->allocs != NULL || g->n_allocs != 0)
@@ -308,8 +307,7 @@ TEST(bad_allocs)
     memcpy(upper, a, sizeof upper);
     upper[0] = (char)(upper[0] >= 'a' ? upper[0] - 'a' + 'A' : 'A');
     snprintf(line, sizeof line, "%s = 5\n", upper);
-    s_expect("upper-case id", line, NS_ERR_CONFIG, "not a node id",
-             __LINE__);
+    s_expect("upper-case id", line, NS_ERR_CONFIG, "not a node id", __LINE__);
     uint8_t zero[NS_ID_BYTES] = {0};
     char canon[NS_ID_TEXT_LEN + 1];
     ns_id_text(canon, zero);
@@ -339,8 +337,8 @@ TEST(bad_allocs)
     s_expect("u64 max", line, NS_ERR_CONFIG, NULL, __LINE__);
     snprintf(line, sizeof line, "%s = 18446744073709551616\n", a);
     s_expect("over u64", line, NS_ERR_CONFIG, NULL, __LINE__);
-    static const char *const amounts[] = {"-1", "1.5", "1e6", "0x10",
-                                          "ten", ""};
+    static const char *const amounts[] = {"-1",   "1.5", "1e6",
+                                          "0x10", "ten", ""};
     for (size_t i = 0; i < sizeof amounts / sizeof *amounts; i++) {
         snprintf(line, sizeof line, "%s = %s\n", a, amounts[i]);
         s_expect(amounts[i], line, NS_ERR_CONFIG, NULL, __LINE__);
@@ -357,18 +355,17 @@ TEST(bad_network_section)
     CHECK_RC(s_parse("", &g, err, sizeof err), NS_ERR_CONFIG);
     CHECK_CONTAINS(err, "name");
 
-    s_expect("unknown section", "[allocs]\nx = 1\n", NS_ERR_CONFIG,
-             "allocs", __LINE__);
-    s_expect("unknown key", "[network]\nsupply = 5\n", NS_ERR_CONFIG,
-             "supply", __LINE__);
-    s_expect("repeated name", "[network]\nname = again\n", NS_ERR_CONFIG,
-             NULL, __LINE__);
+    s_expect("unknown section", "[allocs]\nx = 1\n", NS_ERR_CONFIG, "allocs",
+             __LINE__);
+    s_expect("unknown key", "[network]\nsupply = 5\n", NS_ERR_CONFIG, "supply",
+             __LINE__);
+    s_expect("repeated name", "[network]\nname = again\n", NS_ERR_CONFIG, NULL,
+             __LINE__);
     s_expect("test_network yes", "[network]\ntest_network = yes\n",
              NS_ERR_CONFIG, "test_network", __LINE__);
     s_expect("created_ms text", "[network]\ncreated_ms = today\n",
              NS_ERR_CONFIG, "created_ms", __LINE__);
-    s_expect("no equals", "what is this\n", NS_ERR_CONFIG, "line 6",
-             __LINE__);
+    s_expect("no equals", "what is this\n", NS_ERR_CONFIG, "line 6", __LINE__);
 
     static const char *const names[] = {
         "two words",
@@ -437,8 +434,7 @@ TEST(write_never_writes_what_load_misreads)
     s_id_text(attacker, 666);
     /* a name that adds a funded account and still loads */
     snprintf(inject, sizeof inject,
-             "net\n[alloc]\n%s = 999999\n[network]\ncreated_ms = 5",
-             attacker);
+             "net\n[alloc]\n%s = 999999\n[network]\ncreated_ms = 5", attacker);
     static const char *const names[] = {"two words", "", "name\nx", NULL};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         const char *name = names[i] ? names[i] : inject;

@@ -23,8 +23,7 @@ static void s_path(char *out, size_t cap, const char *name)
 }
 
 /* Write a file with exactly these bytes and this mode. */
-static int s_write(const char *path, const void *data, size_t len,
-                   mode_t mode)
+static int s_write(const char *path, const void *data, size_t len, mode_t mode)
 {
     unlink(path);
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, mode);
@@ -117,8 +116,7 @@ TEST(save_load_round_trip)
         free(text);
     }
 
-    if (CHECK_RC(ns_identity_load(path, &back), NS_OK) &&
-        CHECK(back != NULL)) {
+    if (CHECK_RC(ns_identity_load(path, &back), NS_OK) && CHECK(back != NULL)) {
         CHECK_MEM(ns_identity_pk(back), ns_identity_pk(id), NS_ID_BYTES);
         /* same secret: Ed25519 signatures are deterministic */
         static const uint8_t msg[] = "the quick brown fox";
@@ -126,8 +124,7 @@ TEST(save_load_round_trip)
         ns_identity_sign(id, msg, sizeof msg, s1);
         ns_identity_sign(back, msg, sizeof msg, s2);
         CHECK_MEM(s1, s2, NS_SIG_BYTES);
-        CHECK_RC(ns_sig_verify(ns_identity_pk(id), msg, sizeof msg, s2),
-                 NS_OK);
+        CHECK_RC(ns_sig_verify(ns_identity_pk(id), msg, sizeof msg, s2), NS_OK);
     }
 
     /* never overwrites, and leaves the old key alone */
@@ -159,8 +156,8 @@ TEST(load_permissions)
         return;
     unlink(path);
     CHECK_RC(ns_identity_save(id, path), NS_OK);
-    static const mode_t refused[] = {0644, 0640, 0604, 0660, 0606,
-                                     0610, 0601, 0777};
+    static const mode_t refused[] = {0644, 0640, 0604, 0660,
+                                     0606, 0610, 0601, 0777};
     for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
         CHECK(chmod(path, refused[i]) == 0);
         int rc = s_rc_load(path);
@@ -190,19 +187,18 @@ TEST(load_corrupt_and_missing)
     CHECK_RC(s_rc_load(path), NS_OK); /* the reference is valid */
 
     static const char *const cases[] = {
-        "Nightshift-key-v1 " H64 "\n",  /* wrong magic */
-        "nightshift-key-v2 " H64 "\n",  /* another version */
-        "nightshift-key-v1_" H64 "\n",  /* no space */
-        "nightshift-key-v1 " H63 "g\n", /* not a hex digit */
-        "nightshift-key-v1 " H63 " \n", /* space in the digits */
+        "Nightshift-key-v1 " H64 "\n",   /* wrong magic */
+        "nightshift-key-v2 " H64 "\n",   /* another version */
+        "nightshift-key-v1_" H64 "\n",   /* no space */
+        "nightshift-key-v1 " H63 "g\n",  /* not a hex digit */
+        "nightshift-key-v1 " H63 " \n",  /* space in the digits */
         "nightshift-key-v1 " H64 " ",    /* no newline, right length */
         "nightshift-key-v1 " H64 "\r\n", /* CRLF */
-        "nightshift-key-v1 " H63 "\n",  /* a digit short */
-        "nightshift-key-v1  " H63 "\n", /* two spaces, a digit short */
-        "nightshift-key-v1 " H64,       /* no newline at all */
-        "nightshift-key-v1 " H64 "\nx", /* an extra byte */
-        "nightshift-key-v1 " H64 "\n\n",
-        "nightshift-key-v1 " H64 H64 "\n",
+        "nightshift-key-v1 " H63 "\n",   /* a digit short */
+        "nightshift-key-v1  " H63 "\n",  /* two spaces, a digit short */
+        "nightshift-key-v1 " H64,        /* no newline at all */
+        "nightshift-key-v1 " H64 "\nx",  /* an extra byte */
+        "nightshift-key-v1 " H64 "\n\n", "nightshift-key-v1 " H64 H64 "\n",
         "nightshift-key-v1 \n",
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -470,8 +466,7 @@ TEST(addr_parse)
         "tcp://127.0.0.1:99999999999999999999999",
         "",
     };
-    for (size_t i = 0; i < sizeof bad_endpoints / sizeof *bad_endpoints;
-         i++) {
+    for (size_t i = 0; i < sizeof bad_endpoints / sizeof *bad_endpoints; i++) {
         snprintf(addr, sizeof addr, "%s@%s", text, bad_endpoints[i]);
         int rc = ns_addr_parse(addr, got, ep);
         if (rc == NS_ERR_ADDR)

@@ -23,8 +23,7 @@ static void s_leaves(ns_hash_t *leaves, size_t n)
 /* The tree's definition, written out recursively for comparison: split
  * where the level-by-level build splits (largest power of two below n),
  * since an odd node is promoted unchanged at every level. */
-static void s_reference_root(ns_hash_t out, const ns_hash_t *leaves,
-                             size_t n)
+static void s_reference_root(ns_hash_t out, const ns_hash_t *leaves, size_t n)
 {
     if (n == 1) {
         memcpy(out, leaves[0], NS_HASH_BYTES);
@@ -141,8 +140,7 @@ static void s_check_tree(size_t n)
     CHECK_RC(ns_merkle_root_of(direct, leaves, n), NS_OK);
     s_reference_root(ref, leaves, n);
     if (memcmp(built, direct, NS_HASH_BYTES) != 0)
-        ns_test_fail(__FILE__, __LINE__, "built root != root_of for n=%zu",
-                     n);
+        ns_test_fail(__FILE__, __LINE__, "built root != root_of for n=%zu", n);
     else if (memcmp(built, ref, NS_HASH_BYTES) != 0)
         ns_test_fail(__FILE__, __LINE__, "built root != reference for n=%zu",
                      n);
@@ -154,7 +152,7 @@ static void s_check_tree(size_t n)
     do {                                                                       \
         int rc_ = (expr);                                                      \
         if (rc_ != (want) && failures++ < 10)                                  \
-            ns_test_fail(__FILE__, __LINE__, "n=%zu i=%zu: %s gave %s", n, i, \
+            ns_test_fail(__FILE__, __LINE__, "n=%zu i=%zu: %s gave %s", n, i,  \
                          #expr, ns_errname(rc_));                              \
     } while (0)
 
@@ -162,20 +160,19 @@ static void s_check_tree(size_t n)
         size_t depth = 0;
         EXPECT(ns_merkle_proof(&t, i, path, &depth), NS_OK);
         if (depth != ns_merkle_proof_len(n, i) && failures++ < 10)
-            ns_test_fail(__FILE__, __LINE__, "n=%zu i=%zu: depth %zu != %zu",
-                         n, i, depth, ns_merkle_proof_len(n, i));
+            ns_test_fail(__FILE__, __LINE__, "n=%zu i=%zu: depth %zu != %zu", n,
+                         i, depth, ns_merkle_proof_len(n, i));
         EXPECT(ns_merkle_verify(built, leaves[i], i, n, path, depth), NS_OK);
 
         /* wrong leaf: another item's, or one bit off */
         ns_hash_t leaf;
         memcpy(leaf, leaves[i], NS_HASH_BYTES);
         leaf[31] ^= 1;
-        EXPECT(ns_merkle_verify(built, leaf, i, n, path, depth),
-               NS_ERR_PROOF);
+        EXPECT(ns_merkle_verify(built, leaf, i, n, path, depth), NS_ERR_PROOF);
         if (n > 1)
-            EXPECT(ns_merkle_verify(built, leaves[(i + 1) % n], i, n, path,
-                                    depth),
-                   NS_ERR_PROOF);
+            EXPECT(
+                ns_merkle_verify(built, leaves[(i + 1) % n], i, n, path, depth),
+                NS_ERR_PROOF);
         /* wrong root */
         ns_hash_t root2;
         memcpy(root2, built, NS_HASH_BYTES);
@@ -224,8 +221,7 @@ static void s_check_tree(size_t n)
     for (size_t i = n; i < n + 3; i++) {
         size_t depth = 0;
         EXPECT(ns_merkle_proof(&t, i, path, &depth), NS_ERR_INVAL);
-        EXPECT(ns_merkle_verify(built, leaves[0], i, n, path, 0),
-               NS_ERR_INVAL);
+        EXPECT(ns_merkle_verify(built, leaves[0], i, n, path, 0), NS_ERR_INVAL);
     }
     size_t i = SIZE_MAX;
     EXPECT(ns_merkle_verify(built, leaves[0], i, n, path, 0), NS_ERR_INVAL);
@@ -278,10 +274,8 @@ TEST(large_tree)
         for (size_t i = 0; i < n; i += 997) {
             size_t depth = 0;
             tried++;
-            if (ns_merkle_proof(&t, i, path, &depth) == NS_OK &&
-                depth <= 17 &&
-                ns_merkle_verify(built, leaves[i], i, n, path, depth) ==
-                    NS_OK)
+            if (ns_merkle_proof(&t, i, path, &depth) == NS_OK && depth <= 17 &&
+                ns_merkle_verify(built, leaves[i], i, n, path, depth) == NS_OK)
                 ok++;
         }
         size_t depth = 0;

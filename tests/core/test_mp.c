@@ -63,8 +63,7 @@ TEST(uint_every_width)
     UINT_IS(0x12345678, 0xce, 0x12, 0x34, 0x56, 0x78);
     UINT_IS(UINT32_MAX, 0xce, 0xff, 0xff, 0xff, 0xff);
     UINT_IS(UINT64_C(0x0102030405060708), 0xcf, 1, 2, 3, 4, 5, 6, 7, 8);
-    UINT_IS(UINT64_MAX, 0xcf, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-            0xff);
+    UINT_IS(UINT64_MAX, 0xcf, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff);
     /* truncated at every width */
     UINT_RC(NS_ERR_TRUNCATED, 0xcc);
     UINT_RC(NS_ERR_TRUNCATED, 0xcd, 0x12);
@@ -112,8 +111,7 @@ TEST(int_every_width)
     INT_IS(UINT32_MAX, 0xce, 0xff, 0xff, 0xff, 0xff);
     INT_IS(INT64_MAX, 0xcf, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff);
     INT_RC(NS_ERR_INVAL, 0xcf, 0x80, 0, 0, 0, 0, 0, 0, 0);
-    INT_RC(NS_ERR_INVAL, 0xcf, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-           0xff);
+    INT_RC(NS_ERR_INVAL, 0xcf, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff);
     INT_RC(NS_ERR_TRUNCATED, 0xd0);
     INT_RC(NS_ERR_TRUNCATED, 0xd1, 0xff);
     INT_RC(NS_ERR_TRUNCATED, 0xd2, 0xff, 0xff, 0xff);
@@ -198,8 +196,8 @@ TEST(str)
     READER(&r, 0xdb, 0xff, 0xff, 0xff, 0xff, 'a');
     CHECK_RC(ns_mpr_str(&r, out, SIZE_MAX - 1), NS_ERR_TRUNCATED);
     /* control characters and NUL are refused: these strings reach logs */
-    static const uint8_t bad[] = {0x00, 0x01, '\t', '\n', '\r', 0x1b, 0x1f,
-                                  0x7f};
+    static const uint8_t bad[] = {0x00, 0x01, '\t', '\n',
+                                  '\r', 0x1b, 0x1f, 0x7f};
     for (size_t i = 0; i < sizeof bad; i++) {
         uint8_t buf[4] = {0xa3, 'a', bad[i], 'b'};
         ns_mpr_init(&r, buf, sizeof buf);
@@ -230,7 +228,7 @@ TEST(bin)
     const uint8_t *p = NULL;
     size_t n = 99;
     static const uint8_t in[] = {0xc4, 0x03, 1, 2, 3, 0xc5, 0x00, 0x01, 9,
-                                 0xc6, 0,    0, 0, 2, 7, 8,    0xc4, 0x00};
+                                 0xc6, 0,    0, 0, 2, 7,    8,    0xc4, 0x00};
     ns_mpr_init(&r, in, sizeof in);
     CHECK_RC(ns_mpr_bin(&r, &p, &n, 3), NS_OK);
     CHECK_EQ_INT(n, 3);
@@ -491,10 +489,10 @@ TEST(json_bad_input)
     CHECK_RC(s_json_rc(B(0), 0), NS_ERR_TRUNCATED);
     CHECK_RC(s_json_rc(B(0x01, 0x02), 2), NS_ERR_TRAILING);
     CHECK_RC(s_json_rc(B(0xc1), 1), NS_ERR_TYPE);
-    CHECK_RC(s_json_rc(B(0xd4, 0x01, 0x00), 3), NS_ERR_TYPE);  /* ext */
-    CHECK_RC(s_json_rc(B(0x81, 0x01, 0x02), 3), NS_ERR_TYPE);  /* int key */
-    CHECK_RC(s_json_rc(B(0x81, 0xc0, 0x02), 3), NS_ERR_TYPE);  /* nil key */
-    CHECK_RC(s_json_rc(B(0x92, 0x01), 2), NS_ERR_TRUNCATED);   /* [1, */
+    CHECK_RC(s_json_rc(B(0xd4, 0x01, 0x00), 3), NS_ERR_TYPE); /* ext */
+    CHECK_RC(s_json_rc(B(0x81, 0x01, 0x02), 3), NS_ERR_TYPE); /* int key */
+    CHECK_RC(s_json_rc(B(0x81, 0xc0, 0x02), 3), NS_ERR_TYPE); /* nil key */
+    CHECK_RC(s_json_rc(B(0x92, 0x01), 2), NS_ERR_TRUNCATED);  /* [1, */
     CHECK_RC(s_json_rc(B(0x81, 0xa1, 'k'), 3), NS_ERR_TRUNCATED);
     CHECK_RC(s_json_rc(B(0xa5, 'a', 'b'), 3), NS_ERR_TRUNCATED);
     CHECK_RC(s_json_rc(B(0xc4, 0x05, 'a'), 3), NS_ERR_TRUNCATED);

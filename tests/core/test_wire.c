@@ -164,7 +164,7 @@ static void s_build(msgpack_sbuffer *sb, const s_spec_t *sp)
 static s_spec_t s_good_spec(void)
 {
     static const uint8_t body[] = {0x90}; /* an empty array */
-    s_spec_t sp = {6,   NS_WIRE_VERSION, NS_MSG_PULL, 1700000000000ull,
+    s_spec_t sp = {6,    NS_WIRE_VERSION, NS_MSG_PULL, 1700000000000ull,
                    body, sizeof body,     -1,          S_RIGHT};
     return sp;
 }
@@ -190,8 +190,8 @@ static int s_seal_open(uint8_t type, const ns_buf_t *body, ns_buf_t *out,
     ns_hash_t id_enc;
     uint64_t ts = ns_now_ms();
     ns_buf_init(out);
-    if (!CHECK_RC(ns_envelope_encode(s_id, type, ts, body->data, body->len,
-                                     out, id_enc),
+    if (!CHECK_RC(ns_envelope_encode(s_id, type, ts, body->data, body->len, out,
+                                     id_enc),
                   NS_OK))
         return 0;
     CHECK(out->len <= NS_MAX_MSG);
@@ -595,19 +595,19 @@ TEST(envelope_id)
     s_fill(body, sizeof body, 5);
     ns_buf_init(&a);
     ns_buf_init(&b);
-    CHECK_RC(ns_envelope_encode(s_id, NS_MSG_PULL, 1000, body, sizeof body,
-                                &a, id_a),
+    CHECK_RC(ns_envelope_encode(s_id, NS_MSG_PULL, 1000, body, sizeof body, &a,
+                                id_a),
              NS_OK);
     /* the same message again: same bytes (Ed25519 is deterministic) */
-    CHECK_RC(ns_envelope_encode(s_id, NS_MSG_PULL, 1000, body, sizeof body,
-                                &b, id_a2),
+    CHECK_RC(ns_envelope_encode(s_id, NS_MSG_PULL, 1000, body, sizeof body, &b,
+                                id_a2),
              NS_OK);
     CHECK_MEM(id_a, id_a2, NS_HASH_BYTES);
     if (CHECK_EQ_INT(a.len, b.len))
         CHECK_MEM(a.data, b.data, a.len);
     /* id_out may be NULL */
-    CHECK_RC(ns_envelope_encode(s_id, NS_MSG_PULL, 1000, body, sizeof body,
-                                &b, NULL),
+    CHECK_RC(ns_envelope_encode(s_id, NS_MSG_PULL, 1000, body, sizeof body, &b,
+                                NULL),
              NS_OK);
 
     if (!CHECK_RC(ns_envelope_decode(a.data, a.len, &env), NS_OK))
@@ -620,8 +620,7 @@ TEST(envelope_id)
     CHECK_EQ_INT(env.signed_len, a.len - 1 - 2 - NS_SIG_BYTES);
     CHECK(env.body == a.data + a.len - 2 - NS_SIG_BYTES - sizeof body);
     /* id = BLAKE2b-256(domain || signed bytes) */
-    ns_hash2(want, NS_WIRE_DOMAIN, DOMAIN_LEN, env.signed_part,
-             env.signed_len);
+    ns_hash2(want, NS_WIRE_DOMAIN, DOMAIN_LEN, env.signed_part, env.signed_len);
     CHECK_MEM(env.id, want, NS_HASH_BYTES);
     /* ... and the signature is over the same bytes */
     uint8_t *msg = malloc(DOMAIN_LEN + env.signed_len);
@@ -635,16 +634,16 @@ TEST(envelope_id)
     }
 
     /* anything signed changes the id */
-    CHECK_RC(ns_envelope_encode(s_id, NS_MSG_PULL, 1001, body, sizeof body,
-                                &b, id_b),
+    CHECK_RC(ns_envelope_encode(s_id, NS_MSG_PULL, 1001, body, sizeof body, &b,
+                                id_b),
              NS_OK);
     CHECK(memcmp(id_a, id_b, NS_HASH_BYTES) != 0);
-    CHECK_RC(ns_envelope_encode(s_id, NS_MSG_PEERS, 1000, body, sizeof body,
-                                &b, id_b),
+    CHECK_RC(ns_envelope_encode(s_id, NS_MSG_PEERS, 1000, body, sizeof body, &b,
+                                id_b),
              NS_OK);
     CHECK(memcmp(id_a, id_b, NS_HASH_BYTES) != 0);
-    CHECK_RC(ns_envelope_encode(s_id2, NS_MSG_PULL, 1000, body, sizeof body,
-                                &b, id_b),
+    CHECK_RC(ns_envelope_encode(s_id2, NS_MSG_PULL, 1000, body, sizeof body, &b,
+                                id_b),
              NS_OK);
     CHECK(memcmp(id_a, id_b, NS_HASH_BYTES) != 0);
 out:
@@ -654,14 +653,14 @@ out:
 
 TEST(envelope_timestamps_and_empty_body)
 {
-    static const uint64_t stamps[] = {0, 127, 128, 65535, 65536,
-                                      UINT32_MAX, UINT64_MAX};
+    static const uint64_t stamps[] = {0,     127,        128,       65535,
+                                      65536, UINT32_MAX, UINT64_MAX};
     ns_buf_t b;
     ns_envelope_t env;
     ns_buf_init(&b);
     for (size_t i = 0; i < sizeof stamps / sizeof *stamps; i++) {
-        CHECK_RC(ns_envelope_encode(s_id, NS_MSG_HELLO, stamps[i], NULL, 0,
-                                    &b, NULL),
+        CHECK_RC(ns_envelope_encode(s_id, NS_MSG_HELLO, stamps[i], NULL, 0, &b,
+                                    NULL),
                  NS_OK);
         if (CHECK_RC(ns_envelope_decode(b.data, b.len, &env), NS_OK)) {
             CHECK(env.timestamp_ms == stamps[i]);
@@ -681,15 +680,15 @@ TEST(envelope_body_caps)
         return;
     ns_buf_init(&b);
     /* the largest body fits in the largest message */
-    if (CHECK_RC(ns_envelope_encode(s_id, NS_MSG_PULL, 1, body, NS_MAX_BODY,
-                                    &b, NULL),
+    if (CHECK_RC(ns_envelope_encode(s_id, NS_MSG_PULL, 1, body, NS_MAX_BODY, &b,
+                                    NULL),
                  NS_OK)) {
         CHECK(b.len <= NS_MAX_MSG);
         CHECK_RC(ns_envelope_decode(b.data, b.len, &env), NS_OK);
         CHECK_RC(ns_envelope_verify(&env), NS_OK);
     }
-    CHECK_RC(ns_envelope_encode(s_id, NS_MSG_PULL, 1, body, NS_MAX_BODY + 1,
-                                &b, NULL),
+    CHECK_RC(ns_envelope_encode(s_id, NS_MSG_PULL, 1, body, NS_MAX_BODY + 1, &b,
+                                NULL),
              NS_ERR_TOOBIG);
 
     /* a body bin one byte over the cap, in a message under NS_MAX_MSG */
@@ -720,8 +719,7 @@ TEST(envelope_body_caps)
         CHECK_RC(ns_envelope_encode(s_id, NS_MSG_PULL, 1, body, 10, &b, NULL),
                  NS_OK);
         memcpy(big, b.data, b.len);
-        CHECK_RC(ns_envelope_decode(big, NS_MAX_MSG + 1, &env),
-                 NS_ERR_TOOBIG);
+        CHECK_RC(ns_envelope_decode(big, NS_MAX_MSG + 1, &env), NS_ERR_TOOBIG);
         CHECK_RC(ns_envelope_decode(big, NS_MAX_MSG, &env), NS_ERR_TRAILING);
         free(big);
     }
@@ -773,8 +771,8 @@ TEST(envelope_wrong_types)
     s_spec_t sp = s_good_spec();
     CHECK_RC(s_decode_spec(&sp), NS_OK);
 
-    static const s_kind wrong[] = {S_STR, S_NIL,   S_NEG,  S_ARRAY,
-                                   S_BOOL, S_FLOAT};
+    static const s_kind wrong[] = {S_STR,   S_NIL,  S_NEG,
+                                   S_ARRAY, S_BOOL, S_FLOAT};
     for (int field = 0; field < 6; field++) {
         for (size_t k = 0; k < sizeof wrong / sizeof *wrong; k++) {
             sp = s_good_spec();
@@ -878,8 +876,8 @@ TEST(envelope_flipped_bytes)
     ns_hash_t id0;
     s_fill(body, sizeof body, 77);
     ns_buf_init(&b);
-    if (!CHECK_RC(ns_envelope_encode(s_id, NS_MSG_HEARTBEAT, ns_now_ms(),
-                                     body, sizeof body, &b, id0),
+    if (!CHECK_RC(ns_envelope_encode(s_id, NS_MSG_HEARTBEAT, ns_now_ms(), body,
+                                     sizeof body, &b, id0),
                   NS_OK))
         return;
     const size_t sig_off = b.len - NS_SIG_BYTES;
@@ -1173,16 +1171,14 @@ TEST(heartbeat_bad_input)
     size_t list_len = 0;
     for (uint32_t i = 0; i < NS_MAX_DEVICES; i++)
         s_devinfo_fill(&devs[i], i);
-    CHECK_RC(ns_devinfo_list_encode(devs, NS_MAX_DEVICES + 1, &list,
-                                    &list_len),
+    CHECK_RC(ns_devinfo_list_encode(devs, NS_MAX_DEVICES + 1, &list, &list_len),
              NS_ERR_TOOBIG);
-    if (CHECK_RC(ns_devinfo_list_encode(devs, NS_MAX_DEVICES, &list,
-                                        &list_len),
+    if (CHECK_RC(ns_devinfo_list_encode(devs, NS_MAX_DEVICES, &list, &list_len),
                  NS_OK)) {
         static ns_devinfo_t back[NS_MAX_DEVICES];
-        CHECK_RC(ns_devinfo_list_decode((const uint8_t *)list, list_len, back,
-                                        &n),
-                 NS_OK);
+        CHECK_RC(
+            ns_devinfo_list_decode((const uint8_t *)list, list_len, back, &n),
+            NS_OK);
         if (CHECK_EQ_INT(n, NS_MAX_DEVICES))
             for (uint32_t i = 0; i < n; i++)
                 s_devinfo_equal(&devs[i], &back[i]);
