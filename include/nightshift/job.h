@@ -37,7 +37,11 @@
 #define NS_MAX_WORK_ITEMS (UINT64_C(1) << 32) /* global size product */
 #define NS_MAX_LOCAL_ITEMS 1024          /* local size product */
 #define NS_MAX_ITEM_BYTES (1024 * 1024)  /* output bytes per item */
+#define NS_MAX_LOCAL_BYTES (1024 * 1024) /* one __local argument */
 #define NS_MAX_CHECKS 4096               /* spot-checks k */
+#define NS_JOB_DEFAULT_CHECKS 64         /* k when checks = 0 (DESIGN.md) */
+#define NS_JOB_VERSION 1                 /* first element of the encoding */
+#define NS_JOB_DOMAIN "nightshift/job/v1" /* job id domain, no NUL */
 #define NS_MAX_JOB_MSG (NS_MAX_SOURCE + 8192) /* encoded descriptor */
 
 typedef enum {
@@ -95,47 +99,111 @@ typedef struct {
     uint8_t det;                      /* ns_det_class */
     double tol;                       /* for ULP/ABS/REL */
     uint8_t item_kind;                /* ns_item_kind */
-    uint32_t checks;                  /* spot-checks k */
+    uint32_t checks;                  /* spot-checks k; 0 = default */
     uint64_t work_estimate;           /* requester's estimate, in flops */
 } ns_job_t;
 
 void ns_job_init(ns_job_t *job);
 void ns_job_release(ns_job_t *job); /* frees source; job reusable */
 
-/* Take a copy of source (validated for size later). */
+/* Take a copy of source (1..NS_MAX_SOURCE bytes, else NS_ERR_INVAL or
+ * NS_ERR_TOOBIG before anything is allocated) and set source_hash to its
+ * hash. A previous source is freed. NS_ERR_NOMEM. */
 int ns_job_set_source(ns_job_t *job, const void *src, size_t len)
     NS_MUST_CHECK;
 
-/* Check every field against its cap and the rules above: dims, sizes,
- * overflow-checked products, local dividing global, buffer sizes equal to
- * n_items * item_bytes, at least one output, options on the allow-list
- * (never fast-math or unsafe-math for EXACT jobs), tolerance sane. err
- * gets one line naming the field ("global[1] = 0: must be >= 1"). */
+/* Check every field against its cap and the rules above. err gets one line
+ * naming the field ("global[1] = 0: must be >= 1", "arg 2 (out): size 100
+ * != 25 items x 8 bytes"; arguments are numbered from 0, as in
+ * clSetKernelArg). NS_ERR_TOOBIG for a value over a named cap, NS_ERR_INVAL
+ * for any other rule:
+ *  - kernel: exactly one of builtin ([a-z0-9_]+) and source (no NUL bytes,
+ *    source_hash = its hash); a builtin's source_hash must be set (non-zero)
+ *    by the caller from the embedded text, so the id pins the kernel text.
+ *  - entry: a C identifier; options: space-separated tokens from the
+ *    allow-list -cl-std=CL1.2|CL2.0|CL3.0, -D NAME[=VALUE] (also -DNAME;
+ *    NAME an identifier not starting with "__", VALUE [-+]?[A-Za-z0-9_.]+),
+ *    -cl-opt-disable, -w, -Werror, and the float-changing -cl-mad-enable,
+ *    -cl-no-signed-zeros, -cl-finite-math-only, -cl-fast-relaxed-math,
+ *    -cl-unsafe-math-optimizations, which EXACT jobs may not use.
+ *  - NDRange: dims 1..3, global[d] >= 1, product <= NS_MAX_WORK_ITEMS
+ *    (overflow-checked); local all 0 or all >= 1 dividing global, product
+ *    <= NS_MAX_LOCAL_ITEMS; entries at or beyond dims are 0; WORK_GROUP
+ *    items need local sizes.
+ *  - args: 1..NS_MAX_ARGS, at least one OUT; IN size 1..NS_MAX_BUFFER; OUT
+ *    item_bytes 1..NS_MAX_ITEM_BYTES and size = n_items * item_bytes <=
+ *    NS_MAX_BUFFER (a multiple of 4 bytes per item unless EXACT: the
+ *    tolerance compares float32 values); LOCAL size 1..NS_MAX_LOCAL_BYTES;
+ *    IN + OUT sizes together <= NS_MAX_JOB_BYTES; sum of OUT item_bytes <=
+ *    NS_MAX_ITEM_BYTES.
+ *  - det: EXACT needs tol +0.0; ULP an integer 1..2^20; ABS a finite tol >
+ *    0; REL a tol in (0, 1). item_kind 0 or 1; checks 0..NS_MAX_CHECKS. */
 int ns_job_validate(const ns_job_t *job, char *err, size_t errlen)
     NS_MUST_CHECK;
 
-/* Number of items (work-items or work-groups) in the NDRange. */
+/* Number of items (work-items or work-groups) in the NDRange; 0 when the
+ * NDRange is not valid (dims, zero sizes, overflow, local not dividing). */
 uint64_t ns_job_items(const ns_job_t *job);
 /* Output bytes of one item: sum of item_bytes over OUT arguments. */
 uint64_t ns_job_item_bytes(const ns_job_t *job);
+/* Spot-checks to draw: checks, or NS_JOB_DEFAULT_CHECKS when it is 0 (the
+ * caller caps it at ns_job_items()). */
+uint32_t ns_job_checks(const ns_job_t *job);
 
-/* msgpack form (docs/PROTOCOL.md, "Job descriptor"); decode is strict and
- * calls ns_job_validate. */
+/* msgpack form (docs/PROTOCOL.md, "Job descriptor"). pack writes any job
+ * whose dims <= 3 and n_args <= NS_MAX_ARGS (asserted): validate first.
+ * read releases *job (which must have been initialised), reads one
+ * descriptor, requires the canonical encoding (the bytes ns_job_pack would
+ * write, so the id is the hash of the bytes received) and calls
+ * ns_job_validate. It does not check for trailing bytes (the caller ends
+ * the reader). On failure r->err is set, *job is left released and err
+ * says why: the reader's error (NS_ERR_TRUNCATED, NS_ERR_TYPE,
+ * NS_ERR_TOOBIG...), NS_ERR_VERSION, or NS_ERR_INVAL / NS_ERR_TOOBIG from
+ * validation and the canonical check. */
 void ns_job_pack(msgpack_packer *pk, const ns_job_t *job);
 int ns_job_read(ns_mpr_t *r, ns_job_t *job, char *err, size_t errlen)
     NS_MUST_CHECK;
-/* Job id: hash of the packed descriptor. */
+/* Job id: BLAKE2b-256 of NS_JOB_DOMAIN || the packed descriptor. The job
+ * must validate (NS_ERR_INVAL / NS_ERR_TOOBIG otherwise). */
 int ns_job_id(const ns_job_t *job, ns_hash_t id) NS_MUST_CHECK;
 
-/* Parse the CLI's job flags (DESIGN.md "Interfaces": --kernel FILE.cl |
- * --builtin NAME, --entry, --global, --local, --arg..., --tolerance,
- * --checks, --item-kind) starting at argv[*i]; returns 1 and advances *i
- * past a recognised flag, 0 if argv[*i] is not a job flag, negative on a
- * bad value (err says why). Input files named by in:FILE are read later by
- * the caller; their paths are returned in in_paths[arg index], output
- * paths in out_paths. */
+/* Parse the CLI's job flags (DESIGN.md "Interfaces") starting at argv[*i];
+ * returns 1 and advances *i past a recognised flag and its value, 0 if
+ * argv[*i] is not a job flag (--min-mem, --device... belong to the
+ * caller), negative on a bad value (err says why; NS_ERR_NOTFOUND,
+ * NS_ERR_TOOBIG or NS_ERR_IO for --kernel's file, NS_ERR_INVAL otherwise).
+ *
+ *   --kernel FILE.cl   read here, at most NS_MAX_SOURCE bytes
+ *   --builtin NAME     the caller fills source_hash (and entry, unless
+ *                      --entry is given) from the embedded kernel
+ *   --entry FN  --global X[,Y[,Z]]  --local X[,Y[,Z]]
+ *   --arg in:FILE | out:BYTES:FILE[:ITEM_BYTES] | u32:V | i32:V | u64:V |
+ *         i64:V | f32:V | f64:V | local:BYTES     (one per kernel argument)
+ *   --tolerance exact | ulp:N | abs:X | rel:X    --checks K (0 = default)
+ *   --item-kind item|group  --options "TEXT"  --work FLOPS
+ *
+ * Numbers are strict (decimal integers, no sign where none is allowed, no
+ * junk, overflow is an error; f32/f64 values are finite strtod numbers).
+ * --kernel, --builtin, --entry, --global and --local may appear once;
+ * later --tolerance, --checks, --item-kind, --options, --work override
+ * earlier ones.
+ *
+ * Paths borrow from argv: in_paths[k] / out_paths[k] for argument k (either
+ * array may be NULL; otherwise NS_MAX_ARGS entries). For
+ * out:BYTES:FILE:ITEM_BYTES the ':' before ITEM_BYTES is overwritten with
+ * a NUL in argv so that out_paths can point at FILE; a FILE whose name
+ * ends in ":DIGITS" must then be followed by an explicit :ITEM_BYTES.
+ * Input files are not read here: an IN argument keeps size 0 and a zero
+ * hash until the caller reads the file and fills both, before
+ * ns_job_finalize. */
 int ns_job_parse_flag(ns_job_t *job, int argc, char **argv, int *i,
                       const char **in_paths, const char **out_paths,
                       char *err, size_t errlen);
+
+/* After all flags (and after the caller has filled IN sizes and hashes and
+ * a builtin's source_hash and default entry): give every OUT argument with
+ * item_bytes 0 the value size / n_items (an error if the NDRange is not
+ * valid or n_items does not divide size), then ns_job_validate. */
+int ns_job_finalize(ns_job_t *job, char *err, size_t errlen) NS_MUST_CHECK;
 
 #endif

@@ -1,0 +1,1368 @@
+/* job.c - the job descriptor: validation, msgpack form, id, CLI flags.
+ *
+ * Everything here treats the descriptor as hostile: it arrives from the
+ * network (ns_job_read) or from a user's command line, and it decides how
+ * much memory a provider allocates and what its OpenCL compiler sees. */
+#include "nightshift/job.h"
+#include "nightshift/hash.h"
+#include "nightshift/mp.h"
+#include "nightshift/util.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <math.h>
+#include <sodium.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define S_N_FIELDS 14        /* elements of the encoded descriptor */
+#define S_MAX_ULP (1u << 20) /* largest ULP tolerance */
+#define S_NUM_MAX 24         /* longest number text we parse */
+#define S_TAG_F32 0xca       /* msgpack float 32 */
+#define S_TAG_F64 0xcb       /* msgpack float 64 */
+
+/* ---- small helpers ------------------------------------------------------ */
+
+__attribute__((format(printf, 4, 5))) static int
+s_fail(int rc, char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+static const char *s_kind_name(uint8_t kind)
+{
+    switch (kind) {
+    case NS_ARG_IN:
+        return "in";
+    case NS_ARG_OUT:
+        return "out";
+    case NS_ARG_U32:
+        return "u32";
+    case NS_ARG_I32:
+        return "i32";
+    case NS_ARG_U64:
+        return "u64";
+    case NS_ARG_I64:
+        return "i64";
+    case NS_ARG_F32:
+        return "f32";
+    case NS_ARG_F64:
+        return "f64";
+    case NS_ARG_LOCAL:
+        return "local";
+    default:
+        return "?";
+    }
+}
+
+static const char *s_det_name(uint8_t det)
+{
+    switch (det) {
+    case NS_DET_EXACT:
+        return "exact";
+    case NS_DET_ULP:
+        return "ulp";
+    case NS_DET_ABS:
+        return "abs";
+    case NS_DET_REL:
+        return "rel";
+    default:
+        return "?";
+    }
+}
+
+/* a * b without wrapping; false on overflow. */
+static bool s_mul(uint64_t a, uint64_t b, uint64_t *out)
+{
+    if (b != 0 && a > UINT64_MAX / b)
+        return false;
+    *out = a * b;
+    return true;
+}
+
+static bool s_is_ident_start(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+
+static bool s_is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+static bool s_is_ident_char(char c)
+{
+    return s_is_ident_start(c) || s_is_digit(c);
+}
+
+/* A C identifier of exactly n bytes. */
+static bool s_is_ident(const char *s, size_t n)
+{
+    if (n == 0 || !s_is_ident_start(s[0]))
+        return false;
+    for (size_t k = 1; k < n; k++)
+        if (!s_is_ident_char(s[k]))
+            return false;
+    return true;
+}
+
+static bool s_is_builtin_name(const char *s, size_t n)
+{
+    if (n == 0)
+        return false;
+    for (size_t k = 0; k < n; k++)
+        if (!((s[k] >= 'a' && s[k] <= 'z') || s_is_digit(s[k]) || s[k] == '_'))
+            return false;
+    return true;
+}
+
+/* The text itself when every byte is printable ASCII, for error lines. */
+static const char *s_show(const char *s, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        if (s[k] < 0x20 || s[k] > 0x7e)
+            return "(unprintable)";
+    return s;
+}
+
+static bool s_all_zero(const uint8_t *p, size_t n)
+{
+    uint8_t acc = 0;
+    for (size_t k = 0; k < n; k++)
+        acc |= p[k];
+    return acc == 0;
+}
+
+/* ---- lifecycle ---------------------------------------------------------- */
+
+void ns_job_init(ns_job_t *job)
+{
+    memset(job, 0, sizeof *job);
+}
+
+void ns_job_release(ns_job_t *job)
+{
+    free(job->source);
+    ns_job_init(job);
+}
+
+int ns_job_set_source(ns_job_t *job, const void *src, size_t len)
+{
+    assert(src != NULL || len == 0);
+    if (len == 0)
+        return NS_ERR_INVAL;
+    if (len > NS_MAX_SOURCE)
+        return NS_ERR_TOOBIG;
+    uint8_t *copy = malloc(len);
+    if (!copy)
+        return NS_ERR_NOMEM;
+    memcpy(copy, src, len);
+    free(job->source);
+    job->source = copy;
+    job->source_len = len;
+    ns_hash(job->source_hash, copy, len);
+    return NS_OK;
+}
+
+/* ---- validation --------------------------------------------------------- */
+
+static int s_check_kernel(const ns_job_t *job, char *err, size_t errlen)
+{
+    size_t blen = strnlen(job->builtin, sizeof job->builtin);
+    if (blen == sizeof job->builtin)
+        return s_fail(NS_ERR_TOOBIG, err, errlen,
+                      "builtin: name longer than %d bytes", NS_MAX_BUILTIN);
+    bool has_builtin = blen > 0;
+    bool has_source = job->source != NULL || job->source_len > 0;
+    if (has_builtin && has_source)
+        return s_fail(NS_ERR_INVAL, err, errlen,
+                      "kernel: both builtin '%s' and source given; exactly "
+                      "one",
+                      s_show(job->builtin, blen));
+    if (!has_builtin && !has_source)
+        return s_fail(NS_ERR_INVAL, err, errlen,
+                      "kernel: none given (source or builtin)");
+    if (has_builtin) {
+        if (!s_is_builtin_name(job->builtin, blen))
+            return s_fail(NS_ERR_INVAL, err, errlen,
+                          "builtin '%s': name must be [a-z0-9_]+",
+                          s_show(job->builtin, blen));
+        if (s_all_zero(job->source_hash, NS_HASH_BYTES))
+            return s_fail(NS_ERR_INVAL, err, errlen,
+                          "source_hash: not set for builtin '%s' (the hash "
+                          "of its embedded source)",
+                          job->builtin);
+        return NS_OK;
+    }
+    if (job->source_len == 0)
+        return s_fail(NS_ERR_INVAL, err, errlen, "source: empty");
+    if (!job->source)
+        return s_fail(NS_ERR_INVAL, err, errlen,
+                      "source: NULL with source_len %zu", job->source_len);
+    if (job->source_len > NS_MAX_SOURCE)
+        return s_fail(NS_ERR_TOOBIG, err, errlen,
+                      "source: %zu bytes, over the %d-byte cap",
+                      job->source_len, NS_MAX_SOURCE);
+    const uint8_t *nul = memchr(job->source, 0, job->source_len);
+    if (nul)
+        return s_fail(NS_ERR_INVAL, err, errlen,
+                      "source: NUL byte at offset %zu",
+                      (size_t)(nul - job->source));
+    ns_hash_t h;
+    ns_hash(h, job->source, job->source_len);
+    if (sodium_memcmp(h, job->source_hash, NS_HASH_BYTES) != 0)
+        return s_fail(NS_ERR_INVAL, err, errlen,
+                      "source_hash: does not match the source");
+    return NS_OK;
+}
+
+static int s_check_entry(const ns_job_t *job, char *err, size_t errlen)
+{
+    size_t n = strnlen(job->entry, sizeof job->entry);
+    if (n == sizeof job->entry)
+        return s_fail(NS_ERR_TOOBIG, err, errlen, "entry: longer than %d bytes",
+                      NS_MAX_ENTRY);
+    if (n == 0)
+        return s_fail(NS_ERR_INVAL, err, errlen,
+                      "entry: missing (the kernel function to run)");
+    if (!s_is_ident(job->entry, n))
+        return s_fail(NS_ERR_INVAL, err, errlen,
+                      "entry '%s': not a C identifier", s_show(job->entry, n));
+    return NS_OK;
+}
+
+static int s_check_det(const ns_job_t *job, char *err, size_t errlen)
+{
+    double tol = job->tol;
+    switch (job->det) {
+    case NS_DET_EXACT:
+        if (!(tol == 0 && !signbit(tol)))
+            return s_fail(NS_ERR_INVAL, err, errlen,
+                          "tol = %g: must be 0 for an exact job", tol);
+        break;
+    case NS_DET_ULP:
+        /* range first, so that the cast below is defined */
+        if (!(tol >= 1 && tol <= S_MAX_ULP && tol == (double)(uint32_t)tol))
+            return s_fail(NS_ERR_INVAL, err, errlen,
+                          "tol = %g: ulp needs an integer 1..%u", tol,
+                          S_MAX_ULP);
+        break;
+    case NS_DET_ABS:
+        if (!(isfinite(tol) && tol > 0))
+            return s_fail(NS_ERR_INVAL, err, errlen,
+                          "tol = %g: abs needs a finite value > 0", tol);
+        break;
+    case NS_DET_REL:
+        if (!(tol > 0 && tol < 1))
+            return s_fail(NS_ERR_INVAL, err, errlen,
+                          "tol = %g: rel needs a value in (0, 1)", tol);
+        break;
+    default:
+        return s_fail(NS_ERR_INVAL, err, errlen,
+                      "det = %u: unknown class (0 exact, 1 ulp, 2 abs, 3 rel)",
+                      job->det);
+    }
+    return NS_OK;
+}
+
+/* -D NAME[=VALUE]: NAME an identifier not starting with "__" (reserved for
+ * the implementation: __FAST_RELAXED_MATH__ and friends), VALUE a plain
+ * token [-+]?[A-Za-z0-9_.]+ (no quotes, parentheses or spaces). */
+static int s_check_define(const char *t, size_t n, char *err, size_t errlen)
+{
+    size_t name_len = 0;
+    while (name_len < n && t[name_len] != '=')
+        name_len++;
+    if (!s_is_ident(t, name_len))
+        return s_fail(NS_ERR_INVAL, err, errlen,
+                      "options: -D '%.*s': the name must be an identifier",
+                      (int)n, t);
+    if (name_len >= 2 && t[0] == '_' && t[1] == '_')
+        return s_fail(NS_ERR_INVAL, err, errlen,
+                      "options: -D '%.*s': names starting with __ are "
+                      "reserved",
+                      (int)n, t);
+    if (name_len == n)
+        return NS_OK;
+    const char *v = t + name_len + 1;
+    size_t vn = n - name_len - 1;
+    size_t k = 0;
+    if (k < vn && (v[k] == '-' || v[k] == '+'))
+        k++;
+    if (k == vn)
+        return s_fail(NS_ERR_INVAL, err, errlen,
+                      "options: -D '%.*s': empty value", (int)n, t);
+    for (; k < vn; k++)
+        if (!(s_is_ident_char(v[k]) || v[k] == '.'))
+            return s_fail(NS_ERR_INVAL, err, errlen,
+                          "options: -D '%.*s': the value must be "
+                          "[-+]?[A-Za-z0-9_.]+",
+                          (int)n, t);
+    return NS_OK;
+}
+
+static bool s_token_is(const char *t, size_t n, const char *word)
+{
+    return strlen(word) == n && memcmp(t, word, n) == 0;
+}
+
+static int s_check_options(const ns_job_t *job, char *err, size_t errlen)
+{
+    static const char *const safe[] = {
+        "-cl-std=CL1.2",
+        "-cl-std=CL2.0",
+        "-cl-std=CL3.0",
+        "-cl-opt-disable",
+        "-w",
+        "-Werror",
+        NULL,
+    };
+    /* these let the compiler change float results */
+    static const char *const inexact[] = {
+        "-cl-mad-enable",
+        "-cl-no-signed-zeros",
+        "-cl-finite-math-only",
+        "-cl-fast-relaxed-math",
+        "-cl-unsafe-math-optimizations",
+        NULL,
+    };
+    const char *s = job->options;
+    size_t len = strnlen(s, sizeof job->options);
+    if (len == sizeof job->options)
+        return s_fail(NS_ERR_TOOBIG, err, errlen,
+                      "options: longer than %d bytes", NS_MAX_OPTIONS);
+    for (size_t k = 0; k < len; k++)
+        if (s[k] < 0x20 || s[k] > 0x7e)
+            return s_fail(NS_ERR_INVAL, err, errlen,
+                          "options: byte %zu is not printable ASCII", k);
+    size_t pos = 0;
+    while (pos < len) {
+        if (s[pos] == ' ') {
+            pos++;
+            continue;
+        }
+        const char *t = s + pos;
+        size_t n = 0;
+        while (pos + n < len && t[n] != ' ')
+            n++;
+        pos += n;
+        if (s_token_is(t, n, "-D")) {
+            while (pos < len && s[pos] == ' ')
+                pos++;
+            const char *d = s + pos;
+            size_t dn = 0;
+            while (pos + dn < len && d[dn] != ' ')
+                dn++;
+            pos += dn;
+            if (dn == 0)
+                return s_fail(NS_ERR_INVAL, err, errlen,
+                              "options: -D needs NAME[=VALUE]");
+            int rc = s_check_define(d, dn, err, errlen);
+            if (rc != NS_OK)
+                return rc;
+            continue;
+        }
+        if (n > 2 && t[0] == '-' && t[1] == 'D') {
+            int rc = s_check_define(t + 2, n - 2, err, errlen);
+            if (rc != NS_OK)
+                return rc;
+            continue;
+        }
+        bool ok = false;
+        for (size_t w = 0; safe[w] && !ok; w++)
+            ok = s_token_is(t, n, safe[w]);
+        for (size_t w = 0; inexact[w] && !ok; w++) {
+            if (!s_token_is(t, n, inexact[w]))
+                continue;
+            if (job->det == NS_DET_EXACT)
+                return s_fail(NS_ERR_INVAL, err, errlen,
+                              "options: %s changes float results; not "
+                              "allowed for an exact job",
+                              inexact[w]);
+            ok = true;
+        }
+        if (!ok)
+            return s_fail(NS_ERR_INVAL, err, errlen,
+                          "options: '%.*s' is not on the allow-list", (int)n,
+                          t);
+    }
+    return NS_OK;
+}
+
+/* Dims, global and local sizes, item kind; *n_items on success. */
+static int s_check_ndrange(const ns_job_t *job, uint64_t *n_items, char *err,
+                           size_t errlen)
+{
+    if (job->dims < 1 || job->dims > 3)
+        return s_fail(NS_ERR_INVAL, err, errlen, "dims = %u: must be 1..3",
+                      job->dims);
+    uint64_t total = 1;
+    uint32_t n_local = 0;
+    for (uint32_t d = 0; d < 3; d++) {
+        unsigned long long g = job->global[d], l = job->local[d];
+        if (d >= job->dims) {
+            if (g != 0)
+                return s_fail(NS_ERR_INVAL, err, errlen,
+                              "global[%u] = %llu: must be 0 beyond dims = %u",
+                              d, g, job->dims);
+            if (l != 0)
+                return s_fail(NS_ERR_INVAL, err, errlen,
+                              "local[%u] = %llu: must be 0 beyond dims = %u", d,
+                              l, job->dims);
+            continue;
+        }
+        if (g == 0)
+            return s_fail(NS_ERR_INVAL, err, errlen,
+                          "global[%u] = 0: must be >= 1", d);
+        if (!s_mul(total, g, &total) || total > NS_MAX_WORK_ITEMS)
+            return s_fail(NS_ERR_TOOBIG, err, errlen,
+                          "global: more than %llu work-items in all (the "
+                          "cap)",
+                          (unsigned long long)NS_MAX_WORK_ITEMS);
+        if (l != 0)
+            n_local++;
+    }
+    uint64_t groups = 1, group_size = 1;
+    if (n_local != 0 && n_local != job->dims) {
+        for (uint32_t d = 0; d < job->dims; d++)
+            if (job->local[d] == 0)
+                return s_fail(NS_ERR_INVAL, err, errlen,
+                              "local[%u] = 0: give every dimension or none", d);
+    }
+    for (uint32_t d = 0; d < job->dims && n_local; d++) {
+        unsigned long long g = job->global[d], l = job->local[d];
+        if (g % l != 0)
+            return s_fail(NS_ERR_INVAL, err, errlen,
+                          "local[%u] = %llu does not divide global[%u] = %llu",
+                          d, l, d, g);
+        /* l <= g <= 2^32 here, so neither product can wrap */
+        group_size *= l;
+        groups *= g / l;
+        if (group_size > NS_MAX_LOCAL_ITEMS)
+            return s_fail(NS_ERR_TOOBIG, err, errlen,
+                          "local: more than %d work-items per group (the "
+                          "cap)",
+                          NS_MAX_LOCAL_ITEMS);
+    }
+    if (job->item_kind != NS_ITEM_WORK_ITEM &&
+        job->item_kind != NS_ITEM_WORK_GROUP)
+        return s_fail(NS_ERR_INVAL, err, errlen,
+                      "item_kind = %u: must be 0 (item) or 1 (group)",
+                      job->item_kind);
+    if (job->item_kind == NS_ITEM_WORK_GROUP && n_local == 0)
+        return s_fail(NS_ERR_INVAL, err, errlen,
+                      "item_kind = group: needs local sizes");
+    *n_items = job->item_kind == NS_ITEM_WORK_GROUP ? groups : total;
+    return NS_OK;
+}
+
+static int s_check_args(const ns_job_t *job, uint64_t n_items, char *err,
+                        size_t errlen)
+{
+    if (job->n_args == 0)
+        return s_fail(NS_ERR_INVAL, err, errlen,
+                      "args: none (at least one out buffer is needed)");
+    if (job->n_args > NS_MAX_ARGS)
+        return s_fail(NS_ERR_TOOBIG, err, errlen,
+                      "n_args = %u: over the cap of %d", job->n_args,
+                      NS_MAX_ARGS);
+    uint64_t buffers = 0, per_item = 0;
+    bool has_out = false;
+    for (uint32_t k = 0; k < job->n_args; k++) {
+        const ns_arg_t *a = &job->args[k];
+        unsigned long long size = a->size;
+        switch (a->kind) {
+        case NS_ARG_IN:
+            if (size == 0)
+                return s_fail(NS_ERR_INVAL, err, errlen,
+                              "arg %u (in): size 0: must be >= 1", k);
+            if (size > NS_MAX_BUFFER)
+                return s_fail(NS_ERR_TOOBIG, err, errlen,
+                              "arg %u (in): size %llu, over the %llu-byte "
+                              "buffer cap",
+                              k, size, (unsigned long long)NS_MAX_BUFFER);
+            buffers += size;
+            break;
+        case NS_ARG_OUT: {
+            uint64_t want = 0;
+            if (a->item_bytes == 0)
+                return s_fail(NS_ERR_INVAL, err, errlen,
+                              "arg %u (out): item_bytes 0: must be >= 1", k);
+            if (a->item_bytes > NS_MAX_ITEM_BYTES)
+                return s_fail(NS_ERR_TOOBIG, err, errlen,
+                              "arg %u (out): item_bytes %u, over the cap of "
+                              "%d",
+                              k, a->item_bytes, NS_MAX_ITEM_BYTES);
+            if (!s_mul(n_items, a->item_bytes, &want) || size != want)
+                return s_fail(NS_ERR_INVAL, err, errlen,
+                              "arg %u (out): size %llu != %llu items x %u "
+                              "bytes",
+                              k, size, (unsigned long long)n_items,
+                              a->item_bytes);
+            if (size > NS_MAX_BUFFER)
+                return s_fail(NS_ERR_TOOBIG, err, errlen,
+                              "arg %u (out): size %llu, over the %llu-byte "
+                              "buffer cap",
+                              k, size, (unsigned long long)NS_MAX_BUFFER);
+            if (job->det != NS_DET_EXACT && a->item_bytes % 4 != 0)
+                return s_fail(NS_ERR_INVAL, err, errlen,
+                              "arg %u (out): item_bytes %u is not a multiple "
+                              "of 4 (a %s tolerance compares float32 values)",
+                              k, a->item_bytes, s_det_name(job->det));
+            buffers += size;
+            per_item += a->item_bytes;
+            has_out = true;
+            break;
+        }
+        case NS_ARG_LOCAL:
+            if (size == 0 || size > NS_MAX_LOCAL_BYTES)
+                return s_fail(size ? NS_ERR_TOOBIG : NS_ERR_INVAL, err, errlen,
+                              "arg %u (local): size %llu: must be 1..%d", k,
+                              size, NS_MAX_LOCAL_BYTES);
+            break;
+        case NS_ARG_U32:
+        case NS_ARG_I32:
+        case NS_ARG_U64:
+        case NS_ARG_I64:
+        case NS_ARG_F32:
+        case NS_ARG_F64:
+            break; /* any value is a valid scalar */
+        default:
+            return s_fail(NS_ERR_INVAL, err, errlen, "arg %u: kind %u unknown",
+                          k, a->kind);
+        }
+    }
+    /* each buffer <= 4 GiB and at most 32 of them: the sums cannot wrap */
+    if (!has_out)
+        return s_fail(NS_ERR_INVAL, err, errlen,
+                      "args: no out buffer (at least one is needed)");
+    if (buffers > NS_MAX_JOB_BYTES)
+        return s_fail(NS_ERR_TOOBIG, err, errlen,
+                      "args: in and out buffers total %llu bytes, over the "
+                      "%llu-byte cap",
+                      (unsigned long long)buffers,
+                      (unsigned long long)NS_MAX_JOB_BYTES);
+    if (per_item > NS_MAX_ITEM_BYTES)
+        return s_fail(NS_ERR_TOOBIG, err, errlen,
+                      "args: %llu output bytes per item, over the cap of %d",
+                      (unsigned long long)per_item, NS_MAX_ITEM_BYTES);
+    return NS_OK;
+}
+
+int ns_job_validate(const ns_job_t *job, char *err, size_t errlen)
+{
+    uint64_t n_items = 0;
+    int rc = s_check_kernel(job, err, errlen);
+    if (rc == NS_OK)
+        rc = s_check_entry(job, err, errlen);
+    if (rc == NS_OK)
+        rc = s_check_det(job, err, errlen);
+    if (rc == NS_OK)
+        rc = s_check_options(job, err, errlen);
+    if (rc == NS_OK)
+        rc = s_check_ndrange(job, &n_items, err, errlen);
+    if (rc == NS_OK)
+        rc = s_check_args(job, n_items, err, errlen);
+    if (rc == NS_OK && job->checks > NS_MAX_CHECKS)
+        rc = s_fail(NS_ERR_TOOBIG, err, errlen,
+                    "checks = %u: over the cap of %d", job->checks,
+                    NS_MAX_CHECKS);
+    if (rc == NS_OK && err && errlen)
+        err[0] = '\0';
+    return rc;
+}
+
+uint64_t ns_job_items(const ns_job_t *job)
+{
+    uint64_t n = 0;
+    return s_check_ndrange(job, &n, NULL, 0) == NS_OK ? n : 0;
+}
+
+uint64_t ns_job_item_bytes(const ns_job_t *job)
+{
+    uint64_t sum = 0;
+    uint32_t n = job->n_args < NS_MAX_ARGS ? job->n_args : NS_MAX_ARGS;
+    for (uint32_t k = 0; k < n; k++)
+        if (job->args[k].kind == NS_ARG_OUT)
+            sum += job->args[k].item_bytes;
+    return sum;
+}
+
+uint32_t ns_job_checks(const ns_job_t *job)
+{
+    return job->checks ? job->checks : NS_JOB_DEFAULT_CHECKS;
+}
+
+/* ---- msgpack ------------------------------------------------------------ */
+
+/* A str from a fixed char array that may lack its NUL. */
+static void s_pack_strn(msgpack_packer *pk, const char *s, size_t cap)
+{
+    size_t n = strnlen(s, cap);
+    msgpack_pack_str(pk, n);
+    if (n)
+        msgpack_pack_str_body(pk, s, n);
+}
+
+static void s_pack_arg(msgpack_packer *pk, const ns_arg_t *a)
+{
+    switch (a->kind) {
+    case NS_ARG_IN:
+        msgpack_pack_array(pk, 3);
+        msgpack_pack_uint8(pk, a->kind);
+        msgpack_pack_uint64(pk, a->size);
+        ns_mp_bin(pk, a->hash, NS_HASH_BYTES);
+        break;
+    case NS_ARG_OUT:
+        msgpack_pack_array(pk, 3);
+        msgpack_pack_uint8(pk, a->kind);
+        msgpack_pack_uint64(pk, a->size);
+        msgpack_pack_uint32(pk, a->item_bytes);
+        break;
+    case NS_ARG_LOCAL:
+        msgpack_pack_array(pk, 2);
+        msgpack_pack_uint8(pk, a->kind);
+        msgpack_pack_uint64(pk, a->size);
+        break;
+    case NS_ARG_U32:
+        msgpack_pack_array(pk, 2);
+        msgpack_pack_uint8(pk, a->kind);
+        msgpack_pack_uint32(pk, a->v.u32);
+        break;
+    case NS_ARG_I32:
+        msgpack_pack_array(pk, 2);
+        msgpack_pack_uint8(pk, a->kind);
+        msgpack_pack_int32(pk, a->v.i32);
+        break;
+    case NS_ARG_U64:
+        msgpack_pack_array(pk, 2);
+        msgpack_pack_uint8(pk, a->kind);
+        msgpack_pack_uint64(pk, a->v.u64);
+        break;
+    case NS_ARG_I64:
+        msgpack_pack_array(pk, 2);
+        msgpack_pack_uint8(pk, a->kind);
+        msgpack_pack_int64(pk, a->v.i64);
+        break;
+    case NS_ARG_F32:
+        msgpack_pack_array(pk, 2);
+        msgpack_pack_uint8(pk, a->kind);
+        msgpack_pack_float(pk, a->v.f32);
+        break;
+    case NS_ARG_F64:
+        msgpack_pack_array(pk, 2);
+        msgpack_pack_uint8(pk, a->kind);
+        msgpack_pack_double(pk, a->v.f64);
+        break;
+    default: /* not a valid job; written so that read rejects it */
+        msgpack_pack_array(pk, 1);
+        msgpack_pack_uint8(pk, a->kind);
+        break;
+    }
+}
+
+void ns_job_pack(msgpack_packer *pk, const ns_job_t *job)
+{
+    assert(job->dims <= 3 && job->n_args <= NS_MAX_ARGS);
+    bool has_local = false;
+    for (uint32_t d = 0; d < job->dims; d++)
+        has_local = has_local || job->local[d] != 0;
+    msgpack_pack_array(pk, S_N_FIELDS);
+    msgpack_pack_uint8(pk, NS_JOB_VERSION);
+    s_pack_strn(pk, job->builtin, sizeof job->builtin);
+    msgpack_pack_bin(pk, job->source_len);
+    if (job->source_len)
+        msgpack_pack_bin_body(pk, job->source, job->source_len);
+    ns_mp_bin(pk, job->source_hash, NS_HASH_BYTES);
+    s_pack_strn(pk, job->entry, sizeof job->entry);
+    s_pack_strn(pk, job->options, sizeof job->options);
+    msgpack_pack_array(pk, job->dims);
+    for (uint32_t d = 0; d < job->dims; d++)
+        msgpack_pack_uint64(pk, job->global[d]);
+    msgpack_pack_array(pk, has_local ? job->dims : 0);
+    for (uint32_t d = 0; d < job->dims && has_local; d++)
+        msgpack_pack_uint64(pk, job->local[d]);
+    msgpack_pack_array(pk, job->n_args);
+    for (uint32_t k = 0; k < job->n_args; k++)
+        s_pack_arg(pk, &job->args[k]);
+    msgpack_pack_uint8(pk, job->det);
+    msgpack_pack_double(pk, job->tol);
+    msgpack_pack_uint8(pk, job->item_kind);
+    msgpack_pack_uint32(pk, job->checks);
+    msgpack_pack_uint64(pk, job->work_estimate);
+}
+
+/* Reading: the field being read, for the error line. */
+typedef struct {
+    ns_mpr_t *r;
+    char what[32];
+} s_rd_t;
+
+static void s_at(s_rd_t *c, const char *fmt, unsigned k)
+{
+    if (c->r->err == NS_OK)
+        snprintf(c->what, sizeof c->what, fmt, k);
+}
+
+static void s_rd_fail(s_rd_t *c, int err)
+{
+    if (c->r->err == NS_OK)
+        c->r->err = err;
+}
+
+/* A float of exactly the given msgpack tag; f32 bits are kept as they are
+ * (a detour through double would quiet a signalling NaN). */
+static void s_read_float(s_rd_t *c, uint8_t tag, void *out)
+{
+    ns_mpr_t *r = c->r;
+    if (r->err != NS_OK)
+        return;
+    if (r->left < 1) {
+        s_rd_fail(c, NS_ERR_TRUNCATED);
+        return;
+    }
+    if (r->p[0] != tag) {
+        s_rd_fail(c, NS_ERR_TYPE);
+        return;
+    }
+    if (tag == S_TAG_F64) {
+        (void)ns_mpr_f64(r, out);
+        return;
+    }
+    if (r->left < 5) {
+        s_rd_fail(c, NS_ERR_TRUNCATED);
+        return;
+    }
+    uint32_t bits = (uint32_t)r->p[1] << 24 | (uint32_t)r->p[2] << 16 |
+                    (uint32_t)r->p[3] << 8 | r->p[4];
+    memcpy(out, &bits, sizeof bits);
+    r->p += 5;
+    r->left -= 5;
+}
+
+static void s_read_u8(s_rd_t *c, uint8_t *out)
+{
+    uint64_t v = 0;
+    if (ns_mpr_uint(c->r, &v) != NS_OK)
+        return;
+    if (v > UINT8_MAX) {
+        s_rd_fail(c, NS_ERR_INVAL);
+        return;
+    }
+    *out = (uint8_t)v;
+}
+
+static void s_read_arg(s_rd_t *c, ns_arg_t *a)
+{
+    ns_mpr_t *r = c->r;
+    uint32_t n = 0;
+    int64_t i = 0;
+    /* any count reads, so that a wrong one is a type error like below */
+    if (ns_mpr_array(r, &n, UINT32_MAX) != NS_OK)
+        return;
+    if (n == 0) {
+        s_rd_fail(c, NS_ERR_TYPE);
+        return;
+    }
+    s_read_u8(c, &a->kind);
+    if (r->err != NS_OK)
+        return;
+    uint32_t want = a->kind == NS_ARG_IN || a->kind == NS_ARG_OUT ? 3 : 2;
+    if (a->kind < NS_ARG_IN || a->kind > NS_ARG_LOCAL) {
+        s_rd_fail(c, NS_ERR_INVAL);
+        return;
+    }
+    if (n != want) {
+        s_rd_fail(c, NS_ERR_TYPE);
+        return;
+    }
+    switch (a->kind) {
+    case NS_ARG_IN:
+        ns_mpr_uint(r, &a->size);
+        ns_mpr_bin_exact(r, a->hash, NS_HASH_BYTES);
+        break;
+    case NS_ARG_OUT:
+        ns_mpr_uint(r, &a->size);
+        ns_mpr_u32(r, &a->item_bytes);
+        break;
+    case NS_ARG_LOCAL:
+        ns_mpr_uint(r, &a->size);
+        break;
+    case NS_ARG_U32:
+        ns_mpr_u32(r, &a->v.u32);
+        break;
+    case NS_ARG_I32:
+        if (ns_mpr_int(r, &i) != NS_OK)
+            break;
+        if (i < INT32_MIN || i > INT32_MAX) {
+            s_rd_fail(c, NS_ERR_INVAL);
+            return;
+        }
+        a->v.i32 = (int32_t)i;
+        break;
+    case NS_ARG_U64:
+        ns_mpr_uint(r, &a->v.u64);
+        break;
+    case NS_ARG_I64:
+        ns_mpr_int(r, &a->v.i64);
+        break;
+    case NS_ARG_F32:
+        s_read_float(c, S_TAG_F32, &a->v.f32);
+        break;
+    case NS_ARG_F64:
+        s_read_float(c, S_TAG_F64, &a->v.f64);
+        break;
+    }
+}
+
+/* The canonical check: ns_job_pack writes into this and it compares. */
+typedef struct {
+    const uint8_t *p;
+    size_t len;
+    size_t pos;
+    bool differs;
+} s_cmp_t;
+
+static int s_cmp_write(void *data, const char *buf, size_t len)
+{
+    s_cmp_t *c = data;
+    if (c->differs || len > c->len - c->pos ||
+        (len && memcmp(c->p + c->pos, buf, len) != 0)) {
+        c->differs = true;
+        return -1;
+    }
+    c->pos += len;
+    return 0;
+}
+
+int ns_job_read(ns_mpr_t *r, ns_job_t *job, char *err, size_t errlen)
+{
+    s_rd_t c = {r, "descriptor"};
+    const uint8_t *start = r->p;
+    const uint8_t *src = NULL;
+    size_t src_len = 0;
+    uint32_t n = 0, n_local = 0;
+    uint64_t version = 0;
+    int rc;
+
+    ns_job_release(job);
+    if (ns_mpr_array(r, &n, 64) == NS_OK && n == 0)
+        s_rd_fail(&c, NS_ERR_TYPE);
+    s_at(&c, "version", 0);
+    /* the version decides the layout: check it before anything else */
+    if (ns_mpr_uint(r, &version) == NS_OK && version != NS_JOB_VERSION)
+        s_rd_fail(&c, NS_ERR_VERSION);
+    if (r->err == NS_OK && n != S_N_FIELDS)
+        s_rd_fail(&c, NS_ERR_TYPE);
+    s_at(&c, "builtin", 0);
+    ns_mpr_str(r, job->builtin, NS_MAX_BUILTIN);
+    s_at(&c, "source", 0);
+    ns_mpr_bin(r, &src, &src_len, NS_MAX_SOURCE);
+    s_at(&c, "source_hash", 0);
+    ns_mpr_bin_exact(r, job->source_hash, NS_HASH_BYTES);
+    s_at(&c, "entry", 0);
+    ns_mpr_str(r, job->entry, NS_MAX_ENTRY);
+    s_at(&c, "options", 0);
+    ns_mpr_str(r, job->options, NS_MAX_OPTIONS);
+    s_at(&c, "global", 0);
+    ns_mpr_array(r, &job->dims, 3);
+    for (uint32_t d = 0; d < job->dims && r->err == NS_OK; d++)
+        ns_mpr_uint(r, &job->global[d]);
+    s_at(&c, "local", 0);
+    if (ns_mpr_array(r, &n_local, 3) == NS_OK && n_local != 0 &&
+        n_local != job->dims)
+        s_rd_fail(&c, NS_ERR_TYPE);
+    for (uint32_t d = 0; d < n_local && r->err == NS_OK; d++)
+        ns_mpr_uint(r, &job->local[d]);
+    s_at(&c, "args", 0);
+    ns_mpr_array(r, &job->n_args, NS_MAX_ARGS);
+    for (uint32_t k = 0; k < job->n_args && r->err == NS_OK; k++) {
+        s_at(&c, "args[%u]", k);
+        s_read_arg(&c, &job->args[k]);
+    }
+    s_at(&c, "det", 0);
+    s_read_u8(&c, &job->det);
+    s_at(&c, "tol", 0);
+    s_read_float(&c, S_TAG_F64, &job->tol);
+    s_at(&c, "item_kind", 0);
+    s_read_u8(&c, &job->item_kind);
+    s_at(&c, "checks", 0);
+    ns_mpr_u32(r, &job->checks);
+    s_at(&c, "work_estimate", 0);
+    ns_mpr_uint(r, &job->work_estimate);
+    if (r->err != NS_OK) {
+        rc = s_fail(r->err, err, errlen, "job descriptor: %s: %s", c.what,
+                    ns_strerror(r->err));
+        goto fail;
+    }
+
+    if (src_len) {
+        /* a copy, keeping the hash as received for validate to compare */
+        job->source = malloc(src_len);
+        if (!job->source) {
+            rc = s_fail(NS_ERR_NOMEM, err, errlen, "job descriptor: %s",
+                        ns_strerror(NS_ERR_NOMEM));
+            goto fail;
+        }
+        memcpy(job->source, src, src_len);
+        job->source_len = src_len;
+    }
+    rc = ns_job_validate(job, err, errlen);
+    if (rc != NS_OK)
+        goto fail;
+
+    s_cmp_t cmp = {start, (size_t)(r->p - start), 0, false};
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &cmp, s_cmp_write);
+    ns_job_pack(&pk, job);
+    if (cmp.differs || cmp.pos != cmp.len) {
+        rc = s_fail(NS_ERR_INVAL, err, errlen,
+                    "job descriptor: not in canonical form");
+        goto fail;
+    }
+    return NS_OK;
+
+fail:
+    if (r->err == NS_OK)
+        r->err = rc;
+    ns_job_release(job);
+    return rc;
+}
+
+static int s_hash_write(void *data, const char *buf, size_t len)
+{
+    crypto_generichash_update(data, (const unsigned char *)buf, len);
+    return 0;
+}
+
+int ns_job_id(const ns_job_t *job, ns_hash_t id)
+{
+    int rc = ns_job_validate(job, NULL, 0);
+    if (rc != NS_OK)
+        return rc;
+    crypto_generichash_state st;
+    crypto_generichash_init(&st, NULL, 0, NS_HASH_BYTES);
+    crypto_generichash_update(&st, (const unsigned char *)NS_JOB_DOMAIN,
+                              sizeof(NS_JOB_DOMAIN) - 1);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &st, s_hash_write);
+    ns_job_pack(&pk, job);
+    crypto_generichash_final(&st, id, NS_HASH_BYTES);
+    return NS_OK;
+}
+
+/* ---- command-line flags ------------------------------------------------- */
+
+/* Decimal u64 from n bytes of s (not NUL-terminated). */
+static bool s_u64n(const char *s, size_t n, uint64_t *out)
+{
+    char buf[S_NUM_MAX + 1];
+    if (n == 0 || n > S_NUM_MAX)
+        return false;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    return ns_parse_u64(buf, out) == NS_OK;
+}
+
+static bool s_u64(const char *s, uint64_t *out)
+{
+    return s_u64n(s, strlen(s), out);
+}
+
+static bool s_i64(const char *s, int64_t *out)
+{
+    const char *digits = s[0] == '-' ? s + 1 : s;
+    if (!s_is_digit(digits[0]))
+        return false;
+    errno = 0;
+    char *end = NULL;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || *end != '\0')
+        return false;
+    *out = (int64_t)v;
+    return true;
+}
+
+/* A finite number, the whole string (strtod syntax, no leading space). */
+static bool s_f64(const char *s, double *out)
+{
+    if (s[0] == '\0' || s[0] == ' ' || (s[0] >= '\t' && s[0] <= '\r'))
+        return false;
+    errno = 0;
+    char *end = NULL;
+    double v = strtod(s, &end);
+    if (*end != '\0' || !isfinite(v))
+        return false;
+    *out = v;
+    return true;
+}
+
+static bool s_f32(const char *s, float *out)
+{
+    if (s[0] == '\0' || s[0] == ' ' || (s[0] >= '\t' && s[0] <= '\r'))
+        return false;
+    errno = 0;
+    char *end = NULL;
+    float v = strtof(s, &end);
+    if (*end != '\0' || !isfinite(v))
+        return false;
+    *out = v;
+    return true;
+}
+
+/* X[,Y[,Z]], each >= 1. */
+static int s_parse_sizes(const char *flag, const char *v, uint64_t out[3],
+                         uint32_t *dims, char *err, size_t errlen)
+{
+    uint64_t sizes[3] = {0, 0, 0};
+    uint32_t n = 0;
+    const char *p = v;
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (n == 3)
+            return s_fail(NS_ERR_INVAL, err, errlen,
+                          "%s '%s': at most 3 dimensions", flag, v);
+        if (!s_u64n(p, len, &sizes[n]))
+            return s_fail(NS_ERR_INVAL, err, errlen,
+                          "%s '%s': bad number '%.*s'", flag, v, (int)len, p);
+        if (sizes[n] == 0)
+            return s_fail(NS_ERR_INVAL, err, errlen,
+                          "%s '%s': sizes must be >= 1", flag, v);
+        n++;
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    memcpy(out, sizes, sizeof sizes);
+    *dims = n;
+    return NS_OK;
+}
+
+static int s_read_kernel(ns_job_t *job, const char *path, char *err,
+                         size_t errlen)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    struct stat st;
+    int rc = ns_file_read(path, NS_MAX_SOURCE, &buf, &len);
+    switch (rc) {
+    case NS_OK:
+        break;
+    case NS_ERR_NOTFOUND:
+        return s_fail(rc, err, errlen, "--kernel %s: no such file", path);
+    case NS_ERR_TOOBIG:
+        if (stat(path, &st) == 0)
+            return s_fail(rc, err, errlen,
+                          "--kernel %s: kernel source is %llu bytes, over "
+                          "the %d-byte cap",
+                          path, (unsigned long long)st.st_size, NS_MAX_SOURCE);
+        return s_fail(rc, err, errlen,
+                      "--kernel %s: kernel source is over the %d-byte cap",
+                      path, NS_MAX_SOURCE);
+    case NS_ERR_INVAL:
+        return s_fail(rc, err, errlen, "--kernel %s: not a regular file", path);
+    default:
+        return s_fail(rc, err, errlen, "--kernel %s: %s", path,
+                      errno ? strerror(errno) : ns_strerror(rc));
+    }
+    if (len == 0) {
+        free(buf);
+        return s_fail(NS_ERR_INVAL, err, errlen,
+                      "--kernel %s: the file is empty", path);
+    }
+    free(job->source);
+    job->source = buf;
+    job->source_len = len;
+    ns_hash(job->source_hash, buf, len);
+    return NS_OK;
+}
+
+static int s_parse_arg(ns_job_t *job, char *v, const char **in_paths,
+                       const char **out_paths, char *err, size_t errlen)
+{
+    static const struct {
+        const char *name;
+        uint8_t kind;
+    } kinds[] = {
+        {"in", NS_ARG_IN},   {"out", NS_ARG_OUT}, {"u32", NS_ARG_U32},
+        {"i32", NS_ARG_I32}, {"u64", NS_ARG_U64}, {"i64", NS_ARG_I64},
+        {"f32", NS_ARG_F32}, {"f64", NS_ARG_F64}, {"local", NS_ARG_LOCAL},
+    };
+    if (job->n_args >= NS_MAX_ARGS)
+        return s_fail(NS_ERR_INVAL, err, errlen,
+                      "--arg '%s': more than %d arguments", v, NS_MAX_ARGS);
+    char *colon = strchr(v, ':');
+    if (!colon)
+        return s_fail(NS_ERR_INVAL, err, errlen,
+                      "--arg '%s': expected KIND:VALUE", v);
+    size_t kn = (size_t)(colon - v);
+    ns_arg_t a;
+    memset(&a, 0, sizeof a);
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+        if (s_token_is(v, kn, kinds[k].name))
+            a.kind = kinds[k].kind;
+    if (a.kind == 0)
+        return s_fail(NS_ERR_INVAL, err, errlen,
+                      "--arg '%s': unknown kind '%.*s' (in, out, u32, i32, "
+                      "u64, i64, f32, f64, local)",
+                      v, (int)kn, v);
+    char *val = colon + 1;
+    const char *path = NULL;
+    char *cut = NULL; /* out:...:ITEM_BYTES: where FILE ends */
+    uint64_t u = 0;
+    int64_t i = 0;
+    bool ok = true;
+    switch (a.kind) {
+    case NS_ARG_IN:
+        path = val;
+        if (!*path)
+            return s_fail(NS_ERR_INVAL, err, errlen,
+                          "--arg '%s': expected in:FILE", v);
+        break;
+    case NS_ARG_OUT: {
+        char *c2 = strchr(val, ':');
+        if (!c2 || !c2[1])
+            return s_fail(NS_ERR_INVAL, err, errlen,
+                          "--arg '%s': expected out:BYTES:FILE[:ITEM_BYTES]",
+                          v);
+        if (!s_u64n(val, (size_t)(c2 - val), &a.size))
+            return s_fail(NS_ERR_INVAL, err, errlen,
+                          "--arg '%s': bad size '%.*s'", v, (int)(c2 - val),
+                          val);
+        path = c2 + 1;
+        char *last = strrchr(c2 + 1, ':');
+        if (last && last > path && last[1]) {
+            bool digits = true;
+            for (const char *d = last + 1; *d && digits; d++)
+                digits = s_is_digit(*d);
+            if (digits) {
+                if (!s_u64(last + 1, &u) || u == 0 || u > UINT32_MAX)
+                    return s_fail(NS_ERR_INVAL, err, errlen,
+                                  "--arg '%s': bad item bytes '%s'", v,
+                                  last + 1);
+                a.item_bytes = (uint32_t)u;
+                cut = last;
+            }
+        }
+        break;
+    }
+    case NS_ARG_LOCAL:
+        ok = s_u64(val, &a.size);
+        break;
+    case NS_ARG_U32:
+        ok = s_u64(val, &u) && u <= UINT32_MAX;
+        a.v.u32 = (uint32_t)u;
+        break;
+    case NS_ARG_I32:
+        ok = s_i64(val, &i) && i >= INT32_MIN && i <= INT32_MAX;
+        a.v.i32 = (int32_t)i;
+        break;
+    case NS_ARG_U64:
+        ok = s_u64(val, &a.v.u64);
+        break;
+    case NS_ARG_I64:
+        ok = s_i64(val, &a.v.i64);
+        break;
+    case NS_ARG_F32:
+        ok = s_f32(val, &a.v.f32);
+        break;
+    case NS_ARG_F64:
+        ok = s_f64(val, &a.v.f64);
+        break;
+    }
+    if (!ok)
+        return s_fail(NS_ERR_INVAL, err, errlen,
+                      "--arg '%s': bad %s value '%s'", v, s_kind_name(a.kind),
+                      val);
+    uint32_t k = job->n_args++;
+    job->args[k] = a;
+    if (cut)
+        *cut = '\0'; /* only now that nothing can fail */
+    if (in_paths)
+        in_paths[k] = a.kind == NS_ARG_IN ? path : NULL;
+    if (out_paths)
+        out_paths[k] = a.kind == NS_ARG_OUT ? path : NULL;
+    return NS_OK;
+}
+
+static int s_parse_tolerance(ns_job_t *job, const char *v, char *err,
+                             size_t errlen)
+{
+    uint64_t u = 0;
+    double x = 0;
+    if (strcmp(v, "exact") == 0) {
+        job->det = NS_DET_EXACT;
+        job->tol = 0;
+    } else if (strncmp(v, "ulp:", 4) == 0) {
+        if (!s_u64(v + 4, &u) || u < 1 || u > S_MAX_ULP)
+            return s_fail(NS_ERR_INVAL, err, errlen,
+                          "--tolerance '%s': ulp needs an integer 1..%u", v,
+                          S_MAX_ULP);
+        job->det = NS_DET_ULP;
+        job->tol = (double)u;
+    } else if (strncmp(v, "abs:", 4) == 0) {
+        if (!s_f64(v + 4, &x) || !(x > 0))
+            return s_fail(NS_ERR_INVAL, err, errlen,
+                          "--tolerance '%s': abs needs a finite number > 0", v);
+        job->det = NS_DET_ABS;
+        job->tol = x;
+    } else if (strncmp(v, "rel:", 4) == 0) {
+        if (!s_f64(v + 4, &x) || !(x > 0 && x < 1))
+            return s_fail(NS_ERR_INVAL, err, errlen,
+                          "--tolerance '%s': rel needs a number in (0, 1)", v);
+        job->det = NS_DET_REL;
+        job->tol = x;
+    } else {
+        return s_fail(NS_ERR_INVAL, err, errlen,
+                      "--tolerance '%s': expected exact, ulp:N, abs:X or "
+                      "rel:X",
+                      v);
+    }
+    return NS_OK;
+}
+
+static bool s_has_kernel(const ns_job_t *job)
+{
+    return job->source != NULL || job->builtin[0] != '\0';
+}
+
+int ns_job_parse_flag(ns_job_t *job, int argc, char **argv, int *i,
+                      const char **in_paths, const char **out_paths, char *err,
+                      size_t errlen)
+{
+    static const char *const flags[] = {
+        "--kernel",    "--builtin", "--entry",     "--global",
+        "--local",     "--arg",     "--tolerance", "--checks",
+        "--item-kind", "--options", "--work",      NULL,
+    };
+    assert(*i >= 0 && *i < argc);
+    const char *flag = argv[*i];
+    size_t f = 0;
+    while (flags[f] && strcmp(flags[f], flag) != 0)
+        f++;
+    if (!flags[f])
+        return 0;
+    if (*i + 1 >= argc)
+        return s_fail(NS_ERR_INVAL, err, errlen, "%s needs a value", flag);
+    char *v = argv[*i + 1];
+    if (strncmp(v, "--", 2) == 0)
+        return s_fail(NS_ERR_INVAL, err, errlen, "%s needs a value (got '%s')",
+                      flag, v);
+    size_t vlen = strlen(v);
+    uint64_t u = 0;
+    int rc = NS_OK;
+
+    if (strcmp(flag, "--kernel") == 0) {
+        if (s_has_kernel(job))
+            return s_fail(NS_ERR_INVAL, err, errlen,
+                          "--kernel: a kernel is already given (one "
+                          "--kernel or --builtin)");
+        rc = s_read_kernel(job, v, err, errlen);
+    } else if (strcmp(flag, "--builtin") == 0) {
+        if (s_has_kernel(job))
+            return s_fail(NS_ERR_INVAL, err, errlen,
+                          "--builtin: a kernel is already given (one "
+                          "--kernel or --builtin)");
+        if (vlen > NS_MAX_BUILTIN)
+            return s_fail(NS_ERR_INVAL, err, errlen,
+                          "--builtin: name longer than %d bytes",
+                          NS_MAX_BUILTIN);
+        if (!s_is_builtin_name(v, vlen))
+            return s_fail(NS_ERR_INVAL, err, errlen,
+                          "--builtin '%s': name must be [a-z0-9_]+", v);
+        memcpy(job->builtin, v, vlen + 1);
+    } else if (strcmp(flag, "--entry") == 0) {
+        if (job->entry[0])
+            return s_fail(NS_ERR_INVAL, err, errlen, "--entry given twice");
+        if (vlen > NS_MAX_ENTRY)
+            return s_fail(NS_ERR_INVAL, err, errlen,
+                          "--entry: name longer than %d bytes", NS_MAX_ENTRY);
+        if (!s_is_ident(v, vlen))
+            return s_fail(NS_ERR_INVAL, err, errlen,
+                          "--entry '%s': not a C identifier", v);
+        memcpy(job->entry, v, vlen + 1);
+    } else if (strcmp(flag, "--global") == 0) {
+        if (job->dims)
+            return s_fail(NS_ERR_INVAL, err, errlen, "--global given twice");
+        rc = s_parse_sizes(flag, v, job->global, &job->dims, err, errlen);
+    } else if (strcmp(flag, "--local") == 0) {
+        uint32_t dims = 0;
+        if (job->local[0])
+            return s_fail(NS_ERR_INVAL, err, errlen, "--local given twice");
+        rc = s_parse_sizes(flag, v, job->local, &dims, err, errlen);
+    } else if (strcmp(flag, "--arg") == 0) {
+        rc = s_parse_arg(job, v, in_paths, out_paths, err, errlen);
+    } else if (strcmp(flag, "--tolerance") == 0) {
+        rc = s_parse_tolerance(job, v, err, errlen);
+    } else if (strcmp(flag, "--checks") == 0) {
+        if (!s_u64(v, &u))
+            return s_fail(NS_ERR_INVAL, err, errlen,
+                          "--checks '%s': not a number", v);
+        if (u > NS_MAX_CHECKS)
+            return s_fail(NS_ERR_INVAL, err, errlen,
+                          "--checks %s: over the cap of %d", v, NS_MAX_CHECKS);
+        job->checks = (uint32_t)u;
+    } else if (strcmp(flag, "--item-kind") == 0) {
+        if (strcmp(v, "item") == 0)
+            job->item_kind = NS_ITEM_WORK_ITEM;
+        else if (strcmp(v, "group") == 0)
+            job->item_kind = NS_ITEM_WORK_GROUP;
+        else
+            return s_fail(NS_ERR_INVAL, err, errlen,
+                          "--item-kind '%s': expected item or group", v);
+    } else if (strcmp(flag, "--options") == 0) {
+        if (vlen > NS_MAX_OPTIONS)
+            return s_fail(NS_ERR_INVAL, err, errlen,
+                          "--options: %zu bytes, over the %d-byte cap", vlen,
+                          NS_MAX_OPTIONS);
+        memcpy(job->options, v, vlen + 1);
+    } else { /* --work */
+        if (!s_u64(v, &job->work_estimate))
+            return s_fail(NS_ERR_INVAL, err, errlen,
+                          "--work '%s': not a number of flops", v);
+    }
+    if (rc != NS_OK)
+        return rc;
+    *i += 2;
+    return 1;
+}
+
+int ns_job_finalize(ns_job_t *job, char *err, size_t errlen)
+{
+    uint64_t n_items = 0;
+    int rc = s_check_ndrange(job, &n_items, err, errlen);
+    if (rc != NS_OK)
+        return rc;
+    uint32_t n = job->n_args < NS_MAX_ARGS ? job->n_args : NS_MAX_ARGS;
+    for (uint32_t k = 0; k < n; k++) {
+        ns_arg_t *a = &job->args[k];
+        if (a->kind != NS_ARG_OUT || a->item_bytes != 0)
+            continue;
+        unsigned long long size = a->size;
+        if (size == 0)
+            return s_fail(NS_ERR_INVAL, err, errlen,
+                          "arg %u (out): size 0: must be >= 1", k);
+        if (size % n_items != 0)
+            return s_fail(NS_ERR_INVAL, err, errlen,
+                          "arg %u (out): %llu bytes do not divide into %llu "
+                          "items (give out:BYTES:FILE:ITEM_BYTES)",
+                          k, size, (unsigned long long)n_items);
+        if (size / n_items > NS_MAX_ITEM_BYTES)
+            return s_fail(NS_ERR_TOOBIG, err, errlen,
+                          "arg %u (out): %llu bytes per item, over the cap "
+                          "of %d",
+                          k, size / n_items, NS_MAX_ITEM_BYTES);
+        a->item_bytes = (uint32_t)(size / n_items);
+    }
+    return ns_job_validate(job, err, errlen);
+}

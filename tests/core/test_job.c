@@ -1,0 +1,1461 @@
+/* test_job.c - the job descriptor: validation rules, msgpack form, job id,
+ * CLI flags.
+ *
+ * Every validation rule is tried failing (with its message) next to the
+ * passing case; the decoder gets every prefix, every flipped byte,
+ * non-canonical forms, over-cap lengths and wrong versions; the flag
+ * parser gets good and bad numbers, missing and oversized files.
+ */
+#include "check.h"
+
+#include "nightshift/hash.h"
+#include "nightshift/job.h"
+#include "nightshift/mp.h"
+#include "nightshift/util.h"
+
+#include <fcntl.h>
+#include <math.h>
+#include <msgpack.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char s_src[] =
+    "kernel void scale(global const float *a, global float *o, uint n)\n"
+    "{\n"
+    "    size_t i = get_global_id(0);\n"
+    "    o[i] = a[i] * 2.0f;\n"
+    "}\n";
+
+static char s_dir[64]; /* temp dir for this run's files */
+
+/* ---- helpers ------------------------------------------------------------ */
+
+#define EXPECT_OK(job)                                                         \
+    do {                                                                       \
+        char e_[512] = "";                                                     \
+        if (!CHECK_RC(ns_job_validate((job), e_, sizeof e_), NS_OK))           \
+            fprintf(stderr, "    validate said: %s\n", e_);                    \
+    } while (0)
+
+#define EXPECT_BAD(job, rc, msg)                                               \
+    do {                                                                       \
+        char e_[512] = "";                                                     \
+        CHECK_RC(ns_job_validate((job), e_, sizeof e_), (rc));                 \
+        CHECK_CONTAINS(e_, (msg));                                             \
+    } while (0)
+
+static ns_arg_t *s_add(ns_job_t *j, uint8_t kind)
+{
+    ns_arg_t *a = &j->args[j->n_args++];
+    memset(a, 0, sizeof *a);
+    a->kind = kind;
+    return a;
+}
+
+static void s_add_in(ns_job_t *j, uint64_t size, uint8_t seed)
+{
+    ns_arg_t *a = s_add(j, NS_ARG_IN);
+    a->size = size;
+    memset(a->hash, seed, NS_HASH_BYTES);
+}
+
+static void s_add_out(ns_job_t *j, uint64_t size, uint32_t item_bytes)
+{
+    ns_arg_t *a = s_add(j, NS_ARG_OUT);
+    a->size = size;
+    a->item_bytes = item_bytes;
+}
+
+/* A valid 1-D source job: in (64 bytes), out (16 items x 4), u32. */
+static void s_source_job(ns_job_t *j)
+{
+    ns_job_init(j);
+    if (ns_job_set_source(j, s_src, strlen(s_src)) != NS_OK)
+        abort();
+    strcpy(j->entry, "scale");
+    j->dims = 1;
+    j->global[0] = 16;
+    s_add_in(j, 64, 0x11);
+    s_add_out(j, 64, 4);
+    s_add(j, NS_ARG_U32)->v.u32 = 16;
+}
+
+/* A valid 2-D built-in job with local sizes and work-group items. */
+static void s_builtin_job(ns_job_t *j)
+{
+    ns_job_init(j);
+    strcpy(j->builtin, "sgemm");
+    memset(j->source_hash, 0x5a, NS_HASH_BYTES);
+    strcpy(j->entry, "sgemm_tiled");
+    strcpy(j->options, "-cl-std=CL1.2 -D TILE=16");
+    j->dims = 2;
+    j->global[0] = 64;
+    j->global[1] = 32;
+    j->local[0] = 16;
+    j->local[1] = 16;
+    j->item_kind = NS_ITEM_WORK_GROUP; /* 4 x 2 = 8 groups */
+    s_add_in(j, 4096, 0x22);
+    s_add_in(j, 4096, 0x33);
+    s_add_out(j, 8 * 1024, 1024);
+    s_add(j, NS_ARG_LOCAL)->size = 16 * 16 * 4;
+    s_add(j, NS_ARG_U32)->v.u32 = 64;
+    j->det = NS_DET_ULP;
+    j->tol = 4;
+    j->checks = 16;
+    j->work_estimate = 2ull * 64 * 32 * 64;
+}
+
+static int s_pack(const ns_job_t *j, msgpack_sbuffer *sb)
+{
+    msgpack_packer pk;
+    msgpack_sbuffer_init(sb);
+    msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+    ns_job_pack(&pk, j);
+    return sb->data ? NS_OK : NS_ERR_NOMEM;
+}
+
+/* Exactly len bytes in their own allocation, so ASan sees over-reads. */
+static uint8_t *s_dup(const void *p, size_t len)
+{
+    uint8_t *d = malloc(len ? len : 1);
+    if (d && len)
+        memcpy(d, p, len);
+    return d;
+}
+
+/* Decode a whole buffer (read + end); job must be initialised. */
+static int s_decode(const void *buf, size_t len, ns_job_t *j, char *err,
+                    size_t errlen)
+{
+    uint8_t *copy = s_dup(buf, len);
+    ns_mpr_t r;
+    ns_mpr_init(&r, copy, len);
+    int rc = ns_job_read(&r, j, err, errlen);
+    if (rc == NS_OK)
+        rc = ns_mpr_end(&r);
+    free(copy);
+    return rc;
+}
+
+static bool s_job_eq(const ns_job_t *a, const ns_job_t *b)
+{
+    if (strcmp(a->builtin, b->builtin) || a->source_len != b->source_len ||
+        (a->source_len && memcmp(a->source, b->source, a->source_len)) ||
+        memcmp(a->source_hash, b->source_hash, NS_HASH_BYTES) ||
+        strcmp(a->entry, b->entry) || strcmp(a->options, b->options) ||
+        a->dims != b->dims || memcmp(a->global, b->global, sizeof a->global) ||
+        memcmp(a->local, b->local, sizeof a->local) || a->n_args != b->n_args ||
+        a->det != b->det || memcmp(&a->tol, &b->tol, sizeof a->tol) ||
+        a->item_kind != b->item_kind || a->checks != b->checks ||
+        a->work_estimate != b->work_estimate)
+        return false;
+    for (uint32_t k = 0; k < a->n_args; k++) {
+        const ns_arg_t *x = &a->args[k], *y = &b->args[k];
+        if (x->kind != y->kind || x->size != y->size ||
+            x->item_bytes != y->item_bytes ||
+            memcmp(x->hash, y->hash, NS_HASH_BYTES) ||
+            memcmp(&x->v, &y->v, sizeof x->v))
+            return false;
+    }
+    return true;
+}
+
+/* Pack, decode, compare, and check the id survives the trip. */
+static void s_round_trip(const ns_job_t *j)
+{
+    msgpack_sbuffer sb;
+    ns_job_t back;
+    char err[256] = "";
+    ns_hash_t id1, id2;
+    ns_job_init(&back);
+    if (!CHECK_RC(s_pack(j, &sb), NS_OK))
+        return;
+    CHECK(sb.size <= NS_MAX_JOB_MSG);
+    if (!CHECK_RC(s_decode(sb.data, sb.size, &back, err, sizeof err), NS_OK))
+        fprintf(stderr, "    read said: %s\n", err);
+    CHECK(s_job_eq(j, &back));
+    CHECK_RC(ns_job_id(j, id1), NS_OK);
+    CHECK_RC(ns_job_id(&back, id2), NS_OK);
+    CHECK_MEM(id1, id2, NS_HASH_BYTES);
+    /* id = H(domain || exact packed bytes) */
+    ns_hash2(id2, NS_JOB_DOMAIN, strlen(NS_JOB_DOMAIN), sb.data, sb.size);
+    CHECK_MEM(id1, id2, NS_HASH_BYTES);
+    ns_job_release(&back);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+/* Write len bytes to s_dir/name; returns the path (static buffer). */
+static const char *s_write_file(const char *name, const void *data, size_t len)
+{
+    static char path[4][256];
+    static int next;
+    char *p = path[next++ % 4];
+    snprintf(p, 256, "%s/%s", s_dir, name);
+    FILE *f = fopen(p, "wb");
+    if (!f || (len && fwrite(data, 1, len, f) != len))
+        abort();
+    fclose(f);
+    return p;
+}
+
+/* argv for ns_job_parse_flag: writable copies that live until s_argv_free
+ * (out_paths and in_paths borrow from them). */
+static char *s_argv[80];
+static int s_argc;
+
+static void s_argv_free(void)
+{
+    for (int k = 0; k < s_argc; k++)
+        free(s_argv[k]);
+    s_argc = 0;
+}
+
+static void s_argv_set(const char *const *args)
+{
+    s_argv_free();
+    for (; *args && s_argc < 79; args++)
+        s_argv[s_argc++] = strdup(*args);
+    s_argv[s_argc] = NULL;
+}
+
+/* Parse all of args (NULL-terminated) as job flags: 1 when every flag was
+ * taken, 0 at the first non-job flag, else the first error. */
+static int s_parse(ns_job_t *j, const char *const *args, const char **in,
+                   const char **out, char *err, size_t errlen)
+{
+    s_argv_set(args);
+    int i = 0;
+    while (i < s_argc) {
+        int before = i;
+        int rc = ns_job_parse_flag(j, s_argc, s_argv, &i, in, out, err, errlen);
+        if (rc <= 0) {
+            if (i != before)
+                return -100; /* must not move on failure */
+            return rc;
+        }
+        if (i != before + 2)
+            return -101;
+    }
+    return 1;
+}
+
+/* One flag and value on a fresh job: the rc and the error line. */
+static int s_parse1(const char *flag, const char *value, char *err,
+                    size_t errlen)
+{
+    ns_job_t j;
+    ns_job_init(&j);
+    const char *args[] = {flag, value, NULL};
+    err[0] = '\0';
+    int rc = s_parse(&j, args, NULL, NULL, err, errlen);
+    ns_job_release(&j);
+    return rc;
+}
+
+#define PARSE_BAD(flag, value, msg)                                            \
+    do {                                                                       \
+        char e_[512];                                                          \
+        CHECK(s_parse1((flag), (value), e_, sizeof e_) < 0);                   \
+        CHECK_CONTAINS(e_, (msg));                                             \
+    } while (0)
+
+#define PARSE_OK(flag, value)                                                  \
+    do {                                                                       \
+        char e_[512];                                                          \
+        if (!CHECK_EQ_INT(s_parse1((flag), (value), e_, sizeof e_), 1))        \
+            fprintf(stderr, "    parse said: %s\n", e_);                       \
+    } while (0)
+
+/* ---- round trips -------------------------------------------------------- */
+
+TEST(round_trip_source_all_kinds)
+{
+    ns_job_t j;
+    s_source_job(&j);
+    EXPECT_OK(&j);
+    s_add(&j, NS_ARG_I32)->v.i32 = INT32_MIN;
+    s_add(&j, NS_ARG_I32)->v.i32 = -1;
+    s_add(&j, NS_ARG_I32)->v.i32 = 200;
+    s_add(&j, NS_ARG_U64)->v.u64 = UINT64_MAX;
+    s_add(&j, NS_ARG_U64)->v.u64 = 0;
+    s_add(&j, NS_ARG_I64)->v.i64 = INT64_MIN;
+    s_add(&j, NS_ARG_I64)->v.i64 = INT64_MAX;
+    s_add(&j, NS_ARG_F32)->v.f32 = 1.5f;
+    s_add(&j, NS_ARG_F32)->v.f32 = -0.0f;
+    /* a signalling NaN must keep its exact bits */
+    uint32_t snan = 0x7fa00001u;
+    memcpy(&s_add(&j, NS_ARG_F32)->v.f32, &snan, 4);
+    s_add(&j, NS_ARG_F64)->v.f64 = 3.141592653589793;
+    s_add(&j, NS_ARG_F64)->v.f64 = -1e300;
+    s_add(&j, NS_ARG_LOCAL)->size = 256;
+    s_add(&j, NS_ARG_U32)->v.u32 = UINT32_MAX;
+    EXPECT_OK(&j);
+    s_round_trip(&j);
+
+    ns_job_t back;
+    msgpack_sbuffer sb;
+    ns_job_init(&back);
+    CHECK_RC(s_pack(&j, &sb), NS_OK);
+    CHECK_RC(s_decode(sb.data, sb.size, &back, NULL, 0), NS_OK);
+    CHECK(memcmp(&back.args[12].v.f32, &snan, 4) == 0);
+    CHECK(signbit(back.args[11].v.f32));
+    CHECK_EQ_INT(back.args[3].v.i32, INT32_MIN);
+    CHECK(back.args[8].v.i64 == INT64_MIN);
+    msgpack_sbuffer_destroy(&sb);
+    ns_job_release(&back);
+    ns_job_release(&j);
+}
+
+TEST(round_trip_builtin_dims)
+{
+    ns_job_t j;
+    s_builtin_job(&j);
+    EXPECT_OK(&j);
+    CHECK_EQ_INT(ns_job_items(&j), 8);
+    CHECK_EQ_INT(ns_job_item_bytes(&j), 1024);
+    CHECK_EQ_INT(ns_job_checks(&j), 16);
+    s_round_trip(&j);
+
+    /* 1-D, no local */
+    ns_job_t one;
+    s_source_job(&one);
+    CHECK_EQ_INT(ns_job_items(&one), 16);
+    CHECK_EQ_INT(ns_job_checks(&one), NS_JOB_DEFAULT_CHECKS);
+    s_round_trip(&one);
+
+    /* 3-D, local given, work-item items */
+    ns_job_t three = one;
+    three.dims = 3;
+    three.global[0] = 4;
+    three.global[1] = 2;
+    three.global[2] = 2;
+    three.local[0] = 2;
+    three.local[1] = 2;
+    three.local[2] = 1;
+    three.det = NS_DET_REL;
+    three.tol = 1e-6;
+    three.work_estimate = 12345678901234ull;
+    three.checks = NS_MAX_CHECKS;
+    EXPECT_OK(&three);
+    s_round_trip(&three);
+    /* work-group items over 3 dims: 2 x 1 x 2 groups */
+    three.item_kind = NS_ITEM_WORK_GROUP;
+    three.args[1].size = 4 * 4;
+    EXPECT_OK(&three);
+    CHECK_EQ_INT(ns_job_items(&three), 4);
+    s_round_trip(&three);
+    /* ABS tolerance */
+    three.det = NS_DET_ABS;
+    three.tol = 0.25;
+    s_round_trip(&three);
+    ns_job_release(&one);
+    ns_job_release(&j);
+}
+
+TEST(job_id)
+{
+    ns_job_t j, k;
+    ns_hash_t a, b;
+    s_source_job(&j);
+    CHECK_RC(ns_job_id(&j, a), NS_OK);
+    CHECK_RC(ns_job_id(&j, b), NS_OK);
+    CHECK_MEM(a, b, NS_HASH_BYTES);
+    k = j;
+    k.checks = 7;
+    CHECK_RC(ns_job_id(&k, b), NS_OK);
+    CHECK(memcmp(a, b, NS_HASH_BYTES) != 0);
+    k = j;
+    k.args[2].v.u32 = 17;
+    CHECK_RC(ns_job_id(&k, b), NS_OK);
+    CHECK(memcmp(a, b, NS_HASH_BYTES) != 0);
+    k = j;
+    strcpy(k.options, "-w");
+    CHECK_RC(ns_job_id(&k, b), NS_OK);
+    CHECK(memcmp(a, b, NS_HASH_BYTES) != 0);
+    /* an invalid job has no id */
+    k = j;
+    k.dims = 0;
+    CHECK_RC(ns_job_id(&k, b), NS_ERR_INVAL);
+    ns_job_release(&j);
+}
+
+/* ---- validation, rule by rule ---------------------------------------- */
+
+TEST(validate_kernel)
+{
+    ns_job_t base, j;
+    s_source_job(&base);
+    EXPECT_OK(&base);
+
+    j = base;
+    j.source = NULL;
+    j.source_len = 0;
+    EXPECT_BAD(&j, NS_ERR_INVAL, "kernel: none given");
+    strcpy(j.builtin, "vector_add");
+    EXPECT_OK(&j); /* builtin with its hash set */
+    memset(j.source_hash, 0, NS_HASH_BYTES);
+    EXPECT_BAD(&j, NS_ERR_INVAL, "source_hash: not set for builtin");
+    memset(j.source_hash, 1, NS_HASH_BYTES);
+    strcpy(j.builtin, "Vector-Add");
+    EXPECT_BAD(&j, NS_ERR_INVAL, "builtin 'Vector-Add': name must be");
+    memset(j.builtin, 'a', sizeof j.builtin); /* no NUL */
+    EXPECT_BAD(&j, NS_ERR_TOOBIG, "builtin: name longer than 31");
+    memset(j.builtin, 0, sizeof j.builtin);
+    memset(j.builtin, 'a', NS_MAX_BUILTIN);
+    EXPECT_OK(&j);
+
+    j = base;
+    strcpy(j.builtin, "sgemm");
+    EXPECT_BAD(&j, NS_ERR_INVAL, "both builtin 'sgemm' and source");
+
+    j = base;
+    j.source_hash[3] ^= 1;
+    EXPECT_BAD(&j, NS_ERR_INVAL, "source_hash: does not match");
+
+    /* NUL inside the source */
+    ns_job_t n;
+    ns_job_init(&n);
+    n = base;
+    n.source = NULL;
+    char with_nul[] = "kernel void k() {}\0 junk";
+    CHECK_RC(ns_job_set_source(&n, with_nul, sizeof with_nul), NS_OK);
+    EXPECT_BAD(&n, NS_ERR_INVAL, "source: NUL byte at offset 18");
+    ns_job_release(&n);
+
+    /* set_source caps before allocating */
+    ns_job_init(&n);
+    CHECK_RC(ns_job_set_source(&n, s_src, 0), NS_ERR_INVAL);
+    uint8_t *big = malloc(NS_MAX_SOURCE + 1);
+    if (!CHECK(big != NULL))
+        return;
+    memset(big, ' ', NS_MAX_SOURCE + 1);
+    CHECK_RC(ns_job_set_source(&n, big, NS_MAX_SOURCE + 1), NS_ERR_TOOBIG);
+    CHECK(n.source == NULL);
+    CHECK_RC(ns_job_set_source(&n, big, NS_MAX_SOURCE), NS_OK);
+    n.dims = 1;
+    n.global[0] = 1;
+    strcpy(n.entry, "k");
+    s_add_out(&n, 4, 4);
+    EXPECT_OK(&n); /* exactly the cap */
+    ns_job_release(&n);
+
+    /* a source over the cap set by hand */
+    j = base;
+    j.source = big;
+    j.source_len = NS_MAX_SOURCE + 1;
+    EXPECT_BAD(&j, NS_ERR_TOOBIG, "source: 1048577 bytes, over the");
+    j.source_len = 0;
+    EXPECT_BAD(&j, NS_ERR_INVAL, "source: empty");
+    free(big);
+    ns_job_release(&base);
+}
+
+TEST(validate_entry)
+{
+    ns_job_t base, j;
+    s_source_job(&base);
+    j = base;
+    j.entry[0] = '\0';
+    EXPECT_BAD(&j, NS_ERR_INVAL, "entry: missing");
+    strcpy(j.entry, "1scale");
+    EXPECT_BAD(&j, NS_ERR_INVAL, "entry '1scale': not a C identifier");
+    strcpy(j.entry, "sc-ale");
+    EXPECT_BAD(&j, NS_ERR_INVAL, "entry 'sc-ale': not a C identifier");
+    strcpy(j.entry, "a\nb");
+    EXPECT_BAD(&j, NS_ERR_INVAL, "entry '(unprintable)'");
+    strcpy(j.entry, "_Scale_2");
+    EXPECT_OK(&j);
+    memset(j.entry, 'x', NS_MAX_ENTRY);
+    j.entry[NS_MAX_ENTRY] = '\0';
+    EXPECT_OK(&j);
+    j.entry[NS_MAX_ENTRY] = 'x';
+    EXPECT_BAD(&j, NS_ERR_TOOBIG, "entry: longer than 63");
+    ns_job_release(&base);
+}
+
+TEST(validate_ndrange)
+{
+    ns_job_t base, j;
+    s_source_job(&base);
+
+    j = base;
+    j.dims = 0;
+    EXPECT_BAD(&j, NS_ERR_INVAL, "dims = 0: must be 1..3");
+    j.dims = 4;
+    EXPECT_BAD(&j, NS_ERR_INVAL, "dims = 4: must be 1..3");
+
+    j = base;
+    j.global[0] = 0;
+    EXPECT_BAD(&j, NS_ERR_INVAL, "global[0] = 0: must be >= 1");
+    j = base;
+    j.dims = 2;
+    j.global[1] = 0;
+    EXPECT_BAD(&j, NS_ERR_INVAL, "global[1] = 0: must be >= 1");
+    j.global[1] = 1;
+    EXPECT_OK(&j);
+    j.global[2] = 5;
+    EXPECT_BAD(&j, NS_ERR_INVAL, "global[2] = 5: must be 0 beyond dims = 2");
+
+    /* product caps, overflow-checked */
+    j = base;
+    j.args[1].item_bytes = 1;
+    j.dims = 2;
+    j.global[0] = UINT64_C(1) << 16;
+    j.global[1] = UINT64_C(1) << 16; /* exactly 2^32 */
+    j.args[1].size = UINT64_C(1) << 32;
+    EXPECT_OK(&j);
+    CHECK(ns_job_items(&j) == UINT64_C(1) << 32);
+    j.global[1]++;
+    EXPECT_BAD(&j, NS_ERR_TOOBIG, "global: more than 4294967296");
+    CHECK_EQ_INT(ns_job_items(&j), 0);
+    j.global[0] = UINT64_MAX;
+    j.global[1] = UINT64_MAX; /* would wrap */
+    EXPECT_BAD(&j, NS_ERR_TOOBIG, "global: more than");
+    j.dims = 3;
+    j.global[0] = UINT64_C(1) << 32;
+    j.global[1] = UINT64_C(1) << 32;
+    j.global[2] = UINT64_C(1) << 32; /* 2^96 */
+    EXPECT_BAD(&j, NS_ERR_TOOBIG, "global: more than");
+
+    /* local */
+    j = base;
+    j.local[0] = 3;
+    EXPECT_BAD(&j, NS_ERR_INVAL, "local[0] = 3 does not divide global[0] = 16");
+    j.local[0] = 32;
+    EXPECT_BAD(&j, NS_ERR_INVAL, "does not divide");
+    j.local[0] = 8;
+    EXPECT_OK(&j);
+    j.local[1] = 1;
+    EXPECT_BAD(&j, NS_ERR_INVAL, "local[1] = 1: must be 0 beyond dims = 1");
+    j = base;
+    j.dims = 2;
+    j.global[1] = 4;
+    j.args[1].size = 64 * 4;
+    j.local[0] = 4;
+    EXPECT_BAD(&j, NS_ERR_INVAL, "local[1] = 0: give every dimension or none");
+    j.local[1] = 4;
+    EXPECT_OK(&j);
+    j.global[0] = 2048;
+    j.args[1].size = 2048 * 4 * 4;
+    j.local[0] = 512;
+    EXPECT_BAD(&j, NS_ERR_TOOBIG, "local: more than 1024 work-items");
+    j.local[0] = 256;
+    EXPECT_OK(&j);
+    j.local[0] = UINT64_MAX; /* does not divide, never multiplied */
+    EXPECT_BAD(&j, NS_ERR_INVAL, "does not divide");
+
+    /* item kind */
+    j = base;
+    j.item_kind = NS_ITEM_WORK_GROUP;
+    EXPECT_BAD(&j, NS_ERR_INVAL, "item_kind = group: needs local sizes");
+    j.local[0] = 4;
+    EXPECT_BAD(&j, NS_ERR_INVAL, "arg 1 (out): size 64 != 4 items x 4 bytes");
+    j.args[1].item_bytes = 16;
+    EXPECT_OK(&j);
+    j.item_kind = 2;
+    EXPECT_BAD(&j, NS_ERR_INVAL, "item_kind = 2: must be 0 (item) or 1");
+    ns_job_release(&base);
+}
+
+TEST(validate_args)
+{
+    ns_job_t base, j;
+    s_source_job(&base);
+
+    j = base;
+    j.n_args = 0;
+    EXPECT_BAD(&j, NS_ERR_INVAL, "args: none");
+    j = base;
+    j.n_args = NS_MAX_ARGS + 1;
+    EXPECT_BAD(&j, NS_ERR_TOOBIG, "n_args = 33: over the cap of 32");
+    j = base;
+    while (j.n_args < NS_MAX_ARGS)
+        s_add(&j, NS_ARG_F32)->v.f32 = 1.0f;
+    EXPECT_OK(&j); /* exactly 32 */
+
+    j = base;
+    j.args[1].kind = NS_ARG_U64;
+    EXPECT_BAD(&j, NS_ERR_INVAL, "args: no out buffer");
+    j.args[1].kind = 10;
+    EXPECT_BAD(&j, NS_ERR_INVAL, "arg 1: kind 10 unknown");
+    j.args[1].kind = 0;
+    EXPECT_BAD(&j, NS_ERR_INVAL, "arg 1: kind 0 unknown");
+
+    j = base;
+    j.args[0].size = 0;
+    EXPECT_BAD(&j, NS_ERR_INVAL, "arg 0 (in): size 0: must be >= 1");
+    j.args[0].size = NS_MAX_BUFFER + 1;
+    EXPECT_BAD(&j, NS_ERR_TOOBIG, "arg 0 (in): size 4294967297, over the");
+    j.args[0].size = NS_MAX_BUFFER;
+    EXPECT_OK(&j);
+
+    /* the message from the brief: 25 items, 8 bytes each */
+    j = base;
+    j.global[0] = 25;
+    s_add_out(&j, 100, 8);
+    j.args[1].size = 25 * 4;
+    EXPECT_BAD(&j, NS_ERR_INVAL, "arg 3 (out): size 100 != 25 items x 8 bytes");
+    j.args[3].size = 200;
+    EXPECT_OK(&j);
+    CHECK_EQ_INT(ns_job_item_bytes(&j), 12);
+    j.args[3].item_bytes = 0;
+    EXPECT_BAD(&j, NS_ERR_INVAL, "arg 3 (out): item_bytes 0: must be >= 1");
+    j.args[3].item_bytes = NS_MAX_ITEM_BYTES + 1;
+    EXPECT_BAD(&j, NS_ERR_TOOBIG, "arg 3 (out): item_bytes 1048577, over");
+
+    /* n_items * item_bytes can exceed a buffer */
+    j = base;
+    j.global[0] = UINT64_C(1) << 32;
+    j.args[1].item_bytes = 2;
+    j.args[1].size = UINT64_C(1) << 33;
+    EXPECT_BAD(&j, NS_ERR_TOOBIG, "arg 1 (out): size 8589934592, over the");
+
+    /* per-item output total */
+    j = base;
+    j.global[0] = 1;
+    j.args[1].size = j.args[1].item_bytes = NS_MAX_ITEM_BYTES;
+    EXPECT_OK(&j);
+    s_add_out(&j, 4, 4);
+    EXPECT_BAD(&j, NS_ERR_TOOBIG, "args: 1048580 output bytes per item");
+
+    /* all buffers together */
+    j = base;
+    for (int k = 0; k < 3; k++)
+        s_add_in(&j, NS_MAX_BUFFER, 1);
+    EXPECT_OK(&j); /* 12 GiB + a little */
+    s_add_in(&j, NS_MAX_BUFFER, 1);
+    EXPECT_BAD(&j, NS_ERR_TOOBIG, "args: in and out buffers total");
+
+    /* local memory */
+    j = base;
+    ns_arg_t *l = s_add(&j, NS_ARG_LOCAL);
+    l->size = 0;
+    EXPECT_BAD(&j, NS_ERR_INVAL, "arg 3 (local): size 0: must be 1..1048576");
+    l->size = NS_MAX_LOCAL_BYTES + 1;
+    EXPECT_BAD(&j, NS_ERR_TOOBIG, "arg 3 (local): size 1048577");
+    l->size = NS_MAX_LOCAL_BYTES;
+    EXPECT_OK(&j);
+
+    /* tolerances compare float32: 4-byte multiples per item */
+    j = base;
+    j.args[1].item_bytes = 6;
+    j.args[1].size = 16 * 6;
+    EXPECT_OK(&j); /* exact: any size */
+    j.det = NS_DET_ULP;
+    j.tol = 2;
+    EXPECT_BAD(&j, NS_ERR_INVAL,
+               "arg 1 (out): item_bytes 6 is not a multiple of 4");
+    j.args[1].item_bytes = 8;
+    j.args[1].size = 16 * 8;
+    EXPECT_OK(&j);
+    ns_job_release(&base);
+}
+
+TEST(validate_tolerance_checks)
+{
+    ns_job_t base, j;
+    s_source_job(&base);
+    j = base;
+    j.tol = 0.5;
+    EXPECT_BAD(&j, NS_ERR_INVAL, "tol = 0.5: must be 0 for an exact job");
+    j.tol = -0.0;
+    EXPECT_BAD(&j, NS_ERR_INVAL, "must be 0 for an exact job");
+    j.tol = 0;
+    EXPECT_OK(&j);
+
+    j.det = NS_DET_ULP;
+    j.tol = 0;
+    EXPECT_BAD(&j, NS_ERR_INVAL, "tol = 0: ulp needs an integer 1..1048576");
+    j.tol = 1.5;
+    EXPECT_BAD(&j, NS_ERR_INVAL, "ulp needs an integer");
+    j.tol = 1048577;
+    EXPECT_BAD(&j, NS_ERR_INVAL, "ulp needs an integer");
+    j.tol = NAN;
+    EXPECT_BAD(&j, NS_ERR_INVAL, "ulp needs an integer");
+    j.tol = 1e30;
+    EXPECT_BAD(&j, NS_ERR_INVAL, "ulp needs an integer");
+    j.tol = 1;
+    EXPECT_OK(&j);
+    j.tol = 1048576;
+    EXPECT_OK(&j);
+
+    j.det = NS_DET_ABS;
+    j.tol = 0;
+    EXPECT_BAD(&j, NS_ERR_INVAL, "tol = 0: abs needs a finite value > 0");
+    j.tol = -1;
+    EXPECT_BAD(&j, NS_ERR_INVAL, "abs needs a finite value > 0");
+    j.tol = INFINITY;
+    EXPECT_BAD(&j, NS_ERR_INVAL, "abs needs a finite value > 0");
+    j.tol = NAN;
+    EXPECT_BAD(&j, NS_ERR_INVAL, "abs needs a finite value > 0");
+    j.tol = 1e-3;
+    EXPECT_OK(&j);
+
+    j.det = NS_DET_REL;
+    j.tol = 1;
+    EXPECT_BAD(&j, NS_ERR_INVAL, "tol = 1: rel needs a value in (0, 1)");
+    j.tol = 0;
+    EXPECT_BAD(&j, NS_ERR_INVAL, "rel needs a value in (0, 1)");
+    j.tol = 0.01;
+    EXPECT_OK(&j);
+
+    j.det = 4;
+    EXPECT_BAD(&j, NS_ERR_INVAL, "det = 4: unknown class");
+
+    j = base;
+    j.checks = NS_MAX_CHECKS + 1;
+    EXPECT_BAD(&j, NS_ERR_TOOBIG, "checks = 4097: over the cap of 4096");
+    j.checks = NS_MAX_CHECKS;
+    EXPECT_OK(&j);
+    CHECK_EQ_INT(ns_job_checks(&j), NS_MAX_CHECKS);
+    j.checks = 0;
+    EXPECT_OK(&j);
+    CHECK_EQ_INT(ns_job_checks(&j), NS_JOB_DEFAULT_CHECKS);
+    ns_job_release(&base);
+}
+
+TEST(validate_options)
+{
+    static const char *const good[] = {
+        "",
+        "   ",
+        "-cl-std=CL1.2",
+        "-cl-std=CL2.0",
+        "-cl-std=CL3.0",
+        "-w",
+        "-Werror",
+        "-cl-opt-disable",
+        "-D N",
+        "-DN",
+        "-D N=1024",
+        "-DALPHA=0.5f",
+        "-D NEG=-1",
+        "-D X=+2.5e3",
+        "-D _lower_9=abc_DEF",
+        "  -cl-std=CL1.2   -D TILE=16 -w  ",
+        NULL,
+    };
+    static const struct {
+        const char *options;
+        const char *msg;
+    } bad[] = {
+        {"-I /etc", "options: '-I' is not on the allow-list"},
+        {"-I/usr/include", "'-I/usr/include' is not on the allow-list"},
+        {"-cl-std=CL9.9", "'-cl-std=CL9.9' is not on the allow-list"},
+        {"-cl-denorms-are-zero", "not on the allow-list"},
+        {"-O3", "'-O3' is not on the allow-list"},
+        {"/tmp/x.h", "'/tmp/x.h' is not on the allow-list"},
+        {"-D", "options: -D needs NAME[=VALUE]"},
+        {"-D   ", "options: -D needs NAME[=VALUE]"},
+        {"-D 9X", "-D '9X': the name must be an identifier"},
+        {"-D X-Y", "-D 'X-Y': the name must be an identifier"},
+        {"-D =3", "the name must be an identifier"},
+        {"-D __FAST_RELAXED_MATH__", "names starting with __ are reserved"},
+        {"-D X=", "-D 'X=': empty value"},
+        {"-D X=-", "-D 'X=-': empty value"},
+        {"-D X=$(rm)", "the value must be [-+]?[A-Za-z0-9_.]+"},
+        {"-D X=\"s\"", "the value must be"},
+        {"-D X=a=b", "the value must be"},
+        {"-w\t-Werror", "options: byte 2 is not printable ASCII"},
+        {"-Dé", "not printable ASCII"},
+        {NULL, NULL},
+    };
+    static const char *const inexact[] = {
+        "-cl-mad-enable",
+        "-cl-no-signed-zeros",
+        "-cl-finite-math-only",
+        "-cl-fast-relaxed-math",
+        "-cl-unsafe-math-optimizations",
+        NULL,
+    };
+    ns_job_t base, j;
+    s_source_job(&base);
+    for (size_t k = 0; good[k]; k++) {
+        j = base;
+        strcpy(j.options, good[k]);
+        EXPECT_OK(&j);
+    }
+    for (size_t k = 0; bad[k].options; k++) {
+        j = base;
+        strcpy(j.options, bad[k].options);
+        EXPECT_BAD(&j, NS_ERR_INVAL, bad[k].msg);
+    }
+    for (size_t k = 0; inexact[k]; k++) {
+        char want[128];
+        j = base;
+        snprintf(j.options, sizeof j.options, "-cl-std=CL1.2 %s", inexact[k]);
+        snprintf(want, sizeof want,
+                 "options: %s changes float results; not allowed for an "
+                 "exact job",
+                 inexact[k]);
+        EXPECT_BAD(&j, NS_ERR_INVAL, want);
+        j.det = NS_DET_ULP;
+        j.tol = 2;
+        EXPECT_OK(&j);
+        j.det = NS_DET_REL;
+        j.tol = 1e-5;
+        EXPECT_OK(&j);
+    }
+    /* all 255 bytes used, then no NUL at all */
+    j = base;
+    memset(j.options, 'w', NS_MAX_OPTIONS);
+    j.options[0] = '-';
+    j.options[NS_MAX_OPTIONS] = '\0';
+    EXPECT_BAD(&j, NS_ERR_INVAL, "is not on the allow-list");
+    for (size_t k = 0; k + 3 <= NS_MAX_OPTIONS; k += 3)
+        memcpy(j.options + k, "-w ", 3);
+    EXPECT_OK(&j);
+    j.options[NS_MAX_OPTIONS] = 'w';
+    EXPECT_BAD(&j, NS_ERR_TOOBIG, "options: longer than 255 bytes");
+    ns_job_release(&base);
+}
+
+/* ---- hostile encodings -------------------------------------------------- */
+
+TEST(read_every_prefix_and_flip)
+{
+    ns_job_t j, back;
+    msgpack_sbuffer sb;
+    char err[256];
+    s_builtin_job(&j);
+    s_add(&j, NS_ARG_F32)->v.f32 = 2.5f;
+    s_add(&j, NS_ARG_F64)->v.f64 = -2.5;
+    s_add(&j, NS_ARG_I64)->v.i64 = -70000;
+    ns_job_init(&back);
+    if (!CHECK_RC(s_pack(&j, &sb), NS_OK))
+        return;
+    /* every proper prefix fails, none crashes or leaks */
+    size_t fails = 0;
+    for (size_t n = 0; n < sb.size; n++) {
+        err[0] = '\0';
+        int rc = s_decode(sb.data, n, &back, err, sizeof err);
+        fails += rc != NS_OK;
+        if (rc == NS_OK)
+            fprintf(stderr, "    prefix %zu decoded\n", n);
+        CHECK(back.source == NULL && back.n_args == 0);
+    }
+    CHECK_EQ_INT(fails, sb.size);
+    /* a flipped byte is either rejected or still a valid job */
+    for (size_t n = 0; n < sb.size; n++) {
+        for (int bit = 0; bit < 8; bit++) {
+            uint8_t *m = s_dup(sb.data, sb.size);
+            m[n] ^= (uint8_t)(1u << bit);
+            if (s_decode(m, sb.size, &back, NULL, 0) == NS_OK) {
+                CHECK_RC(ns_job_validate(&back, NULL, 0), NS_OK);
+                ns_job_release(&back);
+            }
+            free(m);
+        }
+    }
+    /* trailing bytes: the descriptor reads, the caller's end check fails */
+    uint8_t *t = malloc(sb.size + 1);
+    memcpy(t, sb.data, sb.size);
+    t[sb.size] = 0xc0;
+    CHECK_RC(s_decode(t, sb.size + 1, &back, NULL, 0), NS_ERR_TRAILING);
+    ns_job_release(&back);
+    free(t);
+    /* garbage */
+    uint8_t junk[512];
+    for (int round = 0; round < 200; round++) {
+        for (size_t k = 0; k < sizeof junk; k++)
+            junk[k] = (uint8_t)ns_rand_below(256);
+        junk[0] = 0x9e; /* array of 14 */
+        junk[1] = 0x01; /* version 1 */
+        CHECK(s_decode(junk, 2 + ns_rand_below(510), &back, NULL, 0) != NS_OK);
+    }
+    CHECK_RC(s_decode("", 0, &back, err, sizeof err), NS_ERR_TRUNCATED);
+    CHECK_CONTAINS(err, "job descriptor:");
+    msgpack_sbuffer_destroy(&sb);
+    ns_job_release(&j);
+}
+
+/* What to write differently from ns_job_pack, for hostile encodings. */
+typedef struct {
+    uint64_t version;  /* 0 = right */
+    int extra_field;   /* a 15th element */
+    int extra_args;    /* copies of the last argument beyond n_args */
+    int wide_checks;   /* checks as a uint64 (not minimal) */
+    int f32_as_f64;    /* f32 scalars written as float64 */
+    int tol_as_f32;    /* tol written as float32 */
+    int local_dims;    /* local array length (when >= 0 given) */
+    int arg_len_plus;  /* one more element in each argument array */
+    uint64_t src_len;  /* source bin length claimed (0 = right) */
+    int str_entry_bin; /* entry as bin instead of str */
+} s_mut_t;
+
+static void s_pack_arg_mut(msgpack_packer *pk, const ns_arg_t *a,
+                           const s_mut_t *m)
+{
+    uint32_t n = a->kind == NS_ARG_IN || a->kind == NS_ARG_OUT ? 3 : 2;
+    msgpack_pack_array(pk, n + (m->arg_len_plus ? 1 : 0));
+    msgpack_pack_uint8(pk, a->kind);
+    switch (a->kind) {
+    case NS_ARG_IN:
+        msgpack_pack_uint64(pk, a->size);
+        ns_mp_bin(pk, a->hash, NS_HASH_BYTES);
+        break;
+    case NS_ARG_OUT:
+        msgpack_pack_uint64(pk, a->size);
+        msgpack_pack_uint32(pk, a->item_bytes);
+        break;
+    case NS_ARG_LOCAL:
+        msgpack_pack_uint64(pk, a->size);
+        break;
+    case NS_ARG_U32:
+        msgpack_pack_uint32(pk, a->v.u32);
+        break;
+    case NS_ARG_I32:
+        msgpack_pack_int32(pk, a->v.i32);
+        break;
+    case NS_ARG_U64:
+        msgpack_pack_uint64(pk, a->v.u64);
+        break;
+    case NS_ARG_I64:
+        msgpack_pack_int64(pk, a->v.i64);
+        break;
+    case NS_ARG_F32:
+        if (m->f32_as_f64)
+            msgpack_pack_double(pk, a->v.f32);
+        else
+            msgpack_pack_float(pk, a->v.f32);
+        break;
+    case NS_ARG_F64:
+        msgpack_pack_double(pk, a->v.f64);
+        break;
+    }
+    if (m->arg_len_plus)
+        msgpack_pack_nil(pk);
+}
+
+/* The layout of docs/PROTOCOL.md "Job descriptor", written by hand. */
+static void s_pack_mut(msgpack_sbuffer *sb, const ns_job_t *j, const s_mut_t *m)
+{
+    msgpack_packer pk;
+    msgpack_sbuffer_init(sb);
+    msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+    msgpack_pack_array(&pk, 14 + (m->extra_field ? 1 : 0));
+    msgpack_pack_uint64(&pk, m->version ? m->version : NS_JOB_VERSION);
+    msgpack_pack_str(&pk, strlen(j->builtin));
+    msgpack_pack_str_body(&pk, j->builtin, strlen(j->builtin));
+    if (m->src_len) {
+        /* claim src_len bytes, give what we have */
+        msgpack_pack_bin(&pk, m->src_len);
+        msgpack_pack_bin_body(&pk, j->source, j->source_len);
+    } else {
+        msgpack_pack_bin(&pk, j->source_len);
+        if (j->source_len)
+            msgpack_pack_bin_body(&pk, j->source, j->source_len);
+    }
+    ns_mp_bin(&pk, j->source_hash, NS_HASH_BYTES);
+    if (m->str_entry_bin)
+        ns_mp_bin(&pk, j->entry, strlen(j->entry));
+    else
+        ns_mp_str(&pk, j->entry);
+    ns_mp_str(&pk, j->options);
+    msgpack_pack_array(&pk, j->dims);
+    for (uint32_t d = 0; d < j->dims; d++)
+        msgpack_pack_uint64(&pk, j->global[d]);
+    uint32_t nl = j->local[0] ? j->dims : 0;
+    if (m->local_dims >= 0)
+        nl = (uint32_t)m->local_dims;
+    msgpack_pack_array(&pk, nl);
+    for (uint32_t d = 0; d < nl; d++)
+        msgpack_pack_uint64(&pk, j->local[d] ? j->local[d] : 1);
+    msgpack_pack_array(&pk, j->n_args + (uint32_t)m->extra_args);
+    for (uint32_t k = 0; k < j->n_args; k++)
+        s_pack_arg_mut(&pk, &j->args[k], m);
+    for (int k = 0; k < m->extra_args; k++)
+        s_pack_arg_mut(&pk, &j->args[j->n_args - 1], m);
+    msgpack_pack_uint8(&pk, j->det);
+    if (m->tol_as_f32)
+        msgpack_pack_float(&pk, (float)j->tol);
+    else
+        msgpack_pack_double(&pk, j->tol);
+    msgpack_pack_uint8(&pk, j->item_kind);
+    if (m->wide_checks) {
+        uint8_t wide[9] = {0xcf};
+        for (int k = 0; k < 8; k++)
+            wide[1 + k] = (uint8_t)((uint64_t)j->checks >> (56 - 8 * k));
+        msgpack_sbuffer_write(sb, (const char *)wide, sizeof wide);
+    } else {
+        msgpack_pack_uint32(&pk, j->checks);
+    }
+    msgpack_pack_uint64(&pk, j->work_estimate);
+    if (m->extra_field)
+        msgpack_pack_nil(&pk);
+}
+
+#define READ_BAD(job, mut, rc, msg)                                            \
+    do {                                                                       \
+        msgpack_sbuffer sb_;                                                   \
+        ns_job_t back_;                                                        \
+        char e_[512] = "";                                                     \
+        ns_job_init(&back_);                                                   \
+        s_pack_mut(&sb_, (job), (mut));                                        \
+        CHECK_RC(s_decode(sb_.data, sb_.size, &back_, e_, sizeof e_), (rc));   \
+        CHECK_CONTAINS(e_, (msg));                                             \
+        CHECK(back_.source == NULL);                                           \
+        msgpack_sbuffer_destroy(&sb_);                                         \
+    } while (0)
+
+TEST(read_strict)
+{
+    ns_job_t j;
+    msgpack_sbuffer sb, mine;
+    s_builtin_job(&j);
+    s_add(&j, NS_ARG_F32)->v.f32 = 0.1f;
+    s_mut_t right = {.local_dims = -1};
+    /* the hand-written layout is the real one */
+    s_pack_mut(&mine, &j, &right);
+    CHECK_RC(s_pack(&j, &sb), NS_OK);
+    CHECK_EQ_INT(mine.size, sb.size);
+    CHECK(mine.size == sb.size && memcmp(mine.data, sb.data, sb.size) == 0);
+    msgpack_sbuffer_destroy(&mine);
+    msgpack_sbuffer_destroy(&sb);
+
+    s_mut_t m = right;
+    m.version = 2;
+    READ_BAD(&j, &m, NS_ERR_VERSION, "job descriptor: version:");
+    m = right;
+    m.extra_field = 1;
+    READ_BAD(&j, &m, NS_ERR_TYPE, "job descriptor: version:");
+    m = right;
+    m.extra_args = NS_MAX_ARGS + 1 - (int)j.n_args; /* 33 arguments */
+    READ_BAD(&j, &m, NS_ERR_TOOBIG, "job descriptor: args:");
+    m.extra_args = NS_MAX_ARGS - (int)j.n_args; /* 32: fine */
+    {
+        msgpack_sbuffer ok;
+        ns_job_t back;
+        ns_job_init(&back);
+        s_pack_mut(&ok, &j, &m);
+        CHECK_RC(s_decode(ok.data, ok.size, &back, NULL, 0), NS_OK);
+        CHECK_EQ_INT(back.n_args, NS_MAX_ARGS);
+        ns_job_release(&back);
+        msgpack_sbuffer_destroy(&ok);
+    }
+    m = right;
+    m.wide_checks = 1;
+    READ_BAD(&j, &m, NS_ERR_INVAL, "not in canonical form");
+    m = right;
+    m.f32_as_f64 = 1;
+    READ_BAD(&j, &m, NS_ERR_TYPE, "args[5]");
+    m = right;
+    m.tol_as_f32 = 1;
+    READ_BAD(&j, &m, NS_ERR_TYPE, "job descriptor: tol:");
+    m = right;
+    m.local_dims = 1;
+    READ_BAD(&j, &m, NS_ERR_TYPE, "job descriptor: local:");
+    m = right;
+    m.arg_len_plus = 1;
+    READ_BAD(&j, &m, NS_ERR_TYPE, "args[0]");
+    m = right;
+    m.str_entry_bin = 1;
+    READ_BAD(&j, &m, NS_ERR_TYPE, "job descriptor: entry:");
+
+    /* semantic errors come from validate, with its message */
+    ns_job_t k = j;
+    k.global[0] = 63; /* local 16 does not divide */
+    READ_BAD(&k, &right, NS_ERR_INVAL, "local[0] = 16 does not divide");
+    k = j;
+    k.args[0].kind = 12;
+    READ_BAD(&k, &right, NS_ERR_INVAL, "args[0]");
+    k = j;
+    strcpy(k.options, "-cl-fast-relaxed-math");
+    k.det = NS_DET_EXACT;
+    k.tol = 0;
+    k.args[2].item_bytes = 1024;
+    READ_BAD(&k, &right, NS_ERR_INVAL, "-cl-fast-relaxed-math changes float");
+
+    /* a source over the cap is refused from its length field */
+    ns_job_t s;
+    s_source_job(&s);
+    uint8_t *big = calloc(1, NS_MAX_SOURCE + 1);
+    memset(big, ' ', NS_MAX_SOURCE + 1);
+    ns_job_t sb_job = s;
+    sb_job.source = big;
+    sb_job.source_len = NS_MAX_SOURCE + 1;
+    READ_BAD(&sb_job, &right, NS_ERR_TOOBIG, "job descriptor: source:");
+    sb_job.source_len = NS_MAX_SOURCE; /* hash now wrong */
+    READ_BAD(&sb_job, &right, NS_ERR_INVAL, "source_hash: does not match");
+    ns_hash(sb_job.source_hash, big, NS_MAX_SOURCE);
+    s_round_trip(&sb_job);
+    /* a length that claims more than there is */
+    m = right;
+    m.src_len = UINT32_MAX;
+    READ_BAD(&s, &m, NS_ERR_TOOBIG, "job descriptor: source:");
+    m.src_len = s.source_len + 1;
+    READ_BAD(&s, &m, NS_ERR_TYPE, "job descriptor:");
+    free(big);
+
+    /* read releases what the job held before */
+    ns_job_t reuse;
+    s_source_job(&reuse);
+    CHECK_RC(s_pack(&j, &sb), NS_OK);
+    CHECK_RC(s_decode(sb.data, sb.size, &reuse, NULL, 0), NS_OK);
+    CHECK(reuse.source == NULL && strcmp(reuse.builtin, "sgemm") == 0);
+    msgpack_sbuffer_destroy(&sb);
+    ns_job_release(&reuse);
+    ns_job_release(&s);
+    ns_job_release(&j);
+}
+
+/* ---- flags -------------------------------------------------------------- */
+
+TEST(flags_full_command_line)
+{
+    float in[64];
+    for (int k = 0; k < 64; k++)
+        in[k] = (float)k;
+    const char *in_path = s_write_file("in.bin", in, sizeof in);
+    const char *cl_path = s_write_file("scale.cl", s_src, strlen(s_src));
+    const char *args[] = {"--kernel",    cl_path,
+                          "--entry",     "scale",
+                          "--global",    "8,8",
+                          "--local",     "4,4",
+                          "--arg",       NULL /* in: */,
+                          "--arg",       "out:256:out.bin",
+                          "--arg",       "out:512:we:ird:8",
+                          "--arg",       "u32:4294967295",
+                          "--arg",       "i32:-2147483648",
+                          "--arg",       "u64:18446744073709551615",
+                          "--arg",       "i64:-9223372036854775808",
+                          "--arg",       "f32:0.1",
+                          "--arg",       "f64:-1e300",
+                          "--arg",       "local:1024",
+                          "--arg",       "f32:0x1p-3",
+                          "--tolerance", "ulp:3",
+                          "--checks",    "99",
+                          "--options",   "-cl-std=CL1.2 -D N=64",
+                          "--work",      "1000000",
+                          "--item-kind", "item",
+                          NULL};
+    char in_arg[300];
+    snprintf(in_arg, sizeof in_arg, "in:%s", in_path);
+    args[9] = in_arg;
+    const char *in_paths[NS_MAX_ARGS] = {0}, *out_paths[NS_MAX_ARGS] = {0};
+    char err[512] = "";
+    ns_job_t j;
+    ns_job_init(&j);
+    if (!CHECK_EQ_INT(s_parse(&j, args, in_paths, out_paths, err, sizeof err),
+                      1))
+        fprintf(stderr, "    parse said: %s\n", err);
+    CHECK_EQ_INT(j.dims, 2);
+    CHECK(j.global[0] == 8 && j.global[1] == 8 && j.global[2] == 0);
+    CHECK(j.local[0] == 4 && j.local[1] == 4);
+    CHECK_EQ_INT(j.n_args, 11);
+    CHECK_STR(in_paths[0], in_path);
+    CHECK(out_paths[0] == NULL && in_paths[1] == NULL);
+    CHECK_STR(out_paths[1], "out.bin");
+    CHECK_STR(out_paths[2], "we:ird"); /* the last :8 was item bytes */
+    CHECK_EQ_INT(j.args[2].item_bytes, 8);
+    CHECK_EQ_INT(j.args[1].item_bytes, 0); /* until finalize */
+    CHECK(j.args[3].v.u32 == UINT32_MAX);
+    CHECK_EQ_INT(j.args[4].v.i32, INT32_MIN);
+    CHECK(j.args[5].v.u64 == UINT64_MAX);
+    CHECK(j.args[6].v.i64 == INT64_MIN);
+    CHECK(j.args[7].v.f32 == 0.1f);
+    CHECK(j.args[8].v.f64 == -1e300);
+    CHECK(j.args[9].kind == NS_ARG_LOCAL && j.args[9].size == 1024);
+    CHECK(j.args[10].v.f32 == 0.125f);
+    CHECK(j.det == NS_DET_ULP && j.tol == 3);
+    CHECK_EQ_INT(j.checks, 99);
+    CHECK_STR(j.options, "-cl-std=CL1.2 -D N=64");
+    CHECK(j.work_estimate == 1000000);
+    CHECK_EQ_INT(j.source_len, strlen(s_src));
+    ns_hash_t h;
+    ns_hash(h, s_src, strlen(s_src));
+    CHECK_MEM(h, j.source_hash, NS_HASH_BYTES);
+
+    /* inputs are the caller's: finalize refuses until they are filled */
+    CHECK_RC(ns_job_finalize(&j, err, sizeof err), NS_ERR_INVAL);
+    CHECK_CONTAINS(err, "arg 0 (in): size 0: must be >= 1");
+    CHECK_EQ_INT(j.args[1].item_bytes, 4); /* filled: 256 / 64 */
+    j.args[0].size = sizeof in;
+    ns_hash(j.args[0].hash, in, sizeof in);
+    if (!CHECK_RC(ns_job_finalize(&j, err, sizeof err), NS_OK))
+        fprintf(stderr, "    finalize said: %s\n", err);
+    s_round_trip(&j);
+
+    /* work-group items: item bytes over 4 groups */
+    ns_job_t g = j;
+    g.item_kind = NS_ITEM_WORK_GROUP;
+    g.args[1].item_bytes = 0;
+    g.args[2].item_bytes = 128;
+    CHECK_RC(ns_job_finalize(&g, err, sizeof err), NS_OK);
+    CHECK_EQ_INT(g.args[1].item_bytes, 64);
+    g.args[1].item_bytes = 0;
+    g.args[1].size = 250;
+    CHECK_RC(ns_job_finalize(&g, err, sizeof err), NS_ERR_INVAL);
+    CHECK_CONTAINS(err, "arg 1 (out): 250 bytes do not divide into 4 items");
+    g.args[1].size = 0;
+    CHECK_RC(ns_job_finalize(&g, err, sizeof err), NS_ERR_INVAL);
+    CHECK_CONTAINS(err, "arg 1 (out): size 0: must be >= 1");
+    g.args[1].size = 4 * (NS_MAX_ITEM_BYTES + 4);
+    CHECK_RC(ns_job_finalize(&g, err, sizeof err), NS_ERR_TOOBIG);
+    CHECK_CONTAINS(err, "bytes per item, over the cap");
+    g.dims = 0;
+    CHECK_RC(ns_job_finalize(&g, err, sizeof err), NS_ERR_INVAL);
+    CHECK_CONTAINS(err, "dims = 0");
+    ns_job_release(&j);
+    s_argv_free();
+}
+
+TEST(flags_builtin_and_others)
+{
+    const char *args[] = {
+        "--builtin",   "vector_add", "--global",  "1024",  "--arg",
+        "in:a.bin",    "--arg",      "in:b.bin",  "--arg", "out:4096:c.bin",
+        "--tolerance", "abs:1e-6",   "--min-mem", "1G",    NULL};
+    const char *in_paths[NS_MAX_ARGS], *out_paths[NS_MAX_ARGS];
+    char err[512] = "";
+    ns_job_t j;
+    ns_job_init(&j);
+    /* stops at --min-mem: not a job flag */
+    CHECK_EQ_INT(s_parse(&j, args, in_paths, out_paths, err, sizeof err), 0);
+    CHECK_STR(s_argv[12], "--min-mem");
+    CHECK_STR(j.builtin, "vector_add");
+    CHECK(j.source == NULL);
+    CHECK(j.det == NS_DET_ABS && j.tol == 1e-6);
+    CHECK_STR(in_paths[0], "a.bin");
+    CHECK_STR(in_paths[1], "b.bin");
+    CHECK_STR(out_paths[2], "c.bin");
+    /* the caller fills the built-in's hash and entry, and the inputs */
+    CHECK_RC(ns_job_finalize(&j, err, sizeof err), NS_ERR_INVAL);
+    CHECK_CONTAINS(err, "source_hash: not set for builtin 'vector_add'");
+    memset(j.source_hash, 7, NS_HASH_BYTES);
+    CHECK_RC(ns_job_finalize(&j, err, sizeof err), NS_ERR_INVAL);
+    CHECK_CONTAINS(err, "entry: missing");
+    strcpy(j.entry, "vector_add");
+    j.args[0].size = j.args[1].size = 4096;
+    if (!CHECK_RC(ns_job_finalize(&j, err, sizeof err), NS_OK))
+        fprintf(stderr, "    finalize said: %s\n", err);
+    s_round_trip(&j);
+    ns_job_release(&j);
+    s_argv_free();
+}
+
+TEST(flags_kernel_file)
+{
+    char err[512];
+    char path[256];
+    snprintf(path, sizeof path, "%s/missing.cl", s_dir);
+    PARSE_BAD("--kernel", path, "no such file");
+    CHECK_RC(s_parse1("--kernel", path, err, sizeof err), NS_ERR_NOTFOUND);
+
+    /* 10 MB: refused from its size, never read */
+    snprintf(path, sizeof path, "%s/big.cl", s_dir);
+    int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+    if (!CHECK(fd >= 0) || !CHECK(ftruncate(fd, 10485760) == 0))
+        return;
+    close(fd);
+    CHECK_RC(s_parse1("--kernel", path, err, sizeof err), NS_ERR_TOOBIG);
+    CHECK_CONTAINS(err,
+                   "kernel source is 10485760 bytes, over the 1048576-byte "
+                   "cap");
+    /* one byte over and exactly at the cap */
+    fd = open(path, O_WRONLY | O_TRUNC);
+    CHECK(fd >= 0 && ftruncate(fd, NS_MAX_SOURCE + 1) == 0);
+    close(fd);
+    CHECK_RC(s_parse1("--kernel", path, err, sizeof err), NS_ERR_TOOBIG);
+    CHECK_CONTAINS(err, "kernel source is 1048577 bytes");
+    char *text = malloc(NS_MAX_SOURCE);
+    memset(text, ' ', NS_MAX_SOURCE);
+    s_write_file("big.cl", text, NS_MAX_SOURCE);
+    free(text);
+    PARSE_OK("--kernel", path);
+
+    const char *empty = s_write_file("empty.cl", "", 0);
+    PARSE_BAD("--kernel", empty, "the file is empty");
+    PARSE_BAD("--kernel", s_dir, "not a regular file");
+
+    /* one kernel only */
+    const char *cl = s_write_file("k.cl", s_src, strlen(s_src));
+    const char *twice[] = {"--kernel", cl, "--kernel", cl, NULL};
+    const char *both[] = {"--kernel", cl, "--builtin", "sgemm", NULL};
+    const char *both2[] = {"--builtin", "sgemm", "--kernel", cl, NULL};
+    ns_job_t j;
+    ns_job_init(&j);
+    CHECK_RC(s_parse(&j, twice, NULL, NULL, err, sizeof err), NS_ERR_INVAL);
+    CHECK_CONTAINS(err, "--kernel: a kernel is already given");
+    ns_job_release(&j);
+    CHECK_RC(s_parse(&j, both, NULL, NULL, err, sizeof err), NS_ERR_INVAL);
+    CHECK_CONTAINS(err, "--builtin: a kernel is already given");
+    ns_job_release(&j);
+    CHECK_RC(s_parse(&j, both2, NULL, NULL, err, sizeof err), NS_ERR_INVAL);
+    CHECK_CONTAINS(err, "--kernel: a kernel is already given");
+    ns_job_release(&j);
+    s_argv_free();
+}
+
+TEST(flags_bad_values)
+{
+    char err[512];
+    /* missing values */
+    ns_job_t j;
+    ns_job_init(&j);
+    const char *alone[] = {"--global", NULL};
+    CHECK_RC(s_parse(&j, alone, NULL, NULL, err, sizeof err), NS_ERR_INVAL);
+    CHECK_CONTAINS(err, "--global needs a value");
+    const char *flagval[] = {"--entry", "--global", "4", NULL};
+    CHECK_RC(s_parse(&j, flagval, NULL, NULL, err, sizeof err), NS_ERR_INVAL);
+    CHECK_CONTAINS(err, "--entry needs a value (got '--global')");
+    ns_job_release(&j);
+
+    PARSE_OK("--global", "1,2,3");
+    PARSE_OK("--global", "4294967296");
+    PARSE_BAD("--global", "4,,2", "--global '4,,2': bad number ''");
+    PARSE_BAD("--global", "", "bad number ''");
+    PARSE_BAD("--global", "4,", "bad number ''");
+    PARSE_BAD("--global", "0", "--global '0': sizes must be >= 1");
+    PARSE_BAD("--global", "1,2,3,4", "at most 3 dimensions");
+    PARSE_BAD("--global", "18446744073709551616", "bad number");
+    PARSE_BAD("--global", "-4", "bad number '-4'");
+    PARSE_BAD("--global", "4x", "bad number '4x'");
+    PARSE_BAD("--global", " 4", "bad number");
+    PARSE_BAD("--global", "+4", "bad number");
+    PARSE_BAD("--local", "0,4", "--local '0,4': sizes must be >= 1");
+    PARSE_BAD("--entry", "1x", "--entry '1x': not a C identifier");
+    PARSE_BAD("--entry",
+              "a123456789012345678901234567890123456789012345678901234567890"
+              "123",
+              "--entry: name longer than 63 bytes");
+    PARSE_BAD("--builtin", "SGEMM", "--builtin 'SGEMM': name must be");
+    PARSE_BAD("--builtin", "a23456789012345678901234567890123",
+              "--builtin: name longer than 31 bytes");
+
+    PARSE_OK("--arg", "u32:0");
+    PARSE_BAD("--arg", "u32:4294967296", "--arg 'u32:4294967296': bad u32");
+    PARSE_BAD("--arg", "u32:-1", "bad u32 value '-1'");
+    PARSE_BAD("--arg", "u32: 5", "bad u32 value");
+    PARSE_BAD("--arg", "u32:0x10", "bad u32 value");
+    PARSE_BAD("--arg", "u32:", "bad u32 value ''");
+    PARSE_OK("--arg", "i32:2147483647");
+    PARSE_BAD("--arg", "i32:2147483648", "bad i32 value");
+    PARSE_BAD("--arg", "i32:-2147483649", "bad i32 value");
+    PARSE_BAD("--arg", "i32:+5", "bad i32 value");
+    PARSE_BAD("--arg", "i32:-", "bad i32 value");
+    PARSE_BAD("--arg", "i32:5 ", "bad i32 value");
+    PARSE_BAD("--arg", "u64:18446744073709551616", "bad u64 value");
+    PARSE_BAD("--arg", "i64:9223372036854775808", "bad i64 value");
+    PARSE_OK("--arg", "f32:-3.5e-3");
+    PARSE_BAD("--arg", "f32:abc", "bad f32 value 'abc'");
+    PARSE_BAD("--arg", "f32:1e39", "bad f32 value");
+    PARSE_BAD("--arg", "f32:nan", "bad f32 value");
+    PARSE_BAD("--arg", "f32:1.0f", "bad f32 value");
+    PARSE_BAD("--arg", "f64:inf", "bad f64 value");
+    PARSE_BAD("--arg", "f64:1e999", "bad f64 value");
+    PARSE_BAD("--arg", "f64: 1", "bad f64 value");
+    PARSE_BAD("--arg", "local:x", "bad local value 'x'");
+    PARSE_BAD("--arg", "foo:1", "--arg 'foo:1': unknown kind 'foo'");
+    PARSE_BAD("--arg", "IN:a.bin", "unknown kind 'IN'");
+    PARSE_BAD("--arg", "u32", "--arg 'u32': expected KIND:VALUE");
+    PARSE_BAD("--arg", "in:", "expected in:FILE");
+    PARSE_BAD("--arg", "out:64", "expected out:BYTES:FILE[:ITEM_BYTES]");
+    PARSE_BAD("--arg", "out:64:", "expected out:BYTES:FILE");
+    PARSE_BAD("--arg", "out:x:f.bin", "bad size 'x'");
+    PARSE_BAD("--arg", "out::f.bin", "bad size ''");
+    PARSE_BAD("--arg", "out:64:f.bin:0", "bad item bytes '0'");
+    PARSE_BAD("--arg", "out:64:f.bin:4294967296", "bad item bytes");
+    PARSE_OK("--arg", "out:64:f.bin:x"); /* a file named f.bin:x */
+
+    PARSE_OK("--tolerance", "exact");
+    PARSE_OK("--tolerance", "rel:0.001");
+    PARSE_BAD("--tolerance", "ulp:0", "ulp needs an integer 1..1048576");
+    PARSE_BAD("--tolerance", "ulp:1048577", "ulp needs an integer");
+    PARSE_BAD("--tolerance", "ulp:1.5", "ulp needs an integer");
+    PARSE_BAD("--tolerance", "abs:0", "abs needs a finite number > 0");
+    PARSE_BAD("--tolerance", "abs:-1", "abs needs");
+    PARSE_BAD("--tolerance", "abs:inf", "abs needs");
+    PARSE_BAD("--tolerance", "rel:1", "rel needs a number in (0, 1)");
+    PARSE_BAD("--tolerance", "loose", "expected exact, ulp:N, abs:X or rel:X");
+    PARSE_OK("--checks", "0");
+    PARSE_OK("--checks", "4096");
+    PARSE_BAD("--checks", "4097", "--checks 4097: over the cap of 4096");
+    PARSE_BAD("--checks", "-1", "--checks '-1': not a number");
+    PARSE_BAD("--checks", "99999999999999999999999", "not a number");
+    PARSE_OK("--item-kind", "group");
+    PARSE_BAD("--item-kind", "wavefront", "expected item or group");
+    PARSE_BAD("--work", "1e12", "--work '1e12': not a number of flops");
+
+    char longopt[NS_MAX_OPTIONS + 2];
+    memset(longopt, 'w', sizeof longopt - 1);
+    longopt[sizeof longopt - 1] = '\0';
+    PARSE_BAD("--options", longopt, "--options: 256 bytes, over the 255");
+    longopt[NS_MAX_OPTIONS] = '\0';
+    PARSE_OK("--options", longopt); /* the allow-list is validate's */
+
+    /* once-only flags */
+    const char *g2[] = {"--global", "4", "--global", "8", NULL};
+    const char *l2[] = {"--local", "4", "--local", "8", NULL};
+    const char *e2[] = {"--entry", "a", "--entry", "b", NULL};
+    ns_job_init(&j);
+    CHECK_RC(s_parse(&j, g2, NULL, NULL, err, sizeof err), NS_ERR_INVAL);
+    CHECK_CONTAINS(err, "--global given twice");
+    ns_job_release(&j);
+    CHECK_RC(s_parse(&j, l2, NULL, NULL, err, sizeof err), NS_ERR_INVAL);
+    CHECK_CONTAINS(err, "--local given twice");
+    ns_job_release(&j);
+    CHECK_RC(s_parse(&j, e2, NULL, NULL, err, sizeof err), NS_ERR_INVAL);
+    CHECK_CONTAINS(err, "--entry given twice");
+    ns_job_release(&j);
+
+    /* 33 arguments */
+    const char *many[2 * (NS_MAX_ARGS + 1) + 1];
+    for (int k = 0; k <= NS_MAX_ARGS; k++) {
+        many[2 * k] = "--arg";
+        many[2 * k + 1] = "u32:1";
+    }
+    many[2 * (NS_MAX_ARGS + 1)] = NULL;
+    CHECK_RC(s_parse(&j, many, NULL, NULL, err, sizeof err), NS_ERR_INVAL);
+    CHECK_CONTAINS(err, "more than 32 arguments");
+    CHECK_EQ_INT(j.n_args, NS_MAX_ARGS);
+    ns_job_release(&j);
+
+    /* a failed out:...:ITEM_BYTES leaves argv as it was */
+    const char *badout[] = {"--arg", "out:x:f.bin:8", NULL};
+    CHECK(s_parse(&j, badout, NULL, NULL, err, sizeof err) < 0);
+    CHECK_STR(s_argv[1], "out:x:f.bin:8");
+    CHECK_EQ_INT(j.n_args, 0);
+    ns_job_release(&j);
+    s_argv_free();
+}
+
+int main(void)
+{
+    if (sodium_init() < 0)
+        return 1;
+    snprintf(s_dir, sizeof s_dir, "/tmp/ns_test_job.XXXXXX");
+    if (!mkdtemp(s_dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    RUN(round_trip_source_all_kinds);
+    RUN(round_trip_builtin_dims);
+    RUN(job_id);
+    RUN(validate_kernel);
+    RUN(validate_entry);
+    RUN(validate_ndrange);
+    RUN(validate_args);
+    RUN(validate_tolerance_checks);
+    RUN(validate_options);
+    RUN(read_every_prefix_and_flip);
+    RUN(read_strict);
+    RUN(flags_full_command_line);
+    RUN(flags_builtin_and_others);
+    RUN(flags_kernel_file);
+    RUN(flags_bad_values);
+
+    static const char *const files[] = {"in.bin",   "scale.cl", "big.cl",
+                                        "empty.cl", "k.cl",     NULL};
+    for (size_t k = 0; files[k]; k++) {
+        char p[256];
+        snprintf(p, sizeof p, "%s/%s", s_dir, files[k]);
+        unlink(p);
+    }
+    rmdir(s_dir);
+    return ns_test_finish("core_job");
+}
