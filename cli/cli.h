@@ -18,6 +18,13 @@ int ns_cmd_peers(int argc, char **argv);
 int ns_cmd_status(int argc, char **argv);
 int ns_cmd_devices(int argc, char **argv);
 int ns_cmd_genesis(int argc, char **argv);
+int ns_cmd_run(int argc, char **argv);
+int ns_cmd_worker(int argc, char **argv); /* internal: the sandbox */
+int ns_cmd_ledger(int argc, char **argv);
+int ns_cmd_balance(int argc, char **argv);
+int ns_cmd_transfer(int argc, char **argv);
+int ns_cmd_stake(int argc, char **argv);
+int ns_cmd_unstake(int argc, char **argv);
 
 /* Print "nightshift <cmd>: <message>" on stderr. */
 void ns_cli_error(const char *cmd, const char *fmt, ...)

@@ -29,6 +29,19 @@ int ns_ctl_endpoint(const char *datadir, char *out, size_t cap)
 int ns_ctl_query(const char *datadir, const char *query, uint8_t **doc,
                  size_t *len, char *err, size_t errlen)
 {
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    ns_mp_str(&pk, query);
+    int rc = ns_ctl_request(datadir, sb.data, sb.size, doc, len, err, errlen);
+    msgpack_sbuffer_destroy(&sb);
+    return rc;
+}
+
+int ns_ctl_request(const char *datadir, const void *req, size_t req_len,
+                   uint8_t **doc, size_t *len, char *err, size_t errlen)
+{
     char ep[PATH_MAX + 16];
     int rc = NS_ERR_IO;
     void *ctx = NULL, *sock = NULL;
@@ -85,13 +98,7 @@ int ns_ctl_query(const char *datadir, const char *query, uint8_t **doc,
                  zmq_strerror(zmq_errno()));
         goto out;
     }
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    ns_mp_str(&pk, query);
-    int sent = zmq_send(sock, sb.data, sb.size, 0);
-    msgpack_sbuffer_destroy(&sb);
+    int sent = zmq_send(sock, req, req_len, 0);
     if (sent < 0 || zmq_msg_recv(&reply, sock, 0) < 0) {
         rc = NS_ERR_TIMEOUT;
         snprintf(err, errlen,
@@ -113,7 +120,7 @@ int ns_ctl_query(const char *datadir, const char *query, uint8_t **doc,
     if (!ok) {
         char why[256] = "unknown error";
         ns_mpr_str(&r, why, sizeof why - 1);
-        snprintf(err, errlen, "node refused '%s': %s", query, why);
+        snprintf(err, errlen, "the node refused: %s", why);
         rc = NS_ERR_INVAL;
         goto out;
     }

@@ -23,4 +23,9 @@ int ns_ctl_endpoint(const char *datadir, char *out, size_t cap);
 int ns_ctl_query(const char *datadir, const char *query, uint8_t **doc,
                  size_t *len, char *err, size_t errlen);
 
+/* Same with a request already encoded as msgpack (an array [command,
+ * args...] for commands that take arguments). */
+int ns_ctl_request(const char *datadir, const void *req, size_t req_len,
+                   uint8_t **doc, size_t *len, char *err, size_t errlen);
+
 #endif

@@ -8,6 +8,8 @@
 #include "nightshift/devices.h"
 #include "nightshift/genesis.h"
 #include "nightshift/identity.h"
+#include "nightshift/ledger.h"
+#include "nightshift/ledger_sync.h"
 #include "nightshift/log.h"
 #include "nightshift/mp.h"
 #include "nightshift/p2p.h"
@@ -35,9 +37,60 @@ static void s_on_signal(int sig)
 
 typedef struct {
     ns_p2p_t *p2p;
+    ns_ledger_t *ledger;
+    ns_ledger_sync_t *sync;
+    const ns_identity_t *me;
     const char *datadir;
     void *ctl;
 } s_daemon_t;
+
+/* Ledger commands from the local owner: ["stake", amount],
+ * ["unstake", amount], ["transfer", to, amount]. */
+static void s_ctl_ledger(s_daemon_t *d, const char *cmd, ns_mpr_t *r,
+                         uint32_t nargs, msgpack_packer *pk)
+{
+    ns_entry_body_t b;
+    uint8_t type = 0;
+    memset(&b, 0, sizeof b);
+    if (strcmp(cmd, "transfer") == 0 && nargs == 2) {
+        type = NS_ENTRY_TRANSFER;
+        ns_mpr_bin_exact(r, b.to, NS_ID_BYTES);
+        ns_mpr_uint(r, &b.amount);
+    } else if ((strcmp(cmd, "stake") == 0 || strcmp(cmd, "unstake") == 0) &&
+               nargs == 1) {
+        type = cmd[0] == 's' ? NS_ENTRY_STAKE : NS_ENTRY_UNSTAKE;
+        ns_mpr_uint(r, &b.amount);
+    } else if (strcmp(cmd, "claim") == 0 && nargs == 0) {
+        type = NS_ENTRY_STAKE; /* a zero stake is invalid: see below */
+    }
+    if (ns_mpr_end(r) != NS_OK || type == 0) {
+        msgpack_pack_false(pk);
+        ns_mp_str(pk, "malformed ledger command");
+        return;
+    }
+    ns_hash_t id;
+    int rc = ns_ledger_sync_append(d->sync, d->me, type, &b, true, id);
+    if (rc != NS_OK) {
+        char why[160];
+        snprintf(why, sizeof why, "%s rejected: %s (%s)", cmd,
+                 ns_strerror(rc), ns_errname(rc));
+        msgpack_pack_false(pk);
+        ns_mp_str(pk, why);
+        return;
+    }
+    ns_account_t a;
+    char hex[2 * NS_HASH_BYTES + 1];
+    ns_hex(hex, id, NS_HASH_BYTES);
+    msgpack_pack_true(pk);
+    msgpack_pack_map(pk, 2);
+    ns_mp_str(pk, "entry");
+    ns_mp_str(pk, hex);
+    ns_mp_str(pk, "seq");
+    msgpack_pack_uint64(pk, ns_ledger_account(d->ledger, ns_identity_pk(d->me),
+                                              &a) == NS_OK
+                                ? a.seq
+                                : 0);
+}
 
 static void s_ctl_reply(void *sock, msgpack_sbuffer *sb)
 {
@@ -62,9 +115,16 @@ static void s_on_ctl(void *user, void *sock)
         n = -1;
     }
     ns_mpr_t r;
+    uint32_t nargs = 0;
     ns_mpr_init(&r, buf, n > 0 && (size_t)n <= sizeof buf ? (size_t)n : 0);
+    if (r.left && (r.p[0] & 0xf0) == 0x90) {
+        ns_mpr_array(&r, &nargs, 8);
+        if (nargs > 0)
+            nargs--;
+    }
     ns_mpr_str(&r, query, sizeof query - 1);
-    ns_mpr_end(&r);
+    if (nargs == 0)
+        ns_mpr_end(&r);
 
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
@@ -76,17 +136,23 @@ static void s_on_ctl(void *user, void *sock)
         ns_mp_str(&pk, "malformed request");
     } else if (strcmp(query, "status") == 0) {
         msgpack_pack_true(&pk);
-        ns_p2p_pack_status(d->p2p, &pk, 2);
+        ns_p2p_pack_status(d->p2p, &pk, 3);
         ns_mp_str(&pk, "pid");
         msgpack_pack_int64(&pk, (int64_t)getpid());
         ns_mp_str(&pk, "datadir");
         ns_mp_str(&pk, d->datadir);
+        ns_mp_str(&pk, "ledger");
+        ns_ledger_sync_pack_status(d->sync, &pk);
     } else if (strcmp(query, "peers") == 0) {
         msgpack_pack_true(&pk);
         ns_p2p_pack_peers(d->p2p, &pk);
     } else if (strcmp(query, "latency") == 0) {
         msgpack_pack_true(&pk);
         ns_p2p_pack_latency(d->p2p, &pk);
+    } else if (strcmp(query, "transfer") == 0 ||
+               strcmp(query, "stake") == 0 ||
+               strcmp(query, "unstake") == 0) {
+        s_ctl_ledger(d, query, &r, nargs, &pk);
     } else {
         msgpack_pack_false(&pk);
         ns_mp_str(&pk, "unknown query");
@@ -162,6 +228,8 @@ int ns_cmd_node(int argc, char **argv)
     ns_identity_t *id = NULL;
     ns_genesis_t genesis;
     ns_p2p_t *p2p = NULL;
+    ns_ledger_t *ledger = NULL;
+    ns_ledger_sync_t *sync = NULL;
     void *ctl = NULL;
     char path[PATH_MAX], ctl_ep[PATH_MAX + 16];
     ctl_ep[0] = '\0';
@@ -211,6 +279,16 @@ int ns_cmd_node(int argc, char **argv)
         goto out;
     }
 
+    /* The ledger: opened and checked before we join the network. */
+    if (ns_path_join(path, sizeof path, o.datadir, "ledger") != NS_OK)
+        goto out;
+    err[0] = '\0';
+    ledger = ns_ledger_open(path, &genesis, &rc, err, sizeof err);
+    if (!ledger) {
+        ns_cli_error(cmd, "%s", err);
+        goto out;
+    }
+
     /* OpenCL is probed in a child before any thread exists. */
     ns_devinfo_t devs[NS_MAX_DEVICES];
     uint32_t n_devs = 0;
@@ -244,7 +322,12 @@ int ns_cmd_node(int argc, char **argv)
     }
     int linger = 0;
     zmq_setsockopt(ctl, ZMQ_LINGER, &linger, sizeof linger);
-    s_daemon_t d = {p2p, o.datadir, ctl};
+    sync = ns_ledger_sync_new(p2p, ledger, &rc);
+    if (!sync) {
+        ns_cli_error(cmd, "cannot start ledger sync: %s", ns_strerror(rc));
+        goto out;
+    }
+    s_daemon_t d = {p2p, ledger, sync, id, o.datadir, ctl};
     if (ns_p2p_add_socket(p2p, ctl, s_on_ctl, &d) != NS_OK)
         goto out;
 
@@ -284,7 +367,9 @@ out:
         zmq_close(ctl);
     if (ctl_ep[0])
         unlink(ctl_ep + 6);
+    ns_ledger_sync_destroy(&sync);
     ns_p2p_destroy(&p2p);
+    ns_ledger_close(&ledger);
     ns_genesis_release(&genesis);
     ns_identity_destroy(&id);
     if (lock_fd >= 0)

@@ -11,13 +11,14 @@
 #include <string.h>
 
 /* Where a message came from, and how to answer it. */
-typedef struct {
+struct ns_p2p_src {
     ns_link_t *link;
     const uint8_t *key;  /* CURVE key of the connection */
     const uint8_t *rid;  /* ROUTER routing id, or NULL */
     size_t rid_len;
     ns_peer_t *peer;     /* set when it came on our DEALER to this peer */
-} s_src_t;
+};
+typedef struct ns_p2p_src s_src_t;
 
 /* ---- construction ------------------------------------------------------ */
 
@@ -224,6 +225,61 @@ static void s_reply(ns_p2p_t *p, const s_src_t *src, const uint8_t *buf,
         ns_tr_send(p, src->peer->dealer, buf, len);
 }
 
+int ns_p2p_reply(ns_p2p_t *p, ns_p2p_src_t *src, uint8_t type,
+                 const uint8_t *body, size_t len)
+{
+    ns_buf_t msg;
+    ns_buf_init(&msg);
+    int rc = ns_p2p_sign(p, type, body, len, &msg, NULL);
+    if (rc == NS_OK) {
+        /* The handler may have dropped the peer it came from. */
+        bool alive = !src->peer;
+        for (uint32_t i = 0; i < p->n_peers && !alive; i++)
+            alive = &p->peers[i] == src->peer;
+        if (alive)
+            s_reply(p, src, msg.data, msg.len);
+        else
+            rc = NS_ERR_NOTFOUND;
+    }
+    ns_buf_release(&msg);
+    return rc;
+}
+
+int ns_p2p_send(ns_p2p_t *p, const uint8_t peer[NS_ID_BYTES], uint8_t type,
+                const uint8_t *body, size_t len)
+{
+    ns_peer_t *q = ns_peers_find(p, peer);
+    if (!q)
+        return NS_ERR_NOTFOUND;
+    ns_buf_t msg;
+    ns_buf_init(&msg);
+    int rc = ns_p2p_sign(p, type, body, len, &msg, NULL);
+    if (rc == NS_OK && !ns_tr_send(p, q->dealer, msg.data, msg.len))
+        rc = NS_ERR_IO;
+    ns_buf_release(&msg);
+    return rc;
+}
+
+int ns_p2p_pick_peer(ns_p2p_t *p,
+                     bool (*want)(void *u, const uint8_t id[NS_ID_BYTES],
+                                  const ns_heartbeat_t *hb),
+                     void *u, uint8_t out[NS_ID_BYTES])
+{
+    uint32_t n = 0, chosen = 0;
+    for (uint32_t i = 0; i < p->n_peers; i++) {
+        const ns_peer_t *q = &p->peers[i];
+        if (q->state != NS_PEER_LIVE || (want && !want(u, q->id, q->hb)))
+            continue;
+        /* reservoir sampling: uniform without a second pass */
+        if (ns_rand_below(++n) == 0)
+            chosen = i;
+    }
+    if (n == 0)
+        return NS_ERR_NOTFOUND;
+    memcpy(out, p->peers[chosen].id, NS_ID_BYTES);
+    return NS_OK;
+}
+
 /* ---- drops --------------------------------------------------------------- */
 
 void ns_p2p_drop(ns_p2p_t *p, ns_link_t *link, int reason,
@@ -419,7 +475,7 @@ static int s_on_pull(ns_p2p_t *p, const ns_envelope_t *env,
 
 /* ---- ingest ------------------------------------------------------------- */
 
-static int s_ingest(ns_p2p_t *p, const s_src_t *src, const uint8_t *buf,
+static int s_ingest(ns_p2p_t *p, s_src_t *src, const uint8_t *buf,
                     size_t len)
 {
     uint64_t now_ms = ns_now_ms();
@@ -487,7 +543,7 @@ static int s_ingest(ns_p2p_t *p, const s_src_t *src, const uint8_t *buf,
         rc = s_on_pull(p, &env, src);
         break;
     default:
-        rc = h->fn ? h->fn(h->user, &env) : NS_ERR_MSGTYPE;
+        rc = h->fn ? h->fn(h->user, &env, src) : NS_ERR_MSGTYPE;
         break;
     }
     if (rc != NS_OK) {

@@ -61,10 +61,31 @@ int ns_p2p_add_timer(ns_p2p_t *p, uint32_t interval_ms, ns_p2p_timer_fn fn,
 /* The ZeroMQ context, for the layers above to create their sockets in. */
 void *ns_p2p_zmq_context(ns_p2p_t *p);
 
+/* Where a message came from, valid only during the handler call: pass it
+ * to ns_p2p_reply to answer over the same connection. */
+typedef struct ns_p2p_src ns_p2p_src_t;
+
 /* Handlers for message types registered by the layers above. The envelope
  * is verified and fresh when the handler runs. Return NS_OK to accept (a
  * gossiped type is then forwarded); an error drops it and is counted. */
-typedef int (*ns_p2p_msg_fn)(void *user, const ns_envelope_t *env);
+typedef int (*ns_p2p_msg_fn)(void *user, const ns_envelope_t *env,
+                             ns_p2p_src_t *src);
+
+/* Sign and send a direct message back over the connection it came from. */
+int ns_p2p_reply(ns_p2p_t *p, ns_p2p_src_t *src, uint8_t type,
+                 const uint8_t *body, size_t len) NS_MUST_CHECK;
+
+/* Sign and send a direct message to one peer of the table.
+ * NS_ERR_NOTFOUND if it is not there. */
+int ns_p2p_send(ns_p2p_t *p, const uint8_t peer[NS_ID_BYTES], uint8_t type,
+                const uint8_t *body, size_t len) NS_MUST_CHECK;
+
+/* A random live peer whose latest heartbeat satisfies want (NULL = any).
+ * NS_ERR_NOTFOUND if none. */
+int ns_p2p_pick_peer(ns_p2p_t *p,
+                     bool (*want)(void *u, const uint8_t id[NS_ID_BYTES],
+                                  const ns_heartbeat_t *hb),
+                     void *u, uint8_t out[NS_ID_BYTES]) NS_MUST_CHECK;
 int ns_p2p_register(ns_p2p_t *p, uint8_t type, bool gossiped,
                     ns_p2p_msg_fn fn, void *user) NS_MUST_CHECK;
 

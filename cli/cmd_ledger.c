@@ -1,0 +1,452 @@
+/* cmd_ledger.c - `ledger` and `balance` read the datadir's LMDB ledger
+ * directly (whether or not the node runs: LMDB serves several processes);
+ * `transfer`, `stake`, `unstake` ask the running node to append. */
+#include "cli.h"
+#include "ctl.h"
+
+#include "nightshift/genesis.h"
+#include "nightshift/identity.h"
+#include "nightshift/ledger.h"
+#include "nightshift/mp.h"
+#include "nightshift/util.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+typedef struct {
+    const char *datadir;
+    const char *author;
+    const char *to;
+    const char *positional;
+    uint64_t limit;
+    int json;
+} s_opts_t;
+
+static int s_parse(const char *cmd, int argc, char **argv, s_opts_t *o)
+{
+    memset(o, 0, sizeof *o);
+    o->limit = 50;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--json") == 0) {
+            o->json = 1;
+        } else if (strcmp(a, "--datadir") == 0 && v) {
+            o->datadir = v;
+            i++;
+        } else if (strcmp(a, "--author") == 0 && v) {
+            o->author = v;
+            i++;
+        } else if (strcmp(a, "--to") == 0 && v) {
+            o->to = v;
+            i++;
+        } else if (strcmp(a, "--limit") == 0 && v) {
+            if (ns_parse_u64(v, &o->limit) != NS_OK) {
+                ns_cli_error(cmd, "bad --limit '%s'", v);
+                return 2;
+            }
+            i++;
+        } else if (a[0] != '-' && !o->positional) {
+            o->positional = a;
+        } else {
+            ns_cli_error(cmd, "unknown argument '%s' (see --help)", a);
+            return 2;
+        }
+    }
+    if (!o->datadir) {
+        ns_cli_error(cmd, "--datadir is required (see --help)");
+        return 2;
+    }
+    return 0;
+}
+
+static ns_ledger_t *s_open(const char *cmd, const char *datadir)
+{
+    char path[PATH_MAX], err[512] = "";
+    ns_genesis_t g;
+    if (ns_path_join(path, sizeof path, datadir, "genesis.ini") != NS_OK ||
+        ns_genesis_load(path, &g, err, sizeof err) != NS_OK) {
+        ns_cli_error(cmd, "no genesis in %s: %s", datadir, err);
+        return NULL;
+    }
+    int rc;
+    err[0] = '\0';
+    ns_ledger_t *l = NULL;
+    if (ns_path_join(path, sizeof path, datadir, "ledger") == NS_OK)
+        l = ns_ledger_open_readonly(path, &g, &rc, err, sizeof err);
+    if (!l)
+        ns_cli_error(cmd, "%s", err);
+    ns_genesis_release(&g);
+    return l;
+}
+
+static int s_self_id(const char *cmd, const char *datadir, uint8_t id[32])
+{
+    char path[PATH_MAX];
+    ns_identity_t *me = NULL;
+    int rc = NS_ERR_TOOBIG;
+    if (ns_path_join(path, sizeof path, datadir, "node.key") == NS_OK)
+        rc = ns_identity_load(path, &me);
+    if (rc != NS_OK) {
+        ns_cli_error(cmd, "cannot load %s: %s", path, ns_strerror(rc));
+        return rc;
+    }
+    memcpy(id, ns_identity_pk(me), 32);
+    ns_identity_destroy(&me);
+    return NS_OK;
+}
+
+/* ---- ledger ------------------------------------------------------------ */
+
+typedef struct {
+    msgpack_packer *pk; /* JSON mode */
+    ns_table_t *t;      /* table mode */
+    uint64_t shown, limit;
+} s_list_t;
+
+static void s_summary(const ns_entry_t *e, char *out, size_t cap)
+{
+    ns_entry_body_t b;
+    char who[NS_ID_SHORT_LEN + 1], jid[17];
+    if (ns_entry_body_decode(e, &b) != NS_OK) {
+        snprintf(out, cap, "(undecodable body)");
+        return;
+    }
+    ns_hex(jid, b.job_id, 8);
+    switch (e->type) {
+    case NS_ENTRY_TRANSFER:
+        ns_id_short(who, b.to);
+        snprintf(out, cap, "%llu to %s", (unsigned long long)b.amount, who);
+        break;
+    case NS_ENTRY_STAKE:
+    case NS_ENTRY_UNSTAKE:
+        snprintf(out, cap, "%llu", (unsigned long long)b.amount);
+        break;
+    case NS_ENTRY_JOB:
+        snprintf(out, cap, "job %s escrow %llu max %llu", jid,
+                 (unsigned long long)b.escrow,
+                 (unsigned long long)b.max_price);
+        break;
+    case NS_ENTRY_AWARD:
+        ns_id_short(who, b.bid.provider);
+        snprintf(out, cap, "job %s to %s at %llu", jid, who,
+                 (unsigned long long)b.bid.price);
+        break;
+    default:
+        snprintf(out, cap, "job %s", jid);
+        break;
+    }
+}
+
+static bool s_list_entry(void *u, const ns_entry_t *e)
+{
+    s_list_t *L = u;
+    if (L->shown >= L->limit)
+        return false;
+    L->shown++;
+    char author[NS_ID_TEXT_LEN + 1], id[2 * NS_HASH_BYTES + 1], summary[160];
+    ns_id_text(author, e->author);
+    ns_hex(id, e->id, NS_HASH_BYTES);
+    s_summary(e, summary, sizeof summary);
+    if (L->pk) {
+        msgpack_pack_map(L->pk, 7);
+        ns_mp_str(L->pk, "id");
+        ns_mp_str(L->pk, id);
+        ns_mp_str(L->pk, "author");
+        ns_mp_str(L->pk, author);
+        ns_mp_str(L->pk, "seq");
+        msgpack_pack_uint64(L->pk, e->seq);
+        ns_mp_str(L->pk, "type");
+        ns_mp_str(L->pk, ns_entry_type_name(e->type));
+        ns_mp_str(L->pk, "timestamp_ms");
+        msgpack_pack_uint64(L->pk, e->timestamp_ms);
+        ns_mp_str(L->pk, "refs");
+        msgpack_pack_uint32(L->pk, e->n_refs);
+        ns_mp_str(L->pk, "summary");
+        ns_mp_str(L->pk, summary);
+    } else {
+        char seq[24], refs[12];
+        author[NS_ID_SHORT_LEN] = '\0';
+        id[16] = '\0';
+        snprintf(seq, sizeof seq, "%llu", (unsigned long long)e->seq);
+        snprintf(refs, sizeof refs, "%u", e->n_refs);
+        const char *const row[] = {author, seq, ns_entry_type_name(e->type),
+                                   refs, summary, id};
+        ns_table_row(L->t, row);
+    }
+    return true;
+}
+
+static bool s_count(void *u, const ns_entry_t *e)
+{
+    (void)e;
+    (*(uint64_t *)u)++;
+    return true;
+}
+
+static const char s_ledger_usage[] =
+    "usage: nightshift ledger --datadir D [--json] [--author ID] [--limit "
+    "N]\n"
+    "\n"
+    "List the ledger entries stored in D (by author, then seq), at most N\n"
+    "(default 50), with a summary of balances and the conservation check.\n"
+    "Reads the datadir's LMDB directly; the node need not run.\n";
+
+int ns_cmd_ledger(int argc, char **argv)
+{
+    const char *cmd = "ledger";
+    if (ns_cli_wants_help(argc, argv)) {
+        fputs(s_ledger_usage, stdout);
+        return 0;
+    }
+    s_opts_t o;
+    int rc = s_parse(cmd, argc, argv, &o);
+    if (rc)
+        return rc;
+    uint8_t author[NS_ID_BYTES];
+    if (o.author && ns_id_parse(o.author, author) != NS_OK) {
+        ns_cli_error(cmd, "bad --author '%s': not a node id", o.author);
+        return 2;
+    }
+    ns_ledger_t *l = s_open(cmd, o.datadir);
+    if (!l)
+        return 1;
+    ns_ledger_stats_t st;
+    ns_ledger_stats(l, &st);
+    uint64_t sum = 0;
+    int conserved = ns_ledger_check_conservation(l, &sum) == NS_OK;
+    uint64_t total_entries = 0;
+    ns_ledger_each_entry(l, o.author ? author : NULL, s_count,
+                         &total_entries);
+    if (o.json) {
+        msgpack_sbuffer sb;
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer pk;
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        msgpack_pack_map(&pk, 7);
+        ns_mp_str(&pk, "entries");
+        msgpack_pack_uint64(&pk, st.entries);
+        ns_mp_str(&pk, "accounts");
+        msgpack_pack_uint64(&pk, st.accounts);
+        ns_mp_str(&pk, "total");
+        msgpack_pack_uint64(&pk, st.total);
+        ns_mp_str(&pk, "burned");
+        msgpack_pack_uint64(&pk, st.burned);
+        ns_mp_str(&pk, "pending_credit");
+        msgpack_pack_uint64(&pk, st.pending_credit);
+        ns_mp_str(&pk, "conserved");
+        if (conserved)
+            msgpack_pack_true(&pk);
+        else
+            msgpack_pack_false(&pk);
+        ns_mp_str(&pk, "list");
+        uint64_t n = total_entries < o.limit ? total_entries : o.limit;
+        msgpack_pack_array(&pk, (uint32_t)n);
+        s_list_t L = {&pk, NULL, 0, n};
+        ns_ledger_each_entry(l, o.author ? author : NULL, s_list_entry, &L);
+        rc = ns_cli_print_json(sb.data, sb.size);
+        msgpack_sbuffer_destroy(&sb);
+    } else {
+        static const char *const headers[] = {"AUTHOR", "SEQ",     "TYPE",
+                                              "REFS",   "SUMMARY", "ID"};
+        ns_table_t t;
+        ns_table_init(&t, 6, headers);
+        s_list_t L = {NULL, &t, 0, o.limit};
+        ns_ledger_each_entry(l, o.author ? author : NULL, s_list_entry, &L);
+        printf("%llu entries, %llu accounts; total %llu = balances + "
+               "%llu pending + %llu burned: %s\n",
+               (unsigned long long)st.entries,
+               (unsigned long long)st.accounts,
+               (unsigned long long)st.total,
+               (unsigned long long)st.pending_credit,
+               (unsigned long long)st.burned,
+               conserved ? "conserved" : "NOT CONSERVED");
+        if (t.nrows)
+            ns_table_print(&t, stdout);
+        if (total_entries > L.shown)
+            printf("(%llu more; --limit N)\n",
+                   (unsigned long long)(total_entries - L.shown));
+        ns_table_release(&t);
+        rc = 0;
+    }
+    ns_ledger_close(&l);
+    return rc ? rc : (conserved ? 0 : 1);
+}
+
+/* ---- balance --------------------------------------------------------------- */
+
+static const char s_balance_usage[] =
+    "usage: nightshift balance --datadir D [ID] [--json]\n"
+    "\n"
+    "Balance of account ID (default: the datadir's own) in D's ledger:\n"
+    "free, staked, locked (escrow + collateral). --json gives id, free,\n"
+    "staked, locked and the parts.\n";
+
+int ns_cmd_balance(int argc, char **argv)
+{
+    const char *cmd = "balance";
+    if (ns_cli_wants_help(argc, argv)) {
+        fputs(s_balance_usage, stdout);
+        return 0;
+    }
+    s_opts_t o;
+    int rc = s_parse(cmd, argc, argv, &o);
+    if (rc)
+        return rc;
+    uint8_t id[NS_ID_BYTES];
+    if (o.positional) {
+        if (ns_id_parse(o.positional, id) != NS_OK) {
+            ns_cli_error(cmd, "'%s' is not a node id", o.positional);
+            return 2;
+        }
+    } else if (s_self_id(cmd, o.datadir, id) != NS_OK) {
+        return 1;
+    }
+    ns_ledger_t *l = s_open(cmd, o.datadir);
+    if (!l)
+        return 1;
+    ns_account_t a;
+    rc = ns_ledger_account(l, id, &a);
+    ns_ledger_close(&l);
+    if (rc != NS_OK) {
+        ns_cli_error(cmd, "cannot read the account: %s", ns_strerror(rc));
+        return 1;
+    }
+    char text[NS_ID_TEXT_LEN + 1];
+    ns_id_text(text, id);
+    if (o.json) {
+        msgpack_sbuffer sb;
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer pk;
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        msgpack_pack_map(&pk, 8);
+        ns_mp_str(&pk, "id");
+        ns_mp_str(&pk, text);
+        ns_mp_str(&pk, "free");
+        msgpack_pack_uint64(&pk, a.free);
+        ns_mp_str(&pk, "staked");
+        msgpack_pack_uint64(&pk, a.staked);
+        ns_mp_str(&pk, "locked");
+        msgpack_pack_uint64(&pk, a.locked_escrow + a.locked_collateral);
+        ns_mp_str(&pk, "locked_escrow");
+        msgpack_pack_uint64(&pk, a.locked_escrow);
+        ns_mp_str(&pk, "locked_collateral");
+        msgpack_pack_uint64(&pk, a.locked_collateral);
+        ns_mp_str(&pk, "seq");
+        msgpack_pack_uint64(&pk, a.seq);
+        ns_mp_str(&pk, "banned");
+        if (a.banned)
+            msgpack_pack_true(&pk);
+        else
+            msgpack_pack_false(&pk);
+        rc = ns_cli_print_json(sb.data, sb.size);
+        msgpack_sbuffer_destroy(&sb);
+        return rc;
+    }
+    printf("account  %s%s\nfree     %llu\nstaked   %llu\nlocked   %llu "
+           "(escrow %llu, collateral %llu)\nentries  %llu\n",
+           text, a.banned ? " (BANNED: forked its chain)" : "",
+           (unsigned long long)a.free, (unsigned long long)a.staked,
+           (unsigned long long)(a.locked_escrow + a.locked_collateral),
+           (unsigned long long)a.locked_escrow,
+           (unsigned long long)a.locked_collateral,
+           (unsigned long long)a.seq);
+    return 0;
+}
+
+/* ---- transfer / stake / unstake ---------------------------------------- */
+
+static int s_append(const char *cmd, const char *datadir, const char *to,
+                    uint64_t amount, int json)
+{
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    uint8_t dest[NS_ID_BYTES];
+    if (to) {
+        msgpack_pack_array(&pk, 3);
+        ns_mp_str(&pk, cmd);
+        if (ns_id_parse(to, dest) != NS_OK) {
+            ns_cli_error(cmd, "--to '%s' is not a node id", to);
+            msgpack_sbuffer_destroy(&sb);
+            return 2;
+        }
+        ns_mp_bin(&pk, dest, NS_ID_BYTES);
+    } else {
+        msgpack_pack_array(&pk, 2);
+        ns_mp_str(&pk, cmd);
+    }
+    msgpack_pack_uint64(&pk, amount);
+    uint8_t *doc = NULL;
+    size_t len = 0;
+    char err[512];
+    int rc = ns_ctl_request(datadir, sb.data, sb.size, &doc, &len, err,
+                            sizeof err);
+    msgpack_sbuffer_destroy(&sb);
+    if (rc != NS_OK) {
+        ns_cli_error(cmd, "%s", err);
+        return 1;
+    }
+    if (json) {
+        rc = ns_cli_print_json(doc, len);
+    } else {
+        char *j = NULL;
+        if (ns_mp_to_json(doc, len, &j, 0) == NS_OK)
+            printf("%s stored and gossiped: %s\n", cmd, j);
+        free(j);
+    }
+    free(doc);
+    return rc;
+}
+
+static const char s_amount_usage[] =
+    "--datadir D [--to ID] AMOUNT [--json]\n"
+    "\n"
+    "  transfer --datadir D --to ID AMOUNT   send credits to account ID\n"
+    "  stake    --datadir D AMOUNT           stake free credits\n"
+    "  unstake  --datadir D AMOUNT           release unlocked stake\n"
+    "\n"
+    "Ask the node running on D to append an entry to its own chain (credits\n"
+    "waiting for it are taken in with the same entry), store it durably and\n"
+    "gossip it. Unstake releases only stake not locked as collateral.\n";
+
+static int s_amount_cmd(const char *cmd, int argc, char **argv)
+{
+    if (ns_cli_wants_help(argc, argv)) {
+        printf("usage: nightshift %s %s", cmd, s_amount_usage);
+        return 0;
+    }
+    s_opts_t o;
+    int rc = s_parse(cmd, argc, argv, &o);
+    if (rc)
+        return rc;
+    uint64_t amount;
+    if (!o.positional || ns_parse_u64(o.positional, &amount) != NS_OK ||
+        amount == 0) {
+        ns_cli_error(cmd, "AMOUNT must be a positive whole number of credits");
+        return 2;
+    }
+    if (strcmp(cmd, "transfer") == 0 && !o.to) {
+        ns_cli_error(cmd, "--to ID is required");
+        return 2;
+    }
+    return s_append(cmd, o.datadir, o.to, amount, o.json);
+}
+
+int ns_cmd_transfer(int argc, char **argv)
+{
+    return s_amount_cmd("transfer", argc, argv);
+}
+
+int ns_cmd_stake(int argc, char **argv)
+{
+    return s_amount_cmd("stake", argc, argv);
+}
+
+int ns_cmd_unstake(int argc, char **argv)
+{
+    return s_amount_cmd("unstake", argc, argv);
+}

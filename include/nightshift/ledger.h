@@ -1,0 +1,241 @@
+/* ledger.h - the signed block-lattice ledger in LMDB (market layer).
+ *
+ * Every account writes only its own hash-chained list of signed entries
+ * {author, seq, prev, type, body, refs, timestamp, sig}. Balances, escrow,
+ * stake, collateral and job state are derived deterministically from the
+ * entries: every node holding the same entries computes the same state.
+ * An entry's validity depends only on its author's earlier entries and on
+ * entries it names explicitly (refs and ids in its body), never on arrival
+ * order. Rules: docs/PROTOCOL.md, "Ledger".
+ *
+ * Credits from another account's entry (a TRANSFER, a SETTLE's payment, a
+ * collateral release) are taken in only by listing that entry in `refs` of
+ * the receiver's next entry, each once.
+ *
+ * Durability: ns_ledger_append and ns_ledger_commit return only after the
+ * LMDB transaction is synced; what they report stored survives kill -9.
+ */
+#ifndef NIGHTSHIFT_LEDGER_H
+#define NIGHTSHIFT_LEDGER_H
+
+#include "nightshift/err.h"
+#include "nightshift/genesis.h"
+#include "nightshift/hash.h"
+#include "nightshift/identity.h"
+#include "nightshift/mp.h"
+#include "nightshift/wire.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define NS_ENTRY_VERSION 1
+#define NS_ENTRY_DOMAIN "nightshift/entry/v1"
+#define NS_BID_DOMAIN "nightshift/bid/v1"
+#define NS_MAX_ENTRY_BODY (64 * 1024) /* body bytes */
+#define NS_MAX_ENTRY (NS_MAX_ENTRY_BODY + 4096) /* encoded entry */
+#define NS_MAX_REFS 32                /* credits claimed by one entry */
+#define NS_MAX_PROOF (48 * 1024)      /* fraud proof bytes in a SLASH */
+#define NS_LEDGER_PENDING_MAX 4096    /* buffered out-of-order entries */
+#define NS_LEDGER_MAP_BYTES (UINT64_C(8) << 30) /* LMDB map size */
+
+typedef enum {
+    NS_ENTRY_TRANSFER = 1, /* [to, amount] free -> credit for `to` */
+    NS_ENTRY_STAKE = 2,    /* [amount] free -> staked */
+    NS_ENTRY_UNSTAKE = 3,  /* [amount] staked -> free */
+    NS_ENTRY_JOB = 4,      /* [job_id, escrow, max_price, collateral,
+                              deadline_ms] free -> escrow */
+    NS_ENTRY_AWARD = 5,    /* [job_id, bid] picks a provider's signed bid */
+    NS_ENTRY_ACCEPT = 6,   /* [job_id, award_id] staked -> collateral */
+    NS_ENTRY_RESULT = 7,   /* [job_id, accept_id, root, n_items] */
+    NS_ENTRY_SETTLE = 8,   /* [job_id, result_id] pays, refunds, releases */
+    NS_ENTRY_SLASH = 9,    /* [job_id, result_id, proof] burns collateral */
+    NS_ENTRY_CANCEL = 10,  /* [job_id, accept_id|zero, reopen, deadline] */
+} ns_entry_type;
+#define NS_ENTRY_TYPE_MAX 10
+
+/* A decoded entry; body and refs borrow from the encoded bytes. */
+typedef struct {
+    uint8_t author[NS_ID_BYTES];
+    uint64_t seq;       /* 1, 2, ... */
+    ns_hash_t prev;     /* id of seq - 1; zero for seq 1 */
+    uint8_t type;       /* ns_entry_type */
+    const uint8_t *body;
+    size_t body_len;
+    uint32_t n_refs;
+    const uint8_t *refs; /* n_refs * 32 bytes */
+    uint64_t timestamp_ms;
+    uint8_t sig[NS_SIG_BYTES];
+    ns_hash_t id;        /* H(domain || network_id || signed part) */
+} ns_entry_t;
+
+/* A provider's signed bid, embedded in AWARD. */
+typedef struct {
+    uint8_t provider[NS_ID_BYTES];
+    ns_hash_t job_id;
+    uint64_t price;        /* credits */
+    uint64_t est_ms;       /* estimated run time */
+    uint64_t timestamp_ms;
+    uint8_t sig[NS_SIG_BYTES]; /* over NS_BID_DOMAIN || network || fields */
+} ns_bid_t;
+
+/* Typed view of a body (which fields are set depends on the type). */
+typedef struct {
+    uint8_t to[NS_ID_BYTES]; /* TRANSFER */
+    uint64_t amount;         /* TRANSFER, STAKE, UNSTAKE */
+    ns_hash_t job_id;        /* job entries */
+    uint64_t escrow, max_price, collateral, deadline_ms; /* JOB */
+    ns_bid_t bid;            /* AWARD */
+    ns_hash_t ref_id;        /* ACCEPT: award; RESULT: accept; SETTLE,
+                                SLASH: result; CANCEL: accept or zero */
+    ns_hash_t root;          /* RESULT */
+    uint64_t n_items;        /* RESULT */
+    const uint8_t *proof;    /* SLASH, borrowed */
+    size_t proof_len;
+    bool reopen;             /* CANCEL */
+    uint64_t new_deadline_ms; /* CANCEL with reopen */
+} ns_entry_body_t;
+
+/* Encode and sign an entry (seq, prev set by the caller). */
+int ns_entry_encode(const ns_identity_t *author, const ns_hash_t network_id,
+                    uint64_t seq, const ns_hash_t prev, uint8_t type,
+                    const uint8_t *body, size_t body_len,
+                    const uint8_t *refs, uint32_t n_refs,
+                    uint64_t timestamp_ms, ns_buf_t *out, ns_hash_t id)
+    NS_MUST_CHECK;
+/* Strict decode, id computed, signature checked. entry borrows buf. */
+int ns_entry_decode(const uint8_t *buf, size_t len,
+                    const ns_hash_t network_id, ns_entry_t *e) NS_MUST_CHECK;
+int ns_entry_body_decode(const ns_entry_t *e, ns_entry_body_t *b)
+    NS_MUST_CHECK;
+int ns_entry_body_encode(uint8_t type, const ns_entry_body_t *b,
+                         ns_buf_t *out) NS_MUST_CHECK;
+const char *ns_entry_type_name(uint32_t type);
+
+void ns_bid_sign(ns_bid_t *bid, const ns_identity_t *provider,
+                 const ns_hash_t network_id);
+int ns_bid_verify(const ns_bid_t *bid, const ns_hash_t network_id)
+    NS_MUST_CHECK;
+
+/* ---- the store -------------------------------------------------------- */
+
+typedef struct ns_ledger ns_ledger_t;
+
+typedef struct {
+    uint8_t id[NS_ID_BYTES];
+    uint64_t free;              /* spendable credits */
+    uint64_t staked;            /* staked, not locked */
+    uint64_t locked_escrow;     /* escrow of open jobs */
+    uint64_t locked_collateral; /* collateral of accepted jobs */
+    uint64_t seq;               /* head seq (0: no entries) */
+    ns_hash_t head;             /* head id */
+    uint64_t head_timestamp_ms;
+    bool banned;                /* forked its chain */
+    uint32_t jobs_posted, jobs_settled_as_requester;
+    uint32_t jobs_settled, jobs_slashed, jobs_cancelled; /* as provider */
+} ns_account_t;
+
+typedef enum {
+    NS_JOB_OPEN = 1,      /* escrow locked, no live award */
+    NS_JOB_AWARDED = 2,   /* an award is live */
+    NS_JOB_SETTLED = 3,   /* paid; closed */
+    NS_JOB_CANCELLED = 4, /* refunded; closed */
+} ns_job_state;
+
+/* A job as its requester's chain defines it, plus what the current
+ * award's provider has written. */
+typedef struct {
+    ns_hash_t job_id;
+    uint8_t requester[NS_ID_BYTES];
+    uint64_t escrow, max_price, collateral, deadline_ms;
+    uint8_t state;       /* ns_job_state */
+    uint32_t round;      /* awards so far */
+    ns_hash_t award_id;  /* current award (zero if none) */
+    uint8_t provider[NS_ID_BYTES];
+    uint64_t price;
+    ns_hash_t accept_id; /* current award's ACCEPT, if seen */
+    ns_hash_t result_id; /* current award's RESULT, if seen */
+    ns_hash_t root;
+    uint64_t n_items;
+    uint32_t slashed;    /* providers slashed on this job */
+} ns_ledger_job_t;
+
+/* The exec layer's fraud-proof check, supplied at start-up so that the
+ * ledger does not depend on exec. NS_OK = proof valid (fraud shown). */
+typedef int (*ns_slash_verifier_fn)(void *user, const ns_ledger_job_t *job,
+                                    const uint8_t *provider,
+                                    const ns_hash_t root, uint64_t n_items,
+                                    const uint8_t *proof, size_t len);
+
+/* Open (or create from the genesis) the ledger in dir. Checks the stored
+ * network id and the conservation invariant; a mismatch or LMDB
+ * corruption is NS_ERR_CORRUPT with a reason in err. */
+ns_ledger_t *ns_ledger_open(const char *dir, const ns_genesis_t *genesis,
+                            int *rc, char *err, size_t errlen);
+/* For readers in other processes (the CLI): no writes, never blocks the
+ * node's writer. NS_ERR_NOTFOUND if the node never created the ledger. */
+ns_ledger_t *ns_ledger_open_readonly(const char *dir,
+                                     const ns_genesis_t *genesis, int *rc,
+                                     char *err, size_t errlen);
+void ns_ledger_close(ns_ledger_t **l);
+void ns_ledger_set_verifier(ns_ledger_t *l, ns_slash_verifier_fn fn,
+                            void *user);
+
+/* Append our own entry: assigns seq and prev, signs, validates, stores
+ * durably. The encoded entry (to gossip) goes to out, its id to id. */
+int ns_ledger_append(ns_ledger_t *l, const ns_identity_t *me, uint8_t type,
+                     const ns_entry_body_t *body, const uint8_t *refs,
+                     uint32_t n_refs, ns_buf_t *out, ns_hash_t id)
+    NS_MUST_CHECK;
+
+/* Take an entry from the network. NS_OK = stored (durable once
+ * ns_ledger_commit returns; entries are batched), NS_ERR_GAP or
+ * NS_ERR_MISSING = buffered until what it needs arrives (*missing_author,
+ * *missing_seq name the gap to fetch when not NULL), NS_ERR_DUPLICATE,
+ * NS_ERR_FORK (proof stored, author banned), or the rule it breaks. */
+int ns_ledger_ingest(ns_ledger_t *l, const uint8_t *buf, size_t len,
+                     uint8_t *missing_author, uint64_t *missing_seq);
+/* Make everything ingested so far durable (one synced LMDB commit). */
+int ns_ledger_commit(ns_ledger_t *l) NS_MUST_CHECK;
+
+int ns_ledger_account(ns_ledger_t *l, const uint8_t id[NS_ID_BYTES],
+                      ns_account_t *out) NS_MUST_CHECK;
+int ns_ledger_job(ns_ledger_t *l, const ns_hash_t job_id,
+                  ns_ledger_job_t *out) NS_MUST_CHECK;
+/* Credit that `ref` holds for `to`: amount, and whether taken in. */
+int ns_ledger_credit(ns_ledger_t *l, const ns_hash_t ref,
+                     const uint8_t to[NS_ID_BYTES], uint64_t *amount,
+                     bool *claimed) NS_MUST_CHECK;
+/* Up to max unclaimed credits for `to` (ids), for the next entry's refs. */
+uint32_t ns_ledger_unclaimed(ns_ledger_t *l, const uint8_t to[NS_ID_BYTES],
+                             uint8_t *ids, uint32_t max);
+
+/* Encoded entry of (author, seq): *buf malloc'd. */
+int ns_ledger_get(ns_ledger_t *l, const uint8_t author[NS_ID_BYTES],
+                  uint64_t seq, uint8_t **buf, size_t *len) NS_MUST_CHECK;
+/* Visit accounts (by id order) / entries of one author (seq order) /
+ * all entries; stop when fn returns false. */
+void ns_ledger_each_account(ns_ledger_t *l,
+                            bool (*fn)(void *u, const ns_account_t *a),
+                            void *u);
+void ns_ledger_each_entry(ns_ledger_t *l, const uint8_t *author_or_null,
+                          bool (*fn)(void *u, const ns_entry_t *e), void *u);
+
+typedef struct {
+    uint64_t entries;        /* stored */
+    uint64_t accounts;
+    uint64_t total;          /* genesis total */
+    uint64_t burned;         /* slashed and penalties */
+    uint64_t pending_credit; /* credits not yet taken in */
+    uint64_t forks;          /* fork proofs stored */
+    uint32_t buffered;       /* out-of-order entries waiting */
+    ns_hash_t digest;        /* XOR of H(author, seq, head) over authors */
+    uint64_t rejected[NS_ERR_COUNT]; /* by -reason */
+} ns_ledger_stats_t;
+void ns_ledger_stats(ns_ledger_t *l, ns_ledger_stats_t *s);
+
+/* Sum of every account's free + staked + locked + pending + burned; must
+ * equal the genesis total (the invariant tests check everywhere). */
+int ns_ledger_check_conservation(ns_ledger_t *l, uint64_t *sum)
+    NS_MUST_CHECK;
+
+#endif

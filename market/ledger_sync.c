@@ -1,0 +1,453 @@
+/* ledger_sync.c - gossip of entries, head exchange and range pulls. */
+#include "nightshift/ledger_sync.h"
+#include "nightshift/log.h"
+#include "nightshift/util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct ns_ledger_sync {
+    ns_p2p_t *p2p;
+    ns_ledger_t *ledger;
+    bool dirty;         /* entries ingested since the last commit */
+    ns_buf_t body;
+    ns_buf_t entry;
+    struct {
+        uint64_t gossip_in, stored, buffered, rejected, duplicates;
+        uint64_t heads_req_sent, heads_served, gets_sent, gets_served;
+        uint64_t ranges_in;
+    } stats;
+};
+
+typedef struct {
+    ns_buf_t *buf;
+    int err;
+} s_writer_t;
+
+static int s_write_cb(void *data, const char *buf, size_t len)
+{
+    s_writer_t *w = data;
+    if (w->err == NS_OK)
+        w->err = ns_buf_append(w->buf, buf, len);
+    return w->err == NS_OK ? 0 : -1;
+}
+
+#define S_PACKER(b, w, pk)                                                     \
+    (b)->len = 0;                                                              \
+    s_writer_t w = {(b), NS_OK};                                               \
+    msgpack_packer pk;                                                         \
+    msgpack_packer_init(&pk, &w, s_write_cb)
+
+static void s_publish_summary(ns_ledger_sync_t *s)
+{
+    ns_ledger_stats_t st;
+    ns_ledger_stats(s->ledger, &st);
+    ns_p2p_set_ledger_summary(s->p2p, st.entries, st.digest);
+}
+
+static void s_commit(ns_ledger_sync_t *s)
+{
+    /* Always: also closes a batch that only saw rejections. */
+    if (ns_ledger_commit(s->ledger) != NS_OK)
+        ns_error(NS_MOD_LEDGER, "event=commit_failed");
+    if (s->dirty)
+        s_publish_summary(s);
+    s->dirty = false;
+}
+
+static int s_send_get(ns_ledger_sync_t *s, const uint8_t *peer,
+                      const uint8_t *author, uint64_t from, uint64_t to)
+{
+    S_PACKER(&s->body, w, pk);
+    msgpack_pack_array(&pk, 3);
+    ns_mp_bin(&pk, author, NS_ID_BYTES);
+    msgpack_pack_uint64(&pk, from);
+    msgpack_pack_uint64(&pk, to);
+    if (w.err != NS_OK)
+        return w.err;
+    s->stats.gets_sent++;
+    return ns_p2p_send(s->p2p, peer, NS_MSG_GET, s->body.data, s->body.len);
+}
+
+/* Ingest one entry; on a gap, ask `from_peer` for the missing range. */
+static int s_take(ns_ledger_sync_t *s, const uint8_t *buf, size_t len,
+                  const uint8_t *from_peer)
+{
+    uint8_t author[NS_ID_BYTES];
+    uint64_t want = 0;
+    int rc = ns_ledger_ingest(s->ledger, buf, len, author, &want);
+    switch (rc) {
+    case NS_OK:
+        s->stats.stored++;
+        s->dirty = true;
+        return NS_OK;
+    case NS_ERR_GAP:
+        s->stats.buffered++;
+        if (from_peer && want)
+            (void)s_send_get(s, from_peer, author, want, want + NS_SYNC_BATCH);
+        return NS_OK;
+    case NS_ERR_MISSING:
+        s->stats.buffered++;
+        return NS_OK;
+    case NS_ERR_DUPLICATE:
+        s->stats.duplicates++;
+        return NS_ERR_REPLAY;
+    case NS_ERR_FORK:
+        s->dirty = true;
+        ns_warn(NS_MOD_LEDGER, "event=fork_detected action=author_banned");
+        return NS_OK; /* spread it: every node must learn of the fork */
+    default:
+        s->stats.rejected++;
+        return rc;
+    }
+}
+
+/* ---- handlers ------------------------------------------------------------ */
+
+static int s_on_entry(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
+{
+    (void)src;
+    ns_ledger_sync_t *s = user;
+    s->stats.gossip_in++;
+    return s_take(s, env->body, env->body_len, env->sender);
+}
+
+typedef struct {
+    const uint8_t *start;
+    uint8_t (*ids)[NS_ID_BYTES];
+    uint64_t *seqs;
+    uint32_t n;
+    bool more;
+    uint8_t next[NS_ID_BYTES];
+} s_heads_t;
+
+static bool s_collect_head(void *u, const ns_account_t *a)
+{
+    s_heads_t *c = u;
+    if (a->seq == 0 || memcmp(a->id, c->start, NS_ID_BYTES) < 0)
+        return true;
+    if (c->n == NS_SYNC_HEADS_MAX) {
+        c->more = true;
+        memcpy(c->next, a->id, NS_ID_BYTES);
+        return false;
+    }
+    memcpy(c->ids[c->n], a->id, NS_ID_BYTES);
+    c->seqs[c->n++] = a->seq;
+    return true;
+}
+
+static int s_on_heads_req(void *user, const ns_envelope_t *env,
+                          ns_p2p_src_t *src)
+{
+    ns_ledger_sync_t *s = user;
+    ns_mpr_t r;
+    uint8_t start[NS_ID_BYTES];
+    ns_mpr_init(&r, env->body, env->body_len);
+    ns_mpr_array_exact(&r, 1);
+    ns_mpr_bin_exact(&r, start, NS_ID_BYTES);
+    if (ns_mpr_end(&r) != NS_OK)
+        return r.err;
+    s_commit(s);
+    s_heads_t c = {start, malloc((size_t)NS_SYNC_HEADS_MAX * NS_ID_BYTES),
+                   malloc(NS_SYNC_HEADS_MAX * sizeof(uint64_t)), 0, false,
+                   {0}};
+    int rc = NS_ERR_NOMEM;
+    if (c.ids && c.seqs) {
+        ns_ledger_each_account(s->ledger, s_collect_head, &c);
+        S_PACKER(&s->body, w, pk);
+        msgpack_pack_array(&pk, 2);
+        msgpack_pack_array(&pk, c.n);
+        for (uint32_t i = 0; i < c.n; i++) {
+            msgpack_pack_array(&pk, 2);
+            ns_mp_bin(&pk, c.ids[i], NS_ID_BYTES);
+            msgpack_pack_uint64(&pk, c.seqs[i]);
+        }
+        if (c.more)
+            ns_mp_bin(&pk, c.next, NS_ID_BYTES);
+        else
+            msgpack_pack_nil(&pk);
+        rc = w.err;
+        if (rc == NS_OK) {
+            s->stats.heads_served++;
+            rc = ns_p2p_reply(s->p2p, src, NS_MSG_HEADS, s->body.data,
+                              s->body.len);
+        }
+    }
+    free(c.ids);
+    free(c.seqs);
+    return rc;
+}
+
+static int s_send_heads_req(ns_ledger_sync_t *s, const uint8_t *peer,
+                            const uint8_t *start)
+{
+    S_PACKER(&s->body, w, pk);
+    msgpack_pack_array(&pk, 1);
+    ns_mp_bin(&pk, start, NS_ID_BYTES);
+    if (w.err != NS_OK)
+        return w.err;
+    s->stats.heads_req_sent++;
+    return ns_p2p_send(s->p2p, peer, NS_MSG_HEADS_REQ, s->body.data,
+                       s->body.len);
+}
+
+static int s_on_heads(void *user, const ns_envelope_t *env,
+                      ns_p2p_src_t *src)
+{
+    (void)src;
+    ns_ledger_sync_t *s = user;
+    ns_mpr_t r;
+    uint32_t n = 0;
+    ns_mpr_init(&r, env->body, env->body_len);
+    ns_mpr_array_exact(&r, 2);
+    ns_mpr_array(&r, &n, NS_SYNC_HEADS_MAX);
+    uint32_t gets = 0;
+    for (uint32_t i = 0; i < n && r.err == NS_OK; i++) {
+        uint8_t author[NS_ID_BYTES];
+        uint64_t seq = 0;
+        ns_mpr_array_exact(&r, 2);
+        ns_mpr_bin_exact(&r, author, NS_ID_BYTES);
+        ns_mpr_uint(&r, &seq);
+        ns_account_t mine;
+        if (r.err != NS_OK || ns_ledger_account(s->ledger, author, &mine) ||
+            mine.banned || seq <= mine.seq || gets >= 64)
+            continue;
+        /* At most 64 ranges per round; the next round asks again. */
+        uint64_t to = seq < mine.seq + NS_SYNC_BATCH ? seq
+                                                     : mine.seq + NS_SYNC_BATCH;
+        if (s_send_get(s, env->sender, author, mine.seq + 1, to) == NS_OK)
+            gets++;
+    }
+    if (r.err != NS_OK)
+        return r.err;
+    uint8_t next[NS_ID_BYTES];
+    if (r.left >= 1 && r.p[0] == 0xc0) {
+        r.p++;
+        r.left--;
+    } else if (ns_mpr_bin_exact(&r, next, NS_ID_BYTES) == NS_OK) {
+        (void)s_send_heads_req(s, env->sender, next);
+    }
+    return ns_mpr_end(&r);
+}
+
+static int s_on_get(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
+{
+    ns_ledger_sync_t *s = user;
+    ns_mpr_t r;
+    uint8_t author[NS_ID_BYTES];
+    uint64_t from = 0, to = 0;
+    ns_mpr_init(&r, env->body, env->body_len);
+    ns_mpr_array_exact(&r, 3);
+    ns_mpr_bin_exact(&r, author, NS_ID_BYTES);
+    ns_mpr_uint(&r, &from);
+    ns_mpr_uint(&r, &to);
+    if (ns_mpr_end(&r) != NS_OK)
+        return r.err;
+    if (from == 0 || to < from)
+        return NS_ERR_INVAL;
+    s_commit(s);
+    ns_account_t a;
+    if (ns_ledger_account(s->ledger, author, &a) != NS_OK)
+        return NS_ERR_IO;
+    if (to > a.seq)
+        to = a.seq;
+    if (to - from + 1 > NS_SYNC_BATCH)
+        to = from + NS_SYNC_BATCH - 1;
+    /* Entries up to the body cap, in order. */
+    ns_buf_t list;
+    ns_buf_init(&list);
+    uint32_t count = 0;
+    size_t budget = NS_MAX_BODY - 1024;
+    for (uint64_t q = from; q <= to && from <= a.seq; q++) {
+        uint8_t *e = NULL;
+        size_t len = 0;
+        if (ns_ledger_get(s->ledger, author, q, &e, &len) != NS_OK)
+            break;
+        if (list.len + len + 8 > budget) {
+            free(e);
+            break;
+        }
+        msgpack_packer lp;
+        s_writer_t lw = {&list, NS_OK};
+        msgpack_packer_init(&lp, &lw, s_write_cb);
+        ns_mp_bin(&lp, e, len);
+        free(e);
+        if (lw.err != NS_OK)
+            break;
+        count++;
+    }
+    S_PACKER(&s->body, w, pk);
+    msgpack_pack_array(&pk, 3);
+    ns_mp_bin(&pk, author, NS_ID_BYTES);
+    msgpack_pack_uint64(&pk, a.seq);
+    msgpack_pack_array(&pk, count);
+    int rc = w.err;
+    if (rc == NS_OK)
+        rc = ns_buf_append(&s->body, list.data, list.len);
+    ns_buf_release(&list);
+    if (rc != NS_OK)
+        return rc;
+    s->stats.gets_served++;
+    return ns_p2p_reply(s->p2p, src, NS_MSG_ENTRIES, s->body.data,
+                        s->body.len);
+}
+
+static int s_on_entries(void *user, const ns_envelope_t *env,
+                        ns_p2p_src_t *src)
+{
+    (void)src;
+    ns_ledger_sync_t *s = user;
+    ns_mpr_t r;
+    uint8_t author[NS_ID_BYTES];
+    uint64_t their_head = 0;
+    uint32_t n = 0;
+    ns_mpr_init(&r, env->body, env->body_len);
+    ns_mpr_array_exact(&r, 3);
+    ns_mpr_bin_exact(&r, author, NS_ID_BYTES);
+    ns_mpr_uint(&r, &their_head);
+    ns_mpr_array(&r, &n, NS_SYNC_BATCH);
+    for (uint32_t i = 0; i < n && r.err == NS_OK; i++) {
+        const uint8_t *e = NULL;
+        size_t len = 0;
+        if (ns_mpr_bin(&r, &e, &len, NS_MAX_ENTRY) == NS_OK)
+            (void)s_take(s, e, len, NULL);
+    }
+    if (ns_mpr_end(&r) != NS_OK)
+        return r.err;
+    s->stats.ranges_in++;
+    s_commit(s); /* one synced commit per batch */
+    ns_account_t mine;
+    if (n > 0 && ns_ledger_account(s->ledger, author, &mine) == NS_OK &&
+        !mine.banned && mine.seq < their_head)
+        (void)s_send_get(s, env->sender, author, mine.seq + 1,
+                         mine.seq + NS_SYNC_BATCH);
+    return NS_OK;
+}
+
+/* ---- timers -------------------------------------------------------------- */
+
+static bool s_digest_differs(void *u, const uint8_t *id,
+                             const ns_heartbeat_t *hb)
+{
+    (void)id;
+    const ns_hash_t *mine = u;
+    return memcmp(hb->ledger_digest, *mine, NS_HASH_BYTES) != 0;
+}
+
+static void s_on_sync_timer(void *user, uint64_t now)
+{
+    (void)now;
+    ns_ledger_sync_t *s = user;
+    s_commit(s);
+    ns_ledger_stats_t st;
+    ns_ledger_stats(s->ledger, &st);
+    uint8_t peer[NS_ID_BYTES];
+    static const uint8_t zero[NS_ID_BYTES];
+    if (ns_p2p_pick_peer(s->p2p, s_digest_differs, st.digest, peer) == NS_OK)
+        (void)s_send_heads_req(s, peer, zero);
+}
+
+static void s_on_commit_timer(void *user, uint64_t now)
+{
+    (void)now;
+    s_commit(user);
+}
+
+/* ---- public --------------------------------------------------------------- */
+
+ns_ledger_sync_t *ns_ledger_sync_new(ns_p2p_t *p, ns_ledger_t *l, int *err)
+{
+    ns_ledger_sync_t *s = calloc(1, sizeof *s);
+    if (!s) {
+        *err = NS_ERR_NOMEM;
+        return NULL;
+    }
+    s->p2p = p;
+    s->ledger = l;
+    ns_buf_init(&s->body);
+    ns_buf_init(&s->entry);
+    int rc;
+    if ((rc = ns_p2p_register(p, NS_MSG_ENTRY, true, s_on_entry, s)) ||
+        (rc = ns_p2p_register(p, NS_MSG_HEADS_REQ, false, s_on_heads_req,
+                              s)) ||
+        (rc = ns_p2p_register(p, NS_MSG_HEADS, false, s_on_heads, s)) ||
+        (rc = ns_p2p_register(p, NS_MSG_GET, false, s_on_get, s)) ||
+        (rc = ns_p2p_register(p, NS_MSG_ENTRIES, false, s_on_entries, s)) ||
+        (rc = ns_p2p_add_timer(p, NS_LEDGER_SYNC_MS, s_on_sync_timer, s)) ||
+        (rc = ns_p2p_add_timer(p, NS_LEDGER_COMMIT_MS, s_on_commit_timer,
+                               s))) {
+        *err = rc;
+        ns_ledger_sync_destroy(&s);
+        return NULL;
+    }
+    s_publish_summary(s);
+    return s;
+}
+
+void ns_ledger_sync_destroy(ns_ledger_sync_t **ps)
+{
+    if (!ps || !*ps)
+        return;
+    s_commit(*ps);
+    ns_buf_release(&(*ps)->body);
+    ns_buf_release(&(*ps)->entry);
+    free(*ps);
+    *ps = NULL;
+}
+
+int ns_ledger_sync_append(ns_ledger_sync_t *s, const ns_identity_t *me,
+                          uint8_t type, const ns_entry_body_t *body,
+                          bool claim_credits, ns_hash_t id)
+{
+    uint8_t refs[NS_MAX_REFS * NS_HASH_BYTES];
+    uint32_t n_refs = 0;
+    s_commit(s);
+    if (claim_credits)
+        n_refs = ns_ledger_unclaimed(s->ledger, ns_identity_pk(me), refs,
+                                     NS_MAX_REFS);
+    int rc = ns_ledger_append(s->ledger, me, type, body, refs, n_refs,
+                              &s->entry, id);
+    if (rc != NS_OK)
+        return rc;
+    s_publish_summary(s);
+    return ns_p2p_publish(s->p2p, NS_MSG_ENTRY, s->entry.data, s->entry.len);
+}
+
+static void s_kv(msgpack_packer *pk, const char *k, uint64_t v)
+{
+    ns_mp_str(pk, k);
+    msgpack_pack_uint64(pk, v);
+}
+
+void ns_ledger_sync_pack_status(ns_ledger_sync_t *s, msgpack_packer *pk)
+{
+    s_commit(s);
+    ns_ledger_stats_t st;
+    ns_ledger_stats(s->ledger, &st);
+    char digest[2 * NS_HASH_BYTES + 1];
+    ns_hex(digest, st.digest, NS_HASH_BYTES);
+    static const int reasons[] = {
+        NS_ERR_SIG,     NS_ERR_PREV,      NS_ERR_FUNDS,    NS_ERR_CLAIMED,
+        NS_ERR_NOCREDIT, NS_ERR_BANNED,   NS_ERR_JOBSTATE, NS_ERR_INVAL,
+        NS_ERR_MSGTYPE, NS_ERR_TYPE,      NS_ERR_TOOBIG,   NS_ERR_TRUNCATED,
+        NS_ERR_VERSION, NS_ERR_PROOF,     NS_ERR_STALE,    NS_ERR_STATE,
+        NS_ERR_TRAILING};
+    size_t nr = sizeof reasons / sizeof reasons[0];
+    msgpack_pack_map(pk, 12);
+    s_kv(pk, "entries", st.entries);
+    s_kv(pk, "accounts", st.accounts);
+    s_kv(pk, "total", st.total);
+    s_kv(pk, "burned", st.burned);
+    s_kv(pk, "pending_credit", st.pending_credit);
+    s_kv(pk, "forks", st.forks);
+    s_kv(pk, "buffered", st.buffered);
+    ns_mp_str(pk, "digest");
+    ns_mp_str(pk, digest);
+    s_kv(pk, "gossip_in", s->stats.gossip_in);
+    s_kv(pk, "stored", s->stats.stored);
+    s_kv(pk, "ranges_in", s->stats.ranges_in);
+    ns_mp_str(pk, "rejected");
+    msgpack_pack_map(pk, (uint32_t)nr);
+    for (size_t i = 0; i < nr; i++)
+        s_kv(pk, ns_errname(reasons[i]), st.rejected[-reasons[i]]);
+}
