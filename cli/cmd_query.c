@@ -310,3 +310,109 @@ int ns_cmd_id(int argc, char **argv)
     printf("%s\n%s\n", idtext, addr);
     return 0;
 }
+
+/* ---- connect / block ------------------------------------------------------ */
+
+static int s_send_cmd(const char *cmd, const char *datadir,
+                      msgpack_sbuffer *sb)
+{
+    uint8_t *doc = NULL;
+    size_t len = 0;
+    char err[512];
+    if (ns_ctl_request(datadir, sb->data, sb->size, &doc, &len, err,
+                       sizeof err) != NS_OK) {
+        ns_cli_error(cmd, "%s", err);
+        return 1;
+    }
+    char *json = NULL;
+    if (ns_mp_to_json(doc, len, &json, 0) == NS_OK)
+        printf("%s\n", json);
+    free(json);
+    free(doc);
+    return 0;
+}
+
+static const char s_connect_usage[] =
+    "usage: nightshift connect --datadir D ID@tcp://HOST:PORT\n"
+    "\n"
+    "Ask the node running on D to dial a peer now (it then learns the rest\n"
+    "of that network by peer exchange).\n";
+
+int ns_cmd_connect(int argc, char **argv)
+{
+    const char *cmd = "connect";
+    if (ns_cli_wants_help(argc, argv)) {
+        fputs(s_connect_usage, stdout);
+        return 0;
+    }
+    if (argc != 4 || strcmp(argv[1], "--datadir") != 0) {
+        ns_cli_error(cmd, "expected --datadir D ADDRESS (see --help)");
+        return 2;
+    }
+    uint8_t pk[NS_ID_BYTES];
+    char ep[NS_ENDPOINT_MAX];
+    if (ns_addr_parse(argv[3], pk, ep) != NS_OK) {
+        ns_cli_error(cmd, "bad address '%s': expected ID@tcp://HOST:PORT",
+                     argv[3]);
+        return 2;
+    }
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer p;
+    msgpack_packer_init(&p, &sb, msgpack_sbuffer_write);
+    msgpack_pack_array(&p, 2);
+    ns_mp_str(&p, "connect");
+    ns_mp_str(&p, argv[3]);
+    int rc = s_send_cmd(cmd, argv[2], &sb);
+    msgpack_sbuffer_destroy(&sb);
+    return rc;
+}
+
+static const char s_block_usage[] =
+    "usage: nightshift block --datadir D ID [--ms MILLISECONDS]\n"
+    "\n"
+    "Test networks only: the node running on D cuts all traffic with peer\n"
+    "ID for the given time (default 10000 ms), as if the network between\n"
+    "them were partitioned.\n";
+
+int ns_cmd_block(int argc, char **argv)
+{
+    const char *cmd = "block";
+    if (ns_cli_wants_help(argc, argv)) {
+        fputs(s_block_usage, stdout);
+        return 0;
+    }
+    const char *datadir = NULL, *idtext = NULL;
+    uint64_t ms = 10000;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--datadir") == 0 && i + 1 < argc)
+            datadir = argv[++i];
+        else if (strcmp(argv[i], "--ms") == 0 && i + 1 < argc) {
+            if (ns_parse_u64(argv[++i], &ms) != NS_OK) {
+                ns_cli_error(cmd, "bad --ms '%s'", argv[i]);
+                return 2;
+            }
+        } else if (!idtext && argv[i][0] != '-')
+            idtext = argv[i];
+        else {
+            ns_cli_error(cmd, "unknown argument '%s' (see --help)", argv[i]);
+            return 2;
+        }
+    }
+    uint8_t id[NS_ID_BYTES];
+    if (!datadir || !idtext || ns_id_parse(idtext, id) != NS_OK) {
+        ns_cli_error(cmd, "expected --datadir D ID (see --help)");
+        return 2;
+    }
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer p;
+    msgpack_packer_init(&p, &sb, msgpack_sbuffer_write);
+    msgpack_pack_array(&p, 3);
+    ns_mp_str(&p, "block");
+    ns_mp_bin(&p, id, NS_ID_BYTES);
+    msgpack_pack_uint64(&p, ms);
+    int rc = s_send_cmd(cmd, datadir, &sb);
+    msgpack_sbuffer_destroy(&sb);
+    return rc;
+}

@@ -260,6 +260,32 @@ int ns_p2p_send(ns_p2p_t *p, const uint8_t peer[NS_ID_BYTES], uint8_t type,
     return rc;
 }
 
+int ns_p2p_connect(ns_p2p_t *p, const char *addr)
+{
+    uint8_t id[NS_ID_BYTES];
+    char ep[NS_ENDPOINT_MAX];
+    int rc = ns_addr_parse(addr, id, ep);
+    if (rc != NS_OK)
+        return rc;
+    if (memcmp(id, p->self_id, NS_ID_BYTES) == 0)
+        return NS_ERR_SELF;
+    if (ns_peers_find(p, id))
+        return NS_ERR_EXISTS;
+    return ns_peers_add(p, id, ep, false) ? NS_OK : NS_ERR_TOOBIG;
+}
+
+int ns_p2p_block(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES], uint32_t ms)
+{
+    uint8_t curve[32];
+    if (ns_id_curve_pk(id, curve) != NS_OK)
+        return NS_ERR_INVAL;
+    ns_tr_ban_for(p, curve, ms);
+    ns_peer_t *peer = ns_peers_find(p, id);
+    if (peer)
+        ns_peers_remove(p, peer, "blocked");
+    return NS_OK;
+}
+
 int ns_p2p_pick_peer(ns_p2p_t *p,
                      bool (*want)(void *u, const uint8_t id[NS_ID_BYTES],
                                   const ns_heartbeat_t *hb),
@@ -612,7 +638,11 @@ static bool s_recv_router(ns_p2p_t *p)
         memset(key, 0, sizeof key);
     s_src_t src = {ns_link_get(p, key, ns_mono_ms()), key,
                    zmq_msg_data(&rid), zmq_msg_size(&rid), NULL};
-    if (zmq_msg_more(&payload)) {
+    if (ns_tr_banned(p, key)) {
+        /* Refused at the next handshake; until then, ignored. */
+        if (zmq_msg_more(&payload))
+            s_drain_more(p->router);
+    } else if (zmq_msg_more(&payload)) {
         s_drain_more(p->router);
         p->stats.rx_msgs++;
         ns_p2p_drop(p, src.link, NS_ERR_TYPE, NULL, "multipart message");

@@ -173,6 +173,7 @@ bool ns_tr_reply(ns_p2p_t *p, const uint8_t *rid, size_t rid_len,
                  const uint8_t *buf, size_t len);
 void ns_tr_handle_zap(ns_p2p_t *p);
 void ns_tr_ban(ns_p2p_t *p, const uint8_t key[32]);
+void ns_tr_ban_for(ns_p2p_t *p, const uint8_t key[32], uint64_t ms);
 bool ns_tr_banned(ns_p2p_t *p, const uint8_t key[32]);
 
 /* peers.c */

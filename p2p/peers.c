@@ -40,7 +40,7 @@ ns_peer_t *ns_peers_add(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES],
         return NULL;
     }
     uint8_t curve[32];
-    if (ns_id_curve_pk(id, curve) != NS_OK)
+    if (ns_id_curve_pk(id, curve) != NS_OK || ns_tr_banned(p, curve))
         return NULL;
     void *dealer = ns_tr_connect(p, curve, endpoint);
     if (!dealer)

@@ -136,6 +136,11 @@ bool ns_tr_reply(ns_p2p_t *p, const uint8_t *rid, size_t rid_len,
 
 void ns_tr_ban(ns_p2p_t *p, const uint8_t key[32])
 {
+    ns_tr_ban_for(p, key, S_BAN_MS);
+}
+
+void ns_tr_ban_for(ns_p2p_t *p, const uint8_t key[32], uint64_t ms)
+{
     uint64_t now = ns_mono_ms();
     int slot = 0;
     for (int i = 0; i < S_BAN_SLOTS; i++) {
@@ -147,7 +152,7 @@ void ns_tr_ban(ns_p2p_t *p, const uint8_t key[32])
             slot = i;
     }
     memcpy(p->bans[slot].key, key, 32);
-    p->bans[slot].until_ms = now + S_BAN_MS;
+    p->bans[slot].until_ms = now + ms;
 }
 
 bool ns_tr_banned(ns_p2p_t *p, const uint8_t key[32])

@@ -80,6 +80,15 @@ int ns_p2p_reply(ns_p2p_t *p, ns_p2p_src_t *src, uint8_t type,
 int ns_p2p_send(ns_p2p_t *p, const uint8_t peer[NS_ID_BYTES], uint8_t type,
                 const uint8_t *body, size_t len) NS_MUST_CHECK;
 
+/* Dial an address now (operators' `connect`). NS_ERR_EXISTS if known. */
+int ns_p2p_connect(ns_p2p_t *p, const char *addr) NS_MUST_CHECK;
+
+/* Cut all traffic with a peer for ms milliseconds: dropped from the table,
+ * its connections refused and its messages ignored. For partition tests
+ * on test networks (the daemon refuses it otherwise). */
+int ns_p2p_block(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES], uint32_t ms)
+    NS_MUST_CHECK;
+
 /* A random live peer whose latest heartbeat satisfies want (NULL = any).
  * NS_ERR_NOTFOUND if none. */
 int ns_p2p_pick_peer(ns_p2p_t *p,
