@@ -37,6 +37,7 @@ static void s_on_signal(int sig)
 
 typedef struct {
     ns_p2p_t *p2p;
+    bool test_network; /* genesis allows fault injection */
     ns_ledger_t *ledger;
     ns_ledger_sync_t *sync;
     const ns_identity_t *me;
@@ -149,6 +150,35 @@ static void s_on_ctl(void *user, void *sock)
     } else if (strcmp(query, "latency") == 0) {
         msgpack_pack_true(&pk);
         ns_p2p_pack_latency(d->p2p, &pk);
+    } else if (strcmp(query, "connect") == 0 && nargs == 1) {
+        char addr[NS_ADDR_MAX];
+        ns_mpr_str(&r, addr, sizeof addr - 1);
+        int rc = ns_mpr_end(&r) == NS_OK ? ns_p2p_connect(d->p2p, addr)
+                                          : NS_ERR_INVAL;
+        if (rc == NS_OK) {
+            msgpack_pack_true(&pk);
+            ns_mp_str(&pk, "dialling");
+        } else {
+            msgpack_pack_false(&pk);
+            ns_mp_str(&pk, ns_strerror(rc));
+        }
+    } else if (strcmp(query, "block") == 0 && nargs == 2) {
+        uint8_t peer[NS_ID_BYTES];
+        uint64_t ms = 0;
+        ns_mpr_bin_exact(&r, peer, NS_ID_BYTES);
+        ns_mpr_uint(&r, &ms);
+        int rc = ns_mpr_end(&r) != NS_OK || ms > 3600000 ? NS_ERR_INVAL
+                 : !d->test_network                     ? NS_ERR_STATE
+                    : ns_p2p_block(d->p2p, peer, (uint32_t)ms);
+        if (rc == NS_OK) {
+            msgpack_pack_true(&pk);
+            ns_mp_str(&pk, "blocked");
+        } else {
+            msgpack_pack_false(&pk);
+            ns_mp_str(&pk, rc == NS_ERR_STATE
+                               ? "block is for test networks only"
+                               : ns_strerror(rc));
+        }
     } else if (strcmp(query, "transfer") == 0 ||
                strcmp(query, "stake") == 0 ||
                strcmp(query, "unstake") == 0) {
@@ -327,7 +357,8 @@ int ns_cmd_node(int argc, char **argv)
         ns_cli_error(cmd, "cannot start ledger sync: %s", ns_strerror(rc));
         goto out;
     }
-    s_daemon_t d = {p2p, ledger, sync, id, o.datadir, ctl};
+    s_daemon_t d = {p2p,  genesis.test_network, ledger, sync, id,
+                    o.datadir, ctl};
     if (ns_p2p_add_socket(p2p, ctl, s_on_ctl, &d) != NS_OK)
         goto out;
 
