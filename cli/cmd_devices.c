@@ -1,35 +1,52 @@
 /* cmd_devices.c - `nightshift devices [--json]`: the OpenCL devices this
- * machine could offer, probed in-process (a short-lived command, so a
- * misbehaving driver takes down only itself).
+ * machine could offer, probed and benchmarked in-process (a short-lived
+ * command, so a misbehaving driver takes down only itself).
  */
 #include "cli.h"
 
+#include "nightshift/devbench.h"
 #include "nightshift/devices.h"
+#include "nightshift/log.h"
 #include "nightshift/mp.h"
 
 #include <msgpack.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* More than a heartbeat carries: the command shows everything installed. */
 #define NS_CLI_MAX_DEVICES 64
+_Static_assert(NS_CLI_MAX_DEVICES <= NS_MAX_DEVBENCH_ENTRIES,
+               "every listed device must fit the benchmark cache");
 
 static const char s_usage[] =
-    "usage: nightshift devices [--json]\n"
+    "usage: nightshift devices [--json] [--datadir D] [--no-bench | "
+    "--rebench]\n"
     "\n"
-    "List every OpenCL platform and device on this machine.\n"
+    "List every OpenCL platform and device on this machine with its\n"
+    "measured fp32 FMA throughput (GFLOPS) and copy bandwidth (GB/s).\n"
+    "The benchmark takes about 0.5-2 s per device.\n"
     "\n"
-    "  --json     print one JSON document: a list of objects with platform,\n"
-    "             name, vendor, type (cpu|gpu|accelerator|other),\n"
-    "             global_mem_bytes, max_alloc_bytes, compute_units,\n"
-    "             clock_mhz, opencl_c_version, driver_version,\n"
-    "             device_version, fp64, correctly_rounded_div_sqrt, gflops\n"
-    "             and gbps (null until the benchmark has measured them)\n"
-    "  -h, --help show this help\n"
+    "  --json       print one JSON document: a list of objects with\n"
+    "               platform, name, vendor, type (cpu|gpu|accelerator|\n"
+    "               other), global_mem_bytes, max_alloc_bytes,\n"
+    "               compute_units, clock_mhz, opencl_c_version,\n"
+    "               driver_version, device_version, fp64,\n"
+    "               correctly_rounded_div_sqrt, gflops and gbps (null when\n"
+    "               not measured), bench (measured|cached|none)\n"
+    "  --datadir D  use D's benchmark cache (devbench.msgpack, the one the\n"
+    "               node reads): cached figures are shown, devices without\n"
+    "               them are measured and the cache updated\n"
+    "  --no-bench   measure nothing: cached figures with --datadir, else\n"
+    "               none\n"
+    "  --rebench    measure every device again (and with --datadir,\n"
+    "               replace the cached figures)\n"
+    "  -h, --help   show this help\n"
     "\n"
     "Exit status: 0 when devices were listed; with --json also 0 when there\n"
-    "are none (it prints []); 1 when there are none in the table form or\n"
-    "the OpenCL loader fails; 2 on a usage error.\n";
+    "are none (it prints []); 1 when there are none in the table form, the\n"
+    "OpenCL loader fails or D is not a directory; 2 on a usage error. A\n"
+    "device whose benchmark fails is listed without figures.\n";
 
 static const char s_no_devices[] =
     "no OpenCL devices found: install pocl-opencl-icd or your GPU vendor's "
@@ -43,9 +60,17 @@ static void s_mp_measured(msgpack_packer *pk, double v)
         msgpack_pack_nil(pk);
 }
 
-static void s_pack_device(msgpack_packer *pk, const ns_device_t *d)
+static const char *s_bench_source(const ns_devbench_t *b)
 {
-    msgpack_pack_map(pk, 15);
+    if (b->gflops <= 0)
+        return "none";
+    return b->cached ? "cached" : "measured";
+}
+
+static void s_pack_device(msgpack_packer *pk, const ns_device_t *d,
+                          const ns_devbench_t *b)
+{
+    msgpack_pack_map(pk, 16);
     ns_mp_str(pk, "platform");
     ns_mp_str(pk, d->platform);
     ns_mp_str(pk, "name");
@@ -82,9 +107,12 @@ static void s_pack_device(msgpack_packer *pk, const ns_device_t *d)
     s_mp_measured(pk, d->info.gflops);
     ns_mp_str(pk, "gbps");
     s_mp_measured(pk, d->info.gbps);
+    ns_mp_str(pk, "bench");
+    ns_mp_str(pk, s_bench_source(b));
 }
 
-static int s_print_json(const ns_device_t *devs, uint32_t n)
+static int s_print_json(const ns_device_t *devs, const ns_devbench_t *bench,
+                        uint32_t n)
 {
     msgpack_sbuffer sb;
     msgpack_packer pk;
@@ -95,7 +123,7 @@ static int s_print_json(const ns_device_t *devs, uint32_t n)
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     msgpack_pack_array(&pk, n);
     for (uint32_t i = 0; i < n; i++)
-        s_pack_device(&pk, &devs[i]);
+        s_pack_device(&pk, &devs[i], &bench[i]);
     int rc = ns_mp_to_json(sb.data, sb.size, &json, 1);
     if (rc != NS_OK) {
         ns_cli_error("devices", "cannot render JSON: %s", ns_strerror(rc));
@@ -163,12 +191,42 @@ static void s_print_table(const ns_device_t *devs, uint32_t n)
     ns_table_release(&t);
 }
 
+/* Fill the figures of devs from the benchmark (or its cache). */
+static int s_bench(const char *datadir, int no_bench, int rebench,
+                   ns_device_t *devs, ns_devbench_t *bench, uint32_t n)
+{
+    unsigned flags = 0;
+    if (no_bench && !datadir)
+        return NS_OK; /* nothing to read, nothing to run */
+    if (no_bench)
+        flags = NS_DEVBENCH_CACHE_ONLY;
+    else if (rebench)
+        flags = NS_DEVBENCH_REFRESH;
+    /* The figures are the output; the per-device info lines are noise. A
+     * failed measurement still warns. */
+    ns_log_level old = ns_log_threshold;
+    if (ns_log_threshold > NS_LOG_WARN)
+        ns_log_threshold = NS_LOG_WARN;
+    int rc = ns_devbench_cached(datadir, devs, n, flags, NULL, bench);
+    ns_log_threshold = old;
+    if (rc != NS_OK)
+        return rc;
+    for (uint32_t i = 0; i < n; i++) {
+        devs[i].info.gflops = bench[i].gflops;
+        devs[i].info.gbps = bench[i].gbps;
+    }
+    return NS_OK;
+}
+
 int ns_cmd_devices(int argc, char **argv)
 {
     ns_device_t *devs = NULL;
+    ns_devbench_t *bench = NULL;
+    const char *datadir = NULL;
     uint32_t n = 0;
-    int json = 0;
+    int json = 0, no_bench = 0, rebench = 0;
     int status = 1;
+    struct stat st;
 
     if (ns_cli_wants_help(argc, argv)) {
         fputs(s_usage, stdout);
@@ -177,15 +235,34 @@ int ns_cmd_devices(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0) {
             json = 1;
+        } else if (strcmp(argv[i], "--no-bench") == 0) {
+            no_bench = 1;
+        } else if (strcmp(argv[i], "--rebench") == 0) {
+            rebench = 1;
+        } else if (strcmp(argv[i], "--datadir") == 0) {
+            if (i + 1 >= argc || argv[i + 1][0] == '\0') {
+                ns_cli_error("devices", "--datadir needs a directory");
+                return 2;
+            }
+            datadir = argv[++i];
         } else {
             ns_cli_error("devices", "unknown argument '%s' (see --help)",
                          argv[i]);
             return 2;
         }
     }
+    if (no_bench && rebench) {
+        ns_cli_error("devices", "--no-bench and --rebench exclude each other");
+        return 2;
+    }
+    if (datadir && (stat(datadir, &st) != 0 || !S_ISDIR(st.st_mode))) {
+        ns_cli_error("devices", "datadir '%s' is not a directory", datadir);
+        return 1;
+    }
 
     devs = calloc(NS_CLI_MAX_DEVICES, sizeof *devs);
-    if (!devs) {
+    bench = calloc(NS_CLI_MAX_DEVICES, sizeof *bench);
+    if (!devs || !bench) {
         ns_cli_error("devices", "%s", ns_strerror(NS_ERR_NOMEM));
         goto out;
     }
@@ -195,10 +272,15 @@ int ns_cmd_devices(int argc, char **argv)
                      ns_strerror(rc));
         goto out;
     }
+    rc = s_bench(datadir, no_bench, rebench, devs, bench, n);
+    if (rc != NS_OK) {
+        ns_cli_error("devices", "benchmark failed: %s", ns_strerror(rc));
+        goto out;
+    }
     if (json) {
         if (n == 0) /* a hint on stderr; stdout stays one JSON document */
             ns_cli_error("devices", "%s", s_no_devices);
-        status = s_print_json(devs, n);
+        status = s_print_json(devs, bench, n);
         goto out;
     }
     if (n == 0) {
@@ -208,6 +290,7 @@ int ns_cmd_devices(int argc, char **argv)
     s_print_table(devs, n);
     status = 0;
 out:
+    free(bench);
     free(devs);
     return status;
 }

@@ -17,6 +17,15 @@ static const struct {
     {"status", ns_cmd_status, "show a running node's state and counters"},
     {"devices", ns_cmd_devices, "list this machine's OpenCL devices"},
     {"genesis", ns_cmd_genesis, "write a genesis file for a new network"},
+    {"run", ns_cmd_run, "run one job on a local OpenCL device, no network"},
+    {"worker", ns_cmd_worker, "(internal) the sandboxed kernel process"},
+    {"ledger", ns_cmd_ledger, "list ledger entries and the conservation check"},
+    {"balance", ns_cmd_balance, "show an account's free, staked and locked"},
+    {"transfer", ns_cmd_transfer, "send credits to another account"},
+    {"stake", ns_cmd_stake, "stake credits (collateral for jobs)"},
+    {"unstake", ns_cmd_unstake, "release stake that is not locked"},
+    {"connect", ns_cmd_connect, "make a running node dial a peer now"},
+    {"block", ns_cmd_block, "test networks: cut traffic with a peer"},
 };
 
 static void s_usage(FILE *out)

@@ -3,9 +3,11 @@
  * ns_devices_probe() talks to the ocl-icd loader directly. The node never
  * does: ns_devices_probe_cached() runs the probe in a forked child that
  * writes <datadir>/devices.msgpack and exits, so a driver that crashes,
- * hangs or starts threads stays out of the node process.
+ * hangs or starts threads stays out of the node process. The same child
+ * fills the benchmark figures (devbench.h).
  */
 #include "nightshift/devices.h"
+#include "nightshift/devbench.h"
 #include "nightshift/log.h"
 #include "nightshift/util.h"
 
@@ -277,26 +279,72 @@ out:
 
 /* ---- cached probe in a child process ---------------------------------- */
 
-static void s_child(const char *path) __attribute__((noreturn));
-
-static void s_child(const char *path)
+/* Encode devs with their figures and write the cache file; exits the
+ * child on failure. */
+static void s_child_write(const char *path, const ns_device_t *devs,
+                          const ns_devbench_t *bench, uint32_t n)
 {
-    ns_device_t devs[NS_MAX_DEVICES];
     ns_devinfo_t infos[NS_MAX_DEVICES];
-    uint32_t n = 0;
     char *buf = NULL;
     size_t len = 0;
 
-    if (ns_devices_probe(devs, NS_MAX_DEVICES, &n) != NS_OK)
-        _exit(S_CHILD_PROBE);
-    for (uint32_t i = 0; i < n; i++)
+    for (uint32_t i = 0; i < n; i++) {
         infos[i] = devs[i].info;
+        infos[i].gflops = bench[i].gflops;
+        infos[i].gbps = bench[i].gbps;
+    }
     if (ns_devinfo_list_encode(infos, n, &buf, &len) != NS_OK)
         _exit(S_CHILD_ENCODE);
     int rc = ns_file_write_atomic(path, buf, len, 0644);
     free(buf);
+    if (rc != NS_OK)
+        _exit(S_CHILD_WRITE);
+}
+
+/* NS_DEVBENCH=0 in the environment: figures from the benchmark cache only,
+ * never a new measurement (test networks starting many nodes at once). */
+static int s_bench_disabled(void)
+{
+    const char *v = getenv("NS_DEVBENCH");
+    return v && strcmp(v, "0") == 0;
+}
+
+static void s_child(const char *datadir, const char *path)
+    __attribute__((noreturn));
+
+static void s_child(const char *datadir, const char *path)
+{
+    ns_device_t devs[NS_MAX_DEVICES];
+    ns_devbench_t bench[NS_MAX_DEVICES];
+    uint32_t n = 0, missing = 0;
+
+    if (ns_devices_probe(devs, NS_MAX_DEVICES, &n) != NS_OK)
+        _exit(S_CHILD_PROBE);
+    /* First the list with the cached figures, so that a benchmark which
+     * outlasts the parent's timeout still leaves a fresh device list. */
+    if (ns_devbench_cached(datadir, devs, n, NS_DEVBENCH_CACHE_ONLY, NULL,
+                           bench) != NS_OK)
+        memset(bench, 0, sizeof bench);
+    s_child_write(path, devs, bench, n);
+    for (uint32_t i = 0; i < n; i++)
+        if (bench[i].gflops <= 0)
+            missing++;
+    if (missing > 0 && !s_bench_disabled() &&
+        ns_devbench_cached(datadir, devs, n, 0, NULL, bench) == NS_OK)
+        s_child_write(path, devs, bench, n);
     /* _exit: no atexit handlers, no flush of the parent's stdio buffers. */
-    _exit(rc == NS_OK ? S_CHILD_OK : S_CHILD_WRITE);
+    _exit(S_CHILD_OK);
+}
+
+/* Remove ns_file_write_atomic's temp file for <datadir>/name, left behind
+ * when the child was killed mid-write. */
+static void s_unlink_temp(const char *datadir, const char *name, pid_t pid)
+{
+    char path[PATH_MAX], tmp[PATH_MAX];
+    if (ns_path_join(path, sizeof path, datadir, name) == NS_OK &&
+        snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)pid) <
+            (int)sizeof tmp)
+        unlink(tmp);
 }
 
 static void s_sleep_ms(uint64_t ms)
@@ -308,7 +356,7 @@ static void s_sleep_ms(uint64_t ms)
 
 /* Wait for the child; NULL if it exited 0, else a logfmt-safe reason. */
 static const char *s_wait_child(pid_t pid, uint32_t timeout_ms,
-                                const char *path, int *detail)
+                                const char *datadir, int *detail)
 {
     uint64_t deadline = ns_mono_ms() + timeout_ms;
     uint64_t nap_ms = 1;
@@ -326,14 +374,11 @@ static const char *s_wait_child(pid_t pid, uint32_t timeout_ms,
         }
         uint64_t now = ns_mono_ms();
         if (now >= deadline) {
-            char tmp[PATH_MAX];
             kill(pid, SIGKILL);
             while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
                 ;
-            /* ns_file_write_atomic's temp name, left if killed mid-write */
-            if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)pid) <
-                (int)sizeof tmp)
-                unlink(tmp);
+            s_unlink_temp(datadir, NS_DEVICES_CACHE_FILE, pid);
+            s_unlink_temp(datadir, NS_DEVBENCH_CACHE_FILE, pid);
             *detail = (int)timeout_ms;
             return "timeout";
         }
@@ -396,12 +441,12 @@ int ns_devices_probe_cached(const char *datadir, uint32_t timeout_ms,
 
     pid_t pid = fork();
     if (pid == 0)
-        s_child(path);
+        s_child(datadir, path);
     if (pid < 0) {
         reason = "fork";
         detail = errno;
     } else {
-        reason = s_wait_child(pid, timeout_ms, path, &detail);
+        reason = s_wait_child(pid, timeout_ms, datadir, &detail);
     }
 
     rc = s_read_cache(path, devs, n);

@@ -35,7 +35,13 @@ int ns_devices_probe(ns_device_t *out, uint32_t max, uint32_t *n_out)
 /* Probe in a forked child that writes <datadir>/devices.msgpack, wait up
  * to timeout_ms, then read the file back into devs (NS_MAX_DEVICES).
  * Falls back to the existing cache file if the child fails. Call before
- * any threads exist (before the ZeroMQ context). */
+ * any threads exist (before the ZeroMQ context).
+ * The child also fills gflops and gbps from the device benchmark
+ * (devbench.h): from <datadir>/devbench.msgpack when it has the device's
+ * key, else measured (about 0.5-2 s per device) and cached. It writes the
+ * list once with the cached figures before measuring, so a timeout during
+ * the benchmark still leaves the fresh list (figures 0 where unmeasured).
+ * NS_DEVBENCH=0 in the environment skips new measurements. */
 int ns_devices_probe_cached(const char *datadir, uint32_t timeout_ms,
                             ns_devinfo_t *devs, uint32_t *n) NS_MUST_CHECK;
 

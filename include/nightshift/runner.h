@@ -6,7 +6,37 @@
  *
  * Programs are compiled once per (source hash, device, options, driver
  * version) and cached as binaries in cache_dir (one file per key, written
- * atomically; a corrupt cache file is ignored and rebuilt).
+ * atomically; a corrupt cache file is ignored and rebuilt). The last
+ * program is also kept in memory, so repeated runs of one job (spot
+ * checks) skip even the cache file.
+ *
+ * Memory: on devices that share host memory (CPUs, integrated GPUs) input
+ * and full-run output buffers wrap the caller's memory (CL_MEM_USE_HOST_PTR,
+ * no copies); elsewhere inputs are written to and outputs read from device
+ * buffers. run_items allocates full-size output buffers (the kernel indexes
+ * by global id) but reads back only the items' slices.
+ * NS_RUNNER_COPY_BUFFERS=1 in the environment (read by ns_runner_new)
+ * forces device buffers everywhere: the discrete-GPU path, for tests.
+ *
+ * A runner is not thread-safe: one thread at a time per runner.
+ *
+ * Errors of ns_runner_run and ns_runner_run_items, err saying why in one
+ * line (a build failure: "build failed: " and the first lines of the log):
+ *   NS_ERR_INVAL     the descriptor fails ns_job_validate, an input's length
+ *                    differs from its argument's size, the entry point is
+ *                    missing or takes another number of arguments, an item
+ *                    index is out of range, WORK_GROUP items without a local
+ *                    size
+ *   NS_ERR_CORRUPT   an input or the source does not match its hash
+ *   NS_ERR_VERSION   a built-in's embedded text differs from the job's
+ *                    source hash (the two sides run other versions)
+ *   NS_ERR_NOTFOUND  no built-in of that name
+ *   NS_ERR_TOOBIG    a buffer over the device's largest allocation, all
+ *                    buffers over its global memory, local memory or a local
+ *                    size over the device's or kernel's limits
+ *   NS_ERR_OPENCL    build failure (err: the first lines of the build log)
+ *                    or a failing OpenCL call (err names it and the code)
+ *   NS_ERR_NOMEM
  */
 #ifndef NIGHTSHIFT_RUNNER_H
 #define NIGHTSHIFT_RUNNER_H
@@ -23,22 +53,35 @@ typedef struct ns_runner ns_runner_t;
 
 /* Input data of the IN arguments, indexed by argument position (entries for
  * other kinds are ignored). len must equal args[i].size and the content
- * must hash to args[i].hash (checked). */
+ * must hash to args[i].hash (checked, unless verified). data is only read,
+ * and must stay unchanged during the call (the device may read it in
+ * place). */
 typedef struct {
     const void *data;
     size_t len;
+    bool verified; /* the caller already knows data hashes to args[i].hash
+                      (it hashed it itself, e.g. the requester who built the
+                      job): skip the hash, which costs more than a spot
+                      check (BLAKE2b ~1 GB/s vs. a few items) */
 } ns_input_t;
 
 typedef struct {
-    uint64_t build_us;    /* compile or cache load */
-    uint64_t upload_us;   /* inputs to the device */
-    uint64_t run_us;      /* kernel execution (event profiling) */
-    uint64_t download_us; /* outputs back */
-    bool cache_hit;       /* program came from the binary cache */
+    uint64_t build_us;    /* compile or cache load (wall clock) */
+    uint64_t upload_us;   /* inputs to the device: buffer set-up (wall
+                             clock) plus write commands (events) */
+    uint64_t run_us;      /* kernel execution, summed over launches (event
+                             profiling) */
+    uint64_t download_us; /* outputs back (read or map commands, events) */
+    bool cache_hit;       /* program came from the binary cache (file or
+                             the runner's last program), not a compile */
 } ns_timings_t;
 
-/* Open device number device_index (in ns_devices_probe order). cache_dir
- * may be NULL (no binary cache). NULL on failure with *err set. */
+/* Open device number device_index (in ns_devices_probe order): context
+ * and an in-order queue with profiling. cache_dir may be NULL (no binary
+ * cache); it is created (0700) if missing. NULL on failure with *err set:
+ * NS_ERR_NOTFOUND (no such device), NS_ERR_OPENCL, NS_ERR_IO, NS_ERR_NOMEM.
+ * Once a process has used OpenCL it must not fork and use it in the child
+ * (devices.h). */
 ns_runner_t *ns_runner_new(uint32_t device_index, const char *cache_dir,
                            int *err);
 void ns_runner_destroy(ns_runner_t **r);
@@ -46,14 +89,18 @@ const ns_device_t *ns_runner_device(const ns_runner_t *r);
 
 /* Run the whole NDRange. outputs[i] (for each OUT argument i) must point to
  * args[i].size writable bytes; other entries are ignored. err gets the
- * build log's first lines on a compile error (NS_ERR_OPENCL). */
-int ns_runner_run(ns_runner_t *r, const ns_job_t *job,
-                  const ns_input_t *inputs, uint8_t **outputs,
-                  ns_timings_t *t, char *err, size_t errlen) NS_MUST_CHECK;
+ * build log's first lines on a compile error (NS_ERR_OPENCL). t may be
+ * NULL. */
+int ns_runner_run(ns_runner_t *r, const ns_job_t *job, const ns_input_t *inputs,
+                  uint8_t **outputs, ns_timings_t *t, char *err,
+                  size_t errlen) NS_MUST_CHECK;
 
 /* Re-run only the given items (each one launch with a global offset) and
  * write their outputs, n * ns_job_item_bytes(job) bytes, to out in the
- * order given. */
+ * order given (an item's output is its slice of each OUT buffer, in
+ * argument order). A WORK_ITEM item runs as a work-group of one work-item
+ * at its position; a WORK_GROUP item as one work-group of the job's local
+ * size at its origin. Items may repeat. t may be NULL. */
 int ns_runner_run_items(ns_runner_t *r, const ns_job_t *job,
                         const ns_input_t *inputs, const uint64_t *items,
                         uint32_t n, uint8_t *out, ns_timings_t *t, char *err,
@@ -61,14 +108,18 @@ int ns_runner_run_items(ns_runner_t *r, const ns_job_t *job,
 
 /* Built-in kernels embedded from the kernels folder at build time. */
 typedef struct {
-    const char *name;    /* e.g. "sgemm" */
-    const char *entry;   /* default entry point */
-    const char *source;  /* OpenCL C text */
+    const char *name;   /* e.g. "sgemm" */
+    const char *entry;  /* default entry point */
+    const char *source; /* OpenCL C text */
     size_t source_len;
     const char *summary; /* one line for --help */
 } ns_builtin_t;
 
+/* A built-in by name (the kernels/ file stem), NULL if unknown. The entry
+ * point has the same name; the summary is the first line of the file's top
+ * comment. Entries are static: never freed. */
 const ns_builtin_t *ns_builtin_find(const char *name);
+/* All built-ins (sorted by name); *n gets the count. */
 const ns_builtin_t *ns_builtin_list(size_t *n);
 
 #endif

@@ -1,0 +1,323 @@
+/* cmd_run.c - `nightshift run JOB-FLAGS [--json]`: run one job on a local
+ * OpenCL device, no network. The job runs in a worker process (worker.h)
+ * exactly as on a provider, so a kernel that crashes or loops ends with
+ * an error message instead of taking this command down.
+ */
+#include "cli.h"
+#include "jobspec.h"
+
+#include "nightshift/job.h"
+#include "nightshift/log.h"
+#include "nightshift/mp.h"
+#include "nightshift/runner.h"
+#include "nightshift/util.h"
+#include "nightshift/worker.h"
+
+#include <inttypes.h>
+#include <msgpack.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define S_MAX_TIMEOUT_MS (24u * 3600u * 1000u) /* --timeout-ms cap: a day */
+
+static const char s_usage[] =
+    "usage: nightshift run JOB-FLAGS [--json] [--device N] "
+    "[--timeout-ms T]\n"
+    "\n"
+    "Run one job on a local OpenCL device, without the network: the kernel\n"
+    "is built and run in a sandboxed worker process, the outputs are\n"
+    "written to their files and the timings are printed.\n"
+    "\n"
+    "JOB-FLAGS:\n"
+    "  --kernel FILE.cl | --builtin NAME   OpenCL C source, or a built-in\n"
+    "  --entry FN                 kernel function (default: the built-in's)\n"
+    "  --global X[,Y[,Z]]         NDRange\n"
+    "  --local X[,Y[,Z]]          work-group size (default: the runtime's)\n"
+    "  --arg KIND:VALUE           one per kernel argument, in order:\n"
+    "        in:FILE              input buffer read from FILE\n"
+    "        out:BYTES:FILE[:ITEM_BYTES]  output buffer written to FILE\n"
+    "        u32:V i32:V u64:V i64:V f32:V f64:V   scalars\n"
+    "        local:BYTES          __local memory\n"
+    "  --tolerance exact|ulp:N|abs:X|rel:X   --checks K\n"
+    "  --item-kind item|group  --options \"TEXT\"  --work FLOPS\n"
+    "\n"
+    "Options:\n"
+    "  --device N       OpenCL device index from `nightshift devices` "
+    "(default 0)\n"
+    "  --timeout-ms T   wall-clock limit for the job (default 30000)\n"
+    "  --json           print one JSON document: status (ok|failed), error,\n"
+    "                   job, kernel, entry, device, items, cache_hit,\n"
+    "                   timings_ms (build, upload, run, download, total) and\n"
+    "                   outputs (arg, file, bytes, hash)\n"
+    "  -h, --help       show this help\n"
+    "\n"
+    "Compiled programs are cached in $NIGHTSHIFT_CACHE, else\n"
+    "$XDG_CACHE_HOME/nightshift/programs or ~/.cache/nightshift/programs.\n"
+    "\n"
+    "Example:\n"
+    "  nightshift run --builtin vector_add --global 1024 --arg in:a.bin \\\n"
+    "      --arg in:b.bin --arg out:4096:c.bin --arg u32:1024\n"
+    "\n"
+    "Exit status: 0 when the job ran and every output was written; 1 when\n"
+    "it failed (build error, crash, timeout, missing file...); 2 on a usage\n"
+    "error or a job that does not validate.\n";
+
+typedef struct {
+    ns_jobspec_t spec; /* the job, its files and buffers */
+    uint32_t device;
+    uint32_t timeout_ms;
+    int json;
+    char cache_dir[4096];
+    char error[NS_WORKER_MAX_ERROR + 256];
+} s_run_t;
+
+static int s_parse_u32_flag(const char *flag, int argc, char **argv, int *i,
+                            uint32_t max, uint32_t *out)
+{
+    uint64_t v = 0;
+    if (*i + 1 >= argc) {
+        ns_cli_error("run", "%s needs a value", flag);
+        return 2;
+    }
+    const char *s = argv[*i + 1];
+    if (ns_parse_u64(s, &v) != NS_OK || v > max) {
+        ns_cli_error("run", "%s '%s': expected an integer 0..%" PRIu32, flag, s,
+                     max);
+        return 2;
+    }
+    *out = (uint32_t)v;
+    *i += 2;
+    return 0;
+}
+
+static int s_parse(s_run_t *r, int argc, char **argv)
+{
+    for (int i = 1; i < argc;) {
+        const char *a = argv[i];
+        if (strcmp(a, "--json") == 0) {
+            r->json = 1;
+            i++;
+            continue;
+        }
+        if (strcmp(a, "--device") == 0) {
+            if (s_parse_u32_flag(a, argc, argv, &i, UINT32_MAX, &r->device))
+                return 2;
+            continue;
+        }
+        if (strcmp(a, "--timeout-ms") == 0) {
+            if (s_parse_u32_flag(a, argc, argv, &i, S_MAX_TIMEOUT_MS,
+                                 &r->timeout_ms))
+                return 2;
+            if (r->timeout_ms == 0) {
+                ns_cli_error("run", "--timeout-ms must be at least 1");
+                return 2;
+            }
+            continue;
+        }
+        int rc = ns_jobspec_flag(&r->spec, "run", argc, argv, &i);
+        if (rc == 1)
+            continue;
+        if (rc == 0) {
+            ns_cli_error("run", "unknown argument '%s' (see --help)", a);
+            return 2;
+        }
+        return -rc;
+    }
+    if (!r->spec.job.builtin[0] && !r->spec.job.source) {
+        ns_cli_error("run", "no kernel: give --kernel FILE.cl or --builtin "
+                            "NAME");
+        return 2;
+    }
+    return 0;
+}
+
+/* Fill a built-in's source hash and default entry point. */
+
+
+/* $NIGHTSHIFT_CACHE, $XDG_CACHE_HOME/nightshift/programs or
+ * ~/.cache/nightshift/programs, created; "" (no cache) if none works. */
+
+static const char *s_kernel_name(const s_run_t *r)
+{
+    if (r->spec.job.builtin[0])
+        return r->spec.job.builtin;
+    return r->spec.kernel_path ? r->spec.kernel_path : "(source)";
+}
+
+static double s_ms(uint64_t us)
+{
+    return (double)us / 1000.0;
+}
+
+static void s_pack_str_kv(msgpack_packer *pk, const char *k, const char *v)
+{
+    ns_mp_str(pk, k);
+    ns_mp_str(pk, v);
+}
+
+static int s_print_json(const s_run_t *r, int ok, const char *job_hex,
+                        const ns_devinfo_t *dev, const ns_timings_t *t,
+                        uint64_t total_us)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+
+    uint32_t n_out = 0;
+    for (uint32_t k = 0; k < r->spec.job.n_args; k++)
+        n_out += r->spec.job.args[k].kind == NS_ARG_OUT;
+    msgpack_pack_map(&pk, ok ? 10 : 8);
+    s_pack_str_kv(&pk, "status", ok ? "ok" : "failed");
+    ns_mp_str(&pk, "error");
+    if (ok)
+        msgpack_pack_nil(&pk);
+    else
+        ns_mp_str(&pk, r->error);
+    s_pack_str_kv(&pk, "job", job_hex);
+    s_pack_str_kv(&pk, "kernel", s_kernel_name(r));
+    s_pack_str_kv(&pk, "entry", r->spec.job.entry);
+    ns_mp_str(&pk, "device");
+    if (dev)
+        ns_mp_str(&pk, dev->name);
+    else
+        msgpack_pack_nil(&pk);
+    ns_mp_str(&pk, "items");
+    msgpack_pack_uint64(&pk, ns_job_items(&r->spec.job));
+    ns_mp_str(&pk, "timings_ms");
+    msgpack_pack_map(&pk, 5);
+    ns_mp_str(&pk, "build");
+    msgpack_pack_double(&pk, s_ms(t->build_us));
+    ns_mp_str(&pk, "upload");
+    msgpack_pack_double(&pk, s_ms(t->upload_us));
+    ns_mp_str(&pk, "run");
+    msgpack_pack_double(&pk, s_ms(t->run_us));
+    ns_mp_str(&pk, "download");
+    msgpack_pack_double(&pk, s_ms(t->download_us));
+    ns_mp_str(&pk, "total");
+    msgpack_pack_double(&pk, s_ms(total_us));
+    if (ok) {
+        ns_mp_str(&pk, "cache_hit");
+        if (t->cache_hit)
+            msgpack_pack_true(&pk);
+        else
+            msgpack_pack_false(&pk);
+        ns_mp_str(&pk, "outputs");
+        msgpack_pack_array(&pk, n_out);
+        for (uint32_t k = 0; k < r->spec.job.n_args; k++) {
+            const ns_arg_t *a = &r->spec.job.args[k];
+            if (a->kind != NS_ARG_OUT)
+                continue;
+            ns_hash_t h;
+            char hex[2 * NS_HASH_BYTES + 1];
+            ns_hash(h, r->spec.outputs[k], a->size);
+            ns_hex(hex, h, NS_HASH_BYTES);
+            msgpack_pack_map(&pk, 4);
+            ns_mp_str(&pk, "arg");
+            msgpack_pack_uint32(&pk, k);
+            s_pack_str_kv(&pk, "file", r->spec.out_paths[k] ? r->spec.out_paths[k] : "");
+            ns_mp_str(&pk, "bytes");
+            msgpack_pack_uint64(&pk, a->size);
+            s_pack_str_kv(&pk, "hash", hex);
+        }
+    }
+    int status = ns_cli_print_json(sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+    return status;
+}
+
+static void s_print_human(const s_run_t *r, const char *job_hex,
+                          const ns_devinfo_t *dev, const ns_timings_t *t,
+                          uint64_t total_us)
+{
+    printf("ran %s (%s) on %s: %" PRIu64 " items, job %.16s\n",
+           s_kernel_name(r), r->spec.job.entry, dev ? dev->name : "?",
+           ns_job_items(&r->spec.job), job_hex);
+    printf("  build    %10.3f ms%s\n", s_ms(t->build_us),
+           t->cache_hit ? "  (program cache hit)" : "");
+    printf("  upload   %10.3f ms\n", s_ms(t->upload_us));
+    printf("  run      %10.3f ms\n", s_ms(t->run_us));
+    printf("  download %10.3f ms\n", s_ms(t->download_us));
+    printf("  total    %10.3f ms  (worker start-up included)\n",
+           s_ms(total_us));
+    for (uint32_t k = 0; k < r->spec.job.n_args; k++) {
+        const ns_arg_t *a = &r->spec.job.args[k];
+        if (a->kind == NS_ARG_OUT && r->spec.out_paths[k])
+            printf("  wrote %s (%" PRIu64 " bytes)\n", r->spec.out_paths[k],
+                   a->size);
+    }
+}
+
+
+int ns_cmd_run(int argc, char **argv)
+{
+    s_run_t *r = NULL;
+    ns_worker_t *w = NULL;
+    ns_timings_t t;
+    char job_hex[2 * NS_HASH_BYTES + 1] = "";
+    int status = 1;
+
+    if (ns_cli_wants_help(argc, argv)) {
+        fputs(s_usage, stdout);
+        return 0;
+    }
+    /* The error line says what went wrong; the supervisor's warnings
+     * (worker crashed, timed out) would only repeat it. */
+    ns_log_threshold = NS_LOG_ERROR;
+    memset(&t, 0, sizeof t);
+    r = calloc(1, sizeof *r);
+    if (!r) {
+        ns_cli_error("run", "%s", ns_strerror(NS_ERR_NOMEM));
+        return 1;
+    }
+    ns_jobspec_init(&r->spec);
+    status = s_parse(r, argc, argv);
+    if (status == 0)
+        status = ns_jobspec_prepare(&r->spec, "run");
+    if (status != 0)
+        goto out;
+    int rc;
+    ns_hash_t id;
+    if (ns_job_id(&r->spec.job, id) == NS_OK)
+        ns_hex(job_hex, id, NS_HASH_BYTES);
+
+    ns_cache_dir(r->cache_dir, sizeof r->cache_dir);
+    ns_worker_opts_t o;
+    ns_worker_opts_init(&o);
+    o.device_index = r->device;
+    o.cache_dir = r->cache_dir[0] ? r->cache_dir : NULL;
+    o.timeout_ms = r->timeout_ms;
+    uint64_t t0 = ns_mono_us();
+    w = ns_worker_new(&o, &rc);
+    if (!w) {
+        snprintf(r->error, sizeof r->error,
+                 "cannot start the worker process: %s", ns_strerror(rc));
+    } else {
+        rc = ns_worker_run(w, &r->spec.job, r->spec.inputs, r->spec.outputs, &t, r->error,
+                           sizeof r->error);
+    }
+    uint64_t total_us = ns_mono_us() - t0;
+    if (rc == NS_OK)
+        rc = ns_jobspec_write_outputs(&r->spec, r->error, sizeof r->error);
+    const ns_devinfo_t *dev = w ? ns_worker_device(w) : NULL;
+    if (rc != NS_OK) {
+        ns_cli_error("run", "%s", r->error);
+        if (r->json)
+            s_print_json(r, 0, job_hex, dev, &t, total_us);
+        status = 1;
+        goto out;
+    }
+    if (r->json)
+        status = s_print_json(r, 1, job_hex, dev, &t, total_us);
+    else {
+        s_print_human(r, job_hex, dev, &t, total_us);
+        status = 0;
+    }
+out:
+    ns_worker_destroy(&w);
+    if (r) {
+        ns_jobspec_release(&r->spec);
+        free(r);
+    }
+    return status;
+}

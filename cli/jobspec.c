@@ -1,0 +1,163 @@
+/* jobspec.c - a job from the command line's JOB-FLAGS, shared by `run`
+ * and `submit`: built-in resolution, input files, output files. */
+#include "jobspec.h"
+#include "cli.h"
+
+#include "nightshift/util.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void ns_jobspec_init(ns_jobspec_t *spec)
+{
+    memset(spec, 0, sizeof *spec);
+    ns_job_init(&spec->job);
+}
+
+void ns_jobspec_release(ns_jobspec_t *spec)
+{
+    for (uint32_t k = 0; k < NS_MAX_ARGS; k++) {
+        free(spec->in_bufs[k]);
+        free(spec->outputs[k]);
+    }
+    ns_job_release(&spec->job);
+    memset(spec, 0, sizeof *spec);
+}
+
+int ns_jobspec_flag(ns_jobspec_t *spec, const char *cmd, int argc,
+                    char **argv, int *i)
+{
+    char err[512];
+    if (strcmp(argv[*i], "--kernel") == 0 && *i + 1 < argc)
+        spec->kernel_path = argv[*i + 1];
+    int rc = ns_job_parse_flag(&spec->job, argc, argv, i, spec->in_paths,
+                               spec->out_paths, err, sizeof err);
+    if (rc >= 0)
+        return rc;
+    ns_cli_error(cmd, "%s", err);
+    /* a kernel file that is missing or unreadable is not a usage error:
+     * the same command may work tomorrow */
+    return rc == NS_ERR_NOTFOUND || rc == NS_ERR_IO ? -1 : -2;
+}
+
+static int s_resolve_builtin(ns_jobspec_t *spec, const char *cmd)
+{
+    if (!spec->job.builtin[0])
+        return 0;
+    const ns_builtin_t *b = ns_builtin_find(spec->job.builtin);
+    if (!b) {
+        size_t n = 0;
+        const ns_builtin_t *all = ns_builtin_list(&n);
+        char names[512] = "";
+        size_t used = 0;
+        for (size_t k = 0; k < n && used < sizeof names; k++)
+            used += (size_t)snprintf(names + used, sizeof names - used, "%s%s",
+                                     k ? ", " : "", all[k].name);
+        ns_cli_error(cmd, "unknown built-in '%s' (available: %s)",
+                     spec->job.builtin, n ? names : "none");
+        return 2;
+    }
+    ns_hash(spec->job.source_hash, b->source, b->source_len);
+    if (!spec->job.entry[0])
+        snprintf(spec->job.entry, sizeof spec->job.entry, "%s", b->entry);
+    return 0;
+}
+
+static int s_read_inputs(ns_jobspec_t *spec, const char *cmd)
+{
+    for (uint32_t k = 0; k < spec->job.n_args; k++) {
+        if (spec->job.args[k].kind != NS_ARG_IN || !spec->in_paths[k])
+            continue;
+        size_t len = 0;
+        int rc = ns_file_read(spec->in_paths[k], (size_t)NS_MAX_BUFFER,
+                              &spec->in_bufs[k], &len);
+        if (rc == NS_ERR_NOTFOUND) {
+            ns_cli_error(cmd, "arg %" PRIu32 ": input file '%s' not found", k,
+                         spec->in_paths[k]);
+            return 1;
+        }
+        if (rc == NS_ERR_TOOBIG) {
+            ns_cli_error(cmd,
+                         "arg %" PRIu32 ": input file '%s' is over the "
+                         "%" PRIu64 "-byte buffer limit",
+                         k, spec->in_paths[k], (uint64_t)NS_MAX_BUFFER);
+            return 1;
+        }
+        if (rc != NS_OK) {
+            ns_cli_error(cmd, "arg %" PRIu32 ": cannot read '%s': %s", k,
+                         spec->in_paths[k], ns_strerror(rc));
+            return 1;
+        }
+        if (len == 0) {
+            ns_cli_error(cmd, "arg %" PRIu32 ": input file '%s' is empty", k,
+                         spec->in_paths[k]);
+            return 2;
+        }
+        spec->job.args[k].size = len;
+        ns_hash(spec->job.args[k].hash, spec->in_bufs[k], len);
+        spec->inputs[k].data = spec->in_bufs[k];
+        spec->inputs[k].len = len;
+    }
+    return 0;
+}
+
+int ns_jobspec_prepare(ns_jobspec_t *spec, const char *cmd)
+{
+    char err[512];
+    if (!spec->job.builtin[0] && !spec->job.source) {
+        ns_cli_error(cmd, "no kernel: give --kernel FILE.cl or --builtin "
+                          "NAME");
+        return 2;
+    }
+    int status = s_resolve_builtin(spec, cmd);
+    if (status == 0)
+        status = s_read_inputs(spec, cmd);
+    if (status != 0)
+        return status;
+    if (ns_job_finalize(&spec->job, err, sizeof err) != NS_OK) {
+        ns_cli_error(cmd, "invalid job: %s", err);
+        return 2;
+    }
+    for (uint32_t k = 0; k < spec->job.n_args; k++)
+        spec->inputs[k].verified = spec->in_bufs[k] != NULL;
+    return 0;
+}
+
+int ns_jobspec_write_outputs(ns_jobspec_t *spec, char *error, size_t errlen)
+{
+    for (uint32_t k = 0; k < spec->job.n_args; k++) {
+        const ns_arg_t *a = &spec->job.args[k];
+        if (a->kind != NS_ARG_OUT || !spec->out_paths[k])
+            continue;
+        int rc = ns_file_write_atomic(spec->out_paths[k], spec->outputs[k],
+                                      (size_t)a->size, 0644);
+        if (rc != NS_OK) {
+            snprintf(error, errlen,
+                     "arg %" PRIu32 ": cannot write '%s': %s", k,
+                     spec->out_paths[k], ns_strerror(rc));
+            return rc;
+        }
+    }
+    return NS_OK;
+}
+
+void ns_cache_dir(char *dir, size_t cap)
+{
+    const char *env = getenv("NIGHTSHIFT_CACHE");
+    const char *xdg = getenv("XDG_CACHE_HOME");
+    const char *home = getenv("HOME");
+    int n = -1;
+    if (env && env[0])
+        n = snprintf(dir, cap, "%s", env);
+    else if (xdg && xdg[0] == '/')
+        n = snprintf(dir, cap,
+                     "%s/nightshift/programs", xdg);
+    else if (home && home[0])
+        n = snprintf(dir, cap,
+                     "%s/.cache/nightshift/programs", home);
+    if (n < 0 || (size_t)n >= cap ||
+        ns_mkdir_p(dir, 0700) != NS_OK)
+        dir[0] = '\0';
+}

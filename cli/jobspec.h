@@ -1,0 +1,43 @@
+/* jobspec.h - a job given by JOB-FLAGS on the command line (`run`,
+ * `submit`): the descriptor, its input and output files, the buffers. */
+#ifndef NIGHTSHIFT_CLI_JOBSPEC_H
+#define NIGHTSHIFT_CLI_JOBSPEC_H
+
+#include "nightshift/job.h"
+#include "nightshift/runner.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    ns_job_t job;
+    const char *in_paths[NS_MAX_ARGS];  /* in:FILE, by argument */
+    const char *out_paths[NS_MAX_ARGS]; /* out:BYTES:FILE, by argument */
+    const char *kernel_path;            /* --kernel FILE, for summaries */
+    ns_input_t inputs[NS_MAX_ARGS];     /* views of in_bufs */
+    uint8_t *in_bufs[NS_MAX_ARGS];      /* input contents, owned */
+    uint8_t *outputs[NS_MAX_ARGS];      /* output contents, owned */
+} ns_jobspec_t;
+
+void ns_jobspec_init(ns_jobspec_t *spec);
+void ns_jobspec_release(ns_jobspec_t *spec);
+
+/* One JOB-FLAG at argv[*i]: 1 consumed (and *i advanced), 0 not a job
+ * flag, -1 / -2 an error already printed (exit status 1 / 2). */
+int ns_jobspec_flag(ns_jobspec_t *spec, const char *cmd, int argc,
+                    char **argv, int *i);
+
+/* After the flags: built-in source and entry, input files read and
+ * hashed, descriptor finalised and validated. Returns an exit status
+ * (0 ok), the error printed. */
+int ns_jobspec_prepare(ns_jobspec_t *spec, const char *cmd);
+
+/* Write every out:...:FILE output atomically. */
+int ns_jobspec_write_outputs(ns_jobspec_t *spec, char *error, size_t errlen);
+
+/* The program binary cache directory ($NIGHTSHIFT_CACHE,
+ * $XDG_CACHE_HOME/nightshift/programs, ~/.cache/nightshift/programs),
+ * created; "" when none works. */
+void ns_cache_dir(char *dir, size_t cap);
+
+#endif

@@ -1,0 +1,1169 @@
+/* runner.c - run one job on one OpenCL device, in this process.
+ *
+ * A call goes: validate the descriptor, check the inputs (length, hash),
+ * check buffer sizes against the device, get the program (the runner's
+ * last program, the binary cache, or a compile), create the kernel and
+ * buffers, launch, read back, release. Every cl object is released on
+ * every path (goto out).
+ *
+ * Binary cache file <cache_dir>/<hex key>.bin:
+ *   "NSPROG01" | key (32) | BLAKE2b-256 of the binary (32) |
+ *   binary length (u64 little-endian) | binary (CL_PROGRAM_BINARIES)
+ * key = H("nightshift/program/v1" | source hash | platform | device name |
+ *         device version | driver version | options), NUL-separated. A file
+ * that fails any check, or whose binary the driver refuses, is ignored,
+ * rebuilt from source and overwritten.
+ */
+#define CL_USE_DEPRECATED_OPENCL_1_2_APIS /* clCreateCommandQueue for 1.x */
+#include "nightshift/runner.h"
+#include "nightshift/hash.h"
+#include "nightshift/log.h"
+#include "nightshift/util.h"
+
+#include <CL/cl.h>
+
+#include <assert.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define S_CACHE_MAGIC "NSPROG01"
+#define S_CACHE_MAGIC_LEN 8
+#define S_CACHE_HEADER (S_CACHE_MAGIC_LEN + 2 * NS_HASH_BYTES + 8)
+#define S_MAX_PROGRAM_BINARY (256u << 20) /* bytes of one cached binary */
+#define S_MAX_BUILD_LOG (1u << 20)        /* bytes of build log we fetch */
+#define S_LOG_LINES 12                    /* build log lines put in err */
+#define S_ITEM_BATCH 256                  /* item launches per clFinish */
+#define S_MAX_DIMS 16 /* work-item dimensions a device may report */
+
+struct ns_runner {
+    ns_device_t dev;          /* what ns_devices_probe said about it */
+    cl_device_id device;      /* not reference-counted (root device) */
+    cl_context ctx;           /* owned */
+    cl_command_queue queue;   /* owned; in order, profiling on */
+    char *cache_dir;          /* owned; NULL = no binary cache */
+    bool host_unified;        /* device works on host memory in place */
+    size_t max_wg;            /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
+    size_t max_item[3];       /* CL_DEVICE_MAX_WORK_ITEM_SIZES */
+    uint64_t local_mem_bytes; /* CL_DEVICE_LOCAL_MEM_SIZE */
+    cl_program prog;          /* last program built or loaded; owned */
+    ns_hash_t prog_key;       /* its cache key */
+};
+
+/* Everything one call creates; released by s_call_release. */
+typedef struct {
+    cl_kernel kernel;
+    cl_mem mem[NS_MAX_ARGS]; /* IN and OUT buffers by argument index */
+    cl_event *events;        /* pending events of a batch */
+    size_t n_events;
+} s_call_t;
+
+static void s_errf(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void s_errf(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || errlen == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static const char *s_clerr(cl_int e)
+{
+    switch (e) {
+    case CL_SUCCESS:
+        return "CL_SUCCESS";
+    case CL_DEVICE_NOT_FOUND:
+        return "CL_DEVICE_NOT_FOUND";
+    case CL_DEVICE_NOT_AVAILABLE:
+        return "CL_DEVICE_NOT_AVAILABLE";
+    case CL_COMPILER_NOT_AVAILABLE:
+        return "CL_COMPILER_NOT_AVAILABLE";
+    case CL_MEM_OBJECT_ALLOCATION_FAILURE:
+        return "CL_MEM_OBJECT_ALLOCATION_FAILURE";
+    case CL_OUT_OF_RESOURCES:
+        return "CL_OUT_OF_RESOURCES";
+    case CL_OUT_OF_HOST_MEMORY:
+        return "CL_OUT_OF_HOST_MEMORY";
+    case CL_PROFILING_INFO_NOT_AVAILABLE:
+        return "CL_PROFILING_INFO_NOT_AVAILABLE";
+    case CL_BUILD_PROGRAM_FAILURE:
+        return "CL_BUILD_PROGRAM_FAILURE";
+    case CL_MAP_FAILURE:
+        return "CL_MAP_FAILURE";
+    case CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST:
+        return "CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST";
+    case CL_INVALID_VALUE:
+        return "CL_INVALID_VALUE";
+    case CL_INVALID_DEVICE:
+        return "CL_INVALID_DEVICE";
+    case CL_INVALID_BINARY:
+        return "CL_INVALID_BINARY";
+    case CL_INVALID_BUILD_OPTIONS:
+        return "CL_INVALID_BUILD_OPTIONS";
+    case CL_INVALID_PROGRAM_EXECUTABLE:
+        return "CL_INVALID_PROGRAM_EXECUTABLE";
+    case CL_INVALID_KERNEL_NAME:
+        return "CL_INVALID_KERNEL_NAME";
+    case CL_INVALID_KERNEL_DEFINITION:
+        return "CL_INVALID_KERNEL_DEFINITION";
+    case CL_INVALID_ARG_INDEX:
+        return "CL_INVALID_ARG_INDEX";
+    case CL_INVALID_ARG_VALUE:
+        return "CL_INVALID_ARG_VALUE";
+    case CL_INVALID_ARG_SIZE:
+        return "CL_INVALID_ARG_SIZE";
+    case CL_INVALID_KERNEL_ARGS:
+        return "CL_INVALID_KERNEL_ARGS";
+    case CL_INVALID_WORK_DIMENSION:
+        return "CL_INVALID_WORK_DIMENSION";
+    case CL_INVALID_WORK_GROUP_SIZE:
+        return "CL_INVALID_WORK_GROUP_SIZE";
+    case CL_INVALID_WORK_ITEM_SIZE:
+        return "CL_INVALID_WORK_ITEM_SIZE";
+    case CL_INVALID_GLOBAL_OFFSET:
+        return "CL_INVALID_GLOBAL_OFFSET";
+    case CL_INVALID_BUFFER_SIZE:
+        return "CL_INVALID_BUFFER_SIZE";
+    case CL_INVALID_GLOBAL_WORK_SIZE:
+        return "CL_INVALID_GLOBAL_WORK_SIZE";
+    case CL_INVALID_HOST_PTR:
+        return "CL_INVALID_HOST_PTR";
+    case CL_INVALID_MEM_OBJECT:
+        return "CL_INVALID_MEM_OBJECT";
+    case CL_INVALID_OPERATION:
+        return "CL_INVALID_OPERATION";
+    default:
+        return "CL_ERROR";
+    }
+}
+
+/* NS_ERR_OPENCL with "what: NAME (code)" in err. */
+static int s_clfail(char *err, size_t errlen, const char *what, cl_int e)
+{
+    s_errf(err, errlen, "%s: %s (%d)", what, s_clerr(e), (int)e);
+    return NS_ERR_OPENCL;
+}
+
+/* ---- runner ----------------------------------------------------------- */
+
+static int s_find_device(const ns_device_t *d, cl_device_id *out)
+{
+    cl_platform_id *plats = NULL;
+    cl_device_id *devs = NULL;
+    cl_uint np = 0, nd = 0;
+    int rc = NS_ERR_NOTFOUND;
+
+    if (clGetPlatformIDs(0, NULL, &np) != CL_SUCCESS || d->platform_index >= np)
+        goto out;
+    plats = calloc(np, sizeof *plats);
+    if (!plats) {
+        rc = NS_ERR_NOMEM;
+        goto out;
+    }
+    if (clGetPlatformIDs(np, plats, NULL) != CL_SUCCESS)
+        goto out;
+    cl_platform_id p = plats[d->platform_index];
+    if (clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 0, NULL, &nd) != CL_SUCCESS ||
+        d->device_index >= nd)
+        goto out;
+    devs = calloc(nd, sizeof *devs);
+    if (!devs) {
+        rc = NS_ERR_NOMEM;
+        goto out;
+    }
+    if (clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, nd, devs, NULL) != CL_SUCCESS)
+        goto out;
+    *out = devs[d->device_index];
+    rc = NS_OK;
+out:
+    free(devs);
+    free(plats);
+    return rc;
+}
+
+/* The first three of CL_DEVICE_MAX_WORK_ITEM_SIZES (a device may report
+ * more dimensions than the three a job can use). */
+static cl_int s_max_item_sizes(cl_device_id dev, size_t out[3])
+{
+    size_t sizes[S_MAX_DIMS] = {0};
+    size_t len = 0;
+    cl_int e =
+        clGetDeviceInfo(dev, CL_DEVICE_MAX_WORK_ITEM_SIZES, 0, NULL, &len);
+    if (e != CL_SUCCESS)
+        return e;
+    if (len < 3 * sizeof(size_t) || len > sizeof sizes)
+        return CL_INVALID_VALUE;
+    e = clGetDeviceInfo(dev, CL_DEVICE_MAX_WORK_ITEM_SIZES, len, sizes, NULL);
+    memcpy(out, sizes, 3 * sizeof(size_t));
+    return e;
+}
+
+ns_runner_t *ns_runner_new(uint32_t device_index, const char *cache_dir,
+                           int *err)
+{
+    ns_device_t *devs = NULL;
+    ns_runner_t *r = NULL;
+    uint32_t n = 0;
+    cl_int e = CL_SUCCESS;
+    int rc = NS_ERR_NOMEM;
+
+    devs = calloc(NS_MAX_DEVICES, sizeof *devs);
+    r = calloc(1, sizeof *r);
+    if (!devs || !r)
+        goto out;
+    rc = ns_devices_probe(devs, NS_MAX_DEVICES, &n);
+    if (rc != NS_OK)
+        goto out;
+    rc = NS_ERR_NOTFOUND;
+    if (device_index >= n)
+        goto out;
+    r->dev = devs[device_index];
+    rc = s_find_device(&r->dev, &r->device);
+    if (rc != NS_OK)
+        goto out;
+
+    cl_bool unified = CL_FALSE;
+    cl_device_type type = 0;
+    cl_ulong local_mem = 0;
+    rc = NS_ERR_OPENCL;
+    if (clGetDeviceInfo(r->device, CL_DEVICE_MAX_WORK_GROUP_SIZE,
+                        sizeof r->max_wg, &r->max_wg, NULL) != CL_SUCCESS ||
+        s_max_item_sizes(r->device, r->max_item) != CL_SUCCESS ||
+        clGetDeviceInfo(r->device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof local_mem,
+                        &local_mem, NULL) != CL_SUCCESS ||
+        clGetDeviceInfo(r->device, CL_DEVICE_TYPE, sizeof type, &type, NULL) !=
+            CL_SUCCESS)
+        goto out;
+    /* deprecated in 2.0 but still answered; CPUs share memory anyway */
+    if (clGetDeviceInfo(r->device, CL_DEVICE_HOST_UNIFIED_MEMORY,
+                        sizeof unified, &unified, NULL) != CL_SUCCESS)
+        unified = CL_FALSE;
+    r->host_unified = unified == CL_TRUE || (type & CL_DEVICE_TYPE_CPU);
+    const char *copy = getenv("NS_RUNNER_COPY_BUFFERS");
+    if (copy && strcmp(copy, "1") == 0)
+        r->host_unified = false; /* the discrete-GPU path, for tests */
+    r->local_mem_bytes = local_mem;
+
+    r->ctx = clCreateContext(NULL, 1, &r->device, NULL, NULL, &e);
+    if (!r->ctx)
+        goto out;
+    if (strncmp(r->dev.device_version, "OpenCL 1.", 9) == 0) {
+        r->queue = clCreateCommandQueue(r->ctx, r->device,
+                                        CL_QUEUE_PROFILING_ENABLE, &e);
+    } else {
+        cl_queue_properties props[] = {CL_QUEUE_PROPERTIES,
+                                       CL_QUEUE_PROFILING_ENABLE, 0};
+        r->queue =
+            clCreateCommandQueueWithProperties(r->ctx, r->device, props, &e);
+    }
+    if (!r->queue)
+        goto out;
+
+    if (cache_dir) {
+        rc = ns_mkdir_p(cache_dir, 0700);
+        if (rc != NS_OK)
+            goto out;
+        rc = NS_ERR_NOMEM;
+        r->cache_dir = strdup(cache_dir);
+        if (!r->cache_dir)
+            goto out;
+    }
+    rc = NS_OK;
+out:
+    if (rc != NS_OK) {
+        if (rc == NS_ERR_OPENCL)
+            ns_warn(NS_MOD_EXEC, "event=runner_open_failed device=%u cl_err=%d",
+                    device_index, (int)e);
+        ns_runner_destroy(&r);
+    }
+    free(devs);
+    if (err)
+        *err = rc;
+    return r;
+}
+
+void ns_runner_destroy(ns_runner_t **rp)
+{
+    if (!rp || !*rp)
+        return;
+    ns_runner_t *r = *rp;
+    if (r->prog)
+        clReleaseProgram(r->prog);
+    if (r->queue)
+        clReleaseCommandQueue(r->queue);
+    if (r->ctx)
+        clReleaseContext(r->ctx);
+    free(r->cache_dir);
+    free(r);
+    *rp = NULL;
+}
+
+const ns_device_t *ns_runner_device(const ns_runner_t *r)
+{
+    return &r->dev;
+}
+
+/* ---- program: memory, binary cache, compile --------------------------- */
+
+/* Append s and its NUL to buf (cap bytes, *n used); false if it is full. */
+static bool s_put(uint8_t *buf, size_t cap, size_t *n, const void *s,
+                  size_t len)
+{
+    if (len >= cap - *n)
+        return false;
+    memcpy(buf + *n, s, len);
+    buf[*n + len] = 0;
+    *n += len + 1;
+    return true;
+}
+
+static void s_program_key(const ns_runner_t *r, const ns_hash_t source_hash,
+                          const char *options, ns_hash_t key)
+{
+    static const char tag[] = "nightshift/program/v1";
+    uint8_t buf[sizeof tag + NS_HASH_BYTES + 4 * (NS_MAX_DEVICE_NAME + 1) +
+                NS_MAX_OPTIONS + 16];
+    size_t n = 0;
+    /* every part is bounded by its cap, so this cannot run out */
+    bool ok =
+        s_put(buf, sizeof buf, &n, tag, sizeof tag - 1) &&
+        s_put(buf, sizeof buf, &n, source_hash, NS_HASH_BYTES) &&
+        s_put(buf, sizeof buf, &n, r->dev.platform, strlen(r->dev.platform)) &&
+        s_put(buf, sizeof buf, &n, r->dev.info.name,
+              strlen(r->dev.info.name)) &&
+        s_put(buf, sizeof buf, &n, r->dev.device_version,
+              strlen(r->dev.device_version)) &&
+        s_put(buf, sizeof buf, &n, r->dev.driver_version,
+              strlen(r->dev.driver_version)) &&
+        s_put(buf, sizeof buf, &n, options, strnlen(options, NS_MAX_OPTIONS));
+    (void)ok;
+    ns_hash(key, buf, n);
+}
+
+static int s_cache_path(const ns_runner_t *r, const ns_hash_t key, char *path,
+                        size_t cap)
+{
+    char name[2 * NS_HASH_BYTES + 8];
+    ns_hex(name, key, NS_HASH_BYTES);
+    strcat(name, ".bin");
+    return ns_path_join(path, cap, r->cache_dir, name);
+}
+
+static void s_put_u64le(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t s_get_u64le(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* Load and build the cached binary for key; *prog stays NULL on any
+ * problem (a missing file silently, a bad one with a warning). */
+static void s_cache_load(ns_runner_t *r, const ns_hash_t key,
+                         const char *options, cl_program *prog)
+{
+    char path[PATH_MAX];
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    const char *why = NULL;
+    cl_program p = NULL;
+    cl_int e = CL_SUCCESS, status = CL_SUCCESS;
+
+    *prog = NULL;
+    if (s_cache_path(r, key, path, sizeof path) != NS_OK)
+        return;
+    int rc =
+        ns_file_read(path, S_CACHE_HEADER + S_MAX_PROGRAM_BINARY, &buf, &len);
+    if (rc == NS_ERR_NOTFOUND)
+        return;
+    if (rc != NS_OK) {
+        why = "unreadable";
+        goto out;
+    }
+    ns_hash_t h;
+    if (len < S_CACHE_HEADER ||
+        memcmp(buf, S_CACHE_MAGIC, S_CACHE_MAGIC_LEN) != 0 ||
+        memcmp(buf + S_CACHE_MAGIC_LEN, key, NS_HASH_BYTES) != 0 ||
+        s_get_u64le(buf + S_CACHE_MAGIC_LEN + 2 * NS_HASH_BYTES) !=
+            len - S_CACHE_HEADER ||
+        len == S_CACHE_HEADER) {
+        why = "header";
+        goto out;
+    }
+    const uint8_t *bin = buf + S_CACHE_HEADER;
+    size_t bin_len = len - S_CACHE_HEADER;
+    ns_hash(h, bin, bin_len);
+    if (memcmp(h, buf + S_CACHE_MAGIC_LEN + NS_HASH_BYTES, NS_HASH_BYTES) !=
+        0) {
+        why = "checksum";
+        goto out;
+    }
+    p = clCreateProgramWithBinary(r->ctx, 1, &r->device, &bin_len, &bin,
+                                  &status, &e);
+    if (!p || e != CL_SUCCESS || status != CL_SUCCESS) {
+        why = "driver_refused";
+        goto out;
+    }
+    e = clBuildProgram(p, 1, &r->device, options, NULL, NULL);
+    if (e != CL_SUCCESS) {
+        why = "build_failed";
+        goto out;
+    }
+    *prog = p;
+    p = NULL;
+out:
+    if (why)
+        ns_warn(NS_MOD_EXEC,
+                "event=program_cache_ignored reason=%s cl_err=%d file=%s", why,
+                (int)e, path);
+    if (p)
+        clReleaseProgram(p);
+    free(buf);
+}
+
+/* Store prog's binary for key; failures only warn (the cache is a cache). */
+static void s_cache_store(ns_runner_t *r, const ns_hash_t key, cl_program prog)
+{
+    char path[PATH_MAX];
+    size_t bin_len = 0;
+    uint8_t *buf = NULL;
+    const char *why = NULL;
+
+    if (s_cache_path(r, key, path, sizeof path) != NS_OK)
+        return;
+    if (clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof bin_len,
+                         &bin_len, NULL) != CL_SUCCESS ||
+        bin_len == 0 || bin_len > S_MAX_PROGRAM_BINARY) {
+        why = "no_binary";
+        goto out;
+    }
+    buf = malloc(S_CACHE_HEADER + bin_len);
+    if (!buf) {
+        why = "nomem";
+        goto out;
+    }
+    unsigned char *bin = buf + S_CACHE_HEADER;
+    if (clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) !=
+        CL_SUCCESS) {
+        why = "no_binary";
+        goto out;
+    }
+    memcpy(buf, S_CACHE_MAGIC, S_CACHE_MAGIC_LEN);
+    memcpy(buf + S_CACHE_MAGIC_LEN, key, NS_HASH_BYTES);
+    ns_hash(buf + S_CACHE_MAGIC_LEN + NS_HASH_BYTES, bin, bin_len);
+    s_put_u64le(buf + S_CACHE_MAGIC_LEN + 2 * NS_HASH_BYTES, bin_len);
+    if (ns_file_write_atomic(path, buf, S_CACHE_HEADER + bin_len, 0600) !=
+        NS_OK)
+        why = "write";
+out:
+    if (why)
+        ns_warn(NS_MOD_EXEC, "event=program_cache_store_failed reason=%s", why);
+    free(buf);
+}
+
+/* The first S_LOG_LINES non-empty lines of the build log into err. */
+static void s_build_log(const ns_runner_t *r, cl_program prog, char *err,
+                        size_t errlen)
+{
+    size_t size = 0;
+    char *log = NULL;
+    if (!err || errlen == 0)
+        return;
+    s_errf(err, errlen, "build failed: ");
+    if (clGetProgramBuildInfo(prog, r->device, CL_PROGRAM_BUILD_LOG, 0, NULL,
+                              &size) != CL_SUCCESS ||
+        size == 0)
+        goto out;
+    if (size > S_MAX_BUILD_LOG)
+        size = S_MAX_BUILD_LOG;
+    log = calloc(1, size + 1);
+    if (!log || clGetProgramBuildInfo(prog, r->device, CL_PROGRAM_BUILD_LOG,
+                                      size, log, NULL) != CL_SUCCESS)
+        goto out;
+    size_t n = strlen(err), lines = 0;
+    const char *p = log;
+    while (*p && lines < S_LOG_LINES && n + 1 < errlen) {
+        const char *eol = strchr(p, '\n');
+        size_t len = eol ? (size_t)(eol - p) : strlen(p);
+        if (len > 0) {
+            if (lines > 0)
+                err[n++] = '\n';
+            for (size_t i = 0; i < len && n + 1 < errlen; i++) {
+                unsigned char c = (unsigned char)p[i];
+                err[n++] = (c < 0x20 && c != '\t') || c == 0x7f ? '?' : p[i];
+            }
+            lines++;
+        }
+        p += len + (eol ? 1 : 0);
+    }
+    err[n] = '\0';
+out:
+    free(log);
+}
+
+/* The job's source text: the built-in's embedded text or the job's own,
+ * checked against job->source_hash (h gets its hash). */
+static int s_job_source(const ns_job_t *job, const char **src, size_t *len,
+                        ns_hash_t h, char *err, size_t errlen)
+{
+    if (job->builtin[0] != '\0') {
+        const ns_builtin_t *b = ns_builtin_find(job->builtin);
+        if (!b) {
+            s_errf(err, errlen, "unknown built-in kernel '%s'", job->builtin);
+            return NS_ERR_NOTFOUND;
+        }
+        *src = b->source;
+        *len = b->source_len;
+    } else {
+        if (!job->source || job->source_len == 0) {
+            s_errf(err, errlen, "job has neither source nor built-in");
+            return NS_ERR_INVAL;
+        }
+        *src = (const char *)job->source;
+        *len = job->source_len;
+    }
+    ns_hash(h, *src, *len);
+    if (memcmp(h, job->source_hash, NS_HASH_BYTES) == 0)
+        return NS_OK;
+    if (job->builtin[0] != '\0') {
+        s_errf(err, errlen,
+               "built-in '%s' here differs from the job's (source hash): "
+               "another nightshift version",
+               job->builtin);
+        return NS_ERR_VERSION;
+    }
+    s_errf(err, errlen, "source does not match its hash");
+    return NS_ERR_CORRUPT;
+}
+
+/* r->prog for this job: kept, loaded from the cache or compiled. */
+static int s_program(ns_runner_t *r, const ns_job_t *job, ns_timings_t *t,
+                     char *err, size_t errlen)
+{
+    const char *src = NULL;
+    size_t len = 0;
+    ns_hash_t source_hash, key;
+    cl_program prog = NULL;
+    cl_int e = CL_SUCCESS;
+    uint64_t t0 = ns_mono_us();
+
+    int rc = s_job_source(job, &src, &len, source_hash, err, errlen);
+    if (rc != NS_OK)
+        return rc;
+    s_program_key(r, source_hash, job->options, key);
+    if (r->prog && memcmp(key, r->prog_key, NS_HASH_BYTES) == 0) {
+        t->cache_hit = true;
+        goto out;
+    }
+    if (r->cache_dir)
+        s_cache_load(r, key, job->options, &prog);
+    if (prog) {
+        t->cache_hit = true;
+    } else {
+        prog = clCreateProgramWithSource(r->ctx, 1, &src, &len, &e);
+        if (!prog) {
+            rc = s_clfail(err, errlen, "clCreateProgramWithSource", e);
+            goto out;
+        }
+        e = clBuildProgram(prog, 1, &r->device, job->options, NULL, NULL);
+        if (e != CL_SUCCESS) {
+            if (e == CL_BUILD_PROGRAM_FAILURE)
+                s_build_log(r, prog, err, errlen);
+            else
+                s_clfail(err, errlen, "clBuildProgram", e);
+            ns_info(NS_MOD_EXEC, "event=build_failed cl_err=%d", (int)e);
+            rc = NS_ERR_OPENCL;
+            goto out;
+        }
+        if (r->cache_dir)
+            s_cache_store(r, key, prog);
+    }
+    if (r->prog)
+        clReleaseProgram(r->prog);
+    r->prog = prog;
+    prog = NULL;
+    memcpy(r->prog_key, key, NS_HASH_BYTES);
+out:
+    if (prog)
+        clReleaseProgram(prog);
+    t->build_us = ns_mono_us() - t0;
+    return rc;
+}
+
+/* ---- checks before anything is allocated ------------------------------ */
+
+static int s_check_inputs(const ns_job_t *job, const ns_input_t *inputs,
+                          char *err, size_t errlen)
+{
+    for (uint32_t i = 0; i < job->n_args; i++) {
+        const ns_arg_t *a = &job->args[i];
+        if (a->kind != NS_ARG_IN)
+            continue;
+        if (!inputs || (inputs[i].len > 0 && !inputs[i].data)) {
+            s_errf(err, errlen, "arg %u: no input data", i);
+            return NS_ERR_INVAL;
+        }
+        if ((uint64_t)inputs[i].len != a->size) {
+            s_errf(err, errlen, "arg %u: input is %zu bytes, the job says %llu",
+                   i, inputs[i].len, (unsigned long long)a->size);
+            return NS_ERR_INVAL;
+        }
+        if (inputs[i].verified)
+            continue;
+        ns_hash_t h;
+        ns_hash(h, inputs[i].data, inputs[i].len);
+        if (memcmp(h, a->hash, NS_HASH_BYTES) != 0) {
+            s_errf(err, errlen, "arg %u: input does not match its hash", i);
+            return NS_ERR_CORRUPT;
+        }
+    }
+    return NS_OK;
+}
+
+static int s_check_memory(const ns_runner_t *r, const ns_job_t *job, char *err,
+                          size_t errlen)
+{
+    uint64_t total = 0;
+    uint64_t max_alloc = r->dev.info.max_alloc_bytes; /* 0: unknown */
+    uint64_t global = r->dev.info.global_mem_bytes;   /* 0: unknown */
+    for (uint32_t i = 0; i < job->n_args; i++) {
+        const ns_arg_t *a = &job->args[i];
+        if (a->kind != NS_ARG_IN && a->kind != NS_ARG_OUT)
+            continue;
+        if (max_alloc != 0 && a->size > max_alloc) {
+            s_errf(err, errlen,
+                   "arg %u: buffer of %llu bytes is over the device's "
+                   "largest allocation (%llu bytes)",
+                   i, (unsigned long long)a->size,
+                   (unsigned long long)max_alloc);
+            return NS_ERR_TOOBIG;
+        }
+        total += a->size; /* each <= NS_MAX_BUFFER: no overflow */
+    }
+    if (global != 0 && total > global) {
+        s_errf(err, errlen,
+               "buffers total %llu bytes, over the device's global memory "
+               "(%llu bytes)",
+               (unsigned long long)total, (unsigned long long)global);
+        return NS_ERR_TOOBIG;
+    }
+    return NS_OK;
+}
+
+static bool s_has_local(const ns_job_t *job)
+{
+    for (uint32_t d = 0; d < job->dims; d++)
+        if (job->local[d] != 0)
+            return true;
+    return false;
+}
+
+/* ---- kernel and buffers ----------------------------------------------- */
+
+static void s_call_release_events(s_call_t *c)
+{
+    for (size_t i = 0; i < c->n_events; i++)
+        if (c->events[i])
+            clReleaseEvent(c->events[i]);
+    c->n_events = 0;
+}
+
+static void s_call_release(ns_runner_t *r, s_call_t *c)
+{
+    /* nothing may still use the buffers or the caller's memory */
+    clFinish(r->queue);
+    s_call_release_events(c);
+    free(c->events);
+    for (uint32_t i = 0; i < NS_MAX_ARGS; i++)
+        if (c->mem[i])
+            clReleaseMemObject(c->mem[i]);
+    if (c->kernel)
+        clReleaseKernel(c->kernel);
+    memset(c, 0, sizeof *c);
+}
+
+/* Kernel of the job's entry point, its argument count and the local sizes
+ * checked against device and kernel. */
+static int s_kernel(ns_runner_t *r, const ns_job_t *job, s_call_t *c, char *err,
+                    size_t errlen)
+{
+    cl_int e = CL_SUCCESS;
+    cl_uint n_args = 0;
+    size_t kernel_wg = 0;
+    cl_ulong kernel_local = 0;
+
+    c->kernel = clCreateKernel(r->prog, job->entry, &e);
+    if (!c->kernel) {
+        if (e == CL_INVALID_KERNEL_NAME) {
+            s_errf(err, errlen, "no kernel '%s' in the program", job->entry);
+            return NS_ERR_INVAL;
+        }
+        return s_clfail(err, errlen, "clCreateKernel", e);
+    }
+    e = clGetKernelInfo(c->kernel, CL_KERNEL_NUM_ARGS, sizeof n_args, &n_args,
+                        NULL);
+    if (e != CL_SUCCESS)
+        return s_clfail(err, errlen, "clGetKernelInfo", e);
+    if (n_args != job->n_args) {
+        s_errf(err, errlen, "kernel '%s' takes %u arguments, the job gives %u",
+               job->entry, (unsigned)n_args, job->n_args);
+        return NS_ERR_INVAL;
+    }
+    e = clGetKernelWorkGroupInfo(c->kernel, r->device,
+                                 CL_KERNEL_WORK_GROUP_SIZE, sizeof kernel_wg,
+                                 &kernel_wg, NULL);
+    if (e == CL_SUCCESS)
+        e = clGetKernelWorkGroupInfo(c->kernel, r->device,
+                                     CL_KERNEL_LOCAL_MEM_SIZE,
+                                     sizeof kernel_local, &kernel_local, NULL);
+    if (e != CL_SUCCESS)
+        return s_clfail(err, errlen, "clGetKernelWorkGroupInfo", e);
+    if (s_has_local(job)) {
+        uint64_t product = 1;
+        for (uint32_t d = 0; d < job->dims; d++) {
+            if (job->local[d] > r->max_item[d]) {
+                s_errf(err, errlen,
+                       "local[%u] = %llu is over the device's limit %zu", d,
+                       (unsigned long long)job->local[d], r->max_item[d]);
+                return NS_ERR_TOOBIG;
+            }
+            product *= job->local[d]; /* validated: <= NS_MAX_LOCAL_ITEMS */
+        }
+        size_t limit = kernel_wg < r->max_wg ? kernel_wg : r->max_wg;
+        if (product > limit) {
+            s_errf(err, errlen,
+                   "work-group of %llu work-items is over the limit of %zu "
+                   "for this kernel on this device",
+                   (unsigned long long)product, limit);
+            return NS_ERR_TOOBIG;
+        }
+    }
+    uint64_t local = kernel_local;
+    for (uint32_t i = 0; i < job->n_args; i++)
+        if (job->args[i].kind == NS_ARG_LOCAL)
+            local += job->args[i].size;
+    if (local > r->local_mem_bytes) {
+        s_errf(err, errlen,
+               "kernel needs %llu bytes of local memory, the device has %llu",
+               (unsigned long long)local,
+               (unsigned long long)r->local_mem_bytes);
+        return NS_ERR_TOOBIG;
+    }
+    return NS_OK;
+}
+
+/* Microseconds between an event's START and END, 0 if unknown. */
+static uint64_t s_event_us(cl_event ev)
+{
+    cl_ulong s = 0, f = 0;
+    if (!ev ||
+        clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof s, &s,
+                                NULL) != CL_SUCCESS ||
+        clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof f, &f,
+                                NULL) != CL_SUCCESS ||
+        f < s)
+        return 0;
+    return (f - s) / 1000;
+}
+
+/* One IN buffer: the caller's memory in place on host-unified devices,
+ * else a device buffer written now (its transfer time added to *write_us). */
+static int s_input_buffer(ns_runner_t *r, const ns_input_t *in, size_t size,
+                          cl_mem *mem, uint64_t *write_us, char *err,
+                          size_t errlen)
+{
+    cl_int e = CL_SUCCESS;
+    cl_event ev = NULL;
+    if (r->host_unified) {
+        /* read in place, no copy: data outlives the call */
+        *mem = clCreateBuffer(r->ctx, CL_MEM_READ_ONLY | CL_MEM_USE_HOST_PTR,
+                              size, (void *)(uintptr_t)in->data, &e);
+        return *mem ? NS_OK
+                    : s_clfail(err, errlen, "clCreateBuffer (input)", e);
+    }
+    *mem = clCreateBuffer(r->ctx, CL_MEM_READ_ONLY, size, NULL, &e);
+    if (!*mem)
+        return s_clfail(err, errlen, "clCreateBuffer (input)", e);
+    e = clEnqueueWriteBuffer(r->queue, *mem, CL_TRUE, 0, size, in->data, 0,
+                             NULL, &ev);
+    if (ev) {
+        *write_us += s_event_us(ev);
+        clReleaseEvent(ev);
+    }
+    return e == CL_SUCCESS ? NS_OK
+                           : s_clfail(err, errlen, "clEnqueueWriteBuffer", e);
+}
+
+/* Buffers and kernel arguments. outputs == NULL: output buffers of the
+ * device's own (run_items reads back slices); else they wrap outputs on
+ * host-unified devices. */
+static int s_buffers(ns_runner_t *r, const ns_job_t *job,
+                     const ns_input_t *inputs, uint8_t **outputs, s_call_t *c,
+                     ns_timings_t *t, char *err, size_t errlen)
+{
+    cl_int e = CL_SUCCESS;
+    uint64_t t0 = ns_mono_us();
+    uint64_t write_us = 0;
+    int rc = NS_OK;
+
+    for (uint32_t i = 0; i < job->n_args; i++) {
+        const ns_arg_t *a = &job->args[i];
+        const void *val = NULL;
+        size_t size = 0;
+        switch (a->kind) {
+        case NS_ARG_IN:
+            /* a NULL buffer for an empty input (clCreateBuffer refuses 0) */
+            if (a->size > 0) {
+                rc = s_input_buffer(r, &inputs[i], (size_t)a->size, &c->mem[i],
+                                    &write_us, err, errlen);
+                if (rc != NS_OK)
+                    goto out;
+            }
+            val = &c->mem[i];
+            size = sizeof(cl_mem);
+            break;
+        case NS_ARG_OUT:
+            if (outputs && r->host_unified)
+                c->mem[i] = clCreateBuffer(
+                    r->ctx, CL_MEM_WRITE_ONLY | CL_MEM_USE_HOST_PTR,
+                    (size_t)a->size, outputs[i], &e);
+            else
+                c->mem[i] = clCreateBuffer(r->ctx, CL_MEM_WRITE_ONLY,
+                                           (size_t)a->size, NULL, &e);
+            if (!c->mem[i]) {
+                rc = s_clfail(err, errlen, "clCreateBuffer (output)", e);
+                goto out;
+            }
+            val = &c->mem[i];
+            size = sizeof(cl_mem);
+            break;
+        case NS_ARG_U32:
+            val = &a->v.u32;
+            size = sizeof a->v.u32;
+            break;
+        case NS_ARG_I32:
+            val = &a->v.i32;
+            size = sizeof a->v.i32;
+            break;
+        case NS_ARG_U64:
+            val = &a->v.u64;
+            size = sizeof a->v.u64;
+            break;
+        case NS_ARG_I64:
+            val = &a->v.i64;
+            size = sizeof a->v.i64;
+            break;
+        case NS_ARG_F32:
+            val = &a->v.f32;
+            size = sizeof a->v.f32;
+            break;
+        case NS_ARG_F64:
+            val = &a->v.f64;
+            size = sizeof a->v.f64;
+            break;
+        case NS_ARG_LOCAL:
+            val = NULL;
+            size = (size_t)a->size;
+            break;
+        default:
+            s_errf(err, errlen, "arg %u: unknown kind %u", i, a->kind);
+            rc = NS_ERR_INVAL;
+            goto out;
+        }
+        e = clSetKernelArg(c->kernel, i, size, val);
+        if (e != CL_SUCCESS) {
+            char what[48];
+            snprintf(what, sizeof what, "arg %u: clSetKernelArg", i);
+            rc = s_clfail(err, errlen, what, e);
+            goto out;
+        }
+    }
+out:
+    t->upload_us = ns_mono_us() - t0;
+    if (write_us > t->upload_us)
+        t->upload_us = write_us;
+    return rc;
+}
+
+/* A command's final status: negative if it failed on the device. */
+static cl_int s_event_status(cl_event ev)
+{
+    cl_int st = CL_COMPLETE;
+    if (clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st,
+                       NULL) != CL_SUCCESS)
+        return CL_INVALID_EVENT;
+    return st;
+}
+
+/* Common first steps of both calls. */
+static int s_prepare(ns_runner_t *r, const ns_job_t *job,
+                     const ns_input_t *inputs, ns_timings_t *t, char *err,
+                     size_t errlen)
+{
+    /* cheap checks first: hashing the inputs costs the most */
+    int rc = ns_job_validate(job, err, errlen);
+    if (rc != NS_OK)
+        return rc;
+    rc = s_check_memory(r, job, err, errlen);
+    if (rc != NS_OK)
+        return rc;
+    rc = s_check_inputs(job, inputs, err, errlen);
+    if (rc != NS_OK)
+        return rc;
+    return s_program(r, job, t, err, errlen);
+}
+
+int ns_runner_run(ns_runner_t *r, const ns_job_t *job, const ns_input_t *inputs,
+                  uint8_t **outputs, ns_timings_t *t, char *err, size_t errlen)
+{
+    ns_timings_t tt;
+    s_call_t c;
+    cl_int e = CL_SUCCESS;
+    size_t global[3], local[3];
+
+    assert(r && job);
+    memset(&tt, 0, sizeof tt);
+    memset(&c, 0, sizeof c);
+    if (err && errlen)
+        err[0] = '\0';
+    int rc = s_prepare(r, job, inputs, &tt, err, errlen);
+    if (rc != NS_OK)
+        goto out;
+    for (uint32_t i = 0; i < job->n_args; i++)
+        if (job->args[i].kind == NS_ARG_OUT && (!outputs || !outputs[i])) {
+            s_errf(err, errlen, "arg %u: no output buffer", i);
+            rc = NS_ERR_INVAL;
+            goto out;
+        }
+    rc = s_kernel(r, job, &c, err, errlen);
+    if (rc != NS_OK)
+        goto out;
+    rc = s_buffers(r, job, inputs, outputs, &c, &tt, err, errlen);
+    if (rc != NS_OK)
+        goto out;
+
+    c.events = calloc(1 + job->n_args, sizeof *c.events);
+    if (!c.events) {
+        rc = NS_ERR_NOMEM;
+        goto out;
+    }
+    for (uint32_t d = 0; d < job->dims; d++) {
+        global[d] = (size_t)job->global[d];
+        local[d] = (size_t)job->local[d];
+    }
+    e = clEnqueueNDRangeKernel(r->queue, c.kernel, job->dims, NULL, global,
+                               s_has_local(job) ? local : NULL, 0, NULL,
+                               &c.events[c.n_events++]);
+    if (e != CL_SUCCESS) {
+        rc = s_clfail(err, errlen, "clEnqueueNDRangeKernel", e);
+        goto out;
+    }
+    for (uint32_t i = 0; i < job->n_args; i++) {
+        size_t size = (size_t)job->args[i].size;
+        if (job->args[i].kind != NS_ARG_OUT)
+            continue;
+        if (r->host_unified) {
+            /* the device wrote outputs[i] in place; mapping syncs it */
+            void *p =
+                clEnqueueMapBuffer(r->queue, c.mem[i], CL_FALSE, CL_MAP_READ, 0,
+                                   size, 0, NULL, &c.events[c.n_events++], &e);
+            if (!p) {
+                rc = s_clfail(err, errlen, "clEnqueueMapBuffer", e);
+                goto out;
+            }
+            e = clEnqueueUnmapMemObject(r->queue, c.mem[i], p, 0, NULL, NULL);
+            if (e != CL_SUCCESS) {
+                rc = s_clfail(err, errlen, "clEnqueueUnmapMemObject", e);
+                goto out;
+            }
+        } else {
+            e = clEnqueueReadBuffer(r->queue, c.mem[i], CL_FALSE, 0, size,
+                                    outputs[i], 0, NULL,
+                                    &c.events[c.n_events++]);
+            if (e != CL_SUCCESS) {
+                rc = s_clfail(err, errlen, "clEnqueueReadBuffer", e);
+                goto out;
+            }
+        }
+    }
+    e = clFinish(r->queue);
+    if (e != CL_SUCCESS) {
+        rc = s_clfail(err, errlen, "clFinish", e);
+        goto out;
+    }
+    for (size_t j = 0; j < c.n_events; j++) {
+        cl_int st = s_event_status(c.events[j]);
+        if (st < 0) {
+            rc = s_clfail(err, errlen, j == 0 ? "kernel" : "read back", st);
+            goto out;
+        }
+        if (j == 0)
+            tt.run_us += s_event_us(c.events[j]);
+        else
+            tt.download_us += s_event_us(c.events[j]);
+    }
+out:
+    s_call_release(r, &c);
+    if (t)
+        *t = tt;
+    return rc;
+}
+
+/* Launch order of run_items: by position in dimension 0, then by index.
+ * Items that share a column (of a matrix: a panel of B in sgemm) run back
+ * to back and find it in cache; about 15% off an SGEMM spot check. */
+typedef struct {
+    uint64_t x;   /* position (or work-group) in dimension 0 */
+    uint64_t idx; /* item index */
+    uint32_t j;   /* place in the caller's list and output */
+} s_order_t;
+
+static int s_order_cmp(const void *pa, const void *pb)
+{
+    const s_order_t *a = pa, *b = pb;
+    if (a->x != b->x)
+        return a->x < b->x ? -1 : 1;
+    if (a->idx != b->idx)
+        return a->idx < b->idx ? -1 : 1;
+    return a->j < b->j ? -1 : a->j > b->j;
+}
+
+/* Launch origin and size of item idx. */
+static void s_item_range(const ns_job_t *job, uint64_t idx, size_t *offset,
+                         size_t *size)
+{
+    bool group = job->item_kind == NS_ITEM_WORK_GROUP;
+    for (uint32_t d = 0; d < job->dims; d++) {
+        uint64_t unit = group ? job->local[d] : 1;
+        uint64_t count = job->global[d] / unit;
+        offset[d] = (size_t)(idx % count * unit);
+        size[d] = (size_t)unit;
+        idx /= count;
+    }
+}
+
+int ns_runner_run_items(ns_runner_t *r, const ns_job_t *job,
+                        const ns_input_t *inputs, const uint64_t *items,
+                        uint32_t n, uint8_t *out, ns_timings_t *t, char *err,
+                        size_t errlen)
+{
+    ns_timings_t tt;
+    s_call_t c;
+    cl_int e = CL_SUCCESS;
+    uint32_t n_out = 0;
+    s_order_t *order = NULL;
+
+    assert(r && job && (n == 0 || (items && out)));
+    memset(&tt, 0, sizeof tt);
+    memset(&c, 0, sizeof c);
+    if (err && errlen)
+        err[0] = '\0';
+    int rc = s_prepare(r, job, inputs, &tt, err, errlen);
+    if (rc != NS_OK)
+        goto out;
+    if (job->item_kind == NS_ITEM_WORK_GROUP && !s_has_local(job)) {
+        s_errf(err, errlen, "work-group items need a local size");
+        rc = NS_ERR_INVAL;
+        goto out;
+    }
+    uint64_t n_items = ns_job_items(job);
+    uint64_t item_bytes = ns_job_item_bytes(job);
+    for (uint32_t j = 0; j < n; j++)
+        if (items[j] >= n_items) {
+            s_errf(err, errlen, "item %llu out of range (%llu items)",
+                   (unsigned long long)items[j], (unsigned long long)n_items);
+            rc = NS_ERR_INVAL;
+            goto out;
+        }
+    for (uint32_t i = 0; i < job->n_args; i++)
+        n_out += job->args[i].kind == NS_ARG_OUT;
+    rc = s_kernel(r, job, &c, err, errlen);
+    if (rc != NS_OK)
+        goto out;
+    rc = s_buffers(r, job, inputs, NULL, &c, &tt, err, errlen);
+    if (rc != NS_OK)
+        goto out;
+    c.events = calloc((size_t)S_ITEM_BATCH * (1 + n_out), sizeof *c.events);
+    order = calloc(n ? n : 1, sizeof *order);
+    if (!c.events || !order) {
+        rc = NS_ERR_NOMEM;
+        goto out;
+    }
+    for (uint32_t j = 0; j < n; j++) {
+        uint64_t unit =
+            job->item_kind == NS_ITEM_WORK_GROUP ? job->local[0] : 1;
+        order[j].x = items[j] % (job->global[0] / unit);
+        order[j].idx = items[j];
+        order[j].j = j;
+    }
+    qsort(order, n, sizeof *order, s_order_cmp);
+
+    /* Batches of launches and slice reads, one clFinish each: the queue is
+     * in order, so a read follows its launch. */
+    for (uint32_t b0 = 0; b0 < n; b0 += S_ITEM_BATCH) {
+        uint32_t b1 = n - b0 < S_ITEM_BATCH ? n : b0 + S_ITEM_BATCH;
+        for (uint32_t o = b0; o < b1; o++) {
+            uint32_t j = order[o].j;
+            size_t offset[3], size[3];
+            s_item_range(job, items[j], offset, size);
+            e = clEnqueueNDRangeKernel(r->queue, c.kernel, job->dims, offset,
+                                       size, size, 0, NULL,
+                                       &c.events[c.n_events++]);
+            if (e != CL_SUCCESS) {
+                rc = s_clfail(err, errlen, "clEnqueueNDRangeKernel", e);
+                goto out;
+            }
+            uint8_t *dst = out + (size_t)j * item_bytes;
+            for (uint32_t i = 0; i < job->n_args; i++) {
+                const ns_arg_t *a = &job->args[i];
+                if (a->kind != NS_ARG_OUT)
+                    continue;
+                e = clEnqueueReadBuffer(r->queue, c.mem[i], CL_FALSE,
+                                        (size_t)(items[j] * a->item_bytes),
+                                        a->item_bytes, dst, 0, NULL,
+                                        &c.events[c.n_events++]);
+                if (e != CL_SUCCESS) {
+                    rc = s_clfail(err, errlen, "clEnqueueReadBuffer", e);
+                    goto out;
+                }
+                dst += a->item_bytes;
+            }
+        }
+        e = clFinish(r->queue);
+        if (e != CL_SUCCESS) {
+            rc = s_clfail(err, errlen, "clFinish", e);
+            goto out;
+        }
+        for (size_t k = 0; k < c.n_events; k++) {
+            cl_int st = s_event_status(c.events[k]);
+            bool launch = k % (1 + n_out) == 0;
+            if (st < 0) {
+                rc = s_clfail(err, errlen, launch ? "kernel" : "read back", st);
+                goto out;
+            }
+            if (launch)
+                tt.run_us += s_event_us(c.events[k]);
+            else
+                tt.download_us += s_event_us(c.events[k]);
+        }
+        s_call_release_events(&c);
+    }
+out:
+    s_call_release(r, &c);
+    free(order);
+    if (t)
+        *t = tt;
+    return rc;
+}

@@ -1,0 +1,1766 @@
+/* worker.c - the sandboxed worker process and its supervisor (worker.h).
+ *
+ * Supervisor: a small state machine over one non-blocking socket.
+ *   DEAD -(spawn)-> STARTING -(HELLO ok)-> IDLE -(dispatch)-> BUSY
+ *   BUSY -(RESULT + outputs)-> IDLE
+ *   BUSY -(EOF, deadline, violation)-> killed, job failed, respawned
+ *   STARTING -(HELLO error, EOF, deadline)-> DEAD, pending job failed
+ * Respawning right after a job failure hides the runtime's start-up from
+ * the next job; a worker that never said HELLO is not respawned until the
+ * next submit, so a broken device cannot make us spin.
+ *
+ * Worker: blocking reads and writes, one request at a time.
+ */
+#include "nightshift/worker.h"
+#include "nightshift/log.h"
+#include "nightshift/mp.h"
+#include "nightshift/util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <sodium.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define S_REAP_GRACE_MS 200     /* a worker that closed its socket exits */
+#define S_DESTROY_GRACE_MS 2000 /* an idle worker shuts its runtime down */
+#define S_MAX_TIMING_US (UINT64_C(86400) * 1000000) /* a day: sane timing */
+#define S_IO_CHUNK (1u << 30) /* bytes per read/write system call */
+#define S_MAX_REAPING 16      /* killed workers not yet reaped */
+
+/* ---- shared helpers ----------------------------------------------------- */
+
+static void s_put_be32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+static uint32_t s_get_be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 |
+           p[3];
+}
+
+/* "8.0 GiB", "512.0 MiB", "12 bytes" */
+static void s_fmt_bytes(char *out, size_t cap, uint64_t b)
+{
+    if (b >= (UINT64_C(1) << 30))
+        snprintf(out, cap, "%.1f GiB", (double)b / (double)(1u << 30));
+    else if (b >= (UINT64_C(1) << 20))
+        snprintf(out, cap, "%.1f MiB", (double)b / (double)(1u << 20));
+    else if (b >= 1024)
+        snprintf(out, cap, "%.1f KiB", (double)b / 1024.0);
+    else
+        snprintf(out, cap, "%" PRIu64 " bytes", b);
+}
+
+/* Error text from the other process: printable ASCII, newline and tab;
+ * anything else becomes '?'. No trailing newlines. */
+static void s_sanitize(char *dst, size_t cap, const uint8_t *src, size_t n)
+{
+    size_t j = 0;
+    for (size_t i = 0; i < n && j + 1 < cap; i++) {
+        uint8_t c = src[i];
+        dst[j++] =
+            (c == '\n' || c == '\t' || (c >= 0x20 && c < 0x7f)) ? (char)c : '?';
+    }
+    while (j > 0 && (dst[j - 1] == '\n' || dst[j - 1] == ' '))
+        j--;
+    dst[j] = '\0';
+}
+
+static bool s_valid_status(int64_t status)
+{
+    return status <= 0 && status > -(int64_t)NS_ERR_COUNT;
+}
+
+/* A frame under construction: 4 bytes reserved for the length. */
+static void s_frame_begin(msgpack_sbuffer *sb, msgpack_packer *pk)
+{
+    static const char zero[4] = {0, 0, 0, 0};
+    msgpack_sbuffer_init(sb);
+    msgpack_packer_init(pk, sb, msgpack_sbuffer_write);
+    msgpack_sbuffer_write(sb, zero, sizeof zero);
+}
+
+static void s_frame_end(msgpack_sbuffer *sb)
+{
+    s_put_be32((uint8_t *)sb->data, (uint32_t)(sb->size - 4));
+}
+
+void ns_worker_opts_init(ns_worker_opts_t *o)
+{
+    memset(o, 0, sizeof *o);
+}
+
+/* ---- supervisor ----------------------------------------------------------
+ */
+
+enum { S_DEAD, S_STARTING, S_IDLE, S_BUSY };
+enum { R_LEN, R_HEAD, R_DATA };
+
+typedef struct {
+    const uint8_t *p;
+    uint64_t len;
+} s_wseg_t;
+
+typedef struct {
+    uint8_t *p;
+    uint64_t len;
+} s_rseg_t;
+
+struct ns_worker {
+    ns_worker_opts_t o; /* exe and cache_dir point at the copies below */
+    char *exe;
+    char *cache_dir;
+    pid_t pid;            /* worker process, -1 when none */
+    int fd;               /* our end of the socketpair, -1 when none */
+    int state;            /* S_* */
+    uint64_t deadline_ms; /* STARTING: start-up; BUSY: the job (mono) */
+    bool hello_ok;        /* this worker process sent a good HELLO */
+    bool have_dev;        /* dev holds the last good HELLO's device */
+    ns_devinfo_t dev;
+    ns_worker_stats_t stats;
+    pid_t reaping[S_MAX_REAPING]; /* killed, not yet reaped */
+    uint32_t n_reaping;
+
+    /* reader: length, head, then raw output segments */
+    int rphase;
+    uint8_t lenbuf[4];
+    size_t len_got;
+    uint8_t *head;
+    size_t head_len, head_got;
+    s_rseg_t rseg[NS_MAX_ARGS];
+    uint32_t n_rseg, rseg_i;
+    uint64_t rseg_off;
+
+    /* the job between submit and result */
+    bool pending;         /* submitted, result not delivered yet */
+    bool dispatched;      /* its request is being (or was) written */
+    bool sent_all;        /* the whole request is written */
+    int mode;             /* NS_WORKER_MSG_RUN or NS_WORKER_MSG_ITEMS */
+    ns_job_t job;         /* shallow copy, source NULL: sizes for the reply */
+    uint64_t items_bytes; /* ITEMS: n * item_bytes */
+    msgpack_sbuffer req;  /* request frame (head) */
+    bool req_live;
+    s_wseg_t wseg[1 + NS_MAX_ARGS];
+    uint32_t n_wseg, wseg_i;
+    uint64_t wseg_off;
+    uint64_t submit_us;
+    ns_worker_result_t res; /* being built, then handed out */
+    bool res_ready;
+};
+
+static const char *s_mode_name(int mode)
+{
+    return mode == NS_WORKER_MSG_ITEMS ? "items" : "run";
+}
+
+static void s_reader_reset(ns_worker_t *w)
+{
+    free(w->head);
+    w->head = NULL;
+    w->rphase = R_LEN;
+    w->len_got = 0;
+    w->head_len = w->head_got = 0;
+    w->n_rseg = w->rseg_i = 0;
+    w->rseg_off = 0;
+}
+
+static void s_request_free(ns_worker_t *w)
+{
+    if (w->req_live)
+        msgpack_sbuffer_destroy(&w->req);
+    w->req_live = false;
+    w->n_wseg = w->wseg_i = 0;
+    w->wseg_off = 0;
+}
+
+/* Deliver the pending job's result, res.error as it stands (ns_strerror
+ * for an error without text). */
+static void s_finish_keep(ns_worker_t *w, int status)
+{
+    if (!w->pending)
+        return;
+    ns_worker_result_t *res = &w->res;
+    res->status = status;
+    if (status != NS_OK && res->error[0] == '\0')
+        snprintf(res->error, sizeof res->error, "%s", ns_strerror(status));
+    if (status != NS_OK) {
+        for (uint32_t i = 0; i < NS_MAX_ARGS; i++) {
+            free(res->outputs[i]);
+            res->outputs[i] = NULL;
+        }
+        free(res->items);
+        res->items = NULL;
+        res->items_len = 0;
+        memset(&res->timings, 0, sizeof res->timings);
+    }
+    res->wall_us = ns_mono_us() - w->submit_us;
+    w->res_ready = true;
+    w->pending = false;
+    w->dispatched = false;
+    w->sent_all = false;
+    s_request_free(w);
+    w->stats.jobs++;
+    if (status != NS_OK) {
+        w->stats.failed++;
+        ns_debug(NS_MOD_EXEC, "event=worker_job_failed mode=%s rc=%s",
+                 s_mode_name(w->mode), ns_errname(status));
+    }
+}
+
+/* The same with a new error text. */
+__attribute__((format(printf, 3, 4))) static void
+s_finish(ns_worker_t *w, int status, const char *fmt, ...)
+{
+    if (!w->pending)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(w->res.error, sizeof w->res.error, fmt, ap);
+    va_end(ap);
+    s_finish_keep(w, status);
+}
+
+static void s_describe_status(char *out, size_t cap, int st)
+{
+    if (WIFSIGNALED(st))
+        snprintf(out, cap, "signal %d", WTERMSIG(st));
+    else if (WIFEXITED(st))
+        snprintf(out, cap, "exit status %d", WEXITSTATUS(st));
+    else
+        snprintf(out, cap, "wait status %d", st);
+}
+
+static void s_sleep_ms(unsigned ms)
+{
+    struct timespec ts = {0, (long)ms * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+/* Reap killed workers that had not exited yet (a process killed inside a
+ * driver call can take a while): never block the caller's loop on them. */
+static void s_reap_later(ns_worker_t *w, pid_t pid)
+{
+    if (w->n_reaping < S_MAX_REAPING) {
+        w->reaping[w->n_reaping++] = pid;
+        return;
+    }
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+}
+
+static void s_reap_pending(ns_worker_t *w, bool block)
+{
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < w->n_reaping; i++) {
+        pid_t got;
+        while ((got = waitpid(w->reaping[i], NULL, block ? 0 : WNOHANG)) < 0 &&
+               errno == EINTR)
+            ;
+        if (got == 0)
+            w->reaping[kept++] = w->reaping[i];
+    }
+    w->n_reaping = kept;
+}
+
+/* Close the socket and collect the worker: wait up to grace_ms for it to
+ * exit by itself, then SIGKILL it (reaped later if it does not die at
+ * once). State DEAD. True with *st filled when its wait status is known. */
+static bool s_reap(ns_worker_t *w, unsigned grace_ms, int *st)
+{
+    bool known = false;
+    *st = 0;
+    if (w->fd >= 0) {
+        close(w->fd);
+        w->fd = -1;
+    }
+    if (w->pid > 0) {
+        pid_t got = 0;
+        for (unsigned waited = 0;; waited++) {
+            while ((got = waitpid(w->pid, st, WNOHANG)) < 0 && errno == EINTR)
+                ;
+            if (got != 0 || waited >= grace_ms)
+                break;
+            s_sleep_ms(1);
+        }
+        if (got == 0) {
+            kill(w->pid, SIGKILL);
+            s_sleep_ms(1);
+            while ((got = waitpid(w->pid, st, WNOHANG)) < 0 && errno == EINTR)
+                ;
+            if (got == 0)
+                s_reap_later(w, w->pid);
+        }
+        /* got < 0: not our child any more (SIGCHLD ignored?) */
+        known = got > 0;
+    }
+    w->pid = -1;
+    w->state = S_DEAD;
+    s_reader_reset(w);
+    return known;
+}
+
+static void s_kill(ns_worker_t *w)
+{
+    int st;
+    if (w->pid > 0)
+        kill(w->pid, SIGKILL);
+    s_reap(w, 0, &st);
+}
+
+static int s_spawn(ns_worker_t *w, char *err, size_t errlen)
+{
+    int sv[2] = {-1, -1};
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    bool fa_live = false, attr_live = false;
+    int rc = NS_ERR_IO;
+
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+        snprintf(err, errlen, "cannot start the worker: socketpair: %s",
+                 strerror(errno));
+        goto out;
+    }
+    /* dup2 onto itself would keep FD_CLOEXEC: pick another number then */
+    int child_fd = sv[1] == 3 ? 4 : 3;
+    char fd_s[16], dev_s[16], mem_s[32], src_s[32], parent_s[32];
+    snprintf(fd_s, sizeof fd_s, "%d", child_fd);
+    snprintf(dev_s, sizeof dev_s, "%" PRIu32, w->o.device_index);
+    if (w->o.mem_limit_bytes == NS_WORKER_MEM_UNLIMITED)
+        snprintf(mem_s, sizeof mem_s, "unlimited");
+    else
+        snprintf(mem_s, sizeof mem_s, "%" PRIu64, w->o.mem_limit_bytes);
+    snprintf(src_s, sizeof src_s, "%zu", w->o.max_source_bytes);
+    snprintf(parent_s, sizeof parent_s, "%ld", (long)getpid());
+    char *argv[24];
+    int argc = 0;
+    argv[argc++] = w->exe;
+    argv[argc++] = (char *)"worker";
+    argv[argc++] = (char *)"--fd";
+    argv[argc++] = fd_s;
+    argv[argc++] = (char *)"--device";
+    argv[argc++] = dev_s;
+    argv[argc++] = (char *)"--mem-limit";
+    argv[argc++] = mem_s;
+    argv[argc++] = (char *)"--max-source";
+    argv[argc++] = src_s;
+    argv[argc++] = (char *)"--parent";
+    argv[argc++] = parent_s;
+    if (w->cache_dir) {
+        argv[argc++] = (char *)"--cache-dir";
+        argv[argc++] = w->cache_dir;
+    }
+    /* the worker logs like its supervisor */
+    static const char *const levels[] = {"error", "warn", "info", "debug"};
+    char level_s[8];
+    snprintf(level_s, sizeof level_s, "%s",
+             levels[ns_log_threshold <= NS_LOG_DEBUG ? ns_log_threshold
+                                                     : NS_LOG_DEBUG]);
+    argv[argc++] = (char *)"--log-level";
+    argv[argc++] = level_s;
+    if (ns_log_enabled(NS_LOG_DEBUG, NS_MOD_EXEC)) {
+        argv[argc++] = (char *)"--debug";
+        argv[argc++] = (char *)"exec";
+    }
+    argv[argc] = NULL;
+
+    int e = posix_spawn_file_actions_init(&fa);
+    if (e == 0) {
+        fa_live = true;
+        e = posix_spawn_file_actions_adddup2(&fa, sv[1], child_fd);
+    }
+    /* the worker never writes to stdout: it may be a JSON document */
+    if (e == 0)
+        e = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    if (e == 0)
+        e = posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    if (e == 0) {
+        e = posix_spawnattr_init(&attr);
+        attr_live = e == 0;
+    }
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    if (e == 0)
+        e = posix_spawnattr_setsigmask(&attr, &none);
+    if (e == 0)
+        e = posix_spawnattr_setsigdefault(&attr, &all);
+    if (e == 0)
+        e = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK |
+                                                POSIX_SPAWN_SETSIGDEF);
+    pid_t pid = -1;
+    if (e == 0)
+        e = posix_spawn(&pid, w->exe, &fa, &attr, argv, environ);
+    if (e != 0) {
+        snprintf(err, errlen, "cannot start the worker %s: %s", w->exe,
+                 strerror(e));
+        goto out;
+    }
+    int fl = fcntl(sv[0], F_GETFL);
+    if (fl < 0 || fcntl(sv[0], F_SETFL, fl | O_NONBLOCK) < 0) {
+        snprintf(err, errlen, "cannot start the worker: fcntl: %s",
+                 strerror(errno));
+        kill(pid, SIGKILL);
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+        goto out;
+    }
+    w->pid = pid;
+    w->fd = sv[0];
+    sv[0] = -1;
+    w->state = S_STARTING;
+    w->hello_ok = false;
+    w->deadline_ms = ns_mono_ms() + w->o.start_timeout_ms;
+    s_reader_reset(w);
+    w->stats.starts++;
+    ns_debug(NS_MOD_EXEC, "event=worker_spawned pid=%ld device=%" PRIu32,
+             (long)pid, w->o.device_index);
+    rc = NS_OK;
+out:
+    if (attr_live)
+        posix_spawnattr_destroy(&attr);
+    if (fa_live)
+        posix_spawn_file_actions_destroy(&fa);
+    if (sv[0] >= 0)
+        close(sv[0]);
+    if (sv[1] >= 0)
+        close(sv[1]);
+    return rc;
+}
+
+/* After a job failure: a fresh worker, if the old one had started. */
+static void s_respawn(ns_worker_t *w, bool had_started)
+{
+    char err[256];
+    if (!had_started || w->state != S_DEAD)
+        return;
+    if (s_spawn(w, err, sizeof err) != NS_OK)
+        ns_warn(NS_MOD_EXEC, "event=worker_respawn_failed error=\"%s\"", err);
+}
+
+/* The worker broke the protocol: kill it, fail the job, start afresh. */
+__attribute__((format(printf, 2, 3))) static void
+s_violation(ns_worker_t *w, const char *fmt, ...)
+{
+    char what[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    bool had_started = w->hello_ok;
+    ns_warn(NS_MOD_EXEC, "event=worker_protocol_violation pid=%ld what=\"%s\"",
+            (long)w->pid, what);
+    s_kill(w);
+    w->stats.protocol++;
+    s_finish(w, NS_ERR_CORRUPT, "the worker broke the protocol (%s)", what);
+    s_respawn(w, had_started);
+}
+
+/* EOF or a reset on the socket: the worker is gone or going. */
+static void s_on_death(ns_worker_t *w)
+{
+    int prev = w->state;
+    bool had_started = w->hello_ok;
+    pid_t pid = w->pid;
+    int st = 0;
+    char how[48] = "it closed its socket and was killed";
+    if (s_reap(w, S_REAP_GRACE_MS, &st))
+        s_describe_status(how, sizeof how, st);
+    else
+        st = -1; /* neither exited nor signalled: no W* macro matches */
+
+    if (prev == S_BUSY) {
+        w->stats.crashes++;
+        ns_warn(NS_MOD_EXEC, "event=worker_crashed pid=%ld how=\"%s\"",
+                (long)pid, how);
+        if (st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL)
+            s_finish(w, NS_ERR_NOMEM,
+                     "the worker was killed (signal 9) while running the "
+                     "job, most likely out of memory");
+        else if (st != -1 && WIFSIGNALED(st))
+            s_finish(w, NS_ERR_OPENCL,
+                     "the kernel crashed the OpenCL runtime (signal %d)",
+                     WTERMSIG(st));
+        else
+            s_finish(w, NS_ERR_OPENCL,
+                     "the kernel crashed the OpenCL runtime (the worker "
+                     "ended with %s)",
+                     how);
+        s_respawn(w, had_started);
+    } else if (prev == S_STARTING) {
+        ns_warn(NS_MOD_EXEC, "event=worker_start_failed pid=%ld how=\"%s\"",
+                (long)pid, how);
+        s_finish(w, NS_ERR_OPENCL,
+                 "the worker died while opening OpenCL device %" PRIu32 " (%s)",
+                 w->o.device_index, how);
+    } else {
+        ns_warn(NS_MOD_EXEC, "event=worker_died_idle pid=%ld how=\"%s\"",
+                (long)pid, how);
+        s_respawn(w, had_started);
+    }
+}
+
+/* Buffers over the device's limits fail before anything is sent. */
+static int s_check_device(const ns_worker_t *w, const ns_job_t *job, char *err,
+                          size_t errlen)
+{
+    if (!w->have_dev)
+        return NS_OK;
+    uint64_t total = 0;
+    char a[32], b[32];
+    for (uint32_t i = 0; i < job->n_args; i++) {
+        const ns_arg_t *arg = &job->args[i];
+        if (arg->kind != NS_ARG_IN && arg->kind != NS_ARG_OUT)
+            continue;
+        total += arg->size;
+        if (w->dev.max_alloc_bytes && arg->size > w->dev.max_alloc_bytes) {
+            s_fmt_bytes(a, sizeof a, arg->size);
+            s_fmt_bytes(b, sizeof b, w->dev.max_alloc_bytes);
+            snprintf(err, errlen,
+                     "arg %" PRIu32 " (%s): a buffer of %s (%" PRIu64
+                     " bytes) is over the device's largest allocation, %s "
+                     "(%" PRIu64 " bytes)",
+                     i, arg->kind == NS_ARG_IN ? "in" : "out", a, arg->size, b,
+                     w->dev.max_alloc_bytes);
+            return NS_ERR_TOOBIG;
+        }
+    }
+    if (w->dev.global_mem_bytes && total > w->dev.global_mem_bytes) {
+        s_fmt_bytes(a, sizeof a, total);
+        s_fmt_bytes(b, sizeof b, w->dev.global_mem_bytes);
+        snprintf(err, errlen,
+                 "the job's buffers (%s) are over the device's global "
+                 "memory (%s)",
+                 a, b);
+        return NS_ERR_TOOBIG;
+    }
+    return NS_OK;
+}
+
+static void s_pump_write(ns_worker_t *w, uint64_t *budget);
+
+/* IDLE with a job waiting: check it against the device, start writing. */
+static void s_dispatch(ns_worker_t *w)
+{
+    char err[NS_WORKER_MAX_ERROR + 1];
+    int rc = s_check_device(w, &w->job, err, sizeof err);
+    if (rc != NS_OK) {
+        s_finish(w, rc, "%s", err);
+        return;
+    }
+    w->state = S_BUSY;
+    w->dispatched = true;
+    w->sent_all = false;
+    w->deadline_ms = ns_mono_ms() + w->o.timeout_ms;
+    uint64_t budget = NS_WORKER_IO_SLICE;
+    s_pump_write(w, &budget);
+}
+
+static void s_on_hello(ns_worker_t *w)
+{
+    ns_mpr_t r;
+    uint32_t type = 0, proto = 0;
+    int64_t status = 0;
+    const uint8_t *etext = NULL;
+    size_t elen = 0;
+    ns_devinfo_t dev;
+
+    ns_mpr_init(&r, w->head, w->head_len);
+    ns_mpr_array_exact(&r, 5);
+    ns_mpr_u32(&r, &type);
+    ns_mpr_u32(&r, &proto);
+    ns_mpr_int(&r, &status);
+    ns_mpr_bin(&r, &etext, &elen, NS_WORKER_MAX_ERROR);
+    ns_devinfo_read(&r, &dev);
+    int rc = ns_mpr_end(&r);
+    if (rc == NS_OK && type != NS_WORKER_MSG_HELLO) {
+        s_violation(w, "message type %" PRIu32 " before HELLO", type);
+        return;
+    }
+    if (rc != NS_OK) {
+        s_violation(w, "malformed HELLO: %s", ns_strerror(rc));
+        return;
+    }
+    if (proto != NS_WORKER_PROTOCOL) {
+        s_violation(w, "protocol %" PRIu32 ", expected %d", proto,
+                    NS_WORKER_PROTOCOL);
+        return;
+    }
+    if (!s_valid_status(status)) {
+        s_violation(w, "unknown status %" PRId64, status);
+        return;
+    }
+    if (status != NS_OK) {
+        char text[NS_WORKER_MAX_ERROR + 1];
+        s_sanitize(text, sizeof text, etext, elen);
+        ns_warn(NS_MOD_EXEC,
+                "event=worker_no_device device=%" PRIu32 " error=\"%s\"",
+                w->o.device_index, text);
+        int st;
+        s_reap(w, S_REAP_GRACE_MS, &st);
+        s_finish(w, (int)status, "%s",
+                 text[0] ? text : ns_strerror((int)status));
+        return;
+    }
+    w->dev = dev;
+    w->have_dev = true;
+    w->hello_ok = true;
+    w->state = S_IDLE;
+    ns_debug(NS_MOD_EXEC, "event=worker_ready pid=%ld device=\"%s\"",
+             (long)w->pid, dev.name);
+    if (w->pending && !w->dispatched)
+        s_dispatch(w);
+}
+
+static void s_on_result(ns_worker_t *w)
+{
+    bool had_started;
+    ns_mpr_t r;
+    uint32_t type = 0;
+    int64_t status = 0;
+    const uint8_t *etext = NULL;
+    size_t elen = 0;
+    ns_timings_t t;
+    memset(&t, 0, sizeof t);
+
+    ns_mpr_init(&r, w->head, w->head_len);
+    ns_mpr_array_exact(&r, 4);
+    ns_mpr_u32(&r, &type);
+    ns_mpr_int(&r, &status);
+    ns_mpr_bin(&r, &etext, &elen, NS_WORKER_MAX_ERROR);
+    ns_mpr_array_exact(&r, 5);
+    ns_mpr_uint(&r, &t.build_us);
+    ns_mpr_uint(&r, &t.upload_us);
+    ns_mpr_uint(&r, &t.run_us);
+    ns_mpr_uint(&r, &t.download_us);
+    ns_mpr_bool(&r, &t.cache_hit);
+    int rc = ns_mpr_end(&r);
+    if (rc == NS_OK && type != NS_WORKER_MSG_RESULT) {
+        s_violation(w, "message type %" PRIu32 " instead of RESULT", type);
+        return;
+    }
+    if (rc != NS_OK) {
+        s_violation(w, "malformed RESULT: %s", ns_strerror(rc));
+        return;
+    }
+    if (!s_valid_status(status)) {
+        s_violation(w, "unknown status %" PRId64, status);
+        return;
+    }
+    if (t.build_us > S_MAX_TIMING_US || t.upload_us > S_MAX_TIMING_US ||
+        t.run_us > S_MAX_TIMING_US || t.download_us > S_MAX_TIMING_US) {
+        s_violation(w, "implausible timings");
+        return;
+    }
+
+    ns_worker_result_t *res = &w->res;
+    s_sanitize(res->error, sizeof res->error, etext, elen);
+    free(w->head);
+    w->head = NULL;
+    if (status != NS_OK) {
+        w->state = S_IDLE;
+        w->rphase = R_LEN;
+        s_finish_keep(w, (int)status);
+        return;
+    }
+    res->timings = t;
+    /* Output sizes come from our copy of the job, never from the worker. */
+    w->n_rseg = w->rseg_i = 0;
+    w->rseg_off = 0;
+    if (w->mode == NS_WORKER_MSG_RUN) {
+        for (uint32_t i = 0; i < w->job.n_args; i++) {
+            if (w->job.args[i].kind != NS_ARG_OUT)
+                continue;
+            uint64_t size = w->job.args[i].size;
+            res->outputs[i] = malloc(size ? size : 1);
+            if (!res->outputs[i])
+                goto nomem;
+            w->rseg[w->n_rseg].p = res->outputs[i];
+            w->rseg[w->n_rseg].len = size;
+            w->n_rseg++;
+        }
+    } else {
+        res->items = malloc(w->items_bytes ? w->items_bytes : 1);
+        if (!res->items)
+            goto nomem;
+        res->items_len = w->items_bytes;
+        w->rseg[0].p = res->items;
+        w->rseg[0].len = w->items_bytes;
+        w->n_rseg = 1;
+    }
+    w->rphase = R_DATA;
+    return;
+nomem:
+    had_started = w->hello_ok;
+    s_kill(w);
+    s_finish(w, NS_ERR_NOMEM, "out of memory receiving the job's outputs");
+    s_respawn(w, had_started);
+}
+
+static void s_on_head(ns_worker_t *w)
+{
+    if (w->state == S_STARTING)
+        s_on_hello(w);
+    else
+        s_on_result(w);
+    if (w->state != S_DEAD && w->rphase != R_DATA) {
+        free(w->head);
+        w->head = NULL;
+        w->rphase = R_LEN;
+        w->len_got = 0;
+    }
+}
+
+/* Bytes are welcome only while starting (HELLO) or once the request is
+ * fully written (RESULT). */
+static bool s_expecting(const ns_worker_t *w)
+{
+    return w->state == S_STARTING ||
+           (w->state == S_BUSY && w->pending && w->sent_all);
+}
+
+/* Step past filled output segments; true (and the job finished) when the
+ * last one is full. */
+static bool s_data_advance(ns_worker_t *w)
+{
+    while (w->rseg_i < w->n_rseg && w->rseg_off == w->rseg[w->rseg_i].len) {
+        w->rseg_i++;
+        w->rseg_off = 0;
+    }
+    if (w->rseg_i < w->n_rseg)
+        return false;
+    w->state = S_IDLE;
+    s_reader_reset(w);
+    s_finish_keep(w, NS_OK);
+    return true;
+}
+
+static void s_pump_read(ns_worker_t *w, uint64_t *budget)
+{
+    while (w->fd >= 0 && *budget > 0 && !w->res_ready) {
+        uint8_t *dst;
+        size_t want;
+        if (w->rphase == R_LEN) {
+            dst = w->lenbuf + w->len_got;
+            want = 4 - w->len_got;
+        } else if (w->rphase == R_HEAD) {
+            dst = w->head + w->head_got;
+            want = w->head_len - w->head_got;
+        } else {
+            if (s_data_advance(w))
+                return;
+            s_rseg_t *s = &w->rseg[w->rseg_i];
+            dst = s->p + w->rseg_off;
+            uint64_t left = s->len - w->rseg_off;
+            want = (size_t)(left < *budget ? left : *budget);
+            if (want > S_IO_CHUNK)
+                want = S_IO_CHUNK;
+        }
+        ssize_t n = recv(w->fd, dst, want, MSG_DONTWAIT);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return;
+            s_on_death(w); /* ECONNRESET and friends */
+            return;
+        }
+        if (n == 0) {
+            s_on_death(w);
+            return;
+        }
+        if (!s_expecting(w)) {
+            s_violation(w, "%zd unsolicited bytes", n);
+            return;
+        }
+        *budget -= (uint64_t)n < *budget ? (uint64_t)n : *budget;
+        if (w->rphase == R_LEN) {
+            w->len_got += (size_t)n;
+            if (w->len_got < 4)
+                continue;
+            uint32_t len = s_get_be32(w->lenbuf);
+            if (len == 0 || len > NS_WORKER_MAX_REPLY) {
+                s_violation(w, "a frame of %" PRIu32 " bytes", len);
+                return;
+            }
+            w->head = malloc(len);
+            if (!w->head) {
+                s_violation(w, "no memory for a frame");
+                return;
+            }
+            w->head_len = len;
+            w->head_got = 0;
+            w->rphase = R_HEAD;
+        } else if (w->rphase == R_HEAD) {
+            w->head_got += (size_t)n;
+            if (w->head_got == w->head_len)
+                s_on_head(w);
+        } else {
+            w->rseg_off += (uint64_t)n;
+            if (s_data_advance(w))
+                return;
+        }
+    }
+}
+
+static void s_pump_write(ns_worker_t *w, uint64_t *budget)
+{
+    while (w->fd >= 0 && w->state == S_BUSY && !w->sent_all && *budget > 0) {
+        if (w->wseg_i == w->n_wseg) {
+            w->sent_all = true;
+            s_request_free(w);
+            return;
+        }
+        const s_wseg_t *s = &w->wseg[w->wseg_i];
+        uint64_t left = s->len - w->wseg_off;
+        size_t want = (size_t)(left < *budget ? left : *budget);
+        if (want > S_IO_CHUNK)
+            want = S_IO_CHUNK;
+        if (want == 0) {
+            w->wseg_i++;
+            w->wseg_off = 0;
+            continue;
+        }
+        ssize_t n =
+            send(w->fd, s->p + w->wseg_off, want, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return;
+            {
+                s_on_death(w); /* EPIPE: it died under us */
+                return;
+            }
+        }
+        *budget -= (uint64_t)n < *budget ? (uint64_t)n : *budget;
+        w->wseg_off += (uint64_t)n;
+        if (w->wseg_off == s->len) {
+            w->wseg_i++;
+            w->wseg_off = 0;
+        }
+    }
+}
+
+static void s_check_deadline(ns_worker_t *w)
+{
+    if (w->state != S_BUSY && w->state != S_STARTING)
+        return;
+    if (ns_mono_ms() < w->deadline_ms)
+        return;
+    if (w->state == S_BUSY) {
+        bool had_started = w->hello_ok;
+        ns_warn(NS_MOD_EXEC, "event=worker_timeout pid=%ld limit_ms=%" PRIu32,
+                (long)w->pid, w->o.timeout_ms);
+        s_kill(w);
+        w->stats.timeouts++;
+        s_finish(w, NS_ERR_TIMEOUT, "the job ran past its %" PRIu32 " ms limit",
+                 w->o.timeout_ms);
+        s_respawn(w, had_started);
+    } else {
+        ns_warn(NS_MOD_EXEC,
+                "event=worker_start_timeout pid=%ld limit_ms=%" PRIu32,
+                (long)w->pid, w->o.start_timeout_ms);
+        s_kill(w);
+        s_finish(w, NS_ERR_TIMEOUT,
+                 "the worker did not open OpenCL device %" PRIu32
+                 " within %" PRIu32 " ms",
+                 w->o.device_index, w->o.start_timeout_ms);
+    }
+}
+
+ns_worker_t *ns_worker_new(const ns_worker_opts_t *o, int *err)
+{
+    char msg[256];
+    ns_worker_t *w = calloc(1, sizeof *w);
+    int rc = NS_ERR_NOMEM;
+    if (!w)
+        goto fail;
+    w->pid = -1;
+    w->fd = -1;
+    w->state = S_DEAD;
+    w->o = *o;
+    if (w->o.timeout_ms == 0)
+        w->o.timeout_ms = NS_WORKER_DEFAULT_TIMEOUT_MS;
+    if (w->o.start_timeout_ms == 0)
+        w->o.start_timeout_ms = NS_WORKER_DEFAULT_START_MS;
+    if (w->o.max_source_bytes == 0)
+        w->o.max_source_bytes = NS_MAX_SOURCE;
+    rc = NS_ERR_INVAL;
+    if (w->o.max_source_bytes > NS_MAX_SOURCE)
+        goto fail;
+    rc = NS_ERR_NOMEM;
+    w->exe = strdup(o->exe ? o->exe : "/proc/self/exe");
+    if (!w->exe)
+        goto fail;
+    if (o->cache_dir && !(w->cache_dir = strdup(o->cache_dir)))
+        goto fail;
+    w->o.exe = w->exe;
+    w->o.cache_dir = w->cache_dir;
+    rc = s_spawn(w, msg, sizeof msg);
+    if (rc != NS_OK) {
+        ns_error(NS_MOD_EXEC, "event=worker_spawn_failed error=\"%s\"", msg);
+        goto fail;
+    }
+    return w;
+fail:
+    if (w) {
+        free(w->exe);
+        free(w->cache_dir);
+        free(w);
+    }
+    if (err)
+        *err = rc;
+    return NULL;
+}
+
+void ns_worker_result_release(ns_worker_result_t *res)
+{
+    if (!res)
+        return;
+    for (uint32_t i = 0; i < NS_MAX_ARGS; i++)
+        free(res->outputs[i]);
+    free(res->items);
+    memset(res, 0, sizeof *res);
+}
+
+void ns_worker_destroy(ns_worker_t **wp)
+{
+    if (!wp || !*wp)
+        return;
+    ns_worker_t *w = *wp;
+    int st;
+    if (w->state == S_IDLE)
+        s_reap(w, S_DESTROY_GRACE_MS, &st); /* EOF: it shuts down */
+    else
+        s_kill(w);
+    s_reap_pending(w, true);
+    s_request_free(w);
+    s_reader_reset(w);
+    ns_worker_result_release(&w->res);
+    free(w->exe);
+    free(w->cache_dir);
+    free(w);
+    *wp = NULL;
+}
+
+const ns_devinfo_t *ns_worker_device(const ns_worker_t *w)
+{
+    return w->have_dev ? &w->dev : NULL;
+}
+
+int ns_worker_fd(const ns_worker_t *w)
+{
+    return w->fd;
+}
+
+bool ns_worker_wants_write(const ns_worker_t *w)
+{
+    return w->fd >= 0 && w->state == S_BUSY && !w->sent_all;
+}
+
+int ns_worker_timeout_ms(const ns_worker_t *w)
+{
+    if (w->res_ready)
+        return 0;
+    if (w->state != S_BUSY && w->state != S_STARTING)
+        return -1;
+    uint64_t now = ns_mono_ms();
+    if (now >= w->deadline_ms)
+        return 0;
+    uint64_t left = w->deadline_ms - now;
+    return left > INT32_MAX ? INT32_MAX : (int)left;
+}
+
+bool ns_worker_busy(const ns_worker_t *w)
+{
+    return w->pending || w->res_ready;
+}
+
+void ns_worker_stats(const ns_worker_t *w, ns_worker_stats_t *out)
+{
+    *out = w->stats;
+}
+
+int ns_worker_submit(ns_worker_t *w, const ns_job_t *job,
+                     const ns_input_t *inputs, const uint64_t *items,
+                     uint32_t n, char *err, size_t errlen)
+{
+    char a[32], b[32];
+    int rc;
+
+    if (ns_worker_busy(w)) {
+        snprintf(err, errlen, "a job is already running in this worker");
+        return NS_ERR_STATE;
+    }
+    /* Size first: a huge source is refused before anything else looks at
+     * it, and before any process is started for it. */
+    if (job->source_len > w->o.max_source_bytes) {
+        s_fmt_bytes(a, sizeof a, job->source_len);
+        s_fmt_bytes(b, sizeof b, w->o.max_source_bytes);
+        snprintf(err, errlen, "kernel source of %s is over the %s limit", a, b);
+        return NS_ERR_TOOBIG;
+    }
+    rc = ns_job_validate(job, err, errlen);
+    if (rc != NS_OK)
+        return rc;
+    for (uint32_t i = 0; i < job->n_args; i++) {
+        if (job->args[i].kind != NS_ARG_IN)
+            continue;
+        if (!inputs || !inputs[i].data || inputs[i].len != job->args[i].size) {
+            snprintf(err, errlen,
+                     "arg %" PRIu32 " (in): %zu bytes of input data for a "
+                     "buffer of %" PRIu64 " bytes",
+                     i, inputs && inputs[i].data ? inputs[i].len : 0,
+                     job->args[i].size);
+            return NS_ERR_INVAL;
+        }
+    }
+    uint64_t n_items = ns_job_items(job);
+    if (items) {
+        if (n == 0 || n > NS_WORKER_MAX_ITEMS) {
+            snprintf(err, errlen, "%" PRIu32 " items to re-run: must be 1..%d",
+                     n, NS_WORKER_MAX_ITEMS);
+            return NS_ERR_INVAL;
+        }
+        for (uint32_t i = 0; i < n; i++) {
+            if (items[i] >= n_items) {
+                snprintf(err, errlen,
+                         "item %" PRIu64
+                         " is out of range (the job has %" PRIu64 " items)",
+                         items[i], n_items);
+                return NS_ERR_INVAL;
+            }
+        }
+    } else if (n != 0) {
+        snprintf(err, errlen, "%" PRIu32 " items given without a list", n);
+        return NS_ERR_INVAL;
+    }
+    rc = s_check_device(w, job, err, errlen);
+    if (rc != NS_OK)
+        return rc;
+
+    /* The request frame: head, then the IN buffers raw. */
+    msgpack_packer pk;
+    s_frame_begin(&w->req, &pk);
+    w->req_live = true;
+    bool verified = true; /* all inputs already hashed by the caller */
+    for (uint32_t i = 0; i < job->n_args; i++)
+        if (job->args[i].kind == NS_ARG_IN && !inputs[i].verified)
+            verified = false;
+    msgpack_pack_array(&pk, 4);
+    msgpack_pack_uint32(&pk, items ? NS_WORKER_MSG_ITEMS : NS_WORKER_MSG_RUN);
+    ns_job_pack(&pk, job);
+    msgpack_pack_array(&pk, items ? n : 0);
+    for (uint32_t i = 0; items && i < n; i++)
+        msgpack_pack_uint64(&pk, items[i]);
+    if (verified)
+        msgpack_pack_true(&pk);
+    else
+        msgpack_pack_false(&pk);
+    if (!w->req.data || w->req.size - 4 > NS_WORKER_MAX_REQUEST) {
+        s_request_free(w);
+        snprintf(err, errlen, "the job descriptor is over %d bytes",
+                 NS_WORKER_MAX_REQUEST);
+        return NS_ERR_TOOBIG;
+    }
+    s_frame_end(&w->req);
+    w->n_wseg = 0;
+    w->wseg[w->n_wseg].p = (const uint8_t *)w->req.data;
+    w->wseg[w->n_wseg++].len = w->req.size;
+    for (uint32_t i = 0; i < job->n_args; i++) {
+        if (job->args[i].kind != NS_ARG_IN)
+            continue;
+        w->wseg[w->n_wseg].p = inputs[i].data;
+        w->wseg[w->n_wseg++].len = job->args[i].size;
+    }
+    w->wseg_i = 0;
+    w->wseg_off = 0;
+
+    if (w->state == S_DEAD) {
+        rc = s_spawn(w, err, errlen);
+        if (rc != NS_OK) {
+            s_request_free(w);
+            return rc;
+        }
+    }
+    w->job = *job;
+    w->job.source = NULL; /* a shallow copy: never freed, never read */
+    w->mode = items ? NS_WORKER_MSG_ITEMS : NS_WORKER_MSG_RUN;
+    w->items_bytes = items ? (uint64_t)n * ns_job_item_bytes(job) : 0;
+    memset(&w->res, 0, sizeof w->res);
+    w->pending = true;
+    w->dispatched = false;
+    w->sent_all = false;
+    w->submit_us = ns_mono_us();
+    if (w->state == S_IDLE)
+        s_dispatch(w);
+    return NS_OK;
+}
+
+int ns_worker_collect(ns_worker_t *w, ns_worker_result_t *res)
+{
+    uint64_t budget = NS_WORKER_IO_SLICE;
+    if (w->n_reaping)
+        s_reap_pending(w, false);
+    if (w->fd >= 0 && !w->res_ready) {
+        s_pump_write(w, &budget);
+        s_pump_read(w, &budget);
+    }
+    if (!w->res_ready)
+        s_check_deadline(w);
+    if (!w->res_ready)
+        return 0;
+    *res = w->res;
+    memset(&w->res, 0, sizeof w->res);
+    w->res_ready = false;
+    return 1;
+}
+
+void ns_worker_cancel(ns_worker_t *w)
+{
+    if (w->pending && w->dispatched) {
+        bool had_started = w->hello_ok;
+        s_kill(w);
+        s_respawn(w, had_started);
+    }
+    w->pending = false;
+    w->dispatched = false;
+    w->sent_all = false;
+    s_request_free(w);
+    ns_worker_result_release(&w->res);
+    w->res_ready = false;
+}
+
+/* Submit and wait: the blocking API is the non-blocking one plus poll. */
+static int s_run_wait(ns_worker_t *w, ns_worker_result_t *res, char *err,
+                      size_t errlen)
+{
+    for (;;) {
+        if (ns_worker_collect(w, res) == 1)
+            break;
+        int fd = ns_worker_fd(w);
+        if (fd < 0) { /* cannot happen with a job pending; be safe */
+            ns_worker_cancel(w);
+            snprintf(err, errlen, "the worker is gone");
+            return NS_ERR_STATE;
+        }
+        struct pollfd p = {fd, POLLIN, 0};
+        if (ns_worker_wants_write(w))
+            p.events |= POLLOUT;
+        if (poll(&p, 1, ns_worker_timeout_ms(w)) < 0 && errno != EINTR) {
+            ns_worker_cancel(w);
+            snprintf(err, errlen, "poll: %s", strerror(errno));
+            return NS_ERR_IO;
+        }
+    }
+    if (res->status != NS_OK) {
+        snprintf(err, errlen, "%s", res->error);
+        int rc = res->status;
+        ns_worker_result_release(res);
+        return rc;
+    }
+    return NS_OK;
+}
+
+int ns_worker_run(ns_worker_t *w, const ns_job_t *job, const ns_input_t *inputs,
+                  uint8_t **outputs, ns_timings_t *t, char *err, size_t errlen)
+{
+    ns_worker_result_t res;
+    int rc = ns_worker_submit(w, job, inputs, NULL, 0, err, errlen);
+    if (rc != NS_OK)
+        return rc;
+    rc = s_run_wait(w, &res, err, errlen);
+    if (rc != NS_OK)
+        return rc;
+    for (uint32_t i = 0; i < job->n_args; i++) {
+        outputs[i] = res.outputs[i];
+        res.outputs[i] = NULL;
+    }
+    if (t)
+        *t = res.timings;
+    ns_worker_result_release(&res);
+    return NS_OK;
+}
+
+int ns_worker_run_items(ns_worker_t *w, const ns_job_t *job,
+                        const ns_input_t *inputs, const uint64_t *items,
+                        uint32_t n, uint8_t *out, ns_timings_t *t, char *err,
+                        size_t errlen)
+{
+    ns_worker_result_t res;
+    if (!items) {
+        snprintf(err, errlen, "no items to re-run");
+        return NS_ERR_INVAL;
+    }
+    int rc = ns_worker_submit(w, job, inputs, items, n, err, errlen);
+    if (rc != NS_OK)
+        return rc;
+    rc = s_run_wait(w, &res, err, errlen);
+    if (rc != NS_OK)
+        return rc;
+    memcpy(out, res.items, res.items_len);
+    if (t)
+        *t = res.timings;
+    ns_worker_result_release(&res);
+    return NS_OK;
+}
+
+/* ---- worker side -------------------------------------------------------
+ */
+
+/* Read exactly n bytes. *eof set when the peer closed before the first
+ * byte (a clean end between requests). */
+static int s_read_full(int fd, void *buf, size_t n, bool *eof)
+{
+    uint8_t *p = buf;
+    size_t got = 0;
+    if (eof)
+        *eof = false;
+    while (got < n) {
+        size_t want = n - got < S_IO_CHUNK ? n - got : S_IO_CHUNK;
+        ssize_t r = read(fd, p + got, want);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return NS_ERR_IO;
+        if (r == 0) {
+            if (got == 0 && eof)
+                *eof = true;
+            return NS_ERR_TRUNCATED;
+        }
+        got += (size_t)r;
+    }
+    return NS_OK;
+}
+
+/* Read and throw away n bytes (an input we could not hold). */
+static int s_drain(int fd, uint64_t n)
+{
+    uint8_t scratch[65536];
+    while (n > 0) {
+        size_t want = n < sizeof scratch ? (size_t)n : sizeof scratch;
+        int rc = s_read_full(fd, scratch, want, NULL);
+        if (rc != NS_OK)
+            return rc;
+        n -= want;
+    }
+    return NS_OK;
+}
+
+static int s_write_full(int fd, const void *buf, uint64_t n)
+{
+    const uint8_t *p = buf;
+    while (n > 0) {
+        size_t want = n < S_IO_CHUNK ? (size_t)n : S_IO_CHUNK;
+        ssize_t r = send(fd, p, want, MSG_NOSIGNAL);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return NS_ERR_IO;
+        p += r;
+        n -= (uint64_t)r;
+    }
+    return NS_OK;
+}
+
+static int s_send_hello(int fd, int status, const char *error,
+                        const ns_devinfo_t *dev)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    s_frame_begin(&sb, &pk);
+    msgpack_pack_array(&pk, 5);
+    msgpack_pack_uint32(&pk, NS_WORKER_MSG_HELLO);
+    msgpack_pack_uint32(&pk, NS_WORKER_PROTOCOL);
+    msgpack_pack_int(&pk, status);
+    ns_mp_bin(&pk, error, strnlen(error, NS_WORKER_MAX_ERROR));
+    ns_devinfo_pack(&pk, dev);
+    s_frame_end(&sb);
+    int rc = s_write_full(fd, sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+    return rc;
+}
+
+static int s_send_result(int fd, int status, const char *error,
+                         const ns_timings_t *t)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    s_frame_begin(&sb, &pk);
+    msgpack_pack_array(&pk, 4);
+    msgpack_pack_uint32(&pk, NS_WORKER_MSG_RESULT);
+    msgpack_pack_int(&pk, status);
+    ns_mp_bin(&pk, error, strnlen(error, NS_WORKER_MAX_ERROR));
+    msgpack_pack_array(&pk, 5);
+    msgpack_pack_uint64(&pk, t->build_us);
+    msgpack_pack_uint64(&pk, t->upload_us);
+    msgpack_pack_uint64(&pk, t->run_us);
+    msgpack_pack_uint64(&pk, t->download_us);
+    if (t->cache_hit)
+        msgpack_pack_true(&pk);
+    else
+        msgpack_pack_false(&pk);
+    s_frame_end(&sb);
+    int rc = s_write_full(fd, sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+    return rc;
+}
+
+/* Buffers the device may wrap in place (CL_MEM_USE_HOST_PTR) want more
+ * than malloc's alignment: PoCL copies a misaligned host pointer. */
+#define S_BUF_ALIGN 4096
+
+static uint64_t s_round_up(uint64_t n)
+{
+    return (n + S_BUF_ALIGN - 1) / S_BUF_ALIGN * S_BUF_ALIGN;
+}
+
+static uint8_t *s_alloc(uint64_t n)
+{
+    if (n == 0 || n > SIZE_MAX - S_BUF_ALIGN)
+        n = 1;
+    return aligned_alloc(S_BUF_ALIGN, (size_t)s_round_up(n));
+}
+
+typedef struct {
+    int fd;
+    uint32_t device_index;
+    const char *cache_dir;
+    uint64_t mem_limit_bytes; /* 0 = physical memory */
+    size_t max_source_bytes;
+    long parent; /* 0 = not given */
+} s_worker_args_t;
+
+/* Every descriptor but 0-2 and the socket goes: the node's LMDB, sockets
+ * and key files have no business in a process that runs strangers' code. */
+static void s_close_inherited(int keep)
+{
+    /* a pass closes at most 256; repeat until one finds nothing */
+    for (int pass = 0; pass < 1024; pass++) {
+        DIR *d = opendir("/proc/self/fd");
+        if (!d)
+            return;
+        int dfd = dirfd(d);
+        int fds[256];
+        size_t n = 0;
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL && n < sizeof fds / sizeof fds[0]) {
+            char *end;
+            long v = strtol(e->d_name, &end, 10);
+            if (*end == '\0' && end != e->d_name && v > 2 && v != keep &&
+                v != dfd)
+                fds[n++] = (int)v;
+        }
+        closedir(d);
+        for (size_t i = 0; i < n; i++)
+            close(fds[i]);
+        if (n == 0)
+            return;
+    }
+}
+
+/* Address space now (VmSize), bytes. 0 if unknown. */
+static uint64_t s_vm_bytes(void)
+{
+    unsigned long long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f)
+        return 0;
+    if (fscanf(f, "%llu", &pages) != 1)
+        pages = 0;
+    fclose(f);
+    long page = sysconf(_SC_PAGESIZE);
+    return page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+}
+
+/* RLIMIT_AS = what the runtime took at start-up + headroom. Relative,
+ * because GPU runtimes reserve huge virtual ranges at init (and so does
+ * ASan): an absolute cap would break them, while growth after start-up
+ * is exactly what a job's buffers and the compiler use. */
+static void s_limit_memory(uint64_t headroom)
+{
+    if (headroom == NS_WORKER_MEM_UNLIMITED)
+        return;
+    if (headroom == 0) {
+        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+        if (pages <= 0 || page <= 0)
+            return;
+        headroom = (uint64_t)pages * (uint64_t)page;
+    }
+    uint64_t vm = s_vm_bytes();
+    if (vm == 0)
+        return;
+    uint64_t limit = vm + headroom < vm ? RLIM_INFINITY : vm + headroom;
+    struct rlimit rl = {(rlim_t)limit, (rlim_t)limit};
+    if (setrlimit(RLIMIT_AS, &rl) != 0)
+        ns_warn(NS_MOD_EXEC, "event=worker_rlimit_failed what=as error=\"%s\"",
+                strerror(errno));
+    else
+        ns_debug(NS_MOD_EXEC,
+                 "event=worker_rlimit as_bytes=%" PRIu64 " vm_bytes=%" PRIu64,
+                 limit, vm);
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+#define S_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define S_ASAN 1
+#endif
+#endif
+
+/* OpenCL runtimes and their compilers write to descriptor 2 ("3 errors
+ * generated.", driver chatter): the build log already reaches the
+ * requester, and the supervisor's stderr is a log stream (or the CLI's one
+ * error line). Our own log lines go to a copy of the real stderr; fd 2
+ * becomes /dev/null, unless exec debugging is on (then the runtime's own
+ * words may help) or this is an ASan build (its reports go to fd 2). */
+static void s_quiet_stderr(void)
+{
+#ifndef S_ASAN
+    if (ns_log_enabled(NS_LOG_DEBUG, NS_MOD_EXEC))
+        return;
+    int logfd = fcntl(2, F_DUPFD_CLOEXEC, 3);
+    if (logfd < 0)
+        return;
+    FILE *f = fdopen(logfd, "w");
+    int nul = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (!f || nul < 0 || dup2(nul, 2) < 0) {
+        if (f)
+            fclose(f);
+        else
+            close(logfd);
+        if (nul >= 0)
+            close(nul);
+        return;
+    }
+    close(nul);
+    setvbuf(f, NULL, _IOLBF, 0);
+    stderr = f; /* glibc: stderr is an assignable FILE * */
+#endif
+}
+
+static void s_harden(const s_worker_args_t *a)
+{
+    struct rlimit core = {0, 0};
+    if (setrlimit(RLIMIT_CORE, &core) != 0)
+        ns_warn(NS_MOD_EXEC, "event=worker_rlimit_failed what=core");
+    /* Die with the supervisor, also while a kernel loops. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (a->parent > 0 && getppid() != (pid_t)a->parent)
+        _exit(0); /* the supervisor is already gone */
+    /* Under memory pressure the OOM killer takes us, not the node. */
+    int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        if (write(fd, "1000", 4) != 4)
+            ns_debug(NS_MOD_EXEC, "event=worker_oom_adj_failed");
+        close(fd);
+    }
+    signal(SIGPIPE, SIG_IGN);
+}
+
+/* One request: read it whole (inputs included, even the ones we cannot
+ * hold, so the stream stays in step), run it, reply. NS_OK to go on;
+ * anything else ends the worker. */
+static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
+                       bool *eof)
+{
+    uint8_t lenbuf[4];
+    uint8_t *head = NULL;
+    uint8_t *inbuf[NS_MAX_ARGS] = {NULL};
+    ns_input_t inputs[NS_MAX_ARGS];
+    uint8_t *outputs[NS_MAX_ARGS] = {NULL};
+    uint64_t *items = NULL;
+    uint8_t *region = NULL;
+    uint64_t region_len = 0;
+    char err[NS_WORKER_MAX_ERROR + 1] = "";
+    char sa[32], sb[32];
+    ns_timings_t t;
+    ns_job_t job;
+    uint32_t type = 0, n_items = 0;
+    bool verified = false;
+    int status = NS_OK;
+    int rc;
+
+    memset(inputs, 0, sizeof inputs);
+    memset(&t, 0, sizeof t);
+    ns_job_init(&job);
+    rc = s_read_full(fd, lenbuf, 4, eof);
+    if (rc != NS_OK)
+        goto out;
+    uint32_t len = s_get_be32(lenbuf);
+    rc = NS_ERR_TOOBIG;
+    if (len == 0 || len > NS_WORKER_MAX_REQUEST) {
+        ns_error(NS_MOD_EXEC, "event=worker_bad_frame bytes=%" PRIu32, len);
+        goto out;
+    }
+    rc = NS_ERR_NOMEM;
+    if (!(head = malloc(len)))
+        goto out;
+    rc = s_read_full(fd, head, len, NULL);
+    if (rc != NS_OK)
+        goto out;
+
+    ns_mpr_t r;
+    ns_mpr_init(&r, head, len);
+    ns_mpr_array_exact(&r, 4);
+    ns_mpr_u32(&r, &type);
+    if (r.err == NS_OK && type != NS_WORKER_MSG_RUN &&
+        type != NS_WORKER_MSG_ITEMS)
+        r.err = NS_ERR_MSGTYPE;
+    if (r.err == NS_OK && ns_job_read(&r, &job, err, sizeof err) != NS_OK &&
+        r.err == NS_OK)
+        r.err = NS_ERR_INVAL;
+    ns_mpr_array(&r, &n_items, NS_WORKER_MAX_ITEMS);
+    if (r.err == NS_OK && n_items > 0) {
+        items = calloc(n_items, sizeof *items);
+        if (!items)
+            r.err = NS_ERR_NOMEM;
+    }
+    for (uint32_t i = 0; i < n_items && r.err == NS_OK; i++)
+        ns_mpr_uint(&r, &items[i]);
+    ns_mpr_bool(&r, &verified);
+    rc = ns_mpr_end(&r);
+    if (rc != NS_OK) {
+        /* Without a valid job we cannot know how many bytes follow. */
+        ns_error(NS_MOD_EXEC, "event=worker_bad_request rc=%s error=\"%s\"",
+                 ns_errname(rc), err);
+        goto out;
+    }
+
+    for (uint32_t i = 0; i < job.n_args; i++) {
+        if (job.args[i].kind != NS_ARG_IN)
+            continue;
+        uint64_t size = job.args[i].size;
+        inbuf[i] = status == NS_OK ? s_alloc(size) : NULL;
+        if (!inbuf[i]) {
+            if (status == NS_OK) {
+                s_fmt_bytes(sa, sizeof sa, size);
+                snprintf(err, sizeof err,
+                         "the worker ran out of memory holding input arg "
+                         "%" PRIu32 " (%s)",
+                         i, sa);
+                status = NS_ERR_NOMEM;
+            }
+            rc = s_drain(fd, size);
+        } else {
+            rc = s_read_full(fd, inbuf[i], size, NULL);
+        }
+        if (rc != NS_OK)
+            goto out;
+        inputs[i].data = inbuf[i];
+        inputs[i].len = size;
+        inputs[i].verified = verified;
+    }
+
+    uint64_t n_job_items = ns_job_items(&job);
+    if (status == NS_OK && job.source_len > a->max_source_bytes) {
+        s_fmt_bytes(sa, sizeof sa, job.source_len);
+        s_fmt_bytes(sb, sizeof sb, a->max_source_bytes);
+        snprintf(err, sizeof err, "kernel source of %s is over the %s limit",
+                 sa, sb);
+        status = NS_ERR_TOOBIG;
+    }
+    if (status == NS_OK && (type == NS_WORKER_MSG_RUN) != (n_items == 0)) {
+        snprintf(err, sizeof err, "%s request with %" PRIu32 " items",
+                 s_mode_name((int)type), n_items);
+        status = NS_ERR_INVAL;
+    }
+    for (uint32_t i = 0; i < n_items && status == NS_OK; i++) {
+        if (items[i] >= n_job_items) {
+            snprintf(err, sizeof err, "item %" PRIu64 " is out of range",
+                     items[i]);
+            status = NS_ERR_INVAL;
+        }
+    }
+    if (status == NS_OK) {
+        if (type == NS_WORKER_MSG_RUN) {
+            for (uint32_t i = 0; i < job.n_args; i++)
+                if (job.args[i].kind == NS_ARG_OUT)
+                    region_len += s_round_up(job.args[i].size);
+        } else {
+            region_len = (uint64_t)n_items * ns_job_item_bytes(&job);
+        }
+        region = s_alloc(region_len);
+        if (!region) {
+            s_fmt_bytes(sa, sizeof sa, region_len);
+            snprintf(err, sizeof err,
+                     "the worker ran out of memory allocating %s of output",
+                     sa);
+            status = NS_ERR_NOMEM;
+        }
+    }
+    if (status == NS_OK) {
+        if (type == NS_WORKER_MSG_RUN) {
+            uint64_t off = 0;
+            for (uint32_t i = 0; i < job.n_args; i++) {
+                if (job.args[i].kind != NS_ARG_OUT)
+                    continue;
+                outputs[i] = region + off;
+                off += s_round_up(job.args[i].size);
+            }
+            status = ns_runner_run(runner, &job, inputs, outputs, &t, err,
+                                   sizeof err);
+        } else {
+            status = ns_runner_run_items(runner, &job, inputs, items, n_items,
+                                         region, &t, err, sizeof err);
+        }
+    }
+    if (status != NS_OK && err[0] == '\0')
+        snprintf(err, sizeof err, "%s", ns_strerror(status));
+    rc = s_send_result(fd, status, err, &t);
+    if (rc == NS_OK && status == NS_OK) {
+        /* raw outputs, in argument order, without the alignment gaps */
+        if (type == NS_WORKER_MSG_RUN) {
+            for (uint32_t i = 0; i < job.n_args && rc == NS_OK; i++)
+                if (job.args[i].kind == NS_ARG_OUT)
+                    rc = s_write_full(fd, outputs[i], job.args[i].size);
+        } else {
+            rc = s_write_full(fd, region, region_len);
+        }
+    }
+out:
+    for (uint32_t i = 0; i < NS_MAX_ARGS; i++)
+        free(inbuf[i]);
+    free(region);
+    free(items);
+    free(head);
+    ns_job_release(&job);
+    return rc;
+}
+
+static int s_parse_worker_args(int argc, char **argv, s_worker_args_t *a)
+{
+    memset(a, 0, sizeof *a);
+    a->fd = -1;
+    a->max_source_bytes = NS_MAX_SOURCE;
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i];
+        if (i + 1 >= argc) {
+            fprintf(stderr, "nightshift worker: %s needs a value\n", f);
+            return NS_ERR_INVAL;
+        }
+        const char *v = argv[++i];
+        uint64_t u = 0;
+        if (strcmp(f, "--cache-dir") == 0) {
+            a->cache_dir = v;
+            continue;
+        }
+        if (strcmp(f, "--log-level") == 0) {
+            if (ns_log_parse_level(v, &ns_log_threshold) != NS_OK) {
+                fprintf(stderr, "nightshift worker: bad --log-level '%s'\n", v);
+                return NS_ERR_INVAL;
+            }
+            continue;
+        }
+        if (strcmp(f, "--debug") == 0) {
+            if (ns_log_set_debug(v) != NS_OK) {
+                fprintf(stderr, "nightshift worker: bad --debug '%s'\n", v);
+                return NS_ERR_INVAL;
+            }
+            continue;
+        }
+        if (strcmp(f, "--mem-limit") == 0 && strcmp(v, "unlimited") == 0) {
+            a->mem_limit_bytes = NS_WORKER_MEM_UNLIMITED;
+            continue;
+        }
+        if (ns_parse_u64(v, &u) != NS_OK) {
+            fprintf(stderr, "nightshift worker: bad value for %s: '%s'\n", f,
+                    v);
+            return NS_ERR_INVAL;
+        }
+        if (strcmp(f, "--fd") == 0 && u <= INT32_MAX)
+            a->fd = (int)u;
+        else if (strcmp(f, "--device") == 0 && u <= UINT32_MAX)
+            a->device_index = (uint32_t)u;
+        else if (strcmp(f, "--mem-limit") == 0 && u != UINT64_MAX)
+            a->mem_limit_bytes = u;
+        else if (strcmp(f, "--max-source") == 0 && u >= 1 && u <= NS_MAX_SOURCE)
+            a->max_source_bytes = (size_t)u;
+        else if (strcmp(f, "--parent") == 0 && u >= 1 && u <= INT32_MAX)
+            a->parent = (long)u;
+        else {
+            fprintf(stderr, "nightshift worker: bad flag or value: %s %s\n", f,
+                    v);
+            return NS_ERR_INVAL;
+        }
+    }
+    if (a->fd < 3) {
+        fprintf(stderr, "nightshift worker: --fd N (N >= 3) is required\n");
+        return NS_ERR_INVAL;
+    }
+    return NS_OK;
+}
+
+int ns_worker_main(int argc, char **argv)
+{
+    s_worker_args_t a;
+    ns_runner_t *runner = NULL;
+    ns_devinfo_t none;
+    char msg[NS_WORKER_MAX_ERROR + 1];
+    int status = 2;
+
+    if (s_parse_worker_args(argc, argv, &a) != NS_OK)
+        return 2;
+    s_close_inherited(a.fd);
+    s_harden(&a);
+    s_quiet_stderr();
+    if (sodium_init() < 0) {
+        fprintf(stderr, "nightshift worker: libsodium failed to initialise\n");
+        return 1;
+    }
+    memset(&none, 0, sizeof none);
+    int rc = NS_OK;
+    runner = ns_runner_new(a.device_index, a.cache_dir, &rc);
+    if (!runner) {
+        if (rc == NS_OK)
+            rc = NS_ERR_OPENCL;
+        snprintf(msg, sizeof msg, "cannot open OpenCL device %" PRIu32 ": %s",
+                 a.device_index, ns_strerror(rc));
+        if (s_send_hello(a.fd, rc, msg, &none) != NS_OK)
+            ns_debug(NS_MOD_EXEC, "event=worker_hello_failed");
+        status = 1;
+        goto out;
+    }
+    s_limit_memory(a.mem_limit_bytes);
+    if (s_send_hello(a.fd, NS_OK, "", &ns_runner_device(runner)->info) !=
+        NS_OK) {
+        status = 0; /* the supervisor went away: nothing to do */
+        goto out;
+    }
+    for (;;) {
+        bool eof = false;
+        rc = s_serve_one(a.fd, runner, &a, &eof);
+        if (rc == NS_OK)
+            continue;
+        status = eof ? 0 : 3;
+        break;
+    }
+out:
+    ns_runner_destroy(&runner);
+    close(a.fd);
+    return status;
+}

@@ -1,0 +1,129 @@
+/* market.h - the market's messages and pure decisions (market layer):
+ * job announcements, bids, transfer of descriptors/inputs/outputs in
+ * chunks, requirement matching with reasons, pricing, the reverse auction
+ * and reputation. No sockets, no OpenCL: the provider and requester state
+ * machines (cli/provider.c, cli/requester.c) use these.
+ *
+ * Message types (docs/PROTOCOL.md, "Market"):
+ *   32 JOB      gossiped  a job looking for providers (no source, no data)
+ *   33 BID      direct    provider -> requester: a signed ns_bid_t
+ *   34 AWARDED  direct    requester -> provider: the AWARD entry
+ *   35 FETCH    direct    [job_id, blob, offset, len]: send me a chunk
+ *   36 CHUNK    direct    [job_id, blob, offset, total, bytes]
+ * Blobs: 0 = the packed job descriptor, 1 + i = input argument i,
+ * 256 + i = output argument i (served by the provider after RESULT).
+ */
+#ifndef NIGHTSHIFT_MARKET_H
+#define NIGHTSHIFT_MARKET_H
+
+#include "nightshift/devinfo.h"
+#include "nightshift/err.h"
+#include "nightshift/hash.h"
+#include "nightshift/identity.h"
+#include "nightshift/ledger.h"
+#include "nightshift/wire.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define NS_MSG_MKT_JOB 32
+#define NS_MSG_MKT_BID 33
+#define NS_MSG_MKT_AWARDED 34
+#define NS_MSG_MKT_FETCH 35
+#define NS_MSG_MKT_CHUNK 36
+
+#define NS_CHUNK_BYTES (128 * 1024) /* data per CHUNK */
+#define NS_BLOB_DESCRIPTOR 0
+#define NS_BLOB_INPUT(i) (1 + (i))
+#define NS_BLOB_OUTPUT(i) (256 + (i))
+#define NS_MAX_EXCLUDED 16 /* providers a job will not take again */
+
+/* What a job needs from a provider. */
+typedef struct {
+    uint64_t min_mem_bytes;   /* global memory of the device */
+    uint32_t device_type;     /* 0 any, NS_DEV_CPU, NS_DEV_GPU */
+    uint32_t min_cl_major, min_cl_minor; /* OpenCL C version */
+    char region[NS_MAX_REGION + 1]; /* "" = any */
+} ns_reqs_t;
+
+typedef struct {
+    ns_hash_t job_id;
+    uint8_t requester[NS_ID_BYTES];
+    char endpoint[NS_ENDPOINT_MAX]; /* where the requester listens */
+    ns_reqs_t reqs;
+    uint64_t max_price;   /* credits for the whole job */
+    uint64_t collateral;  /* credits a provider locks */
+    uint64_t work_flops;  /* requester's estimate */
+    uint64_t n_items;
+    uint64_t input_bytes; /* sum of the inputs */
+    uint32_t bid_window_ms;
+    uint64_t deadline_ms;  /* wall clock: result due */
+    uint32_t round;        /* 1 for the first auction */
+    uint32_t n_excluded;
+    uint8_t excluded[NS_MAX_EXCLUDED][NS_ID_BYTES];
+} ns_announce_t;
+
+int ns_announce_encode(const ns_announce_t *a, ns_buf_t *out) NS_MUST_CHECK;
+int ns_announce_decode(const uint8_t *buf, size_t len, ns_announce_t *a)
+    NS_MUST_CHECK;
+int ns_bid_encode(const ns_bid_t *b, ns_buf_t *out) NS_MUST_CHECK;
+int ns_bid_decode(const uint8_t *buf, size_t len, ns_bid_t *b) NS_MUST_CHECK;
+
+typedef struct {
+    ns_hash_t job_id;
+    uint32_t blob;
+    uint64_t offset;
+    uint64_t total;       /* CHUNK: size of the whole blob */
+    uint32_t len;         /* FETCH: bytes wanted */
+    const uint8_t *data;  /* CHUNK: borrowed */
+    size_t data_len;
+} ns_chunk_t;
+
+int ns_fetch_encode(const ns_chunk_t *c, ns_buf_t *out) NS_MUST_CHECK;
+int ns_fetch_decode(const uint8_t *buf, size_t len, ns_chunk_t *c)
+    NS_MUST_CHECK;
+int ns_chunk_encode(const ns_chunk_t *c, ns_buf_t *out) NS_MUST_CHECK;
+int ns_chunk_decode(const uint8_t *buf, size_t len, ns_chunk_t *c)
+    NS_MUST_CHECK;
+
+/* ---- decisions -------------------------------------------------------- */
+
+/* Requirement checks, one bit per failing requirement. */
+enum {
+    NS_REQ_MEMORY = 1 << 0,
+    NS_REQ_DEVICE_TYPE = 1 << 1,
+    NS_REQ_CL_VERSION = 1 << 2,
+    NS_REQ_REGION = 1 << 3,
+    NS_REQ_STAKE = 1 << 4,
+    NS_REQ_PRICE = 1 << 5,
+    NS_REQ_SLOTS = 1 << 6,
+};
+#define NS_REQ_COUNT 7
+
+/* Which requirements a provider's heartbeat fails (0 = qualifies), with
+ * its best device in *device (index) when it qualifies. */
+uint32_t ns_reqs_check(const ns_reqs_t *r, const ns_heartbeat_t *hb,
+                       uint64_t collateral, uint64_t max_price,
+                       uint64_t work_flops, uint32_t *device);
+/* "memory >= 16.0 GiB" etc., for the requester's explanation. */
+void ns_reqs_describe(const ns_reqs_t *r, uint32_t bit, uint64_t collateral,
+                      uint64_t max_price, char *out, size_t cap);
+
+/* A provider's price for a job: price per device-second (micro-credits)
+ * times the estimated seconds on its device, rounded up, at least 1. */
+uint64_t ns_price_quote(uint64_t price_micro_per_s, uint64_t work_flops,
+                        double device_gflops, uint64_t *est_ms);
+
+/* Reputation from the ledger: settled jobs count for, slashes and
+ * cancellations against. Higher is better. */
+int64_t ns_reputation(const ns_account_t *a);
+
+/* The reverse auction: index of the winning bid among n, or -1. Cheapest
+ * price; near-ties (within 1%) go to the better reputation, then to the
+ * bid that arrived first (lower round-trip). Excluded providers and bids
+ * over max_price never win. */
+int ns_auction_pick(const ns_bid_t *bids, const int64_t *reputation,
+                    const uint64_t *arrival_us, uint32_t n,
+                    uint64_t max_price, const ns_announce_t *a);
+
+#endif

@@ -1,0 +1,215 @@
+/* worker.h - the sandbox: kernels are compiled and run in a worker process
+ * that the caller supervises and restarts, never in the caller (exec
+ * layer).
+ *
+ * A worker is `<exe> worker --fd N ...` (the `nightshift` binary itself by
+ * default) started with posix_spawn, so it is safe in a process that has
+ * ZeroMQ threads. Before it opens OpenCL it sets RLIMIT_CORE 0, asks to be
+ * killed when its parent dies, raises its own oom_score_adj (the kernel's
+ * OOM killer takes the worker, not the node) and closes every inherited
+ * descriptor but its socket; after opening the device it caps its address
+ * space (RLIMIT_AS) at what the runtime took plus mem_limit_bytes.
+ *
+ * A kernel that crashes the runtime, loops, or exhausts memory ends the
+ * worker, never the caller: the job gets one clear error line ("the kernel
+ * crashed the OpenCL runtime (signal 11)", "the job ran past its 30000 ms
+ * limit") and the next job starts a fresh worker.
+ *
+ * Protocol over an AF_UNIX stream socketpair (docs/ARCHITECTURE.md,
+ * "Sandbox"). Every message is a frame: a u32 big-endian length (1 ..
+ * the cap of that message) and a msgpack head; bulk data follows the head
+ * raw, with sizes both sides compute from the job descriptor, never from a
+ * length the peer sends.
+ *   worker -> supervisor, once, first:
+ *     HELLO  [1, protocol, status, error (bin), devinfo]
+ *            status != 0: the device could not be opened; the worker exits
+ *   supervisor -> worker, one at a time:
+ *     RUN    [2, job (ns_job_pack), [], verified]     then every IN
+ *     ITEMS  [3, job, [item, ...], verified]          buffer raw, in
+ *            argument order; verified: the caller set ns_input_t.verified
+ *            on every input, so the runner skips hashing them
+ *   worker -> supervisor, one per request:
+ *     RESULT [4, status, error (bin), [build_us, upload_us, run_us,
+ *            download_us, cache_hit]]
+ *            status 0: then raw output: RUN every OUT buffer in argument
+ *            order; ITEMS n * ns_job_item_bytes(job) bytes
+ * The supervisor treats everything from the worker as hostile: exact types
+ * and counts, status a known ns_err, error text at most NS_WORKER_MAX_ERROR
+ * bytes (control characters other than newline and tab replaced), no byte
+ * outside a reply. A violation kills the worker and fails the job with
+ * NS_ERR_CORRUPT.
+ *
+ * Threads: one thread drives a worker. The worker is killed if the thread
+ * that started it exits (PR_SET_PDEATHSIG follows the thread), so create
+ * and use it from the event loop thread.
+ */
+#ifndef NIGHTSHIFT_WORKER_H
+#define NIGHTSHIFT_WORKER_H
+
+#include "nightshift/devinfo.h"
+#include "nightshift/err.h"
+#include "nightshift/job.h"
+#include "nightshift/runner.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define NS_WORKER_PROTOCOL 1 /* second element of HELLO */
+
+#define NS_WORKER_MSG_HELLO 1
+#define NS_WORKER_MSG_RUN 2
+#define NS_WORKER_MSG_ITEMS 3
+#define NS_WORKER_MSG_RESULT 4
+
+#define NS_WORKER_MAX_ERROR 2048 /* error text in HELLO and RESULT, bytes */
+#define NS_WORKER_MAX_ITEMS NS_MAX_CHECKS /* items in one ITEMS request */
+/* Request head: the descriptor, up to 4096 items of 9 bytes, framing. */
+#define NS_WORKER_MAX_REQUEST (NS_MAX_JOB_MSG + 9 * NS_WORKER_MAX_ITEMS + 64)
+/* HELLO and RESULT heads: error text, a devinfo or timings, framing. */
+#define NS_WORKER_MAX_REPLY (NS_WORKER_MAX_ERROR + 1024)
+
+#define NS_WORKER_DEFAULT_TIMEOUT_MS 30000 /* one job, wall clock */
+#define NS_WORKER_DEFAULT_START_MS 30000   /* start-up up to HELLO */
+#define NS_WORKER_MEM_UNLIMITED UINT64_MAX /* no RLIMIT_AS */
+
+typedef struct {
+    const char *exe;           /* binary with a `worker` subcommand;
+                                  NULL = /proc/self/exe */
+    uint32_t device_index;     /* in ns_devices_probe order */
+    const char *cache_dir;     /* program binary cache; NULL = none */
+    uint64_t mem_limit_bytes;  /* address space the worker may map beyond
+                                  what its OpenCL runtime took at start-up;
+                                  0 = this machine's physical memory,
+                                  NS_WORKER_MEM_UNLIMITED = no limit */
+    uint32_t timeout_ms;       /* wall clock per job, from submit (or from
+                                  HELLO when the worker was starting) to
+                                  the last output byte; 0 = default */
+    uint32_t start_timeout_ms; /* spawn to HELLO; 0 = default */
+    size_t max_source_bytes;   /* 1..NS_MAX_SOURCE; 0 = NS_MAX_SOURCE */
+} ns_worker_opts_t;
+
+/* Zeroes o: every field at its default. */
+void ns_worker_opts_init(ns_worker_opts_t *o);
+
+typedef struct ns_worker ns_worker_t;
+
+/* Start a worker process now (its runtime starts in the background; the
+ * first job waits for it). Options are copied. NULL with *err set:
+ * NS_ERR_INVAL for a bad option, NS_ERR_IO if the process cannot be
+ * spawned, NS_ERR_NOMEM. */
+ns_worker_t *ns_worker_new(const ns_worker_opts_t *o, int *err);
+
+/* Stop the worker (SIGKILL if a job is running, else EOF and a short
+ * grace period) and free everything. NULL-safe; clears *w. */
+void ns_worker_destroy(ns_worker_t **w);
+
+/* The worker's device, from its last HELLO; NULL until one arrived. */
+const ns_devinfo_t *ns_worker_device(const ns_worker_t *w);
+
+/* ---- blocking ---------------------------------------------------------- */
+
+/* Run the whole NDRange in the worker, waiting up to the start-up and job
+ * limits. On NS_OK outputs[i] is, for each OUT argument i, a malloc'd
+ * buffer of args[i].size bytes that the caller frees; other entries are
+ * set to NULL (outputs has job->n_args entries). inputs as for
+ * ns_runner_run. t may be NULL. On failure nothing is allocated and err
+ * gets one line: the build log's first lines (NS_ERR_OPENCL), "the job ran
+ * past its N ms limit" (NS_ERR_TIMEOUT), "the kernel crashed the OpenCL
+ * runtime (signal 11)" (NS_ERR_OPENCL), an out-of-memory report
+ * (NS_ERR_NOMEM), a size over a limit (NS_ERR_TOOBIG), a validation error
+ * (NS_ERR_INVAL)... NS_ERR_STATE while a submitted job is in flight. */
+int ns_worker_run(ns_worker_t *w, const ns_job_t *job, const ns_input_t *inputs,
+                  uint8_t **outputs, ns_timings_t *t, char *err,
+                  size_t errlen) NS_MUST_CHECK;
+
+/* Re-run only the given items (1..NS_WORKER_MAX_ITEMS, each below
+ * ns_job_items) and write their outputs, n * ns_job_item_bytes(job)
+ * bytes, to out in the order given, as ns_runner_run_items does. */
+int ns_worker_run_items(ns_worker_t *w, const ns_job_t *job,
+                        const ns_input_t *inputs, const uint64_t *items,
+                        uint32_t n, uint8_t *out, ns_timings_t *t, char *err,
+                        size_t errlen) NS_MUST_CHECK;
+
+/* ---- non-blocking, for an event loop ----------------------------------
+ *
+ *   ns_worker_submit(w, job, inputs, NULL, 0, err, sizeof err);
+ *   for (;;) {
+ *       zmq_pollitem_t it = {NULL, ns_worker_fd(w),
+ *           ZMQ_POLLIN | (ns_worker_wants_write(w) ? ZMQ_POLLOUT : 0), 0};
+ *       zmq_poll(&it, 1, ns_worker_timeout_ms(w));  (with other items)
+ *       if (ns_worker_collect(w, &res) == 1) break;  (res.status...)
+ *   }
+ *
+ * The descriptor changes when the worker restarts: read it before every
+ * poll. Call ns_worker_collect whenever it is ready or the timeout ran
+ * out, also with no job in flight (it reads the worker's HELLO and notices
+ * a worker that died while idle). One call moves at most
+ * NS_WORKER_IO_SLICE bytes, so big transfers never stall the loop. */
+
+#define NS_WORKER_IO_SLICE (8u << 20) /* bytes per collect call */
+
+typedef struct {
+    int status;                          /* NS_OK or the job's error */
+    char error[NS_WORKER_MAX_ERROR + 1]; /* one line, or build log lines */
+    uint8_t *outputs[NS_MAX_ARGS];       /* full run: OUT buffers, malloc'd */
+    uint8_t *items;       /* items run: n * item_bytes, malloc'd */
+    size_t items_len;     /* bytes in items */
+    ns_timings_t timings; /* from the worker (zero on failure) */
+    uint64_t wall_us;     /* submit to result, this side */
+} ns_worker_result_t;
+
+/* Free the buffers of a result and zero it (NULL-safe, idempotent). A
+ * caller that keeps a buffer sets its pointer to NULL first. */
+void ns_worker_result_release(ns_worker_result_t *res);
+
+/* Queue one job: the whole NDRange (items NULL, n 0) or the given items.
+ * The job is copied; inputs are borrowed until ns_worker_collect returns
+ * its result (or ns_worker_cancel / ns_worker_destroy). Problems found
+ * before anything is sent (a job in flight: NS_ERR_STATE; the checks of
+ * ns_worker_run) are returned here with err set; later ones arrive through
+ * ns_worker_collect. */
+int ns_worker_submit(ns_worker_t *w, const ns_job_t *job,
+                     const ns_input_t *inputs, const uint64_t *items,
+                     uint32_t n, char *err, size_t errlen) NS_MUST_CHECK;
+
+/* The socket to poll for reading (always) and for writing (while
+ * ns_worker_wants_write); -1 while no worker process exists. */
+int ns_worker_fd(const ns_worker_t *w);
+bool ns_worker_wants_write(const ns_worker_t *w);
+/* Milliseconds until the next deadline (job or start-up), -1 if none. */
+int ns_worker_timeout_ms(const ns_worker_t *w);
+/* True between a successful submit and its result. */
+bool ns_worker_busy(const ns_worker_t *w);
+
+/* Move data, enforce deadlines, restart a dead worker. Returns 1 and fills
+ * *res (release it) when the submitted job has finished, successfully or
+ * not; 0 otherwise. Never blocks for long (a dead worker is reaped with a
+ * grace period of a few ms before SIGKILL). */
+int ns_worker_collect(ns_worker_t *w, ns_worker_result_t *res);
+
+/* Abandon the job in flight (killing the worker if it is running it; a
+ * fresh one starts). No-op when idle. */
+void ns_worker_cancel(ns_worker_t *w);
+
+typedef struct {
+    uint64_t starts;   /* worker processes spawned */
+    uint64_t jobs;     /* results delivered */
+    uint64_t failed;   /* results with an error */
+    uint64_t crashes;  /* workers that died during a job */
+    uint64_t timeouts; /* jobs killed at their deadline */
+    uint64_t protocol; /* workers killed for a protocol violation */
+} ns_worker_stats_t;
+
+void ns_worker_stats(const ns_worker_t *w, ns_worker_stats_t *out);
+
+/* ---- the worker side --------------------------------------------------- */
+
+/* Entry point of `nightshift worker` (argv[0] = "worker"): --fd N
+ * [--device I] [--cache-dir D] [--mem-limit BYTES|unlimited]
+ * [--max-source BYTES] [--parent PID]. Serves requests until EOF on the
+ * socket; returns the process exit status (0 after EOF, 1 if the device
+ * cannot be opened, 2 on a usage error, 3 on a protocol violation). */
+int ns_worker_main(int argc, char **argv);
+
+#endif
