@@ -3,6 +3,8 @@
 #include "cli.h"
 #include "ctl.h"
 #include "opts.h"
+#include "provider.h"
+#include "slash.h"
 
 #include "nightshift/config.h"
 #include "nightshift/devices.h"
@@ -40,6 +42,7 @@ typedef struct {
     bool test_network; /* genesis allows fault injection */
     ns_ledger_t *ledger;
     ns_ledger_sync_t *sync;
+    ns_provider_t *provider;
     const ns_identity_t *me;
     const char *datadir;
     void *ctl;
@@ -137,13 +140,15 @@ static void s_on_ctl(void *user, void *sock)
         ns_mp_str(&pk, "malformed request");
     } else if (strcmp(query, "status") == 0) {
         msgpack_pack_true(&pk);
-        ns_p2p_pack_status(d->p2p, &pk, 3);
+        ns_p2p_pack_status(d->p2p, &pk, 4);
         ns_mp_str(&pk, "pid");
         msgpack_pack_int64(&pk, (int64_t)getpid());
         ns_mp_str(&pk, "datadir");
         ns_mp_str(&pk, d->datadir);
         ns_mp_str(&pk, "ledger");
         ns_ledger_sync_pack_status(d->sync, &pk);
+        ns_mp_str(&pk, "provider");
+        ns_provider_pack_status(d->provider, &pk);
     } else if (strcmp(query, "peers") == 0) {
         msgpack_pack_true(&pk);
         ns_p2p_pack_peers(d->p2p, &pk);
@@ -234,7 +239,10 @@ static const char s_usage[] =
     "node.heartbeat_interval_ms=500\n"
     "  --log-level L      error|warn|info|debug (default info)\n"
     "  --debug MODULES    debug lines for modules: "
-    "net,peers,gossip,node,ctl,all\n";
+    "net,peers,gossip,node,ctl,market,all\n"
+    "  --fault F          test networks only: lazy=R (fake a fraction R of\n"
+    "                     the output items), garbage, silent (accept, never\n"
+    "                     return), slow=X (hold results X times the run)\n";
 
 int ns_cmd_node(int argc, char **argv)
 {
@@ -260,6 +268,8 @@ int ns_cmd_node(int argc, char **argv)
     ns_p2p_t *p2p = NULL;
     ns_ledger_t *ledger = NULL;
     ns_ledger_sync_t *sync = NULL;
+    ns_provider_t *provider = NULL;
+    ns_worker_t *slash_worker = NULL;
     void *ctl = NULL;
     char path[PATH_MAX], ctl_ep[PATH_MAX + 16];
     ctl_ep[0] = '\0';
@@ -306,6 +316,20 @@ int ns_cmd_node(int argc, char **argv)
         ns_cli_error(cmd, "no usable genesis: %s (run `nightshift init "
                           "--datadir %s --genesis FILE`)",
                      err, o.datadir);
+        goto out;
+    }
+
+    ns_fault_t fault;
+    memset(&fault, 0, sizeof fault);
+    if (o.fault && ns_fault_parse(o.fault, &fault) != NS_OK) {
+        ns_cli_error(cmd, "bad --fault '%s': lazy=R, garbage, silent or "
+                          "slow=X",
+                     o.fault);
+        goto out;
+    }
+    if (o.fault && !genesis.test_network) {
+        ns_cli_error(cmd, "--fault is refused: the genesis does not mark "
+                          "this network as a test network");
         goto out;
     }
 
@@ -357,7 +381,17 @@ int ns_cmd_node(int argc, char **argv)
         ns_cli_error(cmd, "cannot start ledger sync: %s", ns_strerror(rc));
         goto out;
     }
-    s_daemon_t d = {p2p,  genesis.test_network, ledger, sync, id,
+    ns_slash_ctx_t slash_ctx = {&slash_worker, NULL, NULL};
+    ns_ledger_set_verifier(ledger, ns_slash_verify, &slash_ctx);
+    ns_provider_opts_t po = {p2p, ledger, sync, id, &cfg, {0}, devs,
+                             n_devs, o.datadir, fault};
+    memcpy(po.network_id, genesis.network_id, NS_HASH_BYTES);
+    provider = ns_provider_new(&po, &rc);
+    if (!provider) {
+        ns_cli_error(cmd, "cannot start the provider: %s", ns_strerror(rc));
+        goto out;
+    }
+    s_daemon_t d = {p2p, genesis.test_network, ledger, sync, provider, id,
                     o.datadir, ctl};
     if (ns_p2p_add_socket(p2p, ctl, s_on_ctl, &d) != NS_OK)
         goto out;
@@ -398,6 +432,8 @@ out:
         zmq_close(ctl);
     if (ctl_ep[0])
         unlink(ctl_ep + 6);
+    ns_provider_destroy(&provider);
+    ns_worker_destroy(&slash_worker);
     ns_ledger_sync_destroy(&sync);
     ns_p2p_destroy(&p2p);
     ns_ledger_close(&ledger);

@@ -24,6 +24,7 @@ static const struct {
     {"transfer", ns_cmd_transfer, "send credits to another account"},
     {"stake", ns_cmd_stake, "stake credits (collateral for jobs)"},
     {"unstake", ns_cmd_unstake, "release stake that is not locked"},
+    {"submit", ns_cmd_submit, "post a job to the network and verify it"},
     {"connect", ns_cmd_connect, "make a running node dial a peer now"},
     {"block", ns_cmd_block, "test networks: cut traffic with a peer"},
 };

@@ -55,6 +55,9 @@ int ns_node_opts_parse(int argc, char **argv, ns_node_opts_t *o, char *err,
         } else if (strcmp(a, "--debug") == 0) {
             VALUE();
             o->debug = v;
+        } else if (strcmp(a, "--fault") == 0) {
+            VALUE();
+            o->fault = v;
         } else if (strcmp(a, "--json") == 0) {
             o->json = 1;
         } else {

@@ -18,6 +18,7 @@ typedef struct {
     int n_sets;
     const char *log_level;
     const char *debug;
+    const char *fault; /* node only: test networks' fault injection */
     int json;
 } ns_node_opts_t;
 

@@ -83,7 +83,7 @@ int ns_entry_decode(const uint8_t *buf, size_t len,
                     const ns_hash_t network_id, ns_entry_t *e)
 {
     memset(e, 0, sizeof *e);
-    if (len > NS_MAX_ENTRY)
+    if (len > NS_MAX_ENTRY_BYTES)
         return NS_ERR_TOOBIG;
     ns_mpr_t r;
     ns_mpr_init(&r, buf, len);

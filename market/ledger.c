@@ -328,7 +328,8 @@ static int s_apply_body(MDB_txn *t, ns_ledger_t *l, const ns_entry_t *e,
         a->free -= b.amount;
         return s_credit(t, l, e->id, b.to, b.amount, NULL);
     case NS_ENTRY_STAKE:
-        if (b.amount == 0)
+        /* A STAKE of 0 is only a way to take credits in (its refs). */
+        if (b.amount == 0 && e->n_refs == 0)
             return NS_ERR_INVAL;
         if (a->free < b.amount)
             return NS_ERR_FUNDS;

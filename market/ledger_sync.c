@@ -309,7 +309,7 @@ static int s_on_entries(void *user, const ns_envelope_t *env,
     for (uint32_t i = 0; i < n && r.err == NS_OK; i++) {
         const uint8_t *e = NULL;
         size_t len = 0;
-        if (ns_mpr_bin(&r, &e, &len, NS_MAX_ENTRY) == NS_OK)
+        if (ns_mpr_bin(&r, &e, &len, NS_MAX_ENTRY_BYTES) == NS_OK)
             (void)s_take(s, e, len, NULL);
     }
     if (ns_mpr_end(&r) != NS_OK)

@@ -162,6 +162,12 @@ int ns_p2p_register(ns_p2p_t *p, uint8_t type, bool gossiped,
     return NS_OK;
 }
 
+void ns_p2p_set_offer(ns_p2p_t *p, uint64_t stake, uint32_t free_slots)
+{
+    p->my_hb.stake = stake;
+    p->my_hb.free_slots = free_slots;
+}
+
 void ns_p2p_set_ledger_summary(ns_p2p_t *p, uint64_t entries,
                                const ns_hash_t digest)
 {

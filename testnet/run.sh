@@ -215,8 +215,10 @@ for ((i = 0; i <= N; i++)); do
         dd=$DIR/requester
         listen=tcp://127.0.0.1:0
     fi
+    stake=()
+    [ "$i" -lt "$N" ] && stake=(--set "node.stake=$((CREDITS / 2))")
     ns init --datadir "$dd" --listen "$listen" \
-        --set "node.heartbeat_interval_ms=$HB_MS" >/dev/null
+        --set "node.heartbeat_interval_ms=$HB_MS" "${stake[@]}" >/dev/null
     id=$(ns id --datadir "$dd" | head -n 1)
     [ ${#id} -eq 52 ] || fail "unexpected id '$id' from nightshift id --datadir $dd"
     IDS[i]=$id
@@ -232,6 +234,14 @@ ns genesis --out "$DIR/genesis.ini" --name "testnet-$(basename "$DIR")" \
 for ((i = 0; i <= N; i++)); do
     ns init --datadir "${DATADIRS[i]}" --genesis "$DIR/genesis.ini" >/dev/null
 done
+# Benchmark the devices once and share the figures: N nodes measuring at
+# the same time on one machine would each see a fraction of it.
+if ns devices --datadir "${DATADIRS[0]}" --json >/dev/null 2>&1 &&
+    [ -f "${DATADIRS[0]}/devbench.msgpack" ]; then
+    for ((i = 1; i < N; i++)); do
+        cp "${DATADIRS[0]}/devbench.msgpack" "${DATADIRS[i]}/"
+    done
+fi
 
 BOOTSTRAP=${IDS[0]}@tcp://127.0.0.1:$BASE_PORT
 printf '%s\n' "$BOOTSTRAP" >"$DIR/bootstrap"

@@ -32,7 +32,7 @@
 #define NS_ENTRY_DOMAIN "nightshift/entry/v1"
 #define NS_BID_DOMAIN "nightshift/bid/v1"
 #define NS_MAX_ENTRY_BODY (64 * 1024) /* body bytes */
-#define NS_MAX_ENTRY (NS_MAX_ENTRY_BODY + 4096) /* encoded entry */
+#define NS_MAX_ENTRY_BYTES (NS_MAX_ENTRY_BODY + 4096) /* encoded entry */
 #define NS_MAX_REFS 32                /* credits claimed by one entry */
 #define NS_MAX_PROOF (48 * 1024)      /* fraud proof bytes in a SLASH */
 #define NS_LEDGER_PENDING_MAX 4096    /* buffered out-of-order entries */

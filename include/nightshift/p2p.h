@@ -112,6 +112,10 @@ int ns_p2p_run(ns_p2p_t *p, volatile sig_atomic_t *stop) NS_MUST_CHECK;
 int ns_p2p_ingest(ns_p2p_t *p, const uint8_t link_key[32], const uint8_t *buf,
                   size_t len);
 
+/* Update what our heartbeats announce: stake (credits staked in the
+ * ledger) and free job slots. */
+void ns_p2p_set_offer(ns_p2p_t *p, uint64_t stake, uint32_t free_slots);
+
 /* Update what our heartbeats announce. */
 void ns_p2p_set_ledger_summary(ns_p2p_t *p, uint64_t entries,
                                const ns_hash_t digest);

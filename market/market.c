@@ -1,0 +1,316 @@
+/* market.c - market messages and the pure decisions behind them. */
+#include "nightshift/market.h"
+#include "nightshift/mp.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+    ns_buf_t *buf;
+    int err;
+} s_writer_t;
+
+static int s_write_cb(void *data, const char *buf, size_t len)
+{
+    s_writer_t *w = data;
+    if (w->err == NS_OK)
+        w->err = ns_buf_append(w->buf, buf, len);
+    return w->err == NS_OK ? 0 : -1;
+}
+
+#define S_PACKER(b, w, pk)                                                     \
+    (b)->len = 0;                                                              \
+    s_writer_t w = {(b), NS_OK};                                               \
+    msgpack_packer pk;                                                         \
+    msgpack_packer_init(&pk, &w, s_write_cb)
+
+/* ---- messages -------------------------------------------------------------- */
+
+int ns_announce_encode(const ns_announce_t *a, ns_buf_t *out)
+{
+    if (a->n_excluded > NS_MAX_EXCLUDED)
+        return NS_ERR_TOOBIG;
+    S_PACKER(out, w, pk);
+    msgpack_pack_array(&pk, 15);
+    ns_mp_bin(&pk, a->job_id, NS_HASH_BYTES);
+    ns_mp_bin(&pk, a->requester, NS_ID_BYTES);
+    ns_mp_str(&pk, a->endpoint);
+    msgpack_pack_array(&pk, 5);
+    msgpack_pack_uint64(&pk, a->reqs.min_mem_bytes);
+    msgpack_pack_uint32(&pk, a->reqs.device_type);
+    msgpack_pack_uint32(&pk, a->reqs.min_cl_major);
+    msgpack_pack_uint32(&pk, a->reqs.min_cl_minor);
+    ns_mp_str(&pk, a->reqs.region);
+    msgpack_pack_uint64(&pk, a->max_price);
+    msgpack_pack_uint64(&pk, a->collateral);
+    msgpack_pack_uint64(&pk, a->work_flops);
+    msgpack_pack_uint64(&pk, a->n_items);
+    msgpack_pack_uint64(&pk, a->input_bytes);
+    msgpack_pack_uint32(&pk, a->bid_window_ms);
+    msgpack_pack_uint64(&pk, a->deadline_ms);
+    msgpack_pack_uint32(&pk, a->round);
+    msgpack_pack_uint32(&pk, a->n_excluded);
+    ns_mp_bin(&pk, a->excluded, (size_t)a->n_excluded * NS_ID_BYTES);
+    return w.err;
+}
+
+int ns_announce_decode(const uint8_t *buf, size_t len, ns_announce_t *a)
+{
+    ns_mpr_t r;
+    memset(a, 0, sizeof *a);
+    ns_mpr_init(&r, buf, len);
+    ns_mpr_array_exact(&r, 15);
+    ns_mpr_bin_exact(&r, a->job_id, NS_HASH_BYTES);
+    ns_mpr_bin_exact(&r, a->requester, NS_ID_BYTES);
+    ns_mpr_str(&r, a->endpoint, NS_ENDPOINT_MAX - 1);
+    ns_mpr_array_exact(&r, 5);
+    ns_mpr_uint(&r, &a->reqs.min_mem_bytes);
+    ns_mpr_u32(&r, &a->reqs.device_type);
+    ns_mpr_u32(&r, &a->reqs.min_cl_major);
+    ns_mpr_u32(&r, &a->reqs.min_cl_minor);
+    ns_mpr_str(&r, a->reqs.region, NS_MAX_REGION);
+    ns_mpr_uint(&r, &a->max_price);
+    ns_mpr_uint(&r, &a->collateral);
+    ns_mpr_uint(&r, &a->work_flops);
+    ns_mpr_uint(&r, &a->n_items);
+    ns_mpr_uint(&r, &a->input_bytes);
+    ns_mpr_u32(&r, &a->bid_window_ms);
+    ns_mpr_uint(&r, &a->deadline_ms);
+    ns_mpr_u32(&r, &a->round);
+    ns_mpr_u32(&r, &a->n_excluded);
+    const uint8_t *ex = NULL;
+    size_t ex_len = 0;
+    ns_mpr_bin(&r, &ex, &ex_len, (size_t)NS_MAX_EXCLUDED * NS_ID_BYTES);
+    if (ns_mpr_end(&r) != NS_OK)
+        return r.err;
+    if (ex_len != (size_t)a->n_excluded * NS_ID_BYTES ||
+        a->reqs.device_type > NS_DEV_ACCEL || a->bid_window_ms > 60000 ||
+        ns_endpoint_check(a->endpoint, 0) != NS_OK)
+        return NS_ERR_INVAL;
+    memcpy(a->excluded, ex, ex_len);
+    return NS_OK;
+}
+
+int ns_bid_encode(const ns_bid_t *b, ns_buf_t *out)
+{
+    S_PACKER(out, w, pk);
+    msgpack_pack_array(&pk, 6);
+    ns_mp_bin(&pk, b->provider, NS_ID_BYTES);
+    ns_mp_bin(&pk, b->job_id, NS_HASH_BYTES);
+    msgpack_pack_uint64(&pk, b->price);
+    msgpack_pack_uint64(&pk, b->est_ms);
+    msgpack_pack_uint64(&pk, b->timestamp_ms);
+    ns_mp_bin(&pk, b->sig, NS_SIG_BYTES);
+    return w.err;
+}
+
+int ns_bid_decode(const uint8_t *buf, size_t len, ns_bid_t *b)
+{
+    ns_mpr_t r;
+    memset(b, 0, sizeof *b);
+    ns_mpr_init(&r, buf, len);
+    ns_mpr_array_exact(&r, 6);
+    ns_mpr_bin_exact(&r, b->provider, NS_ID_BYTES);
+    ns_mpr_bin_exact(&r, b->job_id, NS_HASH_BYTES);
+    ns_mpr_uint(&r, &b->price);
+    ns_mpr_uint(&r, &b->est_ms);
+    ns_mpr_uint(&r, &b->timestamp_ms);
+    ns_mpr_bin_exact(&r, b->sig, NS_SIG_BYTES);
+    return ns_mpr_end(&r);
+}
+
+int ns_fetch_encode(const ns_chunk_t *c, ns_buf_t *out)
+{
+    S_PACKER(out, w, pk);
+    msgpack_pack_array(&pk, 4);
+    ns_mp_bin(&pk, c->job_id, NS_HASH_BYTES);
+    msgpack_pack_uint32(&pk, c->blob);
+    msgpack_pack_uint64(&pk, c->offset);
+    msgpack_pack_uint32(&pk, c->len);
+    return w.err;
+}
+
+int ns_fetch_decode(const uint8_t *buf, size_t len, ns_chunk_t *c)
+{
+    ns_mpr_t r;
+    memset(c, 0, sizeof *c);
+    ns_mpr_init(&r, buf, len);
+    ns_mpr_array_exact(&r, 4);
+    ns_mpr_bin_exact(&r, c->job_id, NS_HASH_BYTES);
+    ns_mpr_u32(&r, &c->blob);
+    ns_mpr_uint(&r, &c->offset);
+    ns_mpr_u32(&r, &c->len);
+    if (ns_mpr_end(&r) != NS_OK)
+        return r.err;
+    return c->len == 0 || c->len > NS_CHUNK_BYTES ? NS_ERR_INVAL : NS_OK;
+}
+
+int ns_chunk_encode(const ns_chunk_t *c, ns_buf_t *out)
+{
+    if (c->data_len > NS_CHUNK_BYTES)
+        return NS_ERR_TOOBIG;
+    S_PACKER(out, w, pk);
+    msgpack_pack_array(&pk, 5);
+    ns_mp_bin(&pk, c->job_id, NS_HASH_BYTES);
+    msgpack_pack_uint32(&pk, c->blob);
+    msgpack_pack_uint64(&pk, c->offset);
+    msgpack_pack_uint64(&pk, c->total);
+    ns_mp_bin(&pk, c->data, c->data_len);
+    return w.err;
+}
+
+int ns_chunk_decode(const uint8_t *buf, size_t len, ns_chunk_t *c)
+{
+    ns_mpr_t r;
+    memset(c, 0, sizeof *c);
+    ns_mpr_init(&r, buf, len);
+    ns_mpr_array_exact(&r, 5);
+    ns_mpr_bin_exact(&r, c->job_id, NS_HASH_BYTES);
+    ns_mpr_u32(&r, &c->blob);
+    ns_mpr_uint(&r, &c->offset);
+    ns_mpr_uint(&r, &c->total);
+    ns_mpr_bin(&r, &c->data, &c->data_len, NS_CHUNK_BYTES);
+    if (ns_mpr_end(&r) != NS_OK)
+        return r.err;
+    if (c->offset > c->total || c->data_len > c->total - c->offset)
+        return NS_ERR_INVAL;
+    return NS_OK;
+}
+
+/* ---- decisions ------------------------------------------------------------- */
+
+static void s_cl_version(const char *text, uint32_t *major, uint32_t *minor)
+{
+    unsigned a = 0, b = 0;
+    *major = *minor = 0;
+    if (sscanf(text, "OpenCL C %u.%u", &a, &b) == 2) {
+        *major = a;
+        *minor = b;
+    }
+}
+
+uint64_t ns_price_quote(uint64_t price_micro_per_s, uint64_t work_flops,
+                        double device_gflops, uint64_t *est_ms)
+{
+    double gflops = device_gflops > 0.1 ? device_gflops : 1.0;
+    double seconds = (double)work_flops / (gflops * 1e9);
+    if (est_ms)
+        *est_ms = (uint64_t)ceil(seconds * 1000.0) + 1;
+    double credits = ceil(seconds * (double)price_micro_per_s / 1e6);
+    return credits < 1 ? 1 : (uint64_t)credits;
+}
+
+uint32_t ns_reqs_check(const ns_reqs_t *r, const ns_heartbeat_t *hb,
+                       uint64_t collateral, uint64_t max_price,
+                       uint64_t work_flops, uint32_t *device)
+{
+    uint32_t best_fail = ~0u;
+    for (uint32_t d = 0; d < hb->n_devices; d++) {
+        const ns_devinfo_t *dev = &hb->devices[d];
+        uint32_t fail = 0, maj, min;
+        if (dev->global_mem_bytes < r->min_mem_bytes)
+            fail |= NS_REQ_MEMORY;
+        if (r->device_type && dev->type != r->device_type)
+            fail |= NS_REQ_DEVICE_TYPE;
+        s_cl_version(dev->cl_c_version, &maj, &min);
+        if (maj < r->min_cl_major ||
+            (maj == r->min_cl_major && min < r->min_cl_minor))
+            fail |= NS_REQ_CL_VERSION;
+        if (ns_price_quote(hb->price, work_flops, dev->gflops, NULL) >
+            max_price)
+            fail |= NS_REQ_PRICE;
+        if (__builtin_popcount(fail) < __builtin_popcount(best_fail)) {
+            best_fail = fail;
+            if (device)
+                *device = d;
+        }
+    }
+    if (best_fail == ~0u)
+        best_fail = NS_REQ_MEMORY | NS_REQ_DEVICE_TYPE; /* no device */
+    if (r->region[0] && strcmp(r->region, hb->region) != 0)
+        best_fail |= NS_REQ_REGION;
+    if (hb->stake < collateral)
+        best_fail |= NS_REQ_STAKE;
+    if (hb->free_slots == 0)
+        best_fail |= NS_REQ_SLOTS;
+    return best_fail;
+}
+
+void ns_reqs_describe(const ns_reqs_t *r, uint32_t bit, uint64_t collateral,
+                      uint64_t max_price, char *out, size_t cap)
+{
+    static const char *const types[] = {"any", "cpu", "gpu", "accelerator"};
+    switch (bit) {
+    case NS_REQ_MEMORY:
+        snprintf(out, cap, "memory >= %.1f GiB",
+                 (double)r->min_mem_bytes / (1024.0 * 1024 * 1024));
+        break;
+    case NS_REQ_DEVICE_TYPE:
+        snprintf(out, cap, "device type %s",
+                 types[r->device_type < 4 ? r->device_type : 0]);
+        break;
+    case NS_REQ_CL_VERSION:
+        snprintf(out, cap, "OpenCL C >= %u.%u", r->min_cl_major,
+                 r->min_cl_minor);
+        break;
+    case NS_REQ_REGION:
+        snprintf(out, cap, "region %s", r->region);
+        break;
+    case NS_REQ_STAKE:
+        snprintf(out, cap, "stake >= %llu", (unsigned long long)collateral);
+        break;
+    case NS_REQ_PRICE:
+        snprintf(out, cap, "price <= %llu", (unsigned long long)max_price);
+        break;
+    case NS_REQ_SLOTS:
+        snprintf(out, cap, "a free slot");
+        break;
+    default:
+        snprintf(out, cap, "?");
+    }
+}
+
+int64_t ns_reputation(const ns_account_t *a)
+{
+    if (a->banned)
+        return INT64_MIN / 2;
+    return (int64_t)a->jobs_settled - 10 * (int64_t)a->jobs_slashed -
+           2 * (int64_t)a->jobs_cancelled;
+}
+
+int ns_auction_pick(const ns_bid_t *bids, const int64_t *reputation,
+                    const uint64_t *arrival_us, uint32_t n,
+                    uint64_t max_price, const ns_announce_t *a)
+{
+    int best = -1;
+    for (uint32_t i = 0; i < n; i++) {
+        if (bids[i].price > max_price)
+            continue;
+        bool excluded = false;
+        for (uint32_t e = 0; e < a->n_excluded; e++)
+            excluded |= memcmp(a->excluded[e], bids[i].provider,
+                               NS_ID_BYTES) == 0;
+        if (excluded)
+            continue;
+        if (best < 0) {
+            best = (int)i;
+            continue;
+        }
+        const ns_bid_t *b = &bids[best];
+        /* near-tie: within 1% of the cheaper one */
+        uint64_t lo = b->price < bids[i].price ? b->price : bids[i].price;
+        uint64_t diff = b->price > bids[i].price ? b->price - bids[i].price
+                                                  : bids[i].price - b->price;
+        if (diff * 100 > lo) {
+            if (bids[i].price < b->price)
+                best = (int)i;
+        } else if (reputation[i] != reputation[best]) {
+            if (reputation[i] > reputation[best])
+                best = (int)i;
+        } else if (arrival_us[i] < arrival_us[best]) {
+            best = (int)i;
+        }
+    }
+    return best;
+}
