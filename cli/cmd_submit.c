@@ -65,7 +65,8 @@ typedef struct {
     int json, tty;
     /* the job */
     ns_jobspec_t spec;
-    ns_hash_t job_id;
+    ns_hash_t desc_id; /* ns_job_id of the descriptor */
+    ns_hash_t job_id;  /* this submission: H(desc id, random nonce) */
     char job_hex[2 * NS_HASH_BYTES + 1];
     ns_buf_t packed; /* descriptor as providers fetch it */
     uint64_t n_items;
@@ -96,7 +97,10 @@ typedef struct {
     ns_check_result_t check;
     uint8_t secret[32];
     /* receipt */
-    uint64_t t_start_ms, t_accept_ms, t_result_ms, t_verified_ms;
+    uint64_t t_start_ms, t_announce_ms, t_accept_ms, t_result_ms;
+    uint64_t t_verified_ms;
+    uint32_t join_peers;    /* live peers at the last look */
+    uint64_t join_stable_ms; /* since when that count holds */
     uint64_t match_ms, run_ms, verify_ms;
     uint64_t price, refund;
     uint32_t slashed, cancelled;
@@ -367,6 +371,8 @@ static void s_fetch_outputs(s_req_t *q)
 
 static void s_announce(s_req_t *q)
 {
+    if (!q->t_announce_ms)
+        q->t_announce_ms = ns_mono_ms();
     q->round++;
     q->ann.round = q->round;
     q->n_bids = 0;
@@ -393,9 +399,11 @@ static void s_award(s_req_t *q)
     int w = ns_auction_pick(q->bids, rep, q->bid_us, q->n_bids, q->max_price,
                             &q->ann);
     if (w < 0) {
+        char why[sizeof q->error];
         s_explain(q);
+        snprintf(why, sizeof why, "%s", q->error);
         s_cancel(q, NULL, false);
-        s_fail(q, "%s", q->error);
+        s_fail(q, "%s", why);
         return;
     }
     q->winner = q->bids[w];
@@ -468,7 +476,7 @@ static void s_verify(s_req_t *q)
               : (uint32_t)q->n_items,
           (unsigned long long)q->n_items);
     randombytes_buf(q->secret, sizeof q->secret);
-    int rc = ns_spot_check(q->runner, &q->spec.job, q->job_id, q->spec.inputs,
+    int rc = ns_spot_check(q->runner, &q->spec.job, q->desc_id, q->spec.inputs,
                            q->spec.outputs, lj.root, q->secret,
                            ns_job_checks(&q->spec.job), &q->check, err,
                            sizeof err);
@@ -510,7 +518,7 @@ static void s_verify(s_req_t *q)
     ns_fraud_proof_t proof;
     ns_buf_t packed;
     ns_buf_init(&packed);
-    rc = ns_fraud_build(&proof, &q->spec.job, q->job_id, q->winner.provider,
+    rc = ns_fraud_build(&proof, &q->spec.job, q->desc_id, q->winner.provider,
                         q->statement, NULL, q->spec.outputs,
                         q->check.first_bad);
     if (rc == NS_OK)
@@ -569,15 +577,23 @@ static void s_step(void *user, uint64_t now)
         ns_ledger_stats_t st;
         uint8_t peer[NS_ID_BYTES];
         ns_ledger_stats(q->ledger, &st);
-        if (ns_p2p_live_peers(q->p2p) == 0) {
+        uint32_t live = ns_p2p_live_peers(q->p2p);
+        if (live == 0) {
             if (now - q->phase_ms > 15000)
                 s_fail(q, "could not reach any peer through the bootstrap "
                           "address");
             break;
         }
-        if (ns_p2p_pick_peer(q->p2p, s_ledger_current, st.digest, peer) !=
-                NS_OK &&
-            now - q->phase_ms < 4000)
+        /* Let peer exchange settle (no new peer for 500 ms) and the ledger
+         * agree with a peer's, or give up waiting after 5 s. */
+        if (live != q->join_peers) {
+            q->join_peers = live;
+            q->join_stable_ms = now;
+        }
+        bool settled = now - q->join_stable_ms >= 500;
+        bool current = ns_p2p_pick_peer(q->p2p, s_ledger_current, st.digest,
+                                        peer) == NS_OK;
+        if ((!settled || !current) && now - q->phase_ms < 5000)
             break;
         s_say(q, "joined: %u peers, ledger at %llu entries",
               ns_p2p_live_peers(q->p2p), (unsigned long long)st.entries);
@@ -612,6 +628,7 @@ static void s_step(void *user, uint64_t now)
         b.max_price = q->max_price;
         b.collateral = q->collateral;
         b.deadline_ms = q->ann.deadline_ms;
+        memcpy(b.desc_id, q->desc_id, NS_HASH_BYTES);
         if (s_append(q, NS_ENTRY_JOB, &b, id) != NS_OK) {
             ns_ledger_account(q->ledger, ns_identity_pk(q->me), &me) == NS_OK
                 ? s_fail(q, "cannot lock %llu credits of escrow: %llu free",
@@ -637,7 +654,7 @@ static void s_step(void *user, uint64_t now)
         if (ns_ledger_job(q->ledger, q->job_id, &lj) == NS_OK &&
             !sodium_is_zero(lj.accept_id, NS_HASH_BYTES)) {
             q->t_accept_ms = now;
-            q->match_ms = now - q->t_start_ms;
+            q->match_ms = now - q->t_announce_ms;
             s_say(q, "accepted: collateral %llu locked; sending the job",
                   (unsigned long long)lj.collateral);
             s_phase(q, R_RUNNING);
@@ -976,9 +993,25 @@ int ns_cmd_submit(int argc, char **argv)
         rc = ns_buf_append(&q->packed, sb.data, sb.size);
         msgpack_sbuffer_destroy(&sb);
     }
-    if (rc != NS_OK || ns_job_id(&q->spec.job, q->job_id) != NS_OK) {
+    if (rc != NS_OK || ns_job_id(&q->spec.job, q->desc_id) != NS_OK) {
         ns_cli_error("submit", "cannot encode the job");
         goto out;
+    }
+    if (q->resume) {
+        if (ns_unhex(q->job_id, NS_HASH_BYTES, q->resume) != NS_OK) {
+            ns_cli_error("submit", "--resume wants a job id (64 hex digits)");
+            goto out;
+        }
+    } else {
+        /* The same descriptor may be submitted again: the market id adds
+         * a random nonce. */
+        uint8_t nonce[16];
+        randombytes_buf(nonce, sizeof nonce);
+        crypto_generichash_state st;
+        crypto_generichash_init(&st, NULL, 0, NS_HASH_BYTES);
+        crypto_generichash_update(&st, q->desc_id, NS_HASH_BYTES);
+        crypto_generichash_update(&st, nonce, sizeof nonce);
+        crypto_generichash_final(&st, q->job_id, NS_HASH_BYTES);
     }
     ns_hex(q->job_hex, q->job_id, NS_HASH_BYTES);
     q->n_items = ns_job_items(&q->spec.job);
@@ -1064,6 +1097,7 @@ int ns_cmd_submit(int argc, char **argv)
 
     /* The announcement, fixed for the whole job except round/excluded. */
     memcpy(q->ann.job_id, q->job_id, NS_HASH_BYTES);
+    memcpy(q->ann.desc_id, q->desc_id, NS_HASH_BYTES);
     memcpy(q->ann.requester, ns_identity_pk(q->me), NS_ID_BYTES);
     snprintf(q->ann.endpoint, sizeof q->ann.endpoint, "%s",
              strchr(ns_p2p_address(q->p2p), '@') + 1);

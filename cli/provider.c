@@ -163,9 +163,13 @@ static int s_on_job(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
     if (memcmp(a.requester, env->sender, NS_ID_BYTES))
         return NS_ERR_INVAL; /* only the requester announces its job */
     p->stats.announces++;
+    s_job_t *old = s_find(p, a.job_id);
+    if (old && old->state == PJ_BID && old->ann.round < a.round)
+        s_job_clear(old); /* a new round: bid again */
+    else if (old)
+        return NS_OK;
     if (memcmp(a.requester, p->self, NS_ID_BYTES) == 0 ||
-        a.deadline_ms <= ns_now_ms() || s_find(p, a.job_id) ||
-        p->o.n_devices == 0)
+        a.deadline_ms <= ns_now_ms() || p->o.n_devices == 0)
         return NS_OK;
     for (uint32_t e = 0; e < a.n_excluded; e++)
         if (memcmp(a.excluded[e], p->self, NS_ID_BYTES) == 0)
@@ -346,7 +350,7 @@ static int s_blob_done(ns_provider_t *p, s_job_t *j, uint32_t b)
         }
         j->have_job = true;
         if (ns_job_id(&j->job, id) != NS_OK ||
-            memcmp(id, j->ann.job_id, NS_HASH_BYTES)) {
+            memcmp(id, j->ann.desc_id, NS_HASH_BYTES)) {
             s_fail(p, j, "descriptor does not hash to the job id");
             return NS_ERR_INVAL;
         }
@@ -481,12 +485,12 @@ static void s_finish(ns_provider_t *p, s_job_t *j)
 {
     char jid[17];
     s_job_hex(jid, j->ann.job_id);
-    if (ns_commit_root(&j->job, j->ann.job_id, j->res.outputs, j->root) !=
+    if (ns_commit_root(&j->job, j->ann.desc_id, j->res.outputs, j->root) !=
         NS_OK) {
         s_fail(p, j, "cannot commit the outputs");
         return;
     }
-    ns_result_sign(p->o.me, j->ann.job_id, j->root, ns_job_items(&j->job),
+    ns_result_sign(p->o.me, j->ann.desc_id, j->root, ns_job_items(&j->job),
                    j->statement);
     ns_entry_body_t b;
     memset(&b, 0, sizeof b);

@@ -68,7 +68,7 @@ int ns_slash_verify(void *user, const ns_ledger_job_t *job,
         return NS_ERR_PROOF;
     int rc = NS_ERR_PROOF;
     /* The proof must be about this job's RESULT on record. */
-    if (memcmp(p.job_id, job->job_id, NS_HASH_BYTES) ||
+    if (memcmp(p.job_id, job->desc_id, NS_HASH_BYTES) ||
         memcmp(p.provider, provider, NS_ID_BYTES) ||
         memcmp(p.root, root, NS_HASH_BYTES) || p.n_items != n_items)
         goto out;

@@ -210,12 +210,13 @@ int ns_entry_body_encode(uint8_t type, const ns_entry_body_t *b,
         msgpack_pack_uint64(&pk, b->amount);
         break;
     case NS_ENTRY_JOB:
-        msgpack_pack_array(&pk, 5);
+        msgpack_pack_array(&pk, 6);
         ns_mp_bin(&pk, b->job_id, NS_HASH_BYTES);
         msgpack_pack_uint64(&pk, b->escrow);
         msgpack_pack_uint64(&pk, b->max_price);
         msgpack_pack_uint64(&pk, b->collateral);
         msgpack_pack_uint64(&pk, b->deadline_ms);
+        ns_mp_bin(&pk, b->desc_id, NS_HASH_BYTES);
         break;
     case NS_ENTRY_AWARD:
         msgpack_pack_array(&pk, 2);
@@ -276,12 +277,13 @@ int ns_entry_body_decode(const ns_entry_t *e, ns_entry_body_t *b)
         ns_mpr_uint(&r, &b->amount);
         break;
     case NS_ENTRY_JOB:
-        ns_mpr_array_exact(&r, 5);
+        ns_mpr_array_exact(&r, 6);
         ns_mpr_bin_exact(&r, b->job_id, NS_HASH_BYTES);
         ns_mpr_uint(&r, &b->escrow);
         ns_mpr_uint(&r, &b->max_price);
         ns_mpr_uint(&r, &b->collateral);
         ns_mpr_uint(&r, &b->deadline_ms);
+        ns_mpr_bin_exact(&r, b->desc_id, NS_HASH_BYTES);
         break;
     case NS_ENTRY_AWARD:
         ns_mpr_array_exact(&r, 2);

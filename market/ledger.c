@@ -362,6 +362,7 @@ static int s_apply_body(MDB_txn *t, ns_ledger_t *l, const ns_entry_t *e,
         job.max_price = b.max_price;
         job.collateral = b.collateral;
         job.deadline_ms = b.deadline_ms;
+        memcpy(job.desc_id, b.desc_id, NS_HASH_BYTES);
         job.state = NS_JOB_OPEN;
         return s_job_put(t, l, &job);
     case NS_ENTRY_AWARD:
@@ -741,7 +742,10 @@ static int s_ingest_one(ns_ledger_t *l, const uint8_t *buf, size_t len,
                         uint8_t *missing_author, uint64_t *missing_seq,
                         ns_entry_t *e);
 
-/* After storing e, retry what waited for it. */
+/* After storing e, retry what waited for it: its author's next entry and
+ * entries that named it. Each waiting entry is tried once per call; one
+ * that still cannot apply goes back to the buffer (no loop), one that
+ * applies retries its own waiters in turn. */
 static void s_pending_retry(ns_ledger_t *l, const ns_entry_t *stored)
 {
     uint8_t author[32];
@@ -749,20 +753,30 @@ static void s_pending_retry(ns_ledger_t *l, const ns_entry_t *stored)
     uint64_t seq = stored->seq;
     memcpy(author, stored->author, 32);
     memcpy(id, stored->id, 32);
-    for (uint32_t i = 0; i < l->n_pending; i++) {
+    s_pending_t *take = NULL;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < l->n_pending;) {
         s_pending_t *p = &l->pending[i];
         bool next = memcmp(p->author, author, 32) == 0 && p->seq == seq + 1;
         bool dep = memcmp(p->waiting, id, 32) == 0;
-        if (!next && !dep)
+        if (!next && !dep) {
+            i++;
             continue;
-        s_pending_t taken = *p;
+        }
+        s_pending_t *grown = realloc(take, (n + 1) * sizeof *take);
+        if (!grown)
+            break;
+        take = grown;
+        take[n++] = *p;
         memmove(p, p + 1, (l->n_pending - i - 1) * sizeof *p);
         l->n_pending--;
-        ns_entry_t e;
-        s_ingest_one(l, taken.bytes, taken.len, NULL, NULL, &e);
-        free(taken.bytes);
-        i = (uint32_t)-1; /* the table changed: scan again */
     }
+    for (uint32_t k = 0; k < n; k++) {
+        ns_entry_t e;
+        s_ingest_one(l, take[k].bytes, take[k].len, NULL, NULL, &e);
+        free(take[k].bytes);
+    }
+    free(take);
 }
 
 static int s_ingest_one(ns_ledger_t *l, const uint8_t *buf, size_t len,

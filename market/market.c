@@ -32,8 +32,9 @@ int ns_announce_encode(const ns_announce_t *a, ns_buf_t *out)
     if (a->n_excluded > NS_MAX_EXCLUDED)
         return NS_ERR_TOOBIG;
     S_PACKER(out, w, pk);
-    msgpack_pack_array(&pk, 15);
+    msgpack_pack_array(&pk, 16);
     ns_mp_bin(&pk, a->job_id, NS_HASH_BYTES);
+    ns_mp_bin(&pk, a->desc_id, NS_HASH_BYTES);
     ns_mp_bin(&pk, a->requester, NS_ID_BYTES);
     ns_mp_str(&pk, a->endpoint);
     msgpack_pack_array(&pk, 5);
@@ -60,8 +61,9 @@ int ns_announce_decode(const uint8_t *buf, size_t len, ns_announce_t *a)
     ns_mpr_t r;
     memset(a, 0, sizeof *a);
     ns_mpr_init(&r, buf, len);
-    ns_mpr_array_exact(&r, 15);
+    ns_mpr_array_exact(&r, 16);
     ns_mpr_bin_exact(&r, a->job_id, NS_HASH_BYTES);
+    ns_mpr_bin_exact(&r, a->desc_id, NS_HASH_BYTES);
     ns_mpr_bin_exact(&r, a->requester, NS_ID_BYTES);
     ns_mpr_str(&r, a->endpoint, NS_ENDPOINT_MAX - 1);
     ns_mpr_array_exact(&r, 5);

@@ -50,6 +50,13 @@
  * its prev and its ref against the root, the ref index against prev, and
  * the label against F: O(k) hashes, never the buffer.
  *
+ * What it does not prove: a prover may trade computation for memory
+ * (keep part of the labels and recompute the rest when the chain asks
+ * for them); only the deadline bounds that trade. A labelling lives in
+ * one buffer, so one challenge covers at most the device's largest
+ * allocation (CL_DEVICE_MAX_MEM_ALLOC_SIZE, often a quarter of global
+ * memory on GPUs).
+ *
  * ---- Integer matrix product (throughput) ---------------------------------
  * A, B: n x n matrices of u32 entries below a prime p < 2^31, generated
  * from the seed (entry i of matrix w: mix(seed, w, i), see
@@ -103,7 +110,9 @@ const ns_chal_costs_t *ns_chal_costs(uint32_t devtype);
 #define NS_LABEL_MAX_SEGMENTS 64
 /* K words 10..15: "nightshift/label" continued, as little-endian u32. */
 #define NS_LABEL_K                                                             \
-    {0x6867696eu, 0x69687374u, 0x6c2f7466u, 0x6c656261u, 0x3176u, 0x0u}
+    {                                                                          \
+        0x6867696eu, 0x69687374u, 0x6c2f7466u, 0x6c656261u, 0x3176u, 0x0u      \
+    }
 
 typedef struct {
     uint64_t bytes;    /* M = lanes * segments * steps * 64 */
@@ -188,7 +197,7 @@ int ns_label_open_host(const ns_label_params_t *p, const uint8_t *labels,
 
 /* ---- integer matrix product --------------------------------------------- */
 
-#define NS_IMATMUL_TILE 16            /* n is a multiple of this */
+#define NS_IMATMUL_TILE 16 /* n is a multiple of this */
 #define NS_IMATMUL_MAX_N 32768
 #define NS_IMATMUL_DEFAULT_P 2147483647u /* 2^31 - 1, a Mersenne prime */
 #define NS_IMATMUL_MAX_ROUNDS 16
@@ -205,8 +214,7 @@ int ns_imatmul_params_check(const ns_imatmul_params_t *p) NS_MUST_CHECK;
 /* Entry i (row-major) of matrix w (0 = A, 1 = B): with k0, k1 the first
  * two little-endian u64 words of the seed, z = mix(mix(i ^ k0) ^ k1 ^ w)
  * (mix = SplitMix64's finalizer) and the entry is ((z >> 32) * p) >> 32. */
-uint32_t ns_imatmul_entry(const ns_imatmul_params_t *p, uint32_t w,
-                          uint64_t i);
+uint32_t ns_imatmul_entry(const ns_imatmul_params_t *p, uint32_t w, uint64_t i);
 /* Both matrices, n * n entries each (the verifier's side, O(n^2)). */
 void ns_imatmul_fill(const ns_imatmul_params_t *p, uint32_t *a, uint32_t *b);
 /* C = A B mod p on the host: O(n^3), for small n in tests. */
@@ -232,8 +240,8 @@ uint64_t ns_imatmul_deadline_us(const ns_imatmul_params_t *p, double gbps,
 int ns_imatmul_verify(const ns_imatmul_params_t *p, const uint32_t *c,
                       const uint8_t secret[32], uint32_t rounds,
                       uint64_t elapsed_us, uint64_t deadline_us,
-                      ns_chal_verdict *verdict, char *why, size_t whylen)
-    NS_MUST_CHECK;
+                      ns_chal_verdict *verdict, char *why,
+                      size_t whylen) NS_MUST_CHECK;
 
 /* ---- the prover on an OpenCL device ------------------------------------- */
 
@@ -255,8 +263,8 @@ int ns_label_prove(ns_chal_prover_t *pr, const ns_label_params_t *p,
                    char *err, size_t errlen) NS_MUST_CHECK;
 /* Open positions of the last ns_label_prove (k <= NS_CHAL_MAX_OPENINGS). */
 int ns_label_open(ns_chal_prover_t *pr, const uint64_t *positions, uint32_t k,
-                  ns_label_opening_t *out, char *err, size_t errlen)
-    NS_MUST_CHECK;
+                  ns_label_opening_t *out, char *err,
+                  size_t errlen) NS_MUST_CHECK;
 
 /* Generate A and B on the device, multiply, read C (n * n words) back. */
 int ns_imatmul_prove(ns_chal_prover_t *pr, const ns_imatmul_params_t *p,

@@ -43,7 +43,7 @@ typedef enum {
     NS_ENTRY_STAKE = 2,    /* [amount] free -> staked */
     NS_ENTRY_UNSTAKE = 3,  /* [amount] staked -> free */
     NS_ENTRY_JOB = 4,      /* [job_id, escrow, max_price, collateral,
-                              deadline_ms] free -> escrow */
+                              deadline_ms, desc_id] free -> escrow */
     NS_ENTRY_AWARD = 5,    /* [job_id, bid] picks a provider's signed bid */
     NS_ENTRY_ACCEPT = 6,   /* [job_id, award_id] staked -> collateral */
     NS_ENTRY_RESULT = 7,   /* [job_id, accept_id, root, n_items] */
@@ -84,6 +84,7 @@ typedef struct {
     uint64_t amount;         /* TRANSFER, STAKE, UNSTAKE */
     ns_hash_t job_id;        /* job entries */
     uint64_t escrow, max_price, collateral, deadline_ms; /* JOB */
+    ns_hash_t desc_id;       /* JOB: hash of the job descriptor (job.h) */
     ns_bid_t bid;            /* AWARD */
     ns_hash_t ref_id;        /* ACCEPT: award; RESULT: accept; SETTLE,
                                 SLASH: result; CANCEL: accept or zero */
@@ -147,6 +148,8 @@ typedef struct {
     ns_hash_t job_id;
     uint8_t requester[NS_ID_BYTES];
     uint64_t escrow, max_price, collateral, deadline_ms;
+    ns_hash_t desc_id;   /* the descriptor's id: commitments and fraud
+                            proofs are about it */
     uint8_t state;       /* ns_job_state */
     uint32_t round;      /* awards so far */
     ns_hash_t award_id;  /* current award (zero if none) */

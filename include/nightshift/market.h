@@ -47,7 +47,8 @@ typedef struct {
 } ns_reqs_t;
 
 typedef struct {
-    ns_hash_t job_id;
+    ns_hash_t job_id;  /* the market's (and ledger's) id of this job */
+    ns_hash_t desc_id; /* ns_job_id of the descriptor it will send */
     uint8_t requester[NS_ID_BYTES];
     char endpoint[NS_ENDPOINT_MAX]; /* where the requester listens */
     ns_reqs_t reqs;

@@ -12,12 +12,14 @@
  * their Merkle path, the job descriptor: anyone with the inputs can check
  * it by re-running that one item.
  *
- * Cost: committing hashes every item once (two BLAKE2b compressions per
- * small item: its leaf and its share of the inner nodes), spread over the
- * CPU's cores for large outputs; ns_commit_root and ns_commit_path need
- * O(log n) memory per thread, so a 64M-item output costs no copy and no
- * per-item allocation. Only ns_commit_outputs keeps the whole tree (64
- * bytes per item) for a caller that opens many items.
+ * Cost: committing hashes every item once: two single-block BLAKE2b
+ * compressions per item of up to 69 bytes (its leaf and its share of the
+ * inner nodes), computed eight at a time in vector lanes and spread over
+ * up to 16 threads for large outputs (about 90 ns of CPU per small item on
+ * an AVX-512 core with GCC -O2). ns_commit_root and ns_commit_path need
+ * O(log n) hashes plus a 32 KiB batch per thread: a 64M-item output costs
+ * no copy and no per-item allocation. Only ns_commit_outputs keeps the
+ * whole tree (64 bytes per item) for a caller that opens many items.
  *
  * Outputs: `outputs` is indexed by argument position like ns_runner_run's;
  * outputs[i] for each OUT argument i points to args[i].size bytes (others
@@ -42,7 +44,7 @@
 #define NS_ITEM_TAG "nightshift/item/v1"     /* leaf domain, 18 bytes */
 #define NS_RESULT_TAG "nightshift/result/v1" /* statement domain, 20 bytes */
 #define NS_RESULT_MSG_BYTES (20 + 2 * NS_HASH_BYTES + 8) /* statement */
-#define NS_FRAUD_VERSION 1                   /* first field of a packed proof */
+#define NS_FRAUD_VERSION 1 /* first field of a packed proof */
 /* A packed fraud proof: the descriptor, one item's bytes, a path. */
 #define NS_MAX_FRAUD_MSG                                                       \
     (NS_MAX_JOB_MSG + NS_MAX_ITEM_BYTES +                                      \
@@ -66,8 +68,7 @@ int ns_commit_root(const ns_job_t *job, const ns_hash_t job_id,
  * ns_merkle_release): the same layout and root as ns_merkle_build over the
  * leaves, built in place (no copy of the leaves). 64 bytes per item. */
 int ns_commit_outputs(const ns_job_t *job, const ns_hash_t job_id,
-                      uint8_t *const *outputs, ns_merkle_t *tree)
-    NS_MUST_CHECK;
+                      uint8_t *const *outputs, ns_merkle_t *tree) NS_MUST_CHECK;
 
 /* Merkle path of one item recomputed from the outputs without a tree:
  * O(n) hashing, O(log n) memory. path holds NS_MERKLE_MAX_DEPTH hashes;
@@ -84,8 +85,8 @@ void ns_result_sign(const ns_identity_t *provider, const ns_hash_t job_id,
                     uint8_t sig[NS_SIG_BYTES]);
 int ns_result_verify(const uint8_t provider[NS_ID_BYTES],
                      const ns_hash_t job_id, const ns_hash_t root,
-                     uint64_t n_items, const uint8_t sig[NS_SIG_BYTES])
-    NS_MUST_CHECK;
+                     uint64_t n_items,
+                     const uint8_t sig[NS_SIG_BYTES]) NS_MUST_CHECK;
 
 /* min(k, n_items) distinct indices below n_items, sorted ascending, into
  * items; all of them (0..n_items-1) if k >= n_items. The draw is
@@ -128,13 +129,16 @@ typedef struct {
  * root (must equal `root`, else NS_ERR_PROOF: the outputs are not the ones
  * committed), draw min(k, n_items) items, re-run them on r with one
  * ns_runner_run_items call, compare. NS_OK means the check ran: the
- * verdict is res->mismatched (0 = passed). Runner errors are returned as
- * they are (the check could not be made). res is filled on every path. */
+ * verdict is res->mismatched (0 = passed). NS_ERR_TOOBIG for k above
+ * NS_MAX_CHECKS; runner errors are returned as they are (the check could
+ * not be made). res is filled on every path. Inputs the requester hashed
+ * itself may be marked verified (runner.h): the re-run then skips
+ * hashing them. */
 int ns_spot_check(ns_runner_t *r, const ns_job_t *job, const ns_hash_t job_id,
                   const ns_input_t *inputs, uint8_t *const *outputs,
                   const ns_hash_t root, const uint8_t secret[32], uint32_t k,
-                  ns_check_result_t *res, char *err, size_t errlen)
-    NS_MUST_CHECK;
+                  ns_check_result_t *res, char *err,
+                  size_t errlen) NS_MUST_CHECK;
 
 typedef struct {
     ns_job_t job;     /* the descriptor (owns its source) */
@@ -177,7 +181,7 @@ int ns_fraud_read(ns_mpr_t *r, ns_fraud_proof_t *p, char *err,
  * right); other errors are failures to check (runner, inputs). This is the
  * verifier the ledger calls for SLASH. err says which step failed. */
 int ns_fraud_check(ns_runner_t *r, const ns_fraud_proof_t *p,
-                   const ns_input_t *inputs, char *err, size_t errlen)
-    NS_MUST_CHECK;
+                   const ns_input_t *inputs, char *err,
+                   size_t errlen) NS_MUST_CHECK;
 
 #endif
