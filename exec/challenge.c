@@ -5,7 +5,6 @@
  */
 #include "nightshift/challenge.h"
 #include "nightshift/devices.h"
-#include "nightshift/log.h"
 #include "nightshift/runner.h"
 #include "nightshift/util.h"
 #include "nightshift/verify.h"
@@ -280,8 +279,8 @@ ns_chal_verdict ns_label_verify(const ns_label_params_t *p,
         uint64_t v = positions[i];
         uint8_t want[NS_LABEL_BYTES];
         if (o->position != v || v >= ns_label_count(p)) {
-            s_why(why, whylen, "opening %u is for position %llu, not %llu",
-                  i, (unsigned long long)o->position, (unsigned long long)v);
+            s_why(why, whylen, "opening %u is for position %llu, not %llu", i,
+                  (unsigned long long)o->position, (unsigned long long)v);
             return NS_CHAL_WRONG;
         }
         if (!s_chunk_ok(p, root, &o->at, v)) {
@@ -315,8 +314,7 @@ ns_chal_verdict ns_label_verify(const ns_label_params_t *p,
     }
     if (elapsed_us > deadline_us) {
         s_why(why, whylen, "answer after %llu us, deadline %llu us",
-              (unsigned long long)elapsed_us,
-              (unsigned long long)deadline_us);
+              (unsigned long long)elapsed_us, (unsigned long long)deadline_us);
         return NS_CHAL_LATE;
     }
     return NS_CHAL_PASSED;
@@ -392,8 +390,7 @@ int ns_label_open_host(const ns_label_params_t *p, const uint8_t *labels,
         if (rc == NS_OK && v >= p->lanes) {
             uint64_t pv = v - p->lanes;
             rc = s_open_chunk(labels, tree, pv, &o->prev);
-            uint64_t rv =
-                ns_label_ref(p, v, labels + pv * NS_LABEL_BYTES);
+            uint64_t rv = ns_label_ref(p, v, labels + pv * NS_LABEL_BYTES);
             if (rc == NS_OK)
                 rc = s_open_chunk(labels, tree, rv, &o->ref);
         }
@@ -472,8 +469,7 @@ static uint64_t s_mix(uint64_t z)
     return z ^ (z >> 31);
 }
 
-uint32_t ns_imatmul_entry(const ns_imatmul_params_t *p, uint32_t w,
-                          uint64_t i)
+uint32_t ns_imatmul_entry(const ns_imatmul_params_t *p, uint32_t w, uint64_t i)
 {
     uint64_t k0 = s_le64(p->seed), k1 = s_le64(p->seed + 8);
     uint64_t z = s_mix(s_mix(i ^ k0) ^ k1 ^ w);
@@ -585,7 +581,7 @@ int ns_imatmul_verify(const ns_imatmul_params_t *p, const uint32_t *c,
             r[k * n + j] = s_le64(stream + 8 * j) % p->p;
         sodium_memzero(key, sizeof key);
     }
-    s_matvec(p, 1, NULL, r, br, rounds);  /* B r */
+    s_matvec(p, 1, NULL, r, br, rounds);   /* B r */
     s_matvec(p, 0, NULL, br, abr, rounds); /* A (B r) */
     s_matvec(p, 0, c, r, cr, rounds);      /* C r */
     for (uint32_t k = 0; k < rounds; k++)
@@ -597,8 +593,7 @@ int ns_imatmul_verify(const ns_imatmul_params_t *p, const uint32_t *c,
     if (elapsed_us > deadline_us) {
         *verdict = NS_CHAL_LATE;
         s_why(why, whylen, "answer after %llu us, deadline %llu us",
-              (unsigned long long)elapsed_us,
-              (unsigned long long)deadline_us);
+              (unsigned long long)elapsed_us, (unsigned long long)deadline_us);
     } else {
         *verdict = NS_CHAL_PASSED;
     }
@@ -670,8 +665,7 @@ static int s_find_device(uint32_t index, cl_device_id *id, int *major)
         return NS_ERR_NOTFOUND;
     const ns_device_t *d = &devs[index];
     rc = NS_ERR_NOTFOUND;
-    if (clGetPlatformIDs(0, NULL, &np) != CL_SUCCESS ||
-        d->platform_index >= np)
+    if (clGetPlatformIDs(0, NULL, &np) != CL_SUCCESS || d->platform_index >= np)
         goto out;
     plats = calloc(np, sizeof *plats);
     if (!plats) {
@@ -690,8 +684,7 @@ static int s_find_device(uint32_t index, cl_device_id *id, int *major)
         rc = NS_ERR_NOMEM;
         goto out;
     }
-    if (clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, nd, list, &nd) !=
-            CL_SUCCESS ||
+    if (clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, nd, list, &nd) != CL_SUCCESS ||
         d->device_index >= nd)
         goto out;
     memset(version, 0, sizeof version);
@@ -903,8 +896,8 @@ int ns_label_prove(ns_chal_prover_t *pr, const ns_label_params_t *p,
               (unsigned long long)p->bytes);
         return NS_ERR_TOOBIG;
     }
-    pr->labels = clCreateBuffer(pr->ctx, CL_MEM_READ_WRITE, (size_t)p->bytes,
-                                NULL, &cl);
+    pr->labels =
+        clCreateBuffer(pr->ctx, CL_MEM_READ_WRITE, (size_t)p->bytes, NULL, &cl);
     if (!pr->labels) {
         rc = s_cl_fail(err, errlen, "clCreateBuffer(labels)", cl);
         goto fail;
@@ -998,9 +991,9 @@ static int s_download_tree(ns_chal_prover_t *pr, char *err, size_t errlen)
     memcpy(t->level_off, pr->level_off, pr->levels * sizeof *t->level_off);
     t->n_leaves = (size_t)pr->level_n[0];
     t->n_levels = pr->levels;
-    cl_int cl = clEnqueueReadBuffer(
-        pr->queue, pr->tree, CL_TRUE, 0, (size_t)pr->tree_nodes * NS_HASH_BYTES,
-        t->nodes, 0, NULL, NULL);
+    cl_int cl = clEnqueueReadBuffer(pr->queue, pr->tree, CL_TRUE, 0,
+                                    (size_t)pr->tree_nodes * NS_HASH_BYTES,
+                                    t->nodes, 0, NULL, NULL);
     if (cl != CL_SUCCESS) {
         ns_merkle_release(t);
         return s_cl_fail(err, errlen, "reading the tree", cl);
@@ -1013,8 +1006,7 @@ static cl_int s_read_chunk(ns_chal_prover_t *pr, uint64_t v,
                            ns_label_chunk_t *c)
 {
     c->chunk = v / NS_LABEL_CHUNK_LABELS;
-    if (ns_merkle_proof(&pr->host_tree, c->chunk, c->path, &c->depth) !=
-        NS_OK)
+    if (ns_merkle_proof(&pr->host_tree, c->chunk, c->path, &c->depth) != NS_OK)
         return CL_INVALID_VALUE;
     return clEnqueueReadBuffer(pr->queue, pr->labels, CL_FALSE,
                                (size_t)c->chunk * NS_LABEL_CHUNK_BYTES,
@@ -1052,7 +1044,8 @@ int ns_label_open(ns_chal_prover_t *pr, const uint64_t *positions, uint32_t k,
         uint64_t v = positions[i];
         if (v < p->lanes)
             continue;
-        uint64_t rv = ns_label_ref(p, v, s_in_chunk(&out[i].prev, v - p->lanes));
+        uint64_t rv =
+            ns_label_ref(p, v, s_in_chunk(&out[i].prev, v - p->lanes));
         cl = s_read_chunk(pr, rv, &out[i].ref);
     }
     if (cl == CL_SUCCESS)
@@ -1065,8 +1058,7 @@ int ns_label_open(ns_chal_prover_t *pr, const uint64_t *positions, uint32_t k,
 }
 
 int ns_imatmul_prove(ns_chal_prover_t *pr, const ns_imatmul_params_t *p,
-                     uint32_t *c, uint64_t *device_us, char *err,
-                     size_t errlen)
+                     uint32_t *c, uint64_t *device_us, char *err, size_t errlen)
 {
     uint64_t t0 = ns_mono_us();
     cl_mem a = NULL, b = NULL, cm = NULL;
@@ -1101,8 +1093,8 @@ int ns_imatmul_prove(ns_chal_prover_t *pr, const ns_imatmul_params_t *p,
         size_t global = s_round_up(nn, S_WG), local = S_WG;
         cl = s_args(pr->k_fill, 6, sz, val);
         if (cl == CL_SUCCESS)
-            cl = clEnqueueNDRangeKernel(pr->queue, pr->k_fill, 1, NULL,
-                                        &global, &local, 0, NULL, NULL);
+            cl = clEnqueueNDRangeKernel(pr->queue, pr->k_fill, 1, NULL, &global,
+                                        &local, 0, NULL, NULL);
     }
     if (cl == CL_SUCCESS) {
         const size_t sz[] = {sizeof(cl_mem), sizeof(cl_mem), sizeof(cl_mem),

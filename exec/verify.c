@@ -5,15 +5,16 @@
  * [j * 2^l, min((j + 1) * 2^l, n)). So the root of an aligned block of
  * 2^c items is a node of the tree, computable on its own, and the tree
  * above those blocks is again a hash.h tree over the block roots. Large
- * outputs are therefore cut into aligned blocks hashed by a few threads,
- * each block with a stack of O(log n) hashes (the partial block at the end
- * folds its stack right to left, which gives the promotion rule), and the
- * block roots are combined with ns_merkle_root_of.
+ * outputs are therefore cut into aligned blocks hashed by a few threads;
+ * a thread folds its block in chunks of S_BATCH leaves (one 32 KiB
+ * buffer) and keeps the chunk roots on a stack of O(log n) hashes (the
+ * partial chunk at the end folds right to left, which gives the promotion
+ * rule); the block roots are combined with ns_merkle_root_of. Leaves of
+ * small items and inner nodes are hashed eight at a time (s_b2_lanes).
  */
 #include "nightshift/verify.h"
 #include "nightshift/util.h"
 
-#include <assert.h>
 #include <math.h>
 #include <pthread.h>
 #include <sodium.h>
@@ -23,17 +24,17 @@
 #include <string.h>
 #include <unistd.h>
 
-#define S_MAX_THREADS 16          /* hashing threads for large outputs */
-#define S_PARALLEL_MIN 65536      /* items below this are hashed inline */
-#define S_MIN_BLOCK_LOG2 12       /* blocks of at least 4096 items */
+#define S_MAX_THREADS 16     /* hashing threads for large outputs */
+#define S_PARALLEL_MIN 65536 /* items below this are hashed inline */
+#define S_MIN_BLOCK_LOG2 12  /* blocks of at least 4096 items */
 #define S_TAG_LEN (sizeof NS_ITEM_TAG - 1)
 
 /* Where each item's bytes live: its slice of every OUT buffer. */
 typedef struct {
-    uint32_t n_out;                 /* OUT arguments */
-    uint32_t arg[NS_MAX_ARGS];      /* their positions */
+    uint32_t n_out;                   /* OUT arguments */
+    uint32_t arg[NS_MAX_ARGS];        /* their positions */
     uint32_t item_bytes[NS_MAX_ARGS]; /* their slice sizes */
-    uint64_t bytes;                 /* one item, all slices */
+    uint64_t bytes;                   /* one item, all slices */
     uint64_t n_items;
 } s_layout_t;
 
@@ -56,9 +57,8 @@ static int s_layout(const ns_job_t *job, s_layout_t *l)
 }
 
 /* Item bytes: in place for one output, gathered into scratch otherwise. */
-static const uint8_t *s_item_bytes(const s_layout_t *l,
-                                   uint8_t *const *outputs, uint64_t item,
-                                   uint8_t *scratch)
+static const uint8_t *s_item_bytes(const s_layout_t *l, uint8_t *const *outputs,
+                                   uint64_t item, uint8_t *scratch)
 {
     if (l->n_out == 1)
         return outputs[l->arg[0]] + item * l->item_bytes[0];
@@ -149,12 +149,23 @@ static const uint8_t s_b2_sigma[12][16] = {
     {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
     {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3}};
 
+/* Little-endian words: one load or store on the usual hosts. */
 static uint64_t s_le64(const uint8_t *p)
 {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | p[i];
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
     return v;
+}
+
+static void s_put_le64(uint8_t *p, uint64_t v)
+{
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    memcpy(p, &v, sizeof v);
 }
 
 #define S_ROTR(x, n) (((x) >> (n)) | ((x) << (64 - (n))))
@@ -183,29 +194,26 @@ static uint64_t s_le64(const uint8_t *p)
         S_G(v[3], v[4], v[9], v[14], m[z[14]], m[z[15]]);                      \
     } while (0)
 
-/* BLAKE2b-256 of S_LANES messages of len[l] <= 128 bytes, each given as a
- * zero-padded 128-byte block. One function body, compiled for the best
- * vector unit at hand (no vector crosses a call: no ABI concerns). */
+/* BLAKE2b-256 of S_LANES single-block messages, given as words:
+ * m[w][l] is little-endian word w of message l (zero-padded to 128 bytes),
+ * len[l] its length in bytes (<= 128). One function body, compiled for the
+ * best vector unit at hand; no vector crosses a call (no ABI concerns). */
 __attribute__((target_clones("avx512f", "avx2", "default"))) static void
-s_b2_lanes(const uint8_t (*blocks)[128], const uint8_t *len,
+s_b2_lanes(const uint64_t (*m_words)[S_LANES], const uint64_t *len,
            ns_hash_t *out)
 {
-    s_v8 m[16], v[16];
+    s_v8 m[16], v[16], t;
     const s_v8 zero = {0};
     for (int w = 0; w < 16; w++)
-        m[w] = (s_v8){s_le64(blocks[0] + 8 * w), s_le64(blocks[1] + 8 * w),
-                      s_le64(blocks[2] + 8 * w), s_le64(blocks[3] + 8 * w),
-                      s_le64(blocks[4] + 8 * w), s_le64(blocks[5] + 8 * w),
-                      s_le64(blocks[6] + 8 * w), s_le64(blocks[7] + 8 * w)};
+        memcpy(&m[w], m_words[w], sizeof m[w]);
+    memcpy(&t, len, sizeof t);
     for (int i = 0; i < 8; i++)
         v[i] = v[i + 8] = zero + s_b2_iv[i];
     v[0] ^= UINT64_C(0x01010020); /* 32-byte digest, no key */
-    v[12] ^= (s_v8){len[0], len[1], len[2], len[3],
-                    len[4], len[5], len[6], len[7]}; /* bytes hashed */
-    v[14] = ~v[14];                                  /* the last block */
+    v[12] ^= t;                   /* bytes hashed */
+    v[14] = ~v[14];               /* the last block */
     s_v8 h0 = v[0], h1 = v[1], h2 = v[2], h3 = v[3];
-    /* rounds written out: constant message indices keep m in registers
-     * at -O2 */
+    /* rounds written out: constant message indices */
     S_ROUND(0);
     S_ROUND(1);
     S_ROUND(2);
@@ -229,8 +237,14 @@ s_b2_lanes(const uint8_t (*blocks)[128], const uint8_t *len,
     memcpy(words[3], &h3, sizeof h3);
     for (int l = 0; l < S_LANES; l++)
         for (int w = 0; w < 4; w++)
-            for (int b = 0; b < 8; b++)
-                out[l][8 * w + b] = (uint8_t)(words[w][l] >> (8 * b));
+            s_put_le64(out[l] + 8 * w, words[w][l]);
+}
+
+/* Lane l of m from a zero-padded 128-byte block. */
+static void s_lane_words(uint64_t (*m)[S_LANES], int l, const uint8_t *block)
+{
+    for (int w = 0; w < 16; w++)
+        m[w][l] = s_le64(block + 8 * w);
 }
 
 /* Per-thread room: an item gathered from several outputs, and a batch of
@@ -275,29 +289,27 @@ static void s_hash_leaves(const s_ctx_t *c, uint64_t lo, uint64_t n,
     size_t len = c->layout->bytes;
     uint64_t i = 0;
     if (pre + len <= 128) {
-        uint8_t blocks[S_LANES][128], lens[S_LANES];
-        memset(blocks, 0, sizeof blocks);
-        for (int l = 0; l < S_LANES; l++) {
-            blocks[l][0] = 0x00;
-            memcpy(blocks[l] + 1, NS_ITEM_TAG, S_TAG_LEN);
-            memcpy(blocks[l] + 1 + S_TAG_LEN, c->job_id, NS_HASH_BYTES);
-            lens[l] = (uint8_t)(pre + len);
-        }
+        uint8_t block[128];
+        uint64_t m[16][S_LANES], lens[S_LANES];
+        memset(block, 0, sizeof block);
+        memcpy(block + 1, NS_ITEM_TAG, S_TAG_LEN);
+        memcpy(block + 1 + S_TAG_LEN, c->job_id, NS_HASH_BYTES);
+        for (int l = 0; l < S_LANES; l++)
+            lens[l] = pre + len;
         for (; i + S_LANES <= n; i += S_LANES) {
             for (int l = 0; l < S_LANES; l++) {
                 uint64_t item = lo + i + (uint64_t)l;
-                s_be64(blocks[l] + pre - 8, item);
-                memcpy(blocks[l] + pre,
-                       s_item_bytes(c->layout, c->outputs, item, scratch),
-                       len);
+                s_be64(block + pre - 8, item);
+                memcpy(block + pre,
+                       s_item_bytes(c->layout, c->outputs, item, scratch), len);
+                s_lane_words(m, l, block);
             }
-            s_b2_lanes((const uint8_t(*)[128])blocks, lens, out + i);
+            s_b2_lanes((const uint64_t(*)[S_LANES])m, lens, out + i);
         }
     }
     for (; i < n; i++)
         ns_item_leaf(out[i], c->job_id, lo + i,
-                     s_item_bytes(c->layout, c->outputs, lo + i, scratch),
-                     len);
+                     s_item_bytes(c->layout, c->outputs, lo + i, scratch), len);
 }
 
 /* One level up: above[i] for i in [first, end) from below[0..n_below);
@@ -306,19 +318,19 @@ static void s_hash_leaves(const s_ctx_t *c, uint64_t lo, uint64_t n,
 static void s_hash_level(const ns_hash_t *below, uint64_t n_below,
                          uint64_t first, uint64_t end, ns_hash_t *above)
 {
-    uint8_t blocks[S_LANES][128], lens[S_LANES];
-    memset(blocks, 0, sizeof blocks);
-    for (int l = 0; l < S_LANES; l++) {
-        blocks[l][0] = 0x01;
+    uint8_t block[128];
+    uint64_t m[16][S_LANES], lens[S_LANES];
+    memset(block, 0, sizeof block);
+    block[0] = 0x01;
+    for (int l = 0; l < S_LANES; l++)
         lens[l] = 1 + 2 * NS_HASH_BYTES;
-    }
     uint64_t i = first;
-    for (; i + S_LANES <= end && 2 * (i + S_LANES) <= n_below;
-         i += S_LANES) {
-        for (int l = 0; l < S_LANES; l++)
-            memcpy(blocks[l] + 1, below[2 * (i + (uint64_t)l)],
-                   2 * NS_HASH_BYTES);
-        s_b2_lanes((const uint8_t(*)[128])blocks, lens, above + i);
+    for (; i + S_LANES <= end && 2 * (i + S_LANES) <= n_below; i += S_LANES) {
+        for (int l = 0; l < S_LANES; l++) {
+            memcpy(block + 1, below[2 * (i + (uint64_t)l)], 2 * NS_HASH_BYTES);
+            s_lane_words(m, l, block);
+        }
+        s_b2_lanes((const uint64_t(*)[S_LANES])m, lens, above + i);
     }
     for (; i < end; i++) {
         if (2 * i + 1 < n_below)
@@ -376,8 +388,7 @@ static void s_subtree_root(const s_ctx_t *c, uint64_t lo, uint64_t hi,
         s_hash_leaves(c, at, n, w->scratch, w->hashes);
         for (uint64_t k = n; k > 1; k = (k + 1) / 2)
             s_hash_level(w->hashes, k, 0, (k + 1) / 2, w->hashes);
-        s_push(&st, w->hashes[0],
-               n == S_BATCH ? S_BATCH_LOG2 : S_PARTIAL);
+        s_push(&st, w->hashes[0], n == S_BATCH ? S_BATCH_LOG2 : S_PARTIAL);
     }
     s_fold(&st, root);
 }
@@ -393,8 +404,8 @@ struct s_pool {
     void *out;               /* task results */
     const uint64_t *level_n; /* tree tasks: nodes per level */
     uint64_t n_tasks;
-    uint64_t lo, hi;     /* item range */
-    unsigned block_log2; /* items per task, log2 */
+    uint64_t lo, hi;           /* item range */
+    unsigned block_log2;       /* items per task, log2 */
     atomic_uint_fast64_t next; /* next task to take */
 };
 
@@ -591,8 +602,8 @@ int ns_commit_outputs(const ns_job_t *job, const ns_hash_t job_id,
         return rc;
     }
     for (size_t lv = (size_t)b + 1; lv < levels; lv++)
-        s_hash_level(tree->nodes + tree->level_off[lv - 1], level_n[lv - 1],
-                     0, level_n[lv], tree->nodes + tree->level_off[lv]);
+        s_hash_level(tree->nodes + tree->level_off[lv - 1], level_n[lv - 1], 0,
+                     level_n[lv], tree->nodes + tree->level_off[lv]);
     return NS_OK;
 }
 
@@ -656,9 +667,8 @@ int ns_result_verify(const uint8_t provider[NS_ID_BYTES],
 {
     uint8_t msg[NS_RESULT_MSG_BYTES];
     s_statement(msg, job_id, root, n_items);
-    return ns_sig_verify(provider, msg, sizeof msg, sig) == NS_OK
-               ? NS_OK
-               : NS_ERR_SIG;
+    return ns_sig_verify(provider, msg, sizeof msg, sig) == NS_OK ? NS_OK
+                                                                  : NS_ERR_SIG;
 }
 
 /* ---- challenge draw ---------------------------------------------------- */
@@ -821,6 +831,11 @@ int ns_spot_check(ns_runner_t *r, const ns_job_t *job, const ns_hash_t job_id,
         snprintf(err, errlen, "job has no items or no outputs");
         goto out;
     }
+    if (k > NS_MAX_CHECKS) {
+        snprintf(err, errlen, "%u checks: at most %d", k, NS_MAX_CHECKS);
+        rc = NS_ERR_TOOBIG;
+        goto out;
+    }
     rc = ns_commit_root(job, job_id, outputs, got);
     res->commit_us = ns_mono_us() - t0;
     if (rc != NS_OK) {
@@ -898,6 +913,25 @@ static int s_job_copy(ns_job_t *dst, const ns_job_t *src)
     return NS_OK;
 }
 
+/* The root a proof's claim and path lead to (hash.h's verify walk): no
+ * second pass over the outputs. */
+static void s_root_from_path(ns_fraud_proof_t *p, uint64_t n)
+{
+    ns_hash_t cur;
+    size_t d = 0;
+    ns_item_leaf(cur, p->job_id, p->item, p->claimed, p->claimed_len);
+    for (uint64_t k = n, i = p->item; k > 1; k = (k + 1) / 2, i >>= 1) {
+        if ((i ^ 1) >= k)
+            continue; /* promoted */
+        if (i & 1)
+            ns_merkle_node(cur, p->path[d], cur);
+        else
+            ns_merkle_node(cur, cur, p->path[d]);
+        d++;
+    }
+    memcpy(p->root, cur, NS_HASH_BYTES);
+}
+
 int ns_fraud_build(ns_fraud_proof_t *p, const ns_job_t *job,
                    const ns_hash_t job_id, const uint8_t provider[NS_ID_BYTES],
                    const uint8_t sig[NS_SIG_BYTES], const ns_merkle_t *tree,
@@ -942,7 +976,7 @@ int ns_fraud_build(ns_fraud_proof_t *p, const ns_job_t *job,
     } else {
         rc = ns_commit_path(job, job_id, outputs, item, p->path, &p->depth);
         if (rc == NS_OK)
-            rc = ns_commit_root(job, job_id, outputs, p->root);
+            s_root_from_path(p, l.n_items);
     }
 out:
     if (rc != NS_OK)
@@ -1069,8 +1103,8 @@ int ns_fraud_check(ns_runner_t *r, const ns_fraud_proof_t *p,
         rc = NS_ERR_PROOF;
         goto out;
     }
-    if (ns_result_verify(p->provider, p->job_id, p->root, p->n_items,
-                         p->sig) != NS_OK) {
+    if (ns_result_verify(p->provider, p->job_id, p->root, p->n_items, p->sig) !=
+        NS_OK) {
         snprintf(err, errlen, "result signature does not verify");
         rc = NS_ERR_PROOF;
         goto out;

@@ -60,8 +60,8 @@ __kernel void challenge_label(__global uint16 *labels, const uint8 seed,
         uint16 ref = (uint16)(0u);
         if (t > 0) {
             ulong x = (ulong)prev.s0 | ((ulong)prev.s1 << 32);
-            ulong r = segment == 0 ? mul_hi(x, t) * lanes + l
-                                   : mul_hi(x, t0 * lanes);
+            ulong r =
+                segment == 0 ? mul_hi(x, t) * lanes + l : mul_hi(x, t0 * lanes);
             ref = labels[r];
         }
         k.s8 = (uint)v;
@@ -71,12 +71,12 @@ __kernel void challenge_label(__global uint16 *labels, const uint8 seed,
     }
 }
 
-/* ---- BLAKE2b-256 ---------------------------------------------------------- */
+/* ---- BLAKE2b-256 ------------------------------------------------------ */
 
-__constant ulong B2_IV[8] = {
-    0x6a09e667f3bcc908UL, 0xbb67ae8584caa73bUL, 0x3c6ef372fe94f82bUL,
-    0xa54ff53a5f1d36f1UL, 0x510e527fade682d1UL, 0x9b05688c2b3e6c1fUL,
-    0x1f83d9abfb41bd6bUL, 0x5be0cd19137e2179UL};
+__constant ulong B2_IV[8] = {0x6a09e667f3bcc908UL, 0xbb67ae8584caa73bUL,
+                             0x3c6ef372fe94f82bUL, 0xa54ff53a5f1d36f1UL,
+                             0x510e527fade682d1UL, 0x9b05688c2b3e6c1fUL,
+                             0x1f83d9abfb41bd6bUL, 0x5be0cd19137e2179UL};
 
 __constant uchar B2_SIGMA[12][16] = {
     {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},

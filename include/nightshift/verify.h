@@ -156,8 +156,9 @@ typedef struct {
 
 /* Build a proof for item `item` from the provider's outputs and tree; tree
  * may be NULL, then the path is recomputed from the outputs
- * (ns_commit_path). job_id must be ns_job_id(job) (NS_ERR_INVAL if not).
- * On success p owns copies of everything; on failure p is released. */
+ * (ns_commit_path, one pass) and the root derived from the path. job_id
+ * must be ns_job_id(job) (NS_ERR_INVAL if not). On success p owns copies
+ * of everything; on failure p is released. */
 int ns_fraud_build(ns_fraud_proof_t *p, const ns_job_t *job,
                    const ns_hash_t job_id, const uint8_t provider[NS_ID_BYTES],
                    const uint8_t sig[NS_SIG_BYTES], const ns_merkle_t *tree,

@@ -7,6 +7,7 @@
 #include "nightshift/hash.h"
 #include "nightshift/runner.h"
 #include "nightshift/util.h"
+#include "nightshift/verify.h"
 
 #include "check.h"
 
@@ -54,15 +55,17 @@ TEST(label_params)
     CHECK_RC(ns_label_params_init(&p, (1 << 20) - 1, 0), NS_ERR_INVAL);
     CHECK_RC(ns_label_params_init(&p, 1 << 20, NS_LABEL_MAX_SEGMENTS + 1),
              NS_ERR_INVAL);
-    ns_label_params_t q = {.bytes = 1 << 20, .lanes = 96, .segments = 1,
-                           .steps = 1};
+    ns_label_params_t q = {
+        .bytes = 1 << 20, .lanes = 96, .segments = 1, .steps = 1};
     CHECK_RC(ns_label_params_check(&q), NS_ERR_INVAL); /* bytes differ */
     q.lanes = 100; /* not a multiple of a chunk */
     q.bytes = (uint64_t)q.lanes * 64 * 2048;
     q.steps = 2048;
     CHECK_RC(ns_label_params_check(&q), NS_ERR_INVAL);
-    q = (ns_label_params_t){.bytes = UINT64_C(1) << 41, .lanes = 65536,
-                            .segments = 64, .steps = 1 << 14};
+    q = (ns_label_params_t){.bytes = UINT64_C(1) << 41,
+                            .lanes = 65536,
+                            .segments = 64,
+                            .steps = 1 << 14};
     CHECK_RC(ns_label_params_check(&q), NS_ERR_TOOBIG);
 }
 
@@ -97,8 +100,8 @@ TEST(label_rule)
      * segment */
     int ok = 1;
     for (int i = 0; i < 2000; i++) {
-        uint64_t v = p.lanes + ns_rand_below((uint32_t)(ns_label_count(&p) -
-                                                        p.lanes));
+        uint64_t v =
+            p.lanes + ns_rand_below((uint32_t)(ns_label_count(&p) - p.lanes));
         randombytes_buf(prev, sizeof prev);
         uint64_t r = ns_label_ref(&p, v, prev);
         uint64_t t = v / p.lanes;
@@ -146,8 +149,8 @@ static ns_chal_verdict s_label_run(s_label_t *s, const uint8_t *committed,
         return NS_CHAL_WRONG;
     ns_merkle_root(&s->tree, s->root);
     ns_label_positions(&s->p, s->root, s->secret, K_OPEN, s->pos);
-    if (ns_label_open_host(&s->p, memory, &s->tree, s->pos, K_OPEN,
-                           s->open) != NS_OK)
+    if (ns_label_open_host(&s->p, memory, &s->tree, s->pos, K_OPEN, s->open) !=
+        NS_OK)
         return NS_CHAL_WRONG;
     return ns_label_verify(&s->p, s->seed, s->root, s->pos, K_OPEN, s->open,
                            1000, UINT64_MAX, why, whylen);
@@ -194,32 +197,32 @@ TEST(label_host_honest_and_forged)
                                  dl, why, sizeof why),
                  NS_CHAL_WRONG);
     s.open[5].position++;
-    CHECK_EQ_INT(ns_label_verify(&s.p, s.seed, s.root, s.pos, K_OPEN, s.open,
-                                 0, dl, why, sizeof why),
+    CHECK_EQ_INT(ns_label_verify(&s.p, s.seed, s.root, s.pos, K_OPEN, s.open, 0,
+                                 dl, why, sizeof why),
                  NS_CHAL_WRONG);
     s.open[5].position--;
     s.open[9].at.path[0][0] ^= 1;
-    CHECK_EQ_INT(ns_label_verify(&s.p, s.seed, s.root, s.pos, K_OPEN, s.open,
-                                 0, dl, why, sizeof why),
+    CHECK_EQ_INT(ns_label_verify(&s.p, s.seed, s.root, s.pos, K_OPEN, s.open, 0,
+                                 dl, why, sizeof why),
                  NS_CHAL_WRONG);
     CHECK_CONTAINS(why, "root");
     s.open[9].at.path[0][0] ^= 1;
     int last = K_OPEN - 1; /* beyond row 0: has a prev and a ref */
     CHECK(s.pos[last] >= s.p.lanes);
     s.open[last].ref.data[100] ^= 1;
-    CHECK_EQ_INT(ns_label_verify(&s.p, s.seed, s.root, s.pos, K_OPEN, s.open,
-                                 0, dl, why, sizeof why),
+    CHECK_EQ_INT(ns_label_verify(&s.p, s.seed, s.root, s.pos, K_OPEN, s.open, 0,
+                                 dl, why, sizeof why),
                  NS_CHAL_WRONG);
     s.open[last].ref.data[100] ^= 1;
     /* a ref chunk from elsewhere, with a valid path */
     ns_label_chunk_t keep = s.open[last].ref;
     s.open[last].ref = s.open[last].prev;
-    CHECK_EQ_INT(ns_label_verify(&s.p, s.seed, s.root, s.pos, K_OPEN, s.open,
-                                 0, dl, why, sizeof why),
+    CHECK_EQ_INT(ns_label_verify(&s.p, s.seed, s.root, s.pos, K_OPEN, s.open, 0,
+                                 dl, why, sizeof why),
                  NS_CHAL_WRONG);
     s.open[last].ref = keep;
-    CHECK_EQ_INT(ns_label_verify(&s.p, s.seed, s.root, s.pos, K_OPEN, s.open,
-                                 0, dl, why, sizeof why),
+    CHECK_EQ_INT(ns_label_verify(&s.p, s.seed, s.root, s.pos, K_OPEN, s.open, 0,
+                                 dl, why, sizeof why),
                  NS_CHAL_PASSED);
     ns_hash_t other;
     memcpy(other, s.root, sizeof other);
@@ -246,8 +249,8 @@ TEST(label_host_skipped_work)
     unsigned wrong = 0;
     for (int t = 0; t < 20; t++) {
         randombytes_buf(s.secret, sizeof s.secret);
-        wrong += s_label_run(&s, cheat, cheat, why, sizeof why) ==
-                 NS_CHAL_WRONG;
+        wrong +=
+            s_label_run(&s, cheat, cheat, why, sizeof why) == NS_CHAL_WRONG;
     }
     CHECK_EQ_INT(wrong, 20); /* miss chance (3/4)^64 per try */
 
@@ -257,8 +260,7 @@ TEST(label_host_skipped_work)
     for (uint64_t v = 3 * seg / 64; v < s.p.bytes / 64; v++)
         ns_label_compute(s.seed, v, cheat + (v - s.p.lanes) * 64, NULL,
                          cheat + v * 64);
-    CHECK_EQ_INT(s_label_run(&s, cheat, cheat, why, sizeof why),
-                 NS_CHAL_WRONG);
+    CHECK_EQ_INT(s_label_run(&s, cheat, cheat, why, sizeof why), NS_CHAL_WRONG);
     free(cheat);
     s_label_free(&s);
 }
@@ -293,8 +295,8 @@ TEST(label_host_half_buffer)
     unsigned wrong = 0;
     for (int t = 0; t < 20; t++) {
         randombytes_buf(s.secret, sizeof s.secret);
-        wrong += s_label_run(&s, produced, memory, why, sizeof why) ==
-                 NS_CHAL_WRONG;
+        wrong +=
+            s_label_run(&s, produced, memory, why, sizeof why) == NS_CHAL_WRONG;
     }
     CHECK_EQ_INT(wrong, 20);
     /* even answering from the committed labels (as if it had kept them)
@@ -318,8 +320,8 @@ TEST(label_device)
     uint64_t device_us = 0;
     if (!CHECK_RC(s_label_setup(&s, 8 << 20), NS_OK))
         return;
-    if (!CHECK_RC(ns_label_prove(s_prover, &s.p, s.seed, root, &device_us,
-                                 err, sizeof err),
+    if (!CHECK_RC(ns_label_prove(s_prover, &s.p, s.seed, root, &device_us, err,
+                                 sizeof err),
                   NS_OK)) {
         fprintf(stderr, "  %s\n", err);
         s_label_free(&s);
@@ -351,34 +353,34 @@ TEST(label_device)
                  NS_CHAL_LATE);
     printf("labelling %llu MiB: prove %llu us, open %llu us, verify %llu us "
            "(k = %d); deadline at 0.05 GB/s, 0.5 GFLOPS: %llu us\n",
-           (unsigned long long)(s.p.bytes >> 20),
-           (unsigned long long)device_us, (unsigned long long)open_us,
-           (unsigned long long)verify_us, K_OPEN, (unsigned long long)dl);
+           (unsigned long long)(s.p.bytes >> 20), (unsigned long long)device_us,
+           (unsigned long long)open_us, (unsigned long long)verify_us, K_OPEN,
+           (unsigned long long)dl);
 
     /* another labelling replaces the first; the openings change with it */
     uint8_t seed2[32];
     memcpy(seed2, s.seed, 32);
     seed2[31] ^= 0x80;
     ns_hash_t root2;
-    CHECK_RC(ns_label_prove(s_prover, &s.p, seed2, root2, NULL, err,
-                            sizeof err),
-             NS_OK);
+    CHECK_RC(
+        ns_label_prove(s_prover, &s.p, seed2, root2, NULL, err, sizeof err),
+        NS_OK);
     CHECK(memcmp(root, root2, NS_HASH_BYTES) != 0);
     CHECK_RC(ns_label_open(s_prover, s.pos, K_OPEN, s.open, err, sizeof err),
              NS_OK);
     CHECK_EQ_INT(ns_label_verify(&s.p, seed2, root2, s.pos, K_OPEN, s.open, 0,
                                  dl, why, sizeof why),
                  NS_CHAL_PASSED);
-    CHECK_EQ_INT(ns_label_verify(&s.p, s.seed, root2, s.pos, K_OPEN, s.open,
-                                 0, dl, why, sizeof why),
+    CHECK_EQ_INT(ns_label_verify(&s.p, s.seed, root2, s.pos, K_OPEN, s.open, 0,
+                                 dl, why, sizeof why),
                  NS_CHAL_WRONG);
 
     /* a labelling larger than the device can hold */
     ns_label_params_t huge;
     CHECK_RC(ns_label_params_init(&huge, NS_LABEL_MAX_BYTES, 4), NS_OK);
-    CHECK_RC(ns_label_prove(s_prover, &huge, s.seed, root, NULL, err,
-                            sizeof err),
-             NS_ERR_TOOBIG);
+    CHECK_RC(
+        ns_label_prove(s_prover, &huge, s.seed, root, NULL, err, sizeof err),
+        NS_ERR_TOOBIG);
     CHECK_RC(ns_label_open(s_prover, s.pos, 1, s.open, err, sizeof err),
              NS_ERR_STATE);
     s_label_free(&s);
@@ -406,14 +408,14 @@ TEST(deadlines)
     /* the bandwidth term alone: 3 GiB less a quarter at 1000 GB/s */
     ns_devinfo_t bw_only = s_claim(NS_DEV_GPU, 1000, 1e30);
     double moved = (3.0 - 0.25) * (double)(UINT64_C(1) << 30);
-    CHECK_EQ_INT(ns_label_deadline_claim_us(&lp, &bw_only),
-                 (uint64_t)(NS_CHAL_SLACK * moved / 1e6 +
-                            NS_CHAL_ALLOWANCE_US));
+    CHECK_EQ_INT(
+        ns_label_deadline_claim_us(&lp, &bw_only),
+        (uint64_t)(NS_CHAL_SLACK * moved / 1e6 + NS_CHAL_ALLOWANCE_US));
     uint64_t m = ns_imatmul_deadline_claim_us(&ip, &gpu);
     CHECK(ns_imatmul_deadline_claim_us(&ip, &gpu2) < m);
     CHECK(ns_imatmul_deadline_claim_us(&ip, &cpu) > m);
-    double mac_s = 1024.0 * 1024 * 1024 * ns_chal_costs(NS_DEV_GPU)->mac /
-                   50000e9;
+    double mac_s =
+        1024.0 * 1024 * 1024 * ns_chal_costs(NS_DEV_GPU)->mac / 50000e9;
     double io_s = 12.0 * 1024 * 1024 / 1000e9;
     CHECK_EQ_INT(m, (uint64_t)(NS_CHAL_SLACK * (mac_s + io_s) * 1e6 +
                                NS_CHAL_ALLOWANCE_US));
@@ -430,13 +432,13 @@ TEST(imatmul_params)
 {
     ns_imatmul_params_t p = {.n = 64, .p = NS_IMATMUL_DEFAULT_P};
     CHECK_RC(ns_imatmul_params_check(&p), NS_OK);
-    static const uint32_t primes[] = {3, 5, 7, 11, 65537, 2147483629u,
-                                      2147483647u};
-    static const uint32_t composites[] = {0,          1,          4,
-                                          9,          25,         65535,
-                                          2147483641u, 2147483645u,
-                                          25326001u /* 2,3,5-pseudoprime */,
-                                          3215031751u};
+    static const uint32_t primes[] = {3,     5,           7,          11,
+                                      65537, 2147483629u, 2147483647u};
+    static const uint32_t composites[] = {
+        0,           1,           4,
+        9,           25,          65535,
+        2147483641u, 2147483645u, 25326001u /* 2,3,5-pseudoprime */,
+        3215031751u};
     for (size_t i = 0; i < sizeof primes / sizeof primes[0]; i++) {
         p.p = primes[i];
         CHECK_RC(ns_imatmul_params_check(&p), NS_OK);
@@ -476,8 +478,7 @@ TEST(imatmul_freivalds_host)
     CHECK_RC(ns_imatmul_verify(&p, c, secret, 2, 10, 100, &v, why, sizeof why),
              NS_OK);
     CHECK_EQ_INT(v, NS_CHAL_PASSED);
-    CHECK_RC(ns_imatmul_verify(&p, c, secret, 2, 101, 100, &v, why,
-                               sizeof why),
+    CHECK_RC(ns_imatmul_verify(&p, c, secret, 2, 101, 100, &v, why, sizeof why),
              NS_OK);
     CHECK_EQ_INT(v, NS_CHAL_LATE);
 
@@ -487,9 +488,9 @@ TEST(imatmul_freivalds_host)
     unsigned caught = 0;
     for (int t = 0; t < 200; t++) {
         randombytes_buf(secret, sizeof secret);
-        CHECK_RC(ns_imatmul_verify(&p, c, secret, 1, 0, 100, &v, why,
-                                   sizeof why),
-                 NS_OK);
+        CHECK_RC(
+            ns_imatmul_verify(&p, c, secret, 1, 0, 100, &v, why, sizeof why),
+            NS_OK);
         caught += v == NS_CHAL_WRONG;
     }
     CHECK_EQ_INT(caught, 200);
@@ -546,9 +547,9 @@ TEST(imatmul_device)
     size_t nn = (size_t)p.n * p.n;
     uint32_t *a = malloc(nn * 4), *b = malloc(nn * 4), *c = malloc(nn * 4);
     uint32_t *want = malloc(nn * 4);
-    if (!CHECK_RC(ns_imatmul_prove(s_prover, &p, c, &device_us, err,
-                                   sizeof err),
-                  NS_OK))
+    if (!CHECK_RC(
+            ns_imatmul_prove(s_prover, &p, c, &device_us, err, sizeof err),
+            NS_OK))
         fprintf(stderr, "  %s\n", err);
     /* the device's A, B and exact product match the host's */
     ns_imatmul_fill(&p, a, b);
@@ -558,9 +559,9 @@ TEST(imatmul_device)
     uint64_t t0 = ns_mono_us();
     ns_devinfo_t slow = s_claim(NS_DEV_CPU, 0.05, 0.5);
     uint64_t dl = ns_imatmul_deadline_claim_us(&p, &slow);
-    CHECK_RC(ns_imatmul_verify(&p, c, secret, 2, device_us, dl, &v, why,
-                               sizeof why),
-             NS_OK);
+    CHECK_RC(
+        ns_imatmul_verify(&p, c, secret, 2, device_us, dl, &v, why, sizeof why),
+        NS_OK);
     CHECK_EQ_INT(v, NS_CHAL_PASSED);
     uint64_t verify_us = ns_mono_us() - t0;
     printf("imatmul n = %u: prove %llu us, verify %llu us (2 rounds); "
@@ -589,8 +590,7 @@ TEST(imatmul_device)
     /* an order that is not a multiple of 256 (narrower work-groups) */
     ns_imatmul_params_t odd = {.n = 48, .p = 65537};
     memcpy(odd.seed, p.seed, 32);
-    CHECK_RC(ns_imatmul_prove(s_prover, &odd, c, NULL, err, sizeof err),
-             NS_OK);
+    CHECK_RC(ns_imatmul_prove(s_prover, &odd, c, NULL, err, sizeof err), NS_OK);
     ns_imatmul_fill(&odd, a, b);
     ns_imatmul_host(&odd, a, b, want);
     CHECK_MEM(c, want, 48 * 48 * 4);
@@ -602,6 +602,78 @@ TEST(imatmul_device)
     free(b);
     free(c);
     free(want);
+}
+
+/* The challenge kernels are built-ins like any other: challenge_imatmul
+ * runs as an ordinary job (an item is a 16-entry row segment) and passes
+ * a spot check, re-run item by item at a global offset. */
+TEST(builtins_as_jobs)
+{
+    const ns_builtin_t *lb = ns_builtin_find("challenge_label");
+    const ns_builtin_t *mb = ns_builtin_find("challenge_imatmul");
+    if (!CHECK(lb && mb))
+        return;
+    CHECK_STR(lb->entry, "challenge_label");
+    CHECK_STR(mb->entry, "challenge_imatmul");
+    CHECK(lb->summary[0] != '\0' && mb->summary[0] != '\0');
+
+    enum { N = 64 };
+    ns_imatmul_params_t p = {.n = N, .p = NS_IMATMUL_DEFAULT_P};
+    randombytes_buf(p.seed, sizeof p.seed);
+    static uint32_t a[N * N], b[N * N], c[N * N], want[N * N];
+    ns_imatmul_fill(&p, a, b);
+    ns_imatmul_host(&p, a, b, want);
+    ns_job_t job;
+    char err[400];
+    ns_job_init(&job);
+    snprintf(job.builtin, sizeof job.builtin, "challenge_imatmul");
+    ns_hash(job.source_hash, mb->source, mb->source_len);
+    snprintf(job.entry, sizeof job.entry, "%s", mb->entry);
+    job.dims = 2;
+    job.global[0] = N / 16;
+    job.global[1] = N;
+    job.n_args = 5;
+    job.args[0] = (ns_arg_t){.kind = NS_ARG_IN, .size = sizeof a};
+    ns_hash(job.args[0].hash, a, sizeof a);
+    job.args[1] = (ns_arg_t){.kind = NS_ARG_IN, .size = sizeof b};
+    ns_hash(job.args[1].hash, b, sizeof b);
+    job.args[2] =
+        (ns_arg_t){.kind = NS_ARG_OUT, .size = sizeof c, .item_bytes = 64};
+    job.args[3] = (ns_arg_t){.kind = NS_ARG_U32, .v.u32 = N};
+    job.args[4] = (ns_arg_t){.kind = NS_ARG_U32, .v.u32 = p.p};
+    if (!CHECK_RC(ns_job_validate(&job, err, sizeof err), NS_OK)) {
+        fprintf(stderr, "  %s\n", err);
+        return;
+    }
+    int rc = 0;
+    ns_runner_t *r = ns_runner_new(0, NULL, &rc);
+    if (!CHECK(r != NULL))
+        return;
+    ns_input_t in[NS_MAX_ARGS] = {{.data = a, .len = sizeof a},
+                                  {.data = b, .len = sizeof b}};
+    uint8_t *outs[NS_MAX_ARGS] = {0};
+    outs[2] = (uint8_t *)c;
+    ns_hash_t id, root;
+    uint8_t secret[32] = {3};
+    ns_check_result_t res;
+    CHECK_RC(ns_runner_run(r, &job, in, outs, NULL, err, sizeof err), NS_OK);
+    CHECK_MEM(c, want, sizeof c);
+    CHECK_RC(ns_job_id(&job, id), NS_OK);
+    CHECK_RC(ns_commit_root(&job, id, outs, root), NS_OK);
+    CHECK_RC(ns_spot_check(r, &job, id, in, outs, root, secret, 32, &res, err,
+                           sizeof err),
+             NS_OK);
+    CHECK_EQ_INT(res.checked, 32);
+    CHECK_EQ_INT(res.mismatched, 0);
+    c[N * 7 + 33] ^= 1; /* one entry of item 7 * 4 + 2 */
+    CHECK_RC(ns_commit_root(&job, id, outs, root), NS_OK);
+    CHECK_RC(ns_spot_check(r, &job, id, in, outs, root, secret, N * N / 16,
+                           &res, err, sizeof err),
+             NS_OK);
+    CHECK_EQ_INT(res.mismatched, 1);
+    CHECK_EQ_INT(res.first_bad, 7 * 4 + 2);
+    ns_runner_destroy(&r);
+    ns_job_release(&job);
 }
 
 int main(void)
@@ -625,6 +697,7 @@ int main(void)
     } else if (CHECK(s_prover != NULL)) {
         RUN(label_device);
         RUN(imatmul_device);
+        RUN(builtins_as_jobs);
         ns_chal_prover_destroy(&s_prover);
         ns_chal_prover_destroy(&s_prover); /* idempotent */
     } else {

@@ -155,9 +155,25 @@ TEST(commit_matches_merkle)
     static const struct {
         uint64_t n;
         uint32_t ib, ib2;
-    } cases[] = {{1, 4, 0},     {2, 4, 0},      {3, 4, 0},    {5, 8, 0},
-                 {7, 4, 12},    {100, 1, 0},    {4095, 4, 0}, {4097, 4, 0},
-                 {65536, 4, 0}, {70001, 4, 0},  {70001, 3, 5}, {131073, 4, 0}};
+    } cases[] = {{1, 4, 0},
+                 {2, 4, 0},
+                 {3, 4, 0},
+                 {5, 8, 0},
+                 {7, 4, 12},
+                 {100, 1, 0},
+                 {4095, 4, 0},
+                 {4097, 4, 0},
+                 {65536, 4, 0},
+                 {70001, 4, 0},
+                 {70001, 3, 5},
+                 {131073, 4, 0},
+                 /* one BLAKE2b block holds 59 + 69 bytes: both sides */
+                 {1029, 69, 0},
+                 {1029, 70, 0},
+                 {1029, 60, 9},
+                 {1029, 60, 10},
+                 {513, 256, 0},
+                 {9, 1000, 24}};
     ns_hash_t id;
     randombytes_buf(id, sizeof id);
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -168,9 +184,9 @@ TEST(commit_matches_merkle)
         ns_hash_t *leaves = s_leaves(&job, id, outs);
         ns_merkle_t want, got;
         ns_hash_t root, want_root;
-        if (!CHECK_RC(ns_merkle_build(&want, (const ns_hash_t *)leaves,
-                                      cases[c].n),
-                      NS_OK))
+        if (!CHECK_RC(
+                ns_merkle_build(&want, (const ns_hash_t *)leaves, cases[c].n),
+                NS_OK))
             return;
         ns_merkle_root(&want, want_root);
 
@@ -189,8 +205,7 @@ TEST(commit_matches_merkle)
         }
 
         /* paths without a tree, at the ends and in between */
-        uint64_t picks[] = {0, cases[c].n - 1, cases[c].n / 2,
-                            cases[c].n / 3};
+        uint64_t picks[] = {0, cases[c].n - 1, cases[c].n / 2, cases[c].n / 3};
         for (size_t k = 0; k < 4; k++) {
             ns_hash_t path[NS_MERKLE_MAX_DEPTH], wpath[NS_MERKLE_MAX_DEPTH];
             size_t depth = 99, wdepth = 0;
@@ -273,8 +288,8 @@ TEST(draw_shape)
     uint64_t a[NS_MAX_CHECKS], b[NS_MAX_CHECKS];
     randombytes_buf(root, sizeof root);
     randombytes_buf(secret, sizeof secret);
-    static const uint64_t ns[] = {1, 2, 3, 64, 65, 1000, 1ull << 40,
-                                  UINT64_MAX};
+    static const uint64_t ns[] = {1,  2,    3,          64,
+                                  65, 1000, 1ull << 40, UINT64_MAX};
     static const uint32_t ks[] = {0, 1, 2, 63, 64, 500, NS_MAX_CHECKS};
     for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
         for (size_t j = 0; j < sizeof ks / sizeof ks[0]; j++) {
@@ -356,8 +371,7 @@ TEST(draw_uniform)
         miss *= (double)(N2 - BAD - i) / (N2 - i);
     double want = (1 - miss) * T2, var = T2 * miss * (1 - miss);
     if (!CHECK((caught - want) * (caught - want) < 25 * var))
-        fprintf(stderr, "  caught %u of %u, expected %.1f\n", caught, T2,
-                want);
+        fprintf(stderr, "  caught %u of %u, expected %.1f\n", caught, T2, want);
 }
 
 /* ---- comparisons -------------------------------------------------------- */
@@ -431,7 +445,7 @@ TEST(tolerance_edges)
     CHECK(!s_cmp(NS_DET_ABS, 1e30, nan1, 0.0f));
 
     /* REL: |a - b| <= tol * max(|a|, |b|) */
-    CHECK(s_cmp(NS_DET_REL, 0.25, 4.0f, 3.0f));  /* 1 <= 0.25 * 4 */
+    CHECK(s_cmp(NS_DET_REL, 0.25, 4.0f, 3.0f)); /* 1 <= 0.25 * 4 */
     CHECK(!s_cmp(NS_DET_REL, 0.2499, 4.0f, 3.0f));
     CHECK(s_cmp(NS_DET_REL, 0.5, -2.0f, -1.0f)); /* 1 <= 0.5 * 2 */
     CHECK(!s_cmp(NS_DET_REL, 0.4999, -2.0f, -1.0f));
@@ -491,8 +505,7 @@ TEST(fraud_codec)
         return;
     if (!CHECK_RC(ns_commit_outputs(&job, id, outs, &tree), NS_OK))
         return;
-    CHECK_RC(ns_fraud_build(&p, &job, id, prov, sig, &tree, outs, 123),
-             NS_OK);
+    CHECK_RC(ns_fraud_build(&p, &job, id, prov, sig, &tree, outs, 123), NS_OK);
     CHECK_EQ_INT(p.claimed_len, 12);
     CHECK_EQ_INT(p.n_items, 300);
     /* the same proof without a tree */
@@ -716,8 +729,8 @@ TEST(spot_check_catches_ten_percent)
     unsigned caught = 0, mism = 0;
     for (unsigned t = 0; t < TRIALS; t++) {
         randombytes_buf(secret, sizeof secret);
-        if (!CHECK_RC(ns_spot_check(s_runner, &v.job, v.id, v.in, v.outs,
-                                    root, secret, 64, &res, err, sizeof err),
+        if (!CHECK_RC(ns_spot_check(s_runner, &v.job, v.id, v.in, v.outs, root,
+                                    secret, 64, &res, err, sizeof err),
                       NS_OK))
             break;
         caught += res.mismatched > 0;
@@ -758,12 +771,15 @@ TEST(spot_check_single_item_full_k)
     CHECK_EQ_INT(res.checked, N);
     CHECK_EQ_INT(res.mismatched, 1);
     CHECK_EQ_INT(res.first_bad, victim);
-    /* k beyond the item count is capped */
+    /* k beyond the item count is capped; beyond NS_MAX_CHECKS refused */
     CHECK_RC(ns_spot_check(s_runner, &v.job, v.id, v.in, v.outs, root, secret,
                            NS_MAX_CHECKS, &res, err, sizeof err),
              NS_OK);
     CHECK_EQ_INT(res.checked, N);
     CHECK_EQ_INT(res.mismatched, 1);
+    CHECK_RC(ns_spot_check(s_runner, &v.job, v.id, v.in, v.outs, root, secret,
+                           NS_MAX_CHECKS + 1, &res, err, sizeof err),
+             NS_ERR_TOOBIG);
     s_vadd_free(&v);
 }
 
@@ -815,8 +831,8 @@ TEST(fraud_proofs)
     ns_result_sign(prov, v.id, root, N, sig);
 
     /* a true proof, also after the wire */
-    CHECK_RC(ns_fraud_build(&p, &v.job, v.id, ns_identity_pk(prov), sig,
-                            &tree, v.outs, BAD),
+    CHECK_RC(ns_fraud_build(&p, &v.job, v.id, ns_identity_pk(prov), sig, &tree,
+                            v.outs, BAD),
              NS_OK);
     CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err), NS_OK);
     CHECK_RC(s_pack_read(&p, &q, err, sizeof err), NS_OK);
@@ -825,65 +841,54 @@ TEST(fraud_proofs)
 
     /* the claim replaced by the honest bytes: not what was committed */
     memcpy(p.claimed, &honest, 4);
-    CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err),
-             NS_ERR_PROOF);
+    CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err), NS_ERR_PROOF);
     CHECK_CONTAINS(err, "not item");
     memcpy(p.claimed, &s_out(&v)[BAD], 4);
     CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err), NS_OK);
 
     /* a path that does not lead to the root */
     p.path[2][7] ^= 1;
-    CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err),
-             NS_ERR_PROOF);
+    CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err), NS_ERR_PROOF);
     p.path[2][7] ^= 1;
     p.depth--;
-    CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err),
-             NS_ERR_PROOF);
+    CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err), NS_ERR_PROOF);
     p.depth++;
 
     /* the same claim and path under another index */
     p.item = BAD + 1;
-    CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err),
-             NS_ERR_PROOF);
+    CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err), NS_ERR_PROOF);
     p.item = N;
-    CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err),
-             NS_ERR_PROOF);
+    CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err), NS_ERR_PROOF);
     p.item = BAD;
 
     /* signatures: tampered, another provider, another count or root */
     p.sig[3] ^= 1;
-    CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err),
-             NS_ERR_PROOF);
+    CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err), NS_ERR_PROOF);
     CHECK_CONTAINS(err, "signature");
     p.sig[3] ^= 1;
     p.provider[0] ^= 1;
-    CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err),
-             NS_ERR_PROOF);
+    CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err), NS_ERR_PROOF);
     p.provider[0] ^= 1;
     p.n_items = N - 1;
-    CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err),
-             NS_ERR_PROOF);
+    CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err), NS_ERR_PROOF);
     p.n_items = N;
     p.root[0] ^= 1;
-    CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err),
-             NS_ERR_PROOF);
+    CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err), NS_ERR_PROOF);
     p.root[0] ^= 1;
 
     /* a descriptor that is not the signed job */
     p.job.args[3].v.u32 = N - 1;
-    CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err),
-             NS_ERR_PROOF);
+    CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err), NS_ERR_PROOF);
     CHECK_CONTAINS(err, "job id");
     p.job.args[3].v.u32 = N;
     CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err), NS_OK);
     ns_fraud_release(&p);
 
     /* a proof against an item the provider got right */
-    CHECK_RC(ns_fraud_build(&p, &v.job, v.id, ns_identity_pk(prov), sig,
-                            &tree, v.outs, BAD - 1),
+    CHECK_RC(ns_fraud_build(&p, &v.job, v.id, ns_identity_pk(prov), sig, &tree,
+                            v.outs, BAD - 1),
              NS_OK);
-    CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err),
-             NS_ERR_PROOF);
+    CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err), NS_ERR_PROOF);
     CHECK_CONTAINS(err, "correct");
     ns_fraud_release(&p);
 
@@ -896,21 +901,19 @@ TEST(fraud_proofs)
                             v.outs, BAD),
              NS_OK);
     CHECK_MEM(p.root, root, NS_HASH_BYTES);
-    CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err),
-             NS_ERR_PROOF);
+    CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err), NS_ERR_PROOF);
     /* ... even with a claim that is wrong but was never signed */
     float lie = 42.0f;
     memcpy(p.claimed, &lie, 4);
-    CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err),
-             NS_ERR_PROOF);
+    CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err), NS_ERR_PROOF);
     ns_fraud_release(&p);
 
     /* inputs that are not the job's cannot prove anything */
     s_out(&v)[BAD] = 42.0f;
     ns_merkle_root(&tree, root);
     ns_result_sign(prov, v.id, root, N, sig);
-    CHECK_RC(ns_fraud_build(&p, &v.job, v.id, ns_identity_pk(prov), sig,
-                            &tree, v.outs, BAD),
+    CHECK_RC(ns_fraud_build(&p, &v.job, v.id, ns_identity_pk(prov), sig, &tree,
+                            v.outs, BAD),
              NS_OK);
     v.a[BAD] += 1.0f;
     int rc = ns_fraud_check(s_runner, &p, v.in, err, sizeof err);
