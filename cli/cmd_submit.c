@@ -66,7 +66,8 @@ typedef struct {
     /* the job */
     ns_jobspec_t spec;
     ns_hash_t desc_id; /* ns_job_id of the descriptor */
-    ns_hash_t job_id;  /* this submission: H(desc id, random nonce) */
+    ns_hash_t job_id;  /* this submission: ns_ledger_job_id */
+    uint8_t nonce[16];
     char job_hex[2 * NS_HASH_BYTES + 1];
     ns_buf_t packed; /* descriptor as providers fetch it */
     uint64_t n_items;
@@ -629,6 +630,7 @@ static void s_step(void *user, uint64_t now)
         b.collateral = q->collateral;
         b.deadline_ms = q->ann.deadline_ms;
         memcpy(b.desc_id, q->desc_id, NS_HASH_BYTES);
+        memcpy(b.nonce, q->nonce, sizeof b.nonce);
         if (s_append(q, NS_ENTRY_JOB, &b, id) != NS_OK) {
             ns_ledger_account(q->ledger, ns_identity_pk(q->me), &me) == NS_OK
                 ? s_fail(q, "cannot lock %llu credits of escrow: %llu free",
@@ -1004,16 +1006,10 @@ int ns_cmd_submit(int argc, char **argv)
         }
     } else {
         /* The same descriptor may be submitted again: the market id adds
-         * a random nonce. */
-        uint8_t nonce[16];
-        randombytes_buf(nonce, sizeof nonce);
-        crypto_generichash_state st;
-        crypto_generichash_init(&st, NULL, 0, NS_HASH_BYTES);
-        crypto_generichash_update(&st, q->desc_id, NS_HASH_BYTES);
-        crypto_generichash_update(&st, nonce, sizeof nonce);
-        crypto_generichash_final(&st, q->job_id, NS_HASH_BYTES);
+         * our id and a random nonce (ns_ledger_job_id), set once the key
+         * is loaded. */
+        randombytes_buf(q->nonce, sizeof q->nonce);
     }
-    ns_hex(q->job_hex, q->job_id, NS_HASH_BYTES);
     q->n_items = ns_job_items(&q->spec.job);
     for (uint32_t i = 0; i < q->spec.job.n_args; i++)
         if (q->spec.job.args[i].kind == NS_ARG_OUT && !q->spec.outputs[i]) {
@@ -1043,6 +1039,10 @@ int ns_cmd_submit(int argc, char **argv)
         ns_cli_error("submit", "no genesis: %s", err);
         goto out;
     }
+    if (!q->resume)
+        ns_ledger_job_id(q->job_id, ns_identity_pk(q->me), q->desc_id,
+                         q->nonce);
+    ns_hex(q->job_hex, q->job_id, NS_HASH_BYTES);
     if (!q->resume && s_save(q) != NS_OK) {
         ns_cli_error("submit", "cannot save the job under %s/jobs",
                      q->datadir);

@@ -128,6 +128,19 @@ int ns_entry_decode(const uint8_t *buf, size_t len,
     return rc;
 }
 
+void ns_ledger_job_id(ns_hash_t out, const uint8_t requester[NS_ID_BYTES],
+                      const ns_hash_t desc_id, const uint8_t nonce[16])
+{
+    static const char tag[] = "nightshift/jobid/v1";
+    crypto_generichash_state st;
+    crypto_generichash_init(&st, NULL, 0, NS_HASH_BYTES);
+    crypto_generichash_update(&st, (const uint8_t *)tag, sizeof tag - 1);
+    crypto_generichash_update(&st, requester, NS_ID_BYTES);
+    crypto_generichash_update(&st, desc_id, NS_HASH_BYTES);
+    crypto_generichash_update(&st, nonce, 16);
+    crypto_generichash_final(&st, out, NS_HASH_BYTES);
+}
+
 /* ---- bids ------------------------------------------------------------- */
 
 static void s_bid_digest(const ns_bid_t *b, const ns_hash_t network_id,
@@ -210,13 +223,14 @@ int ns_entry_body_encode(uint8_t type, const ns_entry_body_t *b,
         msgpack_pack_uint64(&pk, b->amount);
         break;
     case NS_ENTRY_JOB:
-        msgpack_pack_array(&pk, 6);
+        msgpack_pack_array(&pk, 7);
         ns_mp_bin(&pk, b->job_id, NS_HASH_BYTES);
         msgpack_pack_uint64(&pk, b->escrow);
         msgpack_pack_uint64(&pk, b->max_price);
         msgpack_pack_uint64(&pk, b->collateral);
         msgpack_pack_uint64(&pk, b->deadline_ms);
         ns_mp_bin(&pk, b->desc_id, NS_HASH_BYTES);
+        ns_mp_bin(&pk, b->nonce, sizeof b->nonce);
         break;
     case NS_ENTRY_AWARD:
         msgpack_pack_array(&pk, 2);
@@ -277,13 +291,14 @@ int ns_entry_body_decode(const ns_entry_t *e, ns_entry_body_t *b)
         ns_mpr_uint(&r, &b->amount);
         break;
     case NS_ENTRY_JOB:
-        ns_mpr_array_exact(&r, 6);
+        ns_mpr_array_exact(&r, 7);
         ns_mpr_bin_exact(&r, b->job_id, NS_HASH_BYTES);
         ns_mpr_uint(&r, &b->escrow);
         ns_mpr_uint(&r, &b->max_price);
         ns_mpr_uint(&r, &b->collateral);
         ns_mpr_uint(&r, &b->deadline_ms);
         ns_mpr_bin_exact(&r, b->desc_id, NS_HASH_BYTES);
+        ns_mpr_bin_exact(&r, b->nonce, sizeof b->nonce);
         break;
     case NS_ENTRY_AWARD:
         ns_mpr_array_exact(&r, 2);

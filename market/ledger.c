@@ -311,6 +311,17 @@ static int s_result_award(MDB_txn *t, ns_ledger_t *l, const ns_hash_t result,
     return NS_OK;
 }
 
+/* The award is over: forget what its provider wrote, so the job record
+ * is the same whichever order its entries arrived in. */
+static void s_job_end_award(ns_ledger_job_t *job)
+{
+    memset(job->award_id, 0, NS_HASH_BYTES);
+    memset(job->accept_id, 0, NS_HASH_BYTES);
+    memset(job->result_id, 0, NS_HASH_BYTES);
+    memset(job->root, 0, NS_HASH_BYTES);
+    job->n_items = 0;
+}
+
 static int s_apply_body(MDB_txn *t, ns_ledger_t *l, const ns_entry_t *e,
                         ns_account_t *a)
 {
@@ -344,9 +355,12 @@ static int s_apply_body(MDB_txn *t, ns_ledger_t *l, const ns_entry_t *e,
         a->staked -= b.amount;
         a->free += b.amount;
         return NS_OK;
-    case NS_ENTRY_JOB:
+    case NS_ENTRY_JOB: {
+        ns_hash_t want;
+        ns_ledger_job_id(want, e->author, b.desc_id, b.nonce);
         if (b.escrow == 0 || b.max_price > b.escrow ||
-            b.deadline_ms <= e->timestamp_ms)
+            b.deadline_ms <= e->timestamp_ms ||
+            memcmp(want, b.job_id, NS_HASH_BYTES))
             return NS_ERR_INVAL;
         if (s_job_get(t, l, b.job_id, &job) != NS_ERR_JOBSTATE)
             return NS_ERR_JOBSTATE; /* job id already used */
@@ -365,6 +379,7 @@ static int s_apply_body(MDB_txn *t, ns_ledger_t *l, const ns_entry_t *e,
         memcpy(job.desc_id, b.desc_id, NS_HASH_BYTES);
         job.state = NS_JOB_OPEN;
         return s_job_put(t, l, &job);
+    }
     case NS_ENTRY_AWARD:
         if ((rc = s_job_get(t, l, b.job_id, &job)) != NS_OK)
             return rc;
@@ -499,7 +514,7 @@ static int s_apply_body(MDB_txn *t, ns_ledger_t *l, const ns_entry_t *e,
             prov.jobs_slashed++;
             job.slashed++;
             job.state = NS_JOB_OPEN; /* the job moves on */
-            memset(job.award_id, 0, NS_HASH_BYTES);
+            s_job_end_award(&job);
         }
         if ((rc = s_account_put(t, l, &prov)) != NS_OK)
             return rc;
@@ -551,7 +566,7 @@ static int s_apply_body(MDB_txn *t, ns_ledger_t *l, const ns_entry_t *e,
         if (job.state == NS_JOB_AWARDED &&
             (rc = s_credit(t, l, e->id, job.provider, 0, job.award_id)))
             return rc; /* releases whatever the provider locked */
-        memset(job.award_id, 0, NS_HASH_BYTES);
+        s_job_end_award(&job);
         if (b.reopen) {
             job.state = NS_JOB_OPEN;
             job.deadline_ms = b.new_deadline_ms;

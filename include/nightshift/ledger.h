@@ -43,7 +43,9 @@ typedef enum {
     NS_ENTRY_STAKE = 2,    /* [amount] free -> staked */
     NS_ENTRY_UNSTAKE = 3,  /* [amount] staked -> free */
     NS_ENTRY_JOB = 4,      /* [job_id, escrow, max_price, collateral,
-                              deadline_ms, desc_id] free -> escrow */
+                              deadline_ms, desc_id, nonce] free -> escrow;
+                              job_id = ns_ledger_job_id(author, desc_id,
+                              nonce) */
     NS_ENTRY_AWARD = 5,    /* [job_id, bid] picks a provider's signed bid */
     NS_ENTRY_ACCEPT = 6,   /* [job_id, award_id] staked -> collateral */
     NS_ENTRY_RESULT = 7,   /* [job_id, accept_id, root, n_items] */
@@ -85,6 +87,7 @@ typedef struct {
     ns_hash_t job_id;        /* job entries */
     uint64_t escrow, max_price, collateral, deadline_ms; /* JOB */
     ns_hash_t desc_id;       /* JOB: hash of the job descriptor (job.h) */
+    uint8_t nonce[16];       /* JOB: makes each submission's id unique */
     ns_bid_t bid;            /* AWARD */
     ns_hash_t ref_id;        /* ACCEPT: award; RESULT: accept; SETTLE,
                                 SLASH: result; CANCEL: accept or zero */
@@ -111,6 +114,12 @@ int ns_entry_body_decode(const ns_entry_t *e, ns_entry_body_t *b)
 int ns_entry_body_encode(uint8_t type, const ns_entry_body_t *b,
                          ns_buf_t *out) NS_MUST_CHECK;
 const char *ns_entry_type_name(uint32_t type);
+
+/* A job's id: H("nightshift/jobid/v1" || requester || desc_id || nonce).
+ * Binding the requester makes a JOB's validity independent of other
+ * accounts' entries (nobody can take another's job id first). */
+void ns_ledger_job_id(ns_hash_t out, const uint8_t requester[NS_ID_BYTES],
+                      const ns_hash_t desc_id, const uint8_t nonce[16]);
 
 void ns_bid_sign(ns_bid_t *bid, const ns_identity_t *provider,
                  const ns_hash_t network_id);
