@@ -20,7 +20,9 @@
 
 static void s_common_opts(void *s)
 {
-    int linger = 0, hb_ivl = 2000, hb_timeout = 6000, hb_ttl = 6000;
+    /* ZMTP pings only catch dead TCP links; liveness of peers comes from
+     * our own heartbeats, so they can be rare (they wake both ends). */
+    int linger = 0, hb_ivl = 10000, hb_timeout = 30000, hb_ttl = 30000;
     int handshake = 5000;
     int64_t maxmsg = NS_MAX_MSG;
     zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
