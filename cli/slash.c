@@ -7,26 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    ns_buf_t *buf;
-    int err;
-} s_writer_t;
-
-static int s_write_cb(void *data, const char *buf, size_t len)
-{
-    s_writer_t *w = data;
-    if (w->err == NS_OK)
-        w->err = ns_buf_append(w->buf, buf, len);
-    return w->err == NS_OK ? 0 : -1;
-}
-
 int ns_slash_proof_pack(const ns_fraud_proof_t *p, const ns_input_t *inputs,
                         ns_buf_t *out)
 {
-    out->len = 0;
-    s_writer_t w = {out, NS_OK};
+    ns_mp_writer_t w;
     msgpack_packer pk;
-    msgpack_packer_init(&pk, &w, s_write_cb);
+    ns_mp_writer_init(&w, &pk, out);
     msgpack_pack_array(&pk, 2);
     ns_fraud_pack(&pk, p);
     size_t in_bytes = 0;

@@ -287,6 +287,57 @@ int ns_mpr_end(ns_mpr_t *r)
     return r->err;
 }
 
+/* ---- buffers and the writer -------------------------------------------- */
+
+void ns_buf_init(ns_buf_t *b)
+{
+    memset(b, 0, sizeof *b);
+}
+
+void ns_buf_release(ns_buf_t *b)
+{
+    free(b->data);
+    ns_buf_init(b);
+}
+
+int ns_buf_append(ns_buf_t *b, const void *data, size_t len)
+{
+    if (len > SIZE_MAX / 2 - b->len)
+        return NS_ERR_TOOBIG;
+    if (b->len + len > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + len)
+            cap *= 2;
+        uint8_t *nd = realloc(b->data, cap);
+        if (!nd)
+            return NS_ERR_NOMEM;
+        b->data = nd;
+        b->cap = cap;
+    }
+    if (len)
+        memcpy(b->data + b->len, data, len);
+    b->len += len;
+    return NS_OK;
+}
+
+
+
+static int s_write_cb(void *data, const char *buf, size_t len)
+{
+    ns_mp_writer_t *w = data;
+    if (w->err == NS_OK)
+        w->err = ns_buf_append(w->buf, buf, len);
+    return w->err == NS_OK ? 0 : -1;
+}
+
+void ns_mp_writer_init(ns_mp_writer_t *w, msgpack_packer *pk, ns_buf_t *buf)
+{
+    buf->len = 0;
+    w->buf = buf;
+    w->err = NS_OK;
+    msgpack_packer_init(pk, w, s_write_cb);
+}
+
 void ns_mp_bin(msgpack_packer *pk, const void *data, size_t len)
 {
     msgpack_pack_bin(pk, len);

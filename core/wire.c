@@ -41,54 +41,6 @@ const char *ns_wire_type_name(uint32_t type)
     }
 }
 
-/* ---- buffers ------------------------------------------------------------ */
-
-void ns_buf_init(ns_buf_t *b)
-{
-    memset(b, 0, sizeof *b);
-}
-
-void ns_buf_release(ns_buf_t *b)
-{
-    free(b->data);
-    ns_buf_init(b);
-}
-
-int ns_buf_append(ns_buf_t *b, const void *data, size_t len)
-{
-    if (len > SIZE_MAX / 2 - b->len)
-        return NS_ERR_TOOBIG;
-    if (b->len + len > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + len)
-            cap *= 2;
-        uint8_t *nd = realloc(b->data, cap);
-        if (!nd)
-            return NS_ERR_NOMEM;
-        b->data = nd;
-        b->cap = cap;
-    }
-    if (len)
-        memcpy(b->data + b->len, data, len);
-    b->len += len;
-    return NS_OK;
-}
-
-/* msgpack-c writes through a callback; this one appends to an ns_buf_t and
- * remembers the first failure in the buffer's owner. */
-typedef struct {
-    ns_buf_t *buf;
-    int err;
-} s_writer_t;
-
-static int s_write_cb(void *data, const char *buf, size_t len)
-{
-    s_writer_t *w = data;
-    if (w->err == NS_OK)
-        w->err = ns_buf_append(w->buf, buf, len);
-    return w->err == NS_OK ? 0 : -1;
-}
-
 /* ---- envelope ------------------------------------------------------------ */
 
 static void s_message_digest(const uint8_t *signed_part, size_t len,
@@ -104,10 +56,9 @@ int ns_envelope_encode(const ns_identity_t *id, uint8_t type,
 {
     if (body_len > NS_MAX_BODY)
         return NS_ERR_TOOBIG;
-    out->len = 0;
-    s_writer_t w = {out, NS_OK};
+    ns_mp_writer_t w;
     msgpack_packer pk;
-    msgpack_packer_init(&pk, &w, s_write_cb);
+    ns_mp_writer_init(&w, &pk, out);
     msgpack_pack_array(&pk, 6);
     size_t start = out->len;
     msgpack_pack_uint8(&pk, NS_WIRE_VERSION);
@@ -198,11 +149,10 @@ int ns_envelope_verify(const ns_envelope_t *env)
 
 /* ---- bodies ---------------------------------------------------------- */
 
-#define S_PACKER(buf, w, pk)                                                   \
-    (buf)->len = 0;                                                            \
-    s_writer_t w = {(buf), NS_OK};                                             \
+#define S_PACKER(b, w, pk)                                                     \
+    ns_mp_writer_t w;                                                          \
     msgpack_packer pk;                                                         \
-    msgpack_packer_init(&pk, &w, s_write_cb)
+    ns_mp_writer_init(&w, &pk, (b))
 
 int ns_hello_encode(const ns_hello_t *m, ns_buf_t *out)
 {

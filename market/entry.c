@@ -6,19 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    ns_buf_t *buf;
-    int err;
-} s_writer_t;
-
-static int s_write_cb(void *data, const char *buf, size_t len)
-{
-    s_writer_t *w = data;
-    if (w->err == NS_OK)
-        w->err = ns_buf_append(w->buf, buf, len);
-    return w->err == NS_OK ? 0 : -1;
-}
-
 const char *ns_entry_type_name(uint32_t type)
 {
     static const char *const names[] = {
@@ -50,10 +37,9 @@ int ns_entry_encode(const ns_identity_t *author, const ns_hash_t network_id,
 {
     if (body_len > NS_MAX_ENTRY_BODY || n_refs > NS_MAX_REFS)
         return NS_ERR_TOOBIG;
-    out->len = 0;
-    s_writer_t w = {out, NS_OK};
+    ns_mp_writer_t w;
     msgpack_packer pk;
-    msgpack_packer_init(&pk, &w, s_write_cb);
+    ns_mp_writer_init(&w, &pk, out);
     msgpack_pack_array(&pk, 9);
     size_t start = out->len;
     msgpack_pack_uint8(&pk, NS_ENTRY_VERSION);
@@ -207,10 +193,9 @@ static void s_read_bid(ns_mpr_t *r, ns_bid_t *b)
 int ns_entry_body_encode(uint8_t type, const ns_entry_body_t *b,
                          ns_buf_t *out)
 {
-    out->len = 0;
-    s_writer_t w = {out, NS_OK};
+    ns_mp_writer_t w;
     msgpack_packer pk;
-    msgpack_packer_init(&pk, &w, s_write_cb);
+    ns_mp_writer_init(&w, &pk, out);
     switch (type) {
     case NS_ENTRY_TRANSFER:
         msgpack_pack_array(&pk, 2);

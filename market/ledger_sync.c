@@ -19,24 +19,10 @@ struct ns_ledger_sync {
     } stats;
 };
 
-typedef struct {
-    ns_buf_t *buf;
-    int err;
-} s_writer_t;
-
-static int s_write_cb(void *data, const char *buf, size_t len)
-{
-    s_writer_t *w = data;
-    if (w->err == NS_OK)
-        w->err = ns_buf_append(w->buf, buf, len);
-    return w->err == NS_OK ? 0 : -1;
-}
-
 #define S_PACKER(b, w, pk)                                                     \
-    (b)->len = 0;                                                              \
-    s_writer_t w = {(b), NS_OK};                                               \
+    ns_mp_writer_t w;                                                          \
     msgpack_packer pk;                                                         \
-    msgpack_packer_init(&pk, &w, s_write_cb)
+    ns_mp_writer_init(&w, &pk, (b))
 
 static void s_publish_summary(ns_ledger_sync_t *s)
 {
@@ -256,6 +242,9 @@ static int s_on_get(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
     /* Entries up to the body cap, in order. */
     ns_buf_t list;
     ns_buf_init(&list);
+    msgpack_packer lp;
+    ns_mp_writer_t lw;
+    ns_mp_writer_init(&lw, &lp, &list);
     uint32_t count = 0;
     size_t budget = NS_MAX_BODY - 1024;
     for (uint64_t q = from; q <= to && from <= a.seq; q++) {
@@ -267,9 +256,6 @@ static int s_on_get(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
             free(e);
             break;
         }
-        msgpack_packer lp;
-        s_writer_t lw = {&list, NS_OK};
-        msgpack_packer_init(&lp, &lw, s_write_cb);
         ns_mp_bin(&lp, e, len);
         free(e);
         if (lw.err != NS_OK)

@@ -6,24 +6,10 @@
 #include <stdio.h>
 #include <string.h>
 
-typedef struct {
-    ns_buf_t *buf;
-    int err;
-} s_writer_t;
-
-static int s_write_cb(void *data, const char *buf, size_t len)
-{
-    s_writer_t *w = data;
-    if (w->err == NS_OK)
-        w->err = ns_buf_append(w->buf, buf, len);
-    return w->err == NS_OK ? 0 : -1;
-}
-
 #define S_PACKER(b, w, pk)                                                     \
-    (b)->len = 0;                                                              \
-    s_writer_t w = {(b), NS_OK};                                               \
+    ns_mp_writer_t w;                                                          \
     msgpack_packer pk;                                                         \
-    msgpack_packer_init(&pk, &w, s_write_cb)
+    ns_mp_writer_init(&w, &pk, (b))
 
 /* ---- messages -------------------------------------------------------------- */
 

@@ -47,6 +47,28 @@ int ns_mpr_str(ns_mpr_t *r, char *out, size_t max);
 /* After the last value: NS_ERR_TRAILING if bytes remain. */
 int ns_mpr_end(ns_mpr_t *r);
 
+/* A growable byte buffer (git's strbuf idea); init/release, no hidden
+ * global state. */
+typedef struct {
+    uint8_t *data;
+    size_t len;
+    size_t cap;
+} ns_buf_t;
+
+void ns_buf_init(ns_buf_t *b);
+void ns_buf_release(ns_buf_t *b);
+int ns_buf_append(ns_buf_t *b, const void *data, size_t len) NS_MUST_CHECK;
+
+/* A msgpack-c packer that writes into an ns_buf_t: ns_mp_writer_init
+ * empties buf and points pk at it; the first allocation failure stays in
+ * w->err (check it once, after packing). */
+typedef struct {
+    ns_buf_t *buf;
+    int err;
+} ns_mp_writer_t;
+
+void ns_mp_writer_init(ns_mp_writer_t *w, msgpack_packer *pk, ns_buf_t *buf);
+
 /* Writing (msgpack-c). */
 void ns_mp_bin(msgpack_packer *pk, const void *data, size_t len);
 void ns_mp_str(msgpack_packer *pk, const char *s);

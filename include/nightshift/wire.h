@@ -19,6 +19,7 @@
 #include "nightshift/err.h"
 #include "nightshift/hash.h"
 #include "nightshift/identity.h"
+#include "nightshift/mp.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -58,18 +59,6 @@ typedef struct {
     size_t signed_len;
     ns_hash_t id; /* filled by ns_envelope_decode */
 } ns_envelope_t;
-
-/* A growable byte buffer (git's strbuf idea); init/release, no hidden
- * global state. */
-typedef struct {
-    uint8_t *data;
-    size_t len;
-    size_t cap;
-} ns_buf_t;
-
-void ns_buf_init(ns_buf_t *b);
-void ns_buf_release(ns_buf_t *b);
-int ns_buf_append(ns_buf_t *b, const void *data, size_t len) NS_MUST_CHECK;
 
 /* Sign and encode. out is reset first. id_out may be NULL. */
 int ns_envelope_encode(const ns_identity_t *id, uint8_t type,
