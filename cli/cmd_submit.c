@@ -199,6 +199,8 @@ static bool s_count_provider(void *u, const uint8_t *id,
 {
     (void)id;
     s_explain_t *x = u;
+    if (hb->n_devices == 0)
+        return false; /* a light peer (another requester), not a provider */
     x->seen++;
     uint32_t fail = ns_reqs_check(&x->q->reqs, hb, x->q->collateral,
                                   x->q->max_price, x->q->ann.work_flops, NULL);
@@ -372,6 +374,9 @@ static void s_fetch_outputs(s_req_t *q)
 
 static void s_announce(s_req_t *q)
 {
+    /* After a SLASH every node re-runs the disputed item before it reads
+     * the next announcement: give bids that much longer to arrive. */
+    q->ann.bid_window_ms = q->bid_window_ms + (q->slashed ? 2000 : 0);
     if (!q->t_announce_ms)
         q->t_announce_ms = ns_mono_ms();
     q->round++;
@@ -384,7 +389,7 @@ static void s_announce(s_req_t *q)
         return;
     }
     s_say(q, "auction round %u: job %.16s announced, bids for %u ms",
-          q->round, q->job_hex, q->bid_window_ms);
+          q->round, q->job_hex, q->ann.bid_window_ms);
     s_phase(q, R_BIDDING);
 }
 
@@ -649,7 +654,7 @@ static void s_step(void *user, uint64_t now)
         break;
     }
     case R_BIDDING:
-        if (now - q->phase_ms >= q->bid_window_ms)
+        if (now - q->phase_ms >= q->ann.bid_window_ms)
             s_award(q);
         break;
     case R_ACCEPT:

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define S_MAX_JOBS 16
+#define S_MAX_JOBS 64
 #define S_WINDOW 8                   /* FETCHes in flight per job */
 #define S_BID_TTL_MS 30000           /* forget an unanswered bid */
 #define S_RETAIN_MS (10 * 60 * 1000) /* outputs kept for the requester */
@@ -58,7 +58,7 @@ struct ns_provider {
     ns_buf_t body;
     struct {
         uint64_t announces, bids, awards, accepts, results, failed;
-        uint64_t served_bytes, refused_requester, claims;
+        uint64_t served_bytes, refused_requester, claims, table_full;
     } stats;
 };
 
@@ -201,12 +201,24 @@ static int s_on_job(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
     free(hb);
     if (fail)
         return NS_OK;
-    s_job_t *j = NULL;
-    for (int i = 0; i < S_MAX_JOBS && !j; i++)
+    s_job_t *j = NULL, *oldest_bid = NULL;
+    for (int i = 0; i < S_MAX_JOBS && !j; i++) {
         if (p->jobs[i].state == PJ_FREE)
             j = &p->jobs[i];
-    if (!j)
+        else if (p->jobs[i].state == PJ_BID &&
+                 (!oldest_bid || p->jobs[i].since_ms < oldest_bid->since_ms))
+            oldest_bid = &p->jobs[i];
+    }
+    if (!j && oldest_bid) { /* an unanswered bid is the cheapest to drop */
+        s_job_clear(oldest_bid);
+        j = oldest_bid;
+    }
+    if (!j) {
+        p->stats.table_full++;
+        ns_warn(NS_MOD_MARKET, "event=no_bid reason=job_table_full size=%d",
+                S_MAX_JOBS);
         return NS_OK;
+    }
     memset(j, 0, sizeof *j);
     j->ann = a;
     memcpy(j->bid.job_id, a.job_id, NS_HASH_BYTES);
@@ -606,10 +618,19 @@ static void s_on_timer(void *user, uint64_t now)
             if (now >= j->release_ms)
                 s_finish(p, j);
             break;
-        case PJ_SERVE:
-            if (now - j->since_ms > S_RETAIN_MS)
+        case PJ_SERVE: {
+            /* Keep outputs while the requester may still need them: until
+             * it settles or moves the job on (or the retention ends). */
+            ns_ledger_job_t lj;
+            bool over = ns_ledger_job(p->o.ledger, j->ann.job_id, &lj) ==
+                            NS_OK &&
+                        (lj.state != NS_JOB_AWARDED ||
+                         memcmp(lj.award_id, j->award_id, NS_HASH_BYTES));
+            if ((over && now - j->since_ms > 5000) ||
+                now - j->since_ms > S_RETAIN_MS)
                 s_job_clear(j);
             break;
+        }
         default:
             break;
         }
@@ -694,7 +715,7 @@ void ns_provider_destroy(ns_provider_t **pp)
 
 void ns_provider_pack_status(const ns_provider_t *p, msgpack_packer *pk)
 {
-    msgpack_pack_map(pk, 10);
+    msgpack_pack_map(pk, 11);
 #define KV(k, v)                                                               \
     ns_mp_str(pk, k);                                                          \
     msgpack_pack_uint64(pk, v)
@@ -707,6 +728,7 @@ void ns_provider_pack_status(const ns_provider_t *p, msgpack_packer *pk)
     KV("served_bytes", p->stats.served_bytes);
     KV("refused_requesters", p->stats.refused_requester);
     KV("claims", p->stats.claims);
+    KV("table_full", p->stats.table_full);
     KV("busy", s_busy(p));
 #undef KV
 }

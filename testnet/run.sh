@@ -14,7 +14,7 @@ REPO_ROOT=$(dirname "$SCRIPT_DIR")
 usage() {
     cat <<EOF
 usage: $PROG -n N -d DIR [-p BASE_PORT] [-i HEARTBEAT_MS] [-t TIMEOUT_S]
-                      [-c CREDITS]
+                      [-c CREDITS] [-r REQUESTERS]
 
 Start a local nightshift test network: N nodes on 127.0.0.1, node i on
 BASE_PORT+i, all sharing one genesis that funds every node and a requester.
@@ -31,6 +31,9 @@ background and outlive this script; stop them with testnet/stop.sh -d DIR.
   -t TIMEOUT_S     how long to wait for the network to form (default 30)
   -c CREDITS       genesis credits for each node and the requester
                    (default 1000000)
+  -r REQUESTERS    funded requester datadirs to create (default 1):
+                   requester, requester1, .. requesterR-1, each funded
+                   with CREDITS, so that R submits can run at once
   -h, --help       this help
 
 The binary is \$NIGHTSHIFT_BIN, else build/nightshift in the repository,
@@ -40,10 +43,12 @@ What DIR holds afterwards:
   DIR/node0 .. DIR/nodeN-1   node datadirs (log in DIR/nodeI/node.log)
   DIR/requester              a funded datadir for \`nightshift submit\`
                              (no node runs on it)
+  DIR/requester1 ..          more of them with -r R (R > 1)
   DIR/genesis.ini            the network's genesis
   DIR/bootstrap              node 0's address, ID@tcp://127.0.0.1:PORT
   DIR/pids                   "PID DATADIR" for each node started
-  DIR/testnet.env            N, BASE_PORT, HEARTBEAT_MS, BIN of this run
+  DIR/testnet.env            N, BASE_PORT, HEARTBEAT_MS, BIN, REQUESTERS of
+                             this run
 
 Exit status: 0 when all N nodes see N-1 live peers; 1 otherwise (the nodes
 started are stopped again); 2 on a usage error.
@@ -60,14 +65,14 @@ usage_error() {
 }
 is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
 
-N="" DIR="" BASE_PORT="" HB_MS=1000 TIMEOUT_S=30 CREDITS=1000000
+N="" DIR="" BASE_PORT="" HB_MS=1000 TIMEOUT_S=30 CREDITS=1000000 NREQ=1
 for a in "$@"; do
     if [ "$a" = "--help" ] || [ "$a" = "-h" ]; then
         usage
         exit 0
     fi
 done
-while getopts ":n:d:p:i:t:c:" opt; do
+while getopts ":n:d:p:i:t:c:r:" opt; do
     case $opt in
     n) N=$OPTARG ;;
     d) DIR=$OPTARG ;;
@@ -75,6 +80,7 @@ while getopts ":n:d:p:i:t:c:" opt; do
     i) HB_MS=$OPTARG ;;
     t) TIMEOUT_S=$OPTARG ;;
     c) CREDITS=$OPTARG ;;
+    r) NREQ=$OPTARG ;;
     :) usage_error "-$OPTARG needs a value" ;;
     *) usage_error "unknown option -$OPTARG" ;;
     esac
@@ -90,6 +96,8 @@ is_uint "$HB_MS" && [ "$HB_MS" -ge 100 ] ||
 is_uint "$TIMEOUT_S" && [ "$TIMEOUT_S" -ge 1 ] ||
     usage_error "-t must be a number of seconds >= 1, not '$TIMEOUT_S'"
 is_uint "$CREDITS" || usage_error "-c must be a number, not '$CREDITS'"
+is_uint "$NREQ" && [ "$NREQ" -ge 1 ] && [ "$NREQ" -le 200 ] ||
+    usage_error "-r must be 1..200, not '$NREQ'"
 if [ -n "$BASE_PORT" ]; then
     is_uint "$BASE_PORT" && [ "$BASE_PORT" -ge 1 ] &&
         [ $((BASE_PORT + N - 1)) -le 65535 ] ||
@@ -136,7 +144,8 @@ fi
 if [ -f "$DIR/testnet.env" ]; then
     # A stopped testnet of ours: start afresh (new keys, new genesis).
     echo "replacing the stopped testnet in $DIR"
-    rm -rf "$DIR"/node[0-9]* "$DIR/requester" "$DIR/genesis.ini" \
+    rm -rf "$DIR"/node[0-9]* "$DIR"/requester "$DIR"/requester[0-9]* \
+        "$DIR/genesis.ini" \
         "$DIR/bootstrap" "$DIR/pids" "$DIR/testnet.env"
 fi
 if [ -n "$(ls -A "$DIR")" ]; then
@@ -206,13 +215,18 @@ ns() { # run the binary, keep its stderr for the error message
     printf '%s\n' "$out"
 }
 
+# Datadirs 0..N-1 are the nodes, N..N+NREQ-1 the requesters.
+LAST=$((N + NREQ - 1))
 declare -a IDS DATADIRS
-for ((i = 0; i <= N; i++)); do
+for ((i = 0; i <= LAST; i++)); do
     if [ "$i" -lt "$N" ]; then
         dd=$DIR/node$i
         listen=tcp://127.0.0.1:$((BASE_PORT + i))
-    else
+    elif [ "$i" -eq "$N" ]; then
         dd=$DIR/requester
+        listen=tcp://127.0.0.1:0
+    else
+        dd=$DIR/requester$((i - N))
         listen=tcp://127.0.0.1:0
     fi
     stake=()
@@ -226,12 +240,12 @@ for ((i = 0; i <= N; i++)); do
 done
 
 alloc=()
-for ((i = 0; i <= N; i++)); do
+for ((i = 0; i <= LAST; i++)); do
     alloc+=(--alloc "${IDS[i]}=$CREDITS")
 done
 ns genesis --out "$DIR/genesis.ini" --name "testnet-$(basename "$DIR")" \
     "${alloc[@]}" >/dev/null
-for ((i = 0; i <= N; i++)); do
+for ((i = 0; i <= LAST; i++)); do
     ns init --datadir "${DATADIRS[i]}" --genesis "$DIR/genesis.ini" >/dev/null
 done
 # Benchmark the devices once and share the figures: N nodes measuring at
@@ -251,6 +265,7 @@ BASE_PORT=$BASE_PORT
 HEARTBEAT_MS=$HB_MS
 BIN=$BIN
 BOOTSTRAP=$BOOTSTRAP
+REQUESTERS=$NREQ
 EOF
 
 # ---- start the nodes ---------------------------------------------------------
@@ -270,13 +285,26 @@ for ((i = 0; i < N; i++)); do
     printf '%s %s\n' "$pid" "$dd" >>"$DIR/pids"
 done
 
+# A node this script started is alive while it is our child and no
+# zombie. (Its command line is no test here: until the forked child has
+# exec'ed setsid and the binary, it still shows this script's, and on a
+# loaded machine that window is long enough to be seen.)
+started_alive() { # PID
+    local stat rest
+    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+    rest=${stat##*) }         # "STATE PPID ..."
+    [ "${rest%% *}" != Z ] || return 1
+    rest=${rest#* }
+    [ "${rest%% *}" = "$$" ]
+}
+
 # Every node must come up (bind its port, write node.addr).
 deadline=$((SECONDS + TIMEOUT_S))
 for ((i = 0; i < N; i++)); do
     dd=${DATADIRS[i]}
     pid=${STARTED[i]}
     while [ ! -s "$dd/node.addr" ]; do
-        if ! node_alive "$pid" "$dd"; then
+        if ! started_alive "$pid"; then
             fail "node$i (pid $pid) exited at start: $(tail -n 3 "$dd/node.log" 2>/dev/null)"
         fi
         [ "$SECONDS" -lt "$deadline" ] ||
@@ -304,7 +332,7 @@ while :; do
     for ((i = 0; i < N; i++)); do
         dd=${DATADIRS[i]}
         pid=${STARTED[i]}
-        node_alive "$pid" "$dd" ||
+        started_alive "$pid" ||
             fail "node$i (pid $pid) exited: $(tail -n 3 "$dd/node.log" 2>/dev/null)"
         n=$(live_peers "$dd")
         if [ "$n" -ge "$want" ]; then
@@ -332,7 +360,7 @@ cat <<EOF
 testnet up: $N nodes on 127.0.0.1:$BASE_PORT..$((BASE_PORT + N - 1)), every node sees $want peers
   directory  $DIR
   bootstrap  $BOOTSTRAP   (also in $DIR/bootstrap)
-  requester  $DIR/requester (funded with $CREDITS credits)
+  requester  $DIR/requester (funded with $CREDITS credits)$([ "$NREQ" -gt 1 ] && printf '\n  more       %s/requester1..requester%d (funded alike)' "$DIR" $((NREQ - 1)))
   peers      $BIN peers --datadir $DIR/node0
   submit     $BIN submit --datadir $DIR/requester --bootstrap \$(cat $DIR/bootstrap) JOB-FLAGS --max-price CREDITS
   stop       $SCRIPT_DIR/stop.sh -d $DIR
