@@ -247,7 +247,12 @@ static int s_apply_refs(MDB_txn *t, ns_ledger_t *l, const ns_entry_t *e,
                 lock.state = LOCK_RELEASED;
                 rc = s_put(t, l->locks, lk, sizeof lk, &lock, sizeof lock);
             } else if (rc == NS_ERR_NOTFOUND) {
-                rc = NS_OK; /* never accepted: nothing was locked */
+                /* Never accepted: nothing to release, but the award is
+                 * over for this provider -- a later ACCEPT of it would
+                 * lock collateral nothing could ever free. */
+                lock.amount = 0;
+                lock.state = LOCK_RELEASED;
+                rc = s_put(t, l->locks, lk, sizeof lk, &lock, sizeof lock);
             }
             if (rc != NS_OK)
                 return rc;
@@ -416,8 +421,11 @@ static int s_apply_body(MDB_txn *t, ns_ledger_t *l, const ns_entry_t *e,
         uint8_t key[64];
         s_pjob_rec pj;
         s_key2(key, e->author, b.ref_id);
-        if (s_get(t, l->pjobs, key, sizeof key, &pj, sizeof pj) == NS_OK)
-            return NS_ERR_JOBSTATE; /* a second ACCEPT of this award */
+        s_lock_rec prior;
+        if (s_get(t, l->pjobs, key, sizeof key, &pj, sizeof pj) == NS_OK ||
+            s_get(t, l->locks, key, sizeof key, &prior, sizeof prior) ==
+                NS_OK)
+            return NS_ERR_JOBSTATE; /* accepted already, or released */
         if (a->staked < job.collateral)
             return NS_ERR_FUNDS;
         a->staked -= job.collateral;
