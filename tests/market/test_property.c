@@ -380,6 +380,10 @@ static void s_model_apply(const s_op_t *op, const ns_hash_t id)
                 a->lcol -= aw->lock;
                 a->staked += aw->lock;
                 aw->lock_state = LOCK_RELEASED;
+            } else if (aw->provider == op->who &&
+                       aw->lock_state == LOCK_NONE) {
+                /* released before any accept: the award is closed to it */
+                aw->lock_state = LOCK_RELEASED;
             }
         }
     }
@@ -873,13 +877,18 @@ static bool g_accept(bool again)
     op.job = (int)aw->job;
     op.award = ak;
     op.body = fx_ref(M.job[aw->job].id, aw->id);
-    if (again) {
+    if (again || aw->lock_state != LOCK_NONE) {
         op.want = NS_ERR_JOBSTATE;
     } else {
         if (s_chance(300))
             s_add_claims(&op, 1 + (uint32_t)s_below(4));
         m_acct_t a = s_after_claims(&op);
-        if (a.staked < M.job[aw->job].collateral)
+        bool released = false; /* a claim in this entry closes the award */
+        for (uint32_t i = 0; i < op.n_refs; i++)
+            released |= M.credit[op.claim[i]].release == ak;
+        if (released)
+            op.want = NS_ERR_JOBSTATE;
+        else if (a.staked < M.job[aw->job].collateral)
             op.want = NS_ERR_FUNDS;
     }
     s_exec(&op);
