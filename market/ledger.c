@@ -184,7 +184,8 @@ static int s_entry_load(MDB_txn *t, ns_ledger_t *l, const ns_hash_t id,
     }
     if (rc != MDB_SUCCESS)
         return s_mdb(rc);
-    rc = ns_entry_decode(val.mv_data, val.mv_size, l->network_id, e);
+    /* Verified when it was stored: no second signature check. */
+    rc = ns_entry_parse(val.mv_data, val.mv_size, l->network_id, e);
     if (rc == NS_OK && b)
         rc = ns_entry_body_decode(e, b);
     return rc == NS_OK ? NS_OK : NS_ERR_CORRUPT;
@@ -1257,7 +1258,7 @@ void ns_ledger_each_entry(ns_ledger_t *l, const uint8_t *author,
             MDB_val ek = v, ev;
             ns_entry_t e;
             if (mdb_get(t, l->entries, &ek, &ev) == MDB_SUCCESS &&
-                ns_entry_decode(ev.mv_data, ev.mv_size, l->network_id, &e) ==
+                ns_entry_parse(ev.mv_data, ev.mv_size, l->network_id, &e) ==
                     NS_OK &&
                 !fn(u, &e))
                 break;
