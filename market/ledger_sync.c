@@ -187,23 +187,37 @@ static int s_on_heads(void *user, const ns_envelope_t *env,
     ns_mpr_init(&r, env->body, env->body_len);
     ns_mpr_array_exact(&r, 2);
     ns_mpr_array(&r, &n, NS_SYNC_HEADS_MAX);
-    uint32_t gets = 0;
+    /* Read all pairs first: at most 64 ranges are asked per round, from a
+     * random place in the list, so that authors whose entries wait on
+     * other authors' entries cannot keep the rest from ever being asked. */
+    uint8_t(*authors)[NS_ID_BYTES] = n ? malloc((size_t)n * NS_ID_BYTES)
+                                       : NULL;
+    uint64_t *seqs = n ? malloc(n * sizeof *seqs) : NULL;
+    if (n && (!authors || !seqs)) {
+        free(authors);
+        free(seqs);
+        return NS_ERR_NOMEM;
+    }
     for (uint32_t i = 0; i < n && r.err == NS_OK; i++) {
-        uint8_t author[NS_ID_BYTES];
-        uint64_t seq = 0;
         ns_mpr_array_exact(&r, 2);
-        ns_mpr_bin_exact(&r, author, NS_ID_BYTES);
-        ns_mpr_uint(&r, &seq);
+        ns_mpr_bin_exact(&r, authors[i], NS_ID_BYTES);
+        ns_mpr_uint(&r, &seqs[i]);
+    }
+    uint32_t gets = 0, start = n ? ns_rand_below(n) : 0;
+    for (uint32_t k = 0; k < n && r.err == NS_OK && gets < 64; k++) {
+        uint32_t i = (start + k) % n;
         ns_account_t mine;
-        if (r.err != NS_OK || ns_ledger_account(s->ledger, author, &mine) ||
-            mine.banned || seq <= mine.seq || gets >= 64)
+        if (ns_ledger_account(s->ledger, authors[i], &mine) != NS_OK ||
+            mine.banned || seqs[i] <= mine.seq)
             continue;
-        /* At most 64 ranges per round; the next round asks again. */
-        uint64_t to = seq < mine.seq + NS_SYNC_BATCH ? seq
-                                                     : mine.seq + NS_SYNC_BATCH;
-        if (s_send_get(s, env->sender, author, mine.seq + 1, to) == NS_OK)
+        uint64_t to = seqs[i] < mine.seq + NS_SYNC_BATCH
+                          ? seqs[i]
+                          : mine.seq + NS_SYNC_BATCH;
+        if (s_send_get(s, env->sender, authors[i], mine.seq + 1, to) == NS_OK)
             gets++;
     }
+    free(authors);
+    free(seqs);
     if (r.err != NS_OK)
         return r.err;
     uint8_t next[NS_ID_BYTES];
@@ -292,6 +306,9 @@ static int s_on_entries(void *user, const ns_envelope_t *env,
     ns_mpr_bin_exact(&r, author, NS_ID_BYTES);
     ns_mpr_uint(&r, &their_head);
     ns_mpr_array(&r, &n, NS_SYNC_BATCH);
+    ns_account_t before, mine;
+    if (r.err != NS_OK || ns_ledger_account(s->ledger, author, &before))
+        before.seq = 0;
     for (uint32_t i = 0; i < n && r.err == NS_OK; i++) {
         const uint8_t *e = NULL;
         size_t len = 0;
@@ -302,9 +319,10 @@ static int s_on_entries(void *user, const ns_envelope_t *env,
         return r.err;
     s->stats.ranges_in++;
     s_commit(s); /* one synced commit per batch */
-    ns_account_t mine;
+    /* Continue only while this author advances: one whose next entry
+     * waits on another author's entry is asked again in a later round. */
     if (n > 0 && ns_ledger_account(s->ledger, author, &mine) == NS_OK &&
-        !mine.banned && mine.seq < their_head)
+        !mine.banned && mine.seq < their_head && mine.seq > before.seq)
         (void)s_send_get(s, env->sender, author, mine.seq + 1,
                          mine.seq + NS_SYNC_BATCH);
     return NS_OK;

@@ -17,6 +17,16 @@ from nstest import TestFailure, check, cli, wait_until
 ALL = 100000  # --limit that lists every entry of these small ledgers
 
 
+def no_pull_repair(nodes):
+    """Switch the gossip layer's pull repair off (config.ini, before the
+    nodes start): otherwise it re-delivers what a node missed within its
+    30 s window, and the ledger's own sync (heads exchange and range pulls)
+    would go untested."""
+    for n in nodes:
+        nstest.cli_ok("init", "--datadir", n.datadir, "--set",
+                      "node.pull_interval_ms=3600000")
+
+
 def append(node, cmd, amount, to=None, timeout=20):
     """Ask node to append `cmd` (transfer, stake, unstake); return the
     stored entry's id (hex). Raises TestFailure if the CLI fails."""

@@ -16,8 +16,9 @@ import ledgerutil as lu
 
 HB_MS = 300
 CREDITS = 1000000
-BLOCK1_MS = 5000
-BLOCK2_MS = 3000
+BLOCK1_MS = 7000
+BLOCK2_MS = 6000
+ROUND2 = 24  # appends on each side in round 2
 HEAL_TIMEOUT = 25  # s after the block expires
 
 
@@ -67,6 +68,7 @@ def check_cut(a, b, a_new, b_new):
 def test(net):
     net.heartbeat_ms = HB_MS
     a, b = net.make_nodes(2)
+    lu.no_pull_repair([a, b])  # healing must come from ledger sync
     a.start()
     b.start(bootstrap=[a])  # b dials a again whenever a is missing
     net.wait_mesh([a, b])
@@ -126,9 +128,9 @@ def test(net):
     ends = block_both(a, b, BLOCK2_MS)
     new = appends_in_parallel({
         a: [("transfer", 1, b) if i % 3 == 0 else ("stake", 2)
-            for i in range(30)],
+            for i in range(ROUND2)],
         b: [("transfer", 3, a) if i % 4 == 0 else ("stake", 1)
-            for i in range(30)],
+            for i in range(ROUND2)],
     })
     a_new, b_new = set(new[a]), set(new[b])
     check(time.monotonic() < ends - 0.3, "round 2 appends outlasted the "
@@ -141,16 +143,20 @@ def test(net):
           f"connect A -> B after the block: exit {r.returncode}: "
           f"{r.stderr.strip()}")
     lu.wait_converged([a, b], HEAL_TIMEOUT, "A and B to converge after "
-                      "round 2", min_entries=before + 60, pending=0)
+                      "round 2", min_entries=before + 2 * ROUND2, pending=0)
     log(f"round 2 healed {time.monotonic() - t0:.1f}s after the block "
         f"expired")
     snap = lu.check_identical([a, b], accounts)
     check(a_new <= authored(b, a) and b_new <= authored(a, b),
           "after round 2, an entry of the partition is missing on the "
           "other side")
+    a_sent = sum(1 for i in range(ROUND2) if i % 3 == 0)  # 1 credit each
+    b_sent = sum(3 for i in range(ROUND2) if i % 4 == 0)
+    a_staked = 2 * (ROUND2 - a_sent)
+    b_staked = ROUND2 - b_sent // 3
     for n, (worth, staked), sent, got, stakes in (
-            (a, (fa + ka + la, ka), 10 * 1, 8 * 3, 20 * 2),
-            (b, (fb + kb + lb, kb), 8 * 3, 10 * 1, 22 * 1)):
+            (a, (fa + ka + la, ka), a_sent, b_sent, a_staked),
+            (b, (fb + kb + lb, kb), b_sent, a_sent, b_staked)):
         f, k, lk, _, banned = snap["balances"][n.id]
         check_eq((f + k + lk, k), (worth - sent + got, staked + stakes),
                  f"{n.name}'s (worth, staked) after round 2")
