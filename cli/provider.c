@@ -674,7 +674,7 @@ ns_provider_t *ns_provider_new(const ns_provider_opts_t *o, int *err)
                               p)) ||
         (rc = ns_p2p_register(o->p2p, NS_MSG_MKT_CHUNK, false, s_on_chunk,
                               p)) ||
-        (rc = ns_p2p_add_timer(o->p2p, 10, s_on_timer, p)) ||
+        (rc = ns_p2p_add_timer(o->p2p, 25, s_on_timer, p)) ||
         (rc = ns_p2p_add_timer(o->p2p, 2000, s_on_claim_timer, p))) {
         *err = rc;
         ns_provider_destroy(&p);

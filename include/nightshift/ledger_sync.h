@@ -29,7 +29,7 @@
 #define NS_SYNC_BATCH 256      /* entries per ENTRIES message (and bytes
                                   under NS_MAX_BODY) */
 #define NS_SYNC_HEADS_MAX 2048 /* (author, seq) pairs per HEADS */
-#define NS_LEDGER_COMMIT_MS 20 /* gossiped entries become durable within */
+#define NS_LEDGER_COMMIT_MS 50 /* gossiped entries become durable within */
 
 typedef struct ns_ledger_sync ns_ledger_sync_t;
 
