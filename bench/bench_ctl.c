@@ -19,8 +19,7 @@ int main(int argc, char **argv)
     uint8_t *doc = NULL;
     size_t len = 0;
     char err[512], *json = NULL;
-    if (ns_ctl_query(argv[1], argv[2], &doc, &len, err, sizeof err) !=
-        NS_OK) {
+    if (ns_ctl_query(argv[1], argv[2], &doc, &len, err, sizeof err) != NS_OK) {
         fprintf(stderr, "bench_ctl: %s\n", err);
         return 1;
     }

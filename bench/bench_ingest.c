@@ -117,8 +117,8 @@ int main(int argc, char **argv)
     printf("ingest benchmark: %u heartbeats from %u senders, %.0f bytes "
            "each, one core\n",
            n_msgs, n_senders, (double)total_bytes / n_msgs);
-    printf("  raw Ed25519 verify   %9.0f msg/s  (%u/%u valid)\n",
-           verify_rate, ok, n_msgs);
+    printf("  raw Ed25519 verify   %9.0f msg/s  (%u/%u valid)\n", verify_rate,
+           ok, n_msgs);
     printf("  full node ingest     %9.0f msg/s  (%u/%u accepted)\n",
            ingest_rate, accepted, n_msgs);
     printf("  ingest / verify      %9.1f %%    (goal >= 85 %%)\n",

@@ -126,8 +126,7 @@ static void s_summary(const ns_entry_t *e, char *out, size_t cap)
         break;
     case NS_ENTRY_JOB:
         snprintf(out, cap, "job %s escrow %llu max %llu", jid,
-                 (unsigned long long)b.escrow,
-                 (unsigned long long)b.max_price);
+                 (unsigned long long)b.escrow, (unsigned long long)b.max_price);
         break;
     case NS_ENTRY_AWARD:
         ns_id_short(who, b.bid.provider);
@@ -172,8 +171,8 @@ static bool s_list_entry(void *u, const ns_entry_t *e)
         id[16] = '\0';
         snprintf(seq, sizeof seq, "%llu", (unsigned long long)e->seq);
         snprintf(refs, sizeof refs, "%u", e->n_refs);
-        const char *const row[] = {author, seq, ns_entry_type_name(e->type),
-                                   refs, summary, id};
+        const char *const row[] = {author, seq,     ns_entry_type_name(e->type),
+                                   refs,   summary, id};
         ns_table_row(L->t, row);
     }
     return true;
@@ -218,8 +217,7 @@ int ns_cmd_ledger(int argc, char **argv)
     uint64_t sum = 0;
     int conserved = ns_ledger_check_conservation(l, &sum) == NS_OK;
     uint64_t total_entries = 0;
-    ns_ledger_each_entry(l, o.author ? author : NULL, s_count,
-                         &total_entries);
+    ns_ledger_each_entry(l, o.author ? author : NULL, s_count, &total_entries);
     if (o.json) {
         msgpack_sbuffer sb;
         msgpack_sbuffer_init(&sb);
@@ -257,8 +255,7 @@ int ns_cmd_ledger(int argc, char **argv)
         ns_ledger_each_entry(l, o.author ? author : NULL, s_list_entry, &L);
         printf("%llu entries, %llu accounts; total %llu = balances + "
                "%llu pending + %llu burned: %s\n",
-               (unsigned long long)st.entries,
-               (unsigned long long)st.accounts,
+               (unsigned long long)st.entries, (unsigned long long)st.accounts,
                (unsigned long long)st.total,
                (unsigned long long)st.pending_credit,
                (unsigned long long)st.burned,
@@ -275,7 +272,8 @@ int ns_cmd_ledger(int argc, char **argv)
     return rc ? rc : (conserved ? 0 : 1);
 }
 
-/* ---- balance --------------------------------------------------------------- */
+/* ---- balance ---------------------------------------------------------------
+ */
 
 static const char s_balance_usage[] =
     "usage: nightshift balance --datadir D [ID] [--json]\n"
@@ -351,8 +349,7 @@ int ns_cmd_balance(int argc, char **argv)
            (unsigned long long)a.free, (unsigned long long)a.staked,
            (unsigned long long)(a.locked_escrow + a.locked_collateral),
            (unsigned long long)a.locked_escrow,
-           (unsigned long long)a.locked_collateral,
-           (unsigned long long)a.seq);
+           (unsigned long long)a.locked_collateral, (unsigned long long)a.seq);
     return 0;
 }
 
@@ -383,8 +380,8 @@ static int s_append(const char *cmd, const char *datadir, const char *to,
     uint8_t *doc = NULL;
     size_t len = 0;
     char err[512];
-    int rc = ns_ctl_request(datadir, sb.data, sb.size, &doc, &len, err,
-                            sizeof err);
+    int rc =
+        ns_ctl_request(datadir, sb.data, sb.size, &doc, &len, err, sizeof err);
     msgpack_sbuffer_destroy(&sb);
     if (rc != NS_OK) {
         ns_cli_error(cmd, "%s", err);

@@ -79,8 +79,7 @@ static int s_run(const char *cmd, const char *query, const s_query_opts_t *o,
     uint8_t *doc = NULL;
     size_t len = 0;
     char err[512];
-    if (ns_ctl_query(o->datadir, query, &doc, &len, err, sizeof err) !=
-        NS_OK) {
+    if (ns_ctl_query(o->datadir, query, &doc, &len, err, sizeof err) != NS_OK) {
         ns_cli_error(cmd, "%s", err);
         return 1;
     }
@@ -130,9 +129,8 @@ static void s_render_status(const msgpack_object *d)
            s_u(d, "peers_connecting"));
     printf("messages  rx %llu (%llu bytes), tx %llu (%llu bytes), accepted "
            "%llu, duplicates %llu, forwarded %llu\n",
-           s_u(m, "rx"), s_u(m, "rx_bytes"), s_u(m, "tx"),
-           s_u(m, "tx_bytes"), s_u(m, "accepted"), s_u(m, "duplicates"),
-           s_u(m, "forwarded"));
+           s_u(m, "rx"), s_u(m, "rx_bytes"), s_u(m, "tx"), s_u(m, "tx_bytes"),
+           s_u(m, "accepted"), s_u(m, "duplicates"), s_u(m, "forwarded"));
     printf("dropped   %llu", s_u(dr, "total"));
     if (dr && dr->type == MSGPACK_OBJECT_MAP)
         for (uint32_t i = 0; i < dr->via.map.size; i++) {
@@ -143,8 +141,8 @@ static void s_render_status(const msgpack_object *d)
                 (kv->key.via.str.size == 5 &&
                  memcmp(kv->key.via.str.ptr, "total", 5) == 0))
                 continue;
-            printf(" %.*s=%llu", (int)kv->key.via.str.size,
-                   kv->key.via.str.ptr, (unsigned long long)kv->val.via.u64);
+            printf(" %.*s=%llu", (int)kv->key.via.str.size, kv->key.via.str.ptr,
+                   (unsigned long long)kv->val.via.u64);
         }
     printf("\n");
 }
@@ -167,13 +165,14 @@ int ns_cmd_status(int argc, char **argv)
     return rc ? rc : s_run("status", "status", &o, s_render_status);
 }
 
-/* ---- peers ----------------------------------------------------------------- */
+/* ---- peers -----------------------------------------------------------------
+ */
 
 static void s_render_peers(const msgpack_object *d)
 {
-    static const char *const headers[] = {
-        "ID", "ENDPOINT", "SEEN", "REGION", "PRICE", "STAKE", "SLOTS",
-        "DEVICES", "VERSION"};
+    static const char *const headers[] = {"ID",     "ENDPOINT", "SEEN",
+                                          "REGION", "PRICE",    "STAKE",
+                                          "SLOTS",  "DEVICES",  "VERSION"};
     ns_table_t t;
     ns_table_init(&t, 9, headers);
     if (d->type != MSGPACK_OBJECT_ARRAY)
@@ -199,8 +198,8 @@ static void s_render_peers(const msgpack_object *d)
                 char type[16];
                 s_s(type, sizeof type, &dl->via.array.ptr[k], "type");
                 size_t used = strlen(devs);
-                snprintf(devs + used, sizeof devs - used, "%s%s",
-                         k ? "," : "", type);
+                snprintf(devs + used, sizeof devs - used, "%s%s", k ? "," : "",
+                         type);
             }
         }
         if (!devs[0])
@@ -234,7 +233,8 @@ int ns_cmd_peers(int argc, char **argv)
     return rc ? rc : s_run("peers", "peers", &o, s_render_peers);
 }
 
-/* ---- id ------------------------------------------------------------------- */
+/* ---- id -------------------------------------------------------------------
+ */
 
 static const char s_id_usage[] =
     "usage: nightshift id --datadir D [--json]\n"
@@ -284,8 +284,7 @@ int ns_cmd_id(int argc, char **argv)
     if (!addr[0]) {
         ns_config_t cfg;
         ns_config_defaults(&cfg);
-        if (ns_path_join(path, sizeof path, o.datadir, "config.ini") ==
-                NS_OK &&
+        if (ns_path_join(path, sizeof path, o.datadir, "config.ini") == NS_OK &&
             access(path, F_OK) == 0 &&
             ns_config_load(&cfg, path, err, sizeof err) != NS_OK) {
             ns_cli_error(cmd, "%s", err);
@@ -311,10 +310,10 @@ int ns_cmd_id(int argc, char **argv)
     return 0;
 }
 
-/* ---- connect / block ------------------------------------------------------ */
+/* ---- connect / block ------------------------------------------------------
+ */
 
-static int s_send_cmd(const char *cmd, const char *datadir,
-                      msgpack_sbuffer *sb)
+static int s_send_cmd(const char *cmd, const char *datadir, msgpack_sbuffer *sb)
 {
     uint8_t *doc = NULL;
     size_t len = 0;

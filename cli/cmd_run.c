@@ -133,7 +133,6 @@ static int s_parse(s_run_t *r, int argc, char **argv)
 
 /* Fill a built-in's source hash and default entry point. */
 
-
 /* $NIGHTSHIFT_CACHE, $XDG_CACHE_HOME/nightshift/programs or
  * ~/.cache/nightshift/programs, created; "" (no cache) if none works. */
 
@@ -215,7 +214,8 @@ static int s_print_json(const s_run_t *r, int ok, const char *job_hex,
             msgpack_pack_map(&pk, 4);
             ns_mp_str(&pk, "arg");
             msgpack_pack_uint32(&pk, k);
-            s_pack_str_kv(&pk, "file", r->spec.out_paths[k] ? r->spec.out_paths[k] : "");
+            s_pack_str_kv(&pk, "file",
+                          r->spec.out_paths[k] ? r->spec.out_paths[k] : "");
             ns_mp_str(&pk, "bytes");
             msgpack_pack_uint64(&pk, a->size);
             s_pack_str_kv(&pk, "hash", hex);
@@ -247,7 +247,6 @@ static void s_print_human(const s_run_t *r, const char *job_hex,
                    a->size);
     }
 }
-
 
 int ns_cmd_run(int argc, char **argv)
 {
@@ -293,8 +292,8 @@ int ns_cmd_run(int argc, char **argv)
         snprintf(r->error, sizeof r->error,
                  "cannot start the worker process: %s", ns_strerror(rc));
     } else {
-        rc = ns_worker_run(w, &r->spec.job, r->spec.inputs, r->spec.outputs, &t, r->error,
-                           sizeof r->error);
+        rc = ns_worker_run(w, &r->spec.job, r->spec.inputs, r->spec.outputs, &t,
+                           r->error, sizeof r->error);
     }
     uint64_t total_us = ns_mono_us() - t0;
     if (rc == NS_OK)

@@ -82,8 +82,7 @@ int ns_cmd_init(int argc, char **argv)
     }
     if (o.genesis) {
         size_t len = 0;
-        if (ns_file_read(o.genesis, NS_MAX_GENESIS_BYTES, &text, &len) !=
-            NS_OK)
+        if (ns_file_read(o.genesis, NS_MAX_GENESIS_BYTES, &text, &len) != NS_OK)
             goto out;
         if (ns_path_join(path, sizeof path, o.datadir, "genesis.ini") !=
                 NS_OK ||

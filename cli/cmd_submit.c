@@ -21,8 +21,8 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <sodium.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,9 +30,9 @@
 #include <unistd.h>
 
 #define S_MAX_BIDS 64
-#define S_ACCEPT_MS 5000   /* an awarded provider must accept within */
-#define S_FETCH_MS 60000   /* outputs must arrive within */
-#define S_WINDOW 8         /* output FETCHes in flight */
+#define S_ACCEPT_MS 5000 /* an awarded provider must accept within */
+#define S_FETCH_MS 60000 /* outputs must arrive within */
+#define S_WINDOW 8       /* output FETCHes in flight */
 #define S_BLOB_STATEMENT 255
 
 typedef enum {
@@ -47,9 +47,9 @@ typedef enum {
     R_FAILED,
 } s_phase_t;
 
-static const char *const s_phase_names[] = {
-    "join", "announce", "bidding", "accept", "running",
-    "fetch", "verify", "done", "failed"};
+static const char *const s_phase_names[] = {"join",   "announce", "bidding",
+                                            "accept", "running",  "fetch",
+                                            "verify", "done",     "failed"};
 
 typedef struct {
     /* settings */
@@ -88,7 +88,7 @@ typedef struct {
     ns_bid_t bids[S_MAX_BIDS];
     uint64_t bid_us[S_MAX_BIDS];
     uint32_t n_bids;
-    uint64_t job_seq;   /* our JOB entry's seq */
+    uint64_t job_seq; /* our JOB entry's seq */
     ns_bid_t winner;
     ns_hash_t award_id;
     /* outputs */
@@ -100,7 +100,7 @@ typedef struct {
     /* receipt */
     uint64_t t_start_ms, t_announce_ms, t_accept_ms, t_result_ms;
     uint64_t t_verified_ms;
-    uint32_t join_peers;    /* live peers at the last look */
+    uint32_t join_peers;     /* live peers at the last look */
     uint64_t join_stable_ms; /* since when that count holds */
     uint64_t match_ms, run_ms, verify_ms;
     uint64_t price, refund;
@@ -153,10 +153,10 @@ static void s_fail(s_req_t *q, const char *fmt, ...)
     q->stop = 1;
 }
 
-/* ---- ledger helpers --------------------------------------------------------- */
+/* ---- ledger helpers ---------------------------------------------------------
+ */
 
-static int s_append(s_req_t *q, uint8_t type, ns_entry_body_t *b,
-                    ns_hash_t id)
+static int s_append(s_req_t *q, uint8_t type, ns_entry_body_t *b, ns_hash_t id)
 {
     int rc = ns_ledger_sync_append(q->sync, q->me, type, b, true, id);
     if (rc != NS_OK)
@@ -234,7 +234,8 @@ static void s_explain(s_req_t *q)
     }
 }
 
-/* ---- handlers --------------------------------------------------------------- */
+/* ---- handlers ---------------------------------------------------------------
+ */
 
 static int s_on_bid(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
 {
@@ -289,8 +290,7 @@ static int s_on_fetch(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
 
 static void s_fetch_outputs(s_req_t *q);
 
-static int s_on_chunk(void *user, const ns_envelope_t *env,
-                      ns_p2p_src_t *src)
+static int s_on_chunk(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
 {
     (void)src;
     s_req_t *q = user;
@@ -327,8 +327,7 @@ static int s_on_chunk(void *user, const ns_envelope_t *env,
     return NS_OK;
 }
 
-static int s_on_ignore(void *user, const ns_envelope_t *env,
-                       ns_p2p_src_t *src)
+static int s_on_ignore(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
 {
     (void)user;
     (void)env;
@@ -336,7 +335,8 @@ static int s_on_ignore(void *user, const ns_envelope_t *env,
     return NS_OK; /* gossip of other jobs: pass it on */
 }
 
-/* ---- steps ------------------------------------------------------------------- */
+/* ---- steps
+ * ------------------------------------------------------------------- */
 
 static bool s_fetch_slot(s_req_t *q, uint32_t slot, uint32_t blob,
                          uint64_t total)
@@ -347,9 +347,9 @@ static bool s_fetch_slot(s_req_t *q, uint32_t slot, uint32_t blob,
         memcpy(c.job_id, q->job_id, NS_HASH_BYTES);
         c.blob = blob;
         c.offset = q->next[slot];
-        c.len = (uint32_t)(total - c.offset > NS_CHUNK_BYTES
-                               ? NS_CHUNK_BYTES
-                               : total - c.offset);
+        c.len =
+            (uint32_t)(total - c.offset > NS_CHUNK_BYTES ? NS_CHUNK_BYTES
+                                                         : total - c.offset);
         if (ns_fetch_encode(&c, &q->body) != NS_OK ||
             ns_p2p_send(q->p2p, q->winner.provider, NS_MSG_MKT_FETCH,
                         q->body.data, q->body.len) != NS_OK)
@@ -388,8 +388,8 @@ static void s_announce(s_req_t *q)
         s_fail(q, "cannot announce the job");
         return;
     }
-    s_say(q, "auction round %u: job %.16s announced, bids for %u ms",
-          q->round, q->job_hex, q->ann.bid_window_ms);
+    s_say(q, "auction round %u: job %.16s announced, bids for %u ms", q->round,
+          q->job_hex, q->ann.bid_window_ms);
     s_phase(q, R_BIDDING);
 }
 
@@ -426,8 +426,8 @@ static void s_award(s_req_t *q)
     uint8_t *je = NULL, *ae = NULL;
     size_t jl = 0, al = 0;
     if (ns_ledger_account(q->ledger, ns_identity_pk(q->me), &me) != NS_OK ||
-        ns_ledger_get(q->ledger, ns_identity_pk(q->me), q->job_seq, &je,
-                      &jl) != NS_OK ||
+        ns_ledger_get(q->ledger, ns_identity_pk(q->me), q->job_seq, &je, &jl) !=
+            NS_OK ||
         ns_ledger_get(q->ledger, ns_identity_pk(q->me), me.seq, &ae, &al) !=
             NS_OK) {
         free(je);
@@ -477,15 +477,14 @@ static void s_verify(s_req_t *q)
         return;
     }
     s_say(q, "outputs received; checking %u random items of %llu",
-          ns_job_checks(&q->spec.job) < q->n_items
-              ? ns_job_checks(&q->spec.job)
-              : (uint32_t)q->n_items,
+          ns_job_checks(&q->spec.job) < q->n_items ? ns_job_checks(&q->spec.job)
+                                                   : (uint32_t)q->n_items,
           (unsigned long long)q->n_items);
     randombytes_buf(q->secret, sizeof q->secret);
-    int rc = ns_spot_check(q->runner, &q->spec.job, q->desc_id, q->spec.inputs,
-                           q->spec.outputs, lj.root, q->secret,
-                           ns_job_checks(&q->spec.job), &q->check, err,
-                           sizeof err);
+    int rc =
+        ns_spot_check(q->runner, &q->spec.job, q->desc_id, q->spec.inputs,
+                      q->spec.outputs, lj.root, q->secret,
+                      ns_job_checks(&q->spec.job), &q->check, err, sizeof err);
     q->verify_ms = q->check.verify_us / 1000;
     if (rc == NS_ERR_PROOF) {
         /* The outputs are not the ones it committed to. */
@@ -524,9 +523,9 @@ static void s_verify(s_req_t *q)
     ns_fraud_proof_t proof;
     ns_buf_t packed;
     ns_buf_init(&packed);
-    rc = ns_fraud_build(&proof, &q->spec.job, q->desc_id, q->winner.provider,
-                        q->statement, NULL, q->spec.outputs,
-                        q->check.first_bad);
+    rc =
+        ns_fraud_build(&proof, &q->spec.job, q->desc_id, q->winner.provider,
+                       q->statement, NULL, q->spec.outputs, q->check.first_bad);
     if (rc == NS_OK)
         rc = ns_slash_proof_pack(&proof, q->spec.inputs, &packed);
     ns_fraud_release(&proof);
@@ -569,8 +568,9 @@ static void s_step(void *user, uint64_t now)
     if (q->stop)
         return;
     if (q->timeout_s && now - q->t_start_ms > q->timeout_s * 1000) {
-        s_fail(q, "gave up after %llu s in phase %s (resume with --resume "
-                  "%s)",
+        s_fail(q,
+               "gave up after %llu s in phase %s (resume with --resume "
+               "%s)",
                (unsigned long long)q->timeout_s, s_phase_names[q->phase],
                q->job_hex);
         return;
@@ -644,12 +644,10 @@ static void s_step(void *user, uint64_t now)
                 : s_fail(q, "cannot post the job");
             break;
         }
-        if (ns_ledger_account(q->ledger, ns_identity_pk(q->me), &me) ==
-            NS_OK)
+        if (ns_ledger_account(q->ledger, ns_identity_pk(q->me), &me) == NS_OK)
             q->job_seq = me.seq;
         s_say(q, "escrow of %llu credits locked (job entry %llu)",
-              (unsigned long long)q->max_price,
-              (unsigned long long)q->job_seq);
+              (unsigned long long)q->max_price, (unsigned long long)q->job_seq);
         s_announce(q);
         break;
     }
@@ -676,8 +674,9 @@ static void s_step(void *user, uint64_t now)
         if (!sodium_is_zero(lj.result_id, NS_HASH_BYTES)) {
             q->t_result_ms = now;
             q->run_ms = now - (q->t_accept_ms ? q->t_accept_ms : q->phase_ms);
-            s_say(q, "result committed (root %02x%02x%02x%02x...); fetching "
-                     "outputs",
+            s_say(q,
+                  "result committed (root %02x%02x%02x%02x...); fetching "
+                  "outputs",
                   lj.root[0], lj.root[1], lj.root[2], lj.root[3]);
             s_phase(q, R_FETCH);
             s_fetch_outputs(q);
@@ -712,7 +711,8 @@ static void s_step(void *user, uint64_t now)
     }
 }
 
-/* ---- setup ------------------------------------------------------------------ */
+/* ---- setup ------------------------------------------------------------------
+ */
 
 static const char s_usage[] =
     "usage: nightshift submit --datadir D --bootstrap ID@tcp://HOST:PORT\n"
@@ -805,8 +805,7 @@ static int s_parse(s_req_t *q, int argc, char **argv)
             if (rc == 1)
                 continue;
             if (rc == 0) {
-                ns_cli_error("submit", "unknown argument '%s' (see --help)",
-                             a);
+                ns_cli_error("submit", "unknown argument '%s' (see --help)", a);
                 return 2;
             }
             return -rc;
@@ -1029,8 +1028,9 @@ int ns_cmd_submit(int argc, char **argv)
     snprintf(path, sizeof path, "%s/node.lock", q->datadir);
     lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (lock_fd < 0 || flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
-        ns_cli_error("submit", "%s is in use (a node or another submit runs "
-                               "on it)",
+        ns_cli_error("submit",
+                     "%s is in use (a node or another submit runs "
+                     "on it)",
                      q->datadir);
         goto out;
     }
@@ -1049,8 +1049,7 @@ int ns_cmd_submit(int argc, char **argv)
                          q->nonce);
     ns_hex(q->job_hex, q->job_id, NS_HASH_BYTES);
     if (!q->resume && s_save(q) != NS_OK) {
-        ns_cli_error("submit", "cannot save the job under %s/jobs",
-                     q->datadir);
+        ns_cli_error("submit", "cannot save the job under %s/jobs", q->datadir);
         goto out;
     }
     snprintf(path, sizeof path, "%s/ledger", q->datadir);
@@ -1109,9 +1108,8 @@ int ns_cmd_submit(int argc, char **argv)
     q->ann.reqs = q->reqs;
     q->ann.max_price = q->max_price;
     q->ann.collateral = q->collateral;
-    q->ann.work_flops = q->spec.job.work_estimate
-                            ? q->spec.job.work_estimate
-                            : q->n_items * 1000;
+    q->ann.work_flops = q->spec.job.work_estimate ? q->spec.job.work_estimate
+                                                  : q->n_items * 1000;
     q->ann.n_items = q->n_items;
     for (uint32_t i = 0; i < q->spec.job.n_args; i++)
         if (q->spec.job.args[i].kind == NS_ARG_IN)

@@ -70,8 +70,9 @@ int ns_ctl_request(const char *datadir, const void *req, size_t req_len,
         size_t plen = strlen(ep + 6); /* <= 107: ns_ctl_endpoint checked */
         memcpy(sun.sun_path, ep + 6,
                plen < sizeof sun.sun_path ? plen : sizeof sun.sun_path - 1);
-        int refused = connect(probe, (struct sockaddr *)&sun, sizeof sun) != 0 &&
-                      errno == ECONNREFUSED;
+        int refused =
+            connect(probe, (struct sockaddr *)&sun, sizeof sun) != 0 &&
+            errno == ECONNREFUSED;
         close(probe);
         if (refused) {
             snprintf(err, errlen,

@@ -76,8 +76,8 @@ static void s_ctl_ledger(s_daemon_t *d, const char *cmd, ns_mpr_t *r,
     int rc = ns_ledger_sync_append(d->sync, d->me, type, &b, true, id);
     if (rc != NS_OK) {
         char why[160];
-        snprintf(why, sizeof why, "%s rejected: %s (%s)", cmd,
-                 ns_strerror(rc), ns_errname(rc));
+        snprintf(why, sizeof why, "%s rejected: %s (%s)", cmd, ns_strerror(rc),
+                 ns_errname(rc));
         msgpack_pack_false(pk);
         ns_mp_str(pk, why);
         return;
@@ -90,10 +90,10 @@ static void s_ctl_ledger(s_daemon_t *d, const char *cmd, ns_mpr_t *r,
     ns_mp_str(pk, "entry");
     ns_mp_str(pk, hex);
     ns_mp_str(pk, "seq");
-    msgpack_pack_uint64(pk, ns_ledger_account(d->ledger, ns_identity_pk(d->me),
-                                              &a) == NS_OK
-                                ? a.seq
-                                : 0);
+    msgpack_pack_uint64(
+        pk, ns_ledger_account(d->ledger, ns_identity_pk(d->me), &a) == NS_OK
+                ? a.seq
+                : 0);
 }
 
 static void s_ctl_reply(void *sock, msgpack_sbuffer *sb)
@@ -159,7 +159,7 @@ static void s_on_ctl(void *user, void *sock)
         char addr[NS_ADDR_MAX];
         ns_mpr_str(&r, addr, sizeof addr - 1);
         int rc = ns_mpr_end(&r) == NS_OK ? ns_p2p_connect(d->p2p, addr)
-                                          : NS_ERR_INVAL;
+                                         : NS_ERR_INVAL;
         if (rc == NS_OK) {
             msgpack_pack_true(&pk);
             ns_mp_str(&pk, "dialling");
@@ -173,8 +173,8 @@ static void s_on_ctl(void *user, void *sock)
         ns_mpr_bin_exact(&r, peer, NS_ID_BYTES);
         ns_mpr_uint(&r, &ms);
         int rc = ns_mpr_end(&r) != NS_OK || ms > 3600000 ? NS_ERR_INVAL
-                 : !d->test_network                     ? NS_ERR_STATE
-                    : ns_p2p_block(d->p2p, peer, (uint32_t)ms);
+                 : !d->test_network                      ? NS_ERR_STATE
+                                    : ns_p2p_block(d->p2p, peer, (uint32_t)ms);
         if (rc == NS_OK) {
             msgpack_pack_true(&pk);
             ns_mp_str(&pk, "blocked");
@@ -184,8 +184,7 @@ static void s_on_ctl(void *user, void *sock)
                                ? "block is for test networks only"
                                : ns_strerror(rc));
         }
-    } else if (strcmp(query, "transfer") == 0 ||
-               strcmp(query, "stake") == 0 ||
+    } else if (strcmp(query, "transfer") == 0 || strcmp(query, "stake") == 0 ||
                strcmp(query, "unstake") == 0) {
         s_ctl_ledger(d, query, &r, nargs, &pk);
     } else {
@@ -288,12 +287,12 @@ int ns_cmd_node(int argc, char **argv)
 
     rc = s_lock_datadir(o.datadir, &lock_fd);
     if (rc == NS_ERR_EXISTS) {
-        ns_cli_error(cmd, "another node is already running on %s",
-                     o.datadir);
+        ns_cli_error(cmd, "another node is already running on %s", o.datadir);
         goto out;
     } else if (rc != NS_OK) {
-        ns_cli_error(cmd, "cannot write to datadir %s: %s (run `nightshift "
-                          "init --datadir %s` first)",
+        ns_cli_error(cmd,
+                     "cannot write to datadir %s: %s (run `nightshift "
+                     "init --datadir %s` first)",
                      o.datadir,
                      rc == NS_ERR_TOOBIG ? "path too long" : strerror(errno),
                      o.datadir);
@@ -304,17 +303,17 @@ int ns_cmd_node(int argc, char **argv)
     rc = ns_identity_load(path, &id);
     if (rc != NS_OK) {
         ns_cli_error(cmd, "cannot load key %s: %s%s", path, ns_strerror(rc),
-                     rc == NS_ERR_PERM ? " (chmod 600 it)"
-                     : rc == NS_ERR_NOTFOUND
-                         ? " (run `nightshift init` first)"
-                         : "");
+                     rc == NS_ERR_PERM       ? " (chmod 600 it)"
+                     : rc == NS_ERR_NOTFOUND ? " (run `nightshift init` first)"
+                                             : "");
         goto out;
     }
     if (ns_path_join(path, sizeof path, o.datadir, "genesis.ini") != NS_OK)
         goto out;
     if (ns_genesis_load(path, &genesis, err, sizeof err) != NS_OK) {
-        ns_cli_error(cmd, "no usable genesis: %s (run `nightshift init "
-                          "--datadir %s --genesis FILE`)",
+        ns_cli_error(cmd,
+                     "no usable genesis: %s (run `nightshift init "
+                     "--datadir %s --genesis FILE`)",
                      err, o.datadir);
         goto out;
     }
@@ -322,8 +321,9 @@ int ns_cmd_node(int argc, char **argv)
     ns_fault_t fault;
     memset(&fault, 0, sizeof fault);
     if (o.fault && ns_fault_parse(o.fault, &fault) != NS_OK) {
-        ns_cli_error(cmd, "bad --fault '%s': lazy=R, garbage, silent or "
-                          "slow=X",
+        ns_cli_error(cmd,
+                     "bad --fault '%s': lazy=R, garbage, silent or "
+                     "slow=X",
                      o.fault);
         goto out;
     }
@@ -383,16 +383,16 @@ int ns_cmd_node(int argc, char **argv)
     }
     ns_slash_ctx_t slash_ctx = {&slash_worker, NULL, NULL};
     ns_ledger_set_verifier(ledger, ns_slash_verify, &slash_ctx);
-    ns_provider_opts_t po = {p2p, ledger, sync, id, &cfg, {0}, devs,
-                             n_devs, o.datadir, fault};
+    ns_provider_opts_t po = {p2p, ledger, sync,   id,        &cfg,
+                             {0}, devs,   n_devs, o.datadir, fault};
     memcpy(po.network_id, genesis.network_id, NS_HASH_BYTES);
     provider = ns_provider_new(&po, &rc);
     if (!provider) {
         ns_cli_error(cmd, "cannot start the provider: %s", ns_strerror(rc));
         goto out;
     }
-    s_daemon_t d = {p2p, genesis.test_network, ledger, sync, provider, id,
-                    o.datadir, ctl};
+    s_daemon_t d = {
+        p2p, genesis.test_network, ledger, sync, provider, id, o.datadir, ctl};
     if (ns_p2p_add_socket(p2p, ctl, s_on_ctl, &d) != NS_OK)
         goto out;
 

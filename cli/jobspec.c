@@ -26,8 +26,8 @@ void ns_jobspec_release(ns_jobspec_t *spec)
     memset(spec, 0, sizeof *spec);
 }
 
-int ns_jobspec_flag(ns_jobspec_t *spec, const char *cmd, int argc,
-                    char **argv, int *i)
+int ns_jobspec_flag(ns_jobspec_t *spec, const char *cmd, int argc, char **argv,
+                    int *i)
 {
     char err[512];
     if (strcmp(argv[*i], "--kernel") == 0 && *i + 1 < argc)
@@ -134,8 +134,7 @@ int ns_jobspec_write_outputs(ns_jobspec_t *spec, char *error, size_t errlen)
         int rc = ns_file_write_atomic(spec->out_paths[k], spec->outputs[k],
                                       (size_t)a->size, 0644);
         if (rc != NS_OK) {
-            snprintf(error, errlen,
-                     "arg %" PRIu32 ": cannot write '%s': %s", k,
+            snprintf(error, errlen, "arg %" PRIu32 ": cannot write '%s': %s", k,
                      spec->out_paths[k], ns_strerror(rc));
             return rc;
         }
@@ -152,12 +151,9 @@ void ns_cache_dir(char *dir, size_t cap)
     if (env && env[0])
         n = snprintf(dir, cap, "%s", env);
     else if (xdg && xdg[0] == '/')
-        n = snprintf(dir, cap,
-                     "%s/nightshift/programs", xdg);
+        n = snprintf(dir, cap, "%s/nightshift/programs", xdg);
     else if (home && home[0])
-        n = snprintf(dir, cap,
-                     "%s/.cache/nightshift/programs", home);
-    if (n < 0 || (size_t)n >= cap ||
-        ns_mkdir_p(dir, 0700) != NS_OK)
+        n = snprintf(dir, cap, "%s/.cache/nightshift/programs", home);
+    if (n < 0 || (size_t)n >= cap || ns_mkdir_p(dir, 0700) != NS_OK)
         dir[0] = '\0';
 }

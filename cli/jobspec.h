@@ -24,8 +24,8 @@ void ns_jobspec_release(ns_jobspec_t *spec);
 
 /* One JOB-FLAG at argv[*i]: 1 consumed (and *i advanced), 0 not a job
  * flag, -1 / -2 an error already printed (exit status 1 / 2). */
-int ns_jobspec_flag(ns_jobspec_t *spec, const char *cmd, int argc,
-                    char **argv, int *i);
+int ns_jobspec_flag(ns_jobspec_t *spec, const char *cmd, int argc, char **argv,
+                    int *i);
 
 /* After the flags: built-in source and entry, input files read and
  * hashed, descriptor finalised and validated. Returns an exit status

@@ -116,8 +116,7 @@ int ns_node_config(const ns_node_opts_t *o, ns_config_t *cfg, char *err,
             return NS_ERR_CONFIG;
     }
     if (o->log_level &&
-        ns_config_set(cfg, "log", "level", o->log_level, err, errlen) !=
-            NS_OK)
+        ns_config_set(cfg, "log", "level", o->log_level, err, errlen) != NS_OK)
         return NS_ERR_CONFIG;
     if (o->debug &&
         ns_config_set(cfg, "log", "debug", o->debug, err, errlen) != NS_OK)

@@ -13,7 +13,7 @@ typedef struct {
     const char *bootstrap[NS_MAX_BOOTSTRAP];
     int n_bootstrap;
     const char *config_file;
-    const char *genesis; /* init only */
+    const char *genesis;           /* init only */
     const char *sets[NS_MAX_SETS]; /* "section.key=value" */
     int n_sets;
     const char *log_level;

@@ -62,7 +62,8 @@ struct ns_provider {
     } stats;
 };
 
-/* ---- fault specs ----------------------------------------------------------- */
+/* ---- fault specs -----------------------------------------------------------
+ */
 
 int ns_fault_parse(const char *spec, ns_fault_t *f)
 {
@@ -88,7 +89,8 @@ int ns_fault_parse(const char *spec, ns_fault_t *f)
     return NS_ERR_INVAL;
 }
 
-/* ---- helpers ---------------------------------------------------------------- */
+/* ---- helpers ----------------------------------------------------------------
+ */
 
 static void s_job_clear(s_job_t *j)
 {
@@ -150,7 +152,8 @@ static void s_fail(ns_provider_t *p, s_job_t *j, const char *why)
     s_update_offer(p);
 }
 
-/* ---- bidding ------------------------------------------------------------------ */
+/* ---- bidding
+ * ------------------------------------------------------------------ */
 
 static int s_on_job(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
 {
@@ -251,8 +254,7 @@ static int s_on_job(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
 
 static void s_fetch_more(ns_provider_t *p, s_job_t *j);
 
-static int s_on_awarded(void *user, const ns_envelope_t *env,
-                        ns_p2p_src_t *src)
+static int s_on_awarded(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
 {
     (void)src;
     ns_provider_t *p = user;
@@ -434,7 +436,8 @@ static int s_on_chunk(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
     return NS_OK;
 }
 
-/* ---- run --------------------------------------------------------------------- */
+/* ---- run
+ * --------------------------------------------------------------------- */
 
 static int s_worker(ns_provider_t *p)
 {
@@ -443,8 +446,7 @@ static int s_worker(ns_provider_t *p)
     ns_worker_opts_t o;
     char cache[PATH_MAX];
     ns_worker_opts_init(&o);
-    if (ns_path_join(cache, sizeof cache, p->o.datadir, "programs") ==
-        NS_OK)
+    if (ns_path_join(cache, sizeof cache, p->o.datadir, "programs") == NS_OK)
         o.cache_dir = cache;
     o.timeout_ms = 10 * 60 * 1000;
     int rc = NS_OK;
@@ -523,12 +525,13 @@ static void s_finish(ns_provider_t *p, s_job_t *j)
     ns_info(NS_MOD_MARKET,
             "event=result job=%s items=%llu run_ms=%.1f fault=%s", jid,
             (unsigned long long)b.n_items, (double)j->res.wall_us / 1000.0,
-            p->o.fault.garbage     ? "garbage"
+            p->o.fault.garbage    ? "garbage"
             : p->o.fault.lazy > 0 ? "lazy"
-                                   : "none");
+                                  : "none");
 }
 
-/* ---- serving outputs ------------------------------------------------------ */
+/* ---- serving outputs ------------------------------------------------------
+ */
 
 static int s_on_fetch(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
 {
@@ -565,7 +568,8 @@ static int s_on_fetch(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
                         p->body.len);
 }
 
-/* ---- timer ------------------------------------------------------------------- */
+/* ---- timer
+ * ------------------------------------------------------------------- */
 
 static void s_on_timer(void *user, uint64_t now)
 {
@@ -605,9 +609,9 @@ static void s_on_timer(void *user, uint64_t now)
             }
             s_apply_fault(p, j);
             if (p->o.fault.slow > 1) {
-                j->release_ms = now + (uint64_t)((p->o.fault.slow - 1) *
-                                                 (double)j->res.wall_us /
-                                                 1000.0);
+                j->release_ms =
+                    now + (uint64_t)((p->o.fault.slow - 1) *
+                                     (double)j->res.wall_us / 1000.0);
                 s_set(j, PJ_HOLD);
                 break;
             }
@@ -622,10 +626,10 @@ static void s_on_timer(void *user, uint64_t now)
             /* Keep outputs while the requester may still need them: until
              * it settles or moves the job on (or the retention ends). */
             ns_ledger_job_t lj;
-            bool over = ns_ledger_job(p->o.ledger, j->ann.job_id, &lj) ==
-                            NS_OK &&
-                        (lj.state != NS_JOB_AWARDED ||
-                         memcmp(lj.award_id, j->award_id, NS_HASH_BYTES));
+            bool over =
+                ns_ledger_job(p->o.ledger, j->ann.job_id, &lj) == NS_OK &&
+                (lj.state != NS_JOB_AWARDED ||
+                 memcmp(lj.award_id, j->award_id, NS_HASH_BYTES));
             if ((over && now - j->since_ms > 5000) ||
                 now - j->since_ms > S_RETAIN_MS)
                 s_job_clear(j);
@@ -647,14 +651,15 @@ static void s_on_claim_timer(void *user, uint64_t now)
         ns_entry_body_t b;
         ns_hash_t id;
         memset(&b, 0, sizeof b);
-        if (ns_ledger_sync_append(p->o.sync, p->o.me, NS_ENTRY_STAKE, &b,
-                                  true, id) == NS_OK)
+        if (ns_ledger_sync_append(p->o.sync, p->o.me, NS_ENTRY_STAKE, &b, true,
+                                  id) == NS_OK)
             p->stats.claims++;
     }
     s_update_offer(p);
 }
 
-/* ---- life ------------------------------------------------------------------- */
+/* ---- life -------------------------------------------------------------------
+ */
 
 ns_provider_t *ns_provider_new(const ns_provider_opts_t *o, int *err)
 {
@@ -668,12 +673,12 @@ ns_provider_t *ns_provider_new(const ns_provider_opts_t *o, int *err)
     ns_buf_init(&p->body);
     int rc;
     if ((rc = ns_p2p_register(o->p2p, NS_MSG_MKT_JOB, true, s_on_job, p)) ||
-        (rc = ns_p2p_register(o->p2p, NS_MSG_MKT_AWARDED, false,
-                              s_on_awarded, p)) ||
-        (rc = ns_p2p_register(o->p2p, NS_MSG_MKT_FETCH, false, s_on_fetch,
+        (rc = ns_p2p_register(o->p2p, NS_MSG_MKT_AWARDED, false, s_on_awarded,
                               p)) ||
-        (rc = ns_p2p_register(o->p2p, NS_MSG_MKT_CHUNK, false, s_on_chunk,
-                              p)) ||
+        (rc =
+             ns_p2p_register(o->p2p, NS_MSG_MKT_FETCH, false, s_on_fetch, p)) ||
+        (rc =
+             ns_p2p_register(o->p2p, NS_MSG_MKT_CHUNK, false, s_on_chunk, p)) ||
         (rc = ns_p2p_add_timer(o->p2p, 25, s_on_timer, p)) ||
         (rc = ns_p2p_add_timer(o->p2p, 2000, s_on_claim_timer, p))) {
         *err = rc;
@@ -690,9 +695,8 @@ ns_provider_t *ns_provider_new(const ns_provider_opts_t *o, int *err)
         b.amount = o->cfg->stake - a.staked;
         if (b.amount > a.free)
             b.amount = a.free;
-        if (b.amount &&
-            ns_ledger_sync_append(o->sync, o->me, NS_ENTRY_STAKE, &b, true,
-                                  id) == NS_OK)
+        if (b.amount && ns_ledger_sync_append(o->sync, o->me, NS_ENTRY_STAKE,
+                                              &b, true, id) == NS_OK)
             ns_info(NS_MOD_MARKET, "event=staked amount=%llu",
                     (unsigned long long)b.amount);
     }

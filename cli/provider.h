@@ -14,10 +14,10 @@ typedef struct ns_provider ns_provider_t;
 
 /* Fault injection for test networks (`node --fault`): */
 typedef struct {
-    double lazy;      /* fraction of output items faked (0 = honest) */
-    bool garbage;     /* every output byte random */
-    bool silent;      /* accepts, never returns a result */
-    double slow;      /* result held back for slow x the run time */
+    double lazy;  /* fraction of output items faked (0 = honest) */
+    bool garbage; /* every output byte random */
+    bool silent;  /* accepts, never returns a result */
+    double slow;  /* result held back for slow x the run time */
 } ns_fault_t;
 
 /* Parse "lazy=R", "garbage", "silent", "slow=X". */

@@ -22,7 +22,8 @@ int ns_slash_proof_pack(const ns_fraud_proof_t *p, const ns_input_t *inputs,
             in_bytes += inputs[i].len;
             n_in++;
         }
-    if (w.err == NS_OK && out->len + in_bytes + 16 * n_in + 64 <= NS_MAX_PROOF) {
+    if (w.err == NS_OK &&
+        out->len + in_bytes + 16 * n_in + 64 <= NS_MAX_PROOF) {
         msgpack_pack_array(&pk, n_in);
         for (uint32_t i = 0; i < p->job.n_args; i++)
             if (p->job.args[i].kind == NS_ARG_IN)

@@ -95,11 +95,9 @@ int ns_config_set(ns_config_t *cfg, const char *section, const char *key,
         else
             snprintf(cfg->region, sizeof cfg->region, "%s", value);
     } else if (KEY("node", "price")) {
-        rc = ns_parse_u64(value, &cfg->price) == NS_OK ? NS_OK
-                                                         : NS_ERR_CONFIG;
+        rc = ns_parse_u64(value, &cfg->price) == NS_OK ? NS_OK : NS_ERR_CONFIG;
     } else if (KEY("node", "stake")) {
-        rc = ns_parse_u64(value, &cfg->stake) == NS_OK ? NS_OK
-                                                         : NS_ERR_CONFIG;
+        rc = ns_parse_u64(value, &cfg->stake) == NS_OK ? NS_OK : NS_ERR_CONFIG;
     } else if (KEY("node", "slots")) {
         rc = s_u32(value, 0, 1024, &cfg->slots);
     } else if (KEY("log", "level")) {
@@ -139,12 +137,11 @@ static int s_ini_handler(void *user, const char *section, const char *name,
      * first reason too. */
     bool first = ctx->err[0] == '\0';
     return ns_config_set(ctx->cfg, section, name, value,
-                         first ? ctx->err : NULL, first ? ctx->errlen : 0) ==
-           NS_OK;
+                         first ? ctx->err : NULL,
+                         first ? ctx->errlen : 0) == NS_OK;
 }
 
-int ns_config_load(ns_config_t *cfg, const char *path, char *err,
-                   size_t errlen)
+int ns_config_load(ns_config_t *cfg, const char *path, char *err, size_t errlen)
 {
     uint8_t *text = NULL;
     size_t len = 0;

@@ -53,8 +53,7 @@ static int s_handler(void *user, const char *section, const char *key,
     if (strcmp(section, "alloc") == 0) {
         ns_alloc_t a;
         if (ns_id_parse(key, a.id) != NS_OK) {
-            snprintf(c->err, c->errlen, "alloc: '%.60s' is not a node id",
-                     key);
+            snprintf(c->err, c->errlen, "alloc: '%.60s' is not a node id", key);
             return 0;
         }
         if (ns_parse_u64(value, &a.credits) != NS_OK ||
@@ -75,8 +74,8 @@ static int s_handler(void *user, const char *section, const char *key,
                 return 0;
             }
         if ((g->n_allocs & 63) == 0) {
-            ns_alloc_t *na = realloc(g->allocs, (g->n_allocs + 64) *
-                                                    sizeof *na);
+            ns_alloc_t *na =
+                realloc(g->allocs, (g->n_allocs + 64) * sizeof *na);
             if (!na) {
                 snprintf(c->err, c->errlen, "out of memory");
                 return 0;
@@ -128,8 +127,7 @@ int ns_genesis_parse(const uint8_t *text, size_t len, ns_genesis_t *g,
     return NS_OK;
 }
 
-int ns_genesis_load(const char *path, ns_genesis_t *g, char *err,
-                    size_t errlen)
+int ns_genesis_load(const char *path, ns_genesis_t *g, char *err, size_t errlen)
 {
     uint8_t *text = NULL;
     size_t len = 0;
@@ -151,8 +149,7 @@ void ns_genesis_release(ns_genesis_t *g)
 }
 
 int ns_genesis_write(const char *path, const char *name, bool test_network,
-                     uint64_t created_ms, const ns_alloc_t *allocs,
-                     uint32_t n)
+                     uint64_t created_ms, const ns_alloc_t *allocs, uint32_t n)
 {
     size_t cap = 256 + (size_t)n * (NS_ID_TEXT_LEN + 32);
     char *text = malloc(cap);
@@ -163,8 +160,7 @@ int ns_genesis_write(const char *path, const char *name, bool test_network,
         "; nightshift genesis: every node of the network holds this exact "
         "file\n[network]\nname = %s\ntest_network = %s\ncreated_ms = "
         "%llu\n[alloc]\n",
-        name, test_network ? "true" : "false",
-        (unsigned long long)created_ms);
+        name, test_network ? "true" : "false", (unsigned long long)created_ms);
     for (uint32_t i = 0; i < n && len < cap; i++) {
         char id[NS_ID_TEXT_LEN + 1];
         ns_id_text(id, allocs[i].id);
@@ -180,8 +176,8 @@ int ns_genesis_write(const char *path, const char *name, bool test_network,
      * oversized total would not load. */
     ns_genesis_t check;
     char why[160];
-    int rc = ns_genesis_parse((const uint8_t *)text, len, &check, why,
-                              sizeof why);
+    int rc =
+        ns_genesis_parse((const uint8_t *)text, len, &check, why, sizeof why);
     if (rc == NS_OK) {
         if (check.n_allocs != n || strcmp(check.name, name) != 0)
             rc = NS_ERR_INVAL;

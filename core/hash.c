@@ -25,8 +25,7 @@ void ns_merkle_leaf(ns_hash_t out, const void *data, size_t len)
     ns_hash2(out, &tag, 1, data, len);
 }
 
-void ns_merkle_node(ns_hash_t out, const ns_hash_t left,
-                    const ns_hash_t right)
+void ns_merkle_node(ns_hash_t out, const ns_hash_t left, const ns_hash_t right)
 {
     uint8_t buf[1 + 2 * NS_HASH_BYTES];
     buf[0] = 0x01;
@@ -135,8 +134,7 @@ int ns_merkle_verify(const ns_hash_t root, const ns_hash_t leaf, size_t index,
             ns_merkle_node(cur, cur, path[d]);
         d++;
     }
-    return sodium_memcmp(cur, root, NS_HASH_BYTES) == 0 ? NS_OK
-                                                        : NS_ERR_PROOF;
+    return sodium_memcmp(cur, root, NS_HASH_BYTES) == 0 ? NS_OK : NS_ERR_PROOF;
 }
 
 int ns_merkle_root_of(ns_hash_t root, const ns_hash_t *leaves, size_t n)

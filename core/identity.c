@@ -56,9 +56,9 @@ int ns_identity_save(const ns_identity_t *id, const char *path)
     int rc = NS_OK;
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) {
-        rc = errno == EEXIST                      ? NS_ERR_EXISTS
+        rc = errno == EEXIST                     ? NS_ERR_EXISTS
              : errno == EACCES || errno == EROFS ? NS_ERR_PERM
-                                                  : NS_ERR_IO;
+                                                 : NS_ERR_IO;
         goto out;
     }
     if (write(fd, text, KEY_FILE_LEN) != (ssize_t)KEY_FILE_LEN ||
@@ -79,7 +79,7 @@ int ns_identity_load(const char *path, ns_identity_t **out)
     *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)
-        return errno == ENOENT ? NS_ERR_NOTFOUND
+        return errno == ENOENT   ? NS_ERR_NOTFOUND
                : errno == EACCES ? NS_ERR_PERM
                                  : NS_ERR_IO;
     int rc = NS_ERR_CORRUPT;
@@ -132,8 +132,7 @@ void ns_identity_sign(const ns_identity_t *id, const uint8_t *msg, size_t len,
     crypto_sign_detached(sig, NULL, msg, len, id->sk);
 }
 
-int ns_identity_curve(const ns_identity_t *id, uint8_t pub[32],
-                      uint8_t sec[32])
+int ns_identity_curve(const ns_identity_t *id, uint8_t pub[32], uint8_t sec[32])
 {
     if (crypto_sign_ed25519_pk_to_curve25519(pub, id->pk) != 0 ||
         crypto_sign_ed25519_sk_to_curve25519(sec, id->sk) != 0)
@@ -143,13 +142,12 @@ int ns_identity_curve(const ns_identity_t *id, uint8_t pub[32],
 
 int ns_id_curve_pk(const uint8_t pk[NS_ID_BYTES], uint8_t out[32])
 {
-    return crypto_sign_ed25519_pk_to_curve25519(out, pk) == 0
-               ? NS_OK
-               : NS_ERR_CRYPTO;
+    return crypto_sign_ed25519_pk_to_curve25519(out, pk) == 0 ? NS_OK
+                                                              : NS_ERR_CRYPTO;
 }
 
-int ns_sig_verify(const uint8_t pk[NS_ID_BYTES], const uint8_t *msg,
-                  size_t len, const uint8_t sig[NS_SIG_BYTES])
+int ns_sig_verify(const uint8_t pk[NS_ID_BYTES], const uint8_t *msg, size_t len,
+                  const uint8_t sig[NS_SIG_BYTES])
 {
     return crypto_sign_verify_detached(sig, msg, len, pk) == 0 ? NS_OK
                                                                : NS_ERR_SIG;
@@ -162,8 +160,7 @@ void ns_id_text(char out[NS_ID_TEXT_LEN + 1], const uint8_t pk[NS_ID_BYTES])
 
 int ns_id_parse(const char *text, uint8_t pk[NS_ID_BYTES])
 {
-    return ns_unbase32(pk, NS_ID_BYTES, text) == NS_OK ? NS_OK
-                                                       : NS_ERR_ADDR;
+    return ns_unbase32(pk, NS_ID_BYTES, text) == NS_OK ? NS_OK : NS_ERR_ADDR;
 }
 
 void ns_id_short(char out[NS_ID_SHORT_LEN + 1], const uint8_t pk[NS_ID_BYTES])

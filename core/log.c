@@ -10,11 +10,10 @@
 ns_log_level ns_log_threshold = NS_LOG_INFO;
 uint32_t ns_log_debug_mask = 0;
 
-static const char *const s_level_names[] = {"error", "warn", "info",
-                                            "debug"};
+static const char *const s_level_names[] = {"error", "warn", "info", "debug"};
 static const char *const s_module_names[NS_MOD_COUNT] = {
-    "core", "wire",  "net",    "peers",  "gossip", "node",
-    "ctl",  "exec",  "ledger", "market", "cli",
+    "core", "wire", "net",    "peers",  "gossip", "node",
+    "ctl",  "exec", "ledger", "market", "cli",
 };
 
 const char *ns_log_module_name(ns_log_module mod)

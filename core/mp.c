@@ -113,15 +113,40 @@ int ns_mpr_int(ns_mpr_t *r, int64_t *v)
     size_t size;
     int is_signed;
     switch (tag) {
-    case 0xcc: size = 1; is_signed = 0; break;
-    case 0xcd: size = 2; is_signed = 0; break;
-    case 0xce: size = 4; is_signed = 0; break;
-    case 0xcf: size = 8; is_signed = 0; break;
-    case 0xd0: size = 1; is_signed = 1; break;
-    case 0xd1: size = 2; is_signed = 1; break;
-    case 0xd2: size = 4; is_signed = 1; break;
-    case 0xd3: size = 8; is_signed = 1; break;
-    default: return s_fail(r, NS_ERR_TYPE);
+    case 0xcc:
+        size = 1;
+        is_signed = 0;
+        break;
+    case 0xcd:
+        size = 2;
+        is_signed = 0;
+        break;
+    case 0xce:
+        size = 4;
+        is_signed = 0;
+        break;
+    case 0xcf:
+        size = 8;
+        is_signed = 0;
+        break;
+    case 0xd0:
+        size = 1;
+        is_signed = 1;
+        break;
+    case 0xd1:
+        size = 2;
+        is_signed = 1;
+        break;
+    case 0xd2:
+        size = 4;
+        is_signed = 1;
+        break;
+    case 0xd3:
+        size = 8;
+        is_signed = 1;
+        break;
+    default:
+        return s_fail(r, NS_ERR_TYPE);
     }
     s_take(r, 1);
     const uint8_t *p = s_take(r, size);
@@ -152,11 +177,20 @@ int ns_mpr_uint(ns_mpr_t *r, uint64_t *v)
     }
     size_t size;
     switch (tag) {
-    case 0xcc: size = 1; break;
-    case 0xcd: size = 2; break;
-    case 0xce: size = 4; break;
-    case 0xcf: size = 8; break;
-    default: return s_fail(r, NS_ERR_TYPE);
+    case 0xcc:
+        size = 1;
+        break;
+    case 0xcd:
+        size = 2;
+        break;
+    case 0xce:
+        size = 4;
+        break;
+    case 0xcf:
+        size = 8;
+        break;
+    default:
+        return s_fail(r, NS_ERR_TYPE);
     }
     s_take(r, 1);
     const uint8_t *p = s_take(r, size);
@@ -319,8 +353,6 @@ int ns_buf_append(ns_buf_t *b, const void *data, size_t len)
     b->len += len;
     return NS_OK;
 }
-
-
 
 static int s_write_cb(void *data, const char *buf, size_t len)
 {

@@ -123,8 +123,7 @@ int ns_unbase32(uint8_t *out, size_t n, const char *in)
     return o == n ? NS_OK : NS_ERR_INVAL;
 }
 
-int ns_file_read(const char *path, size_t max_bytes, uint8_t **out,
-                 size_t *len)
+int ns_file_read(const char *path, size_t max_bytes, uint8_t **out, size_t *len)
 {
     int rc = NS_ERR_IO;
     uint8_t *buf = NULL;
@@ -233,8 +232,7 @@ int ns_mkdir_p(const char *path, unsigned mode)
             continue;
         *p = '\0';
         if (mkdir(buf, mode) != 0 && errno != EEXIST)
-            return errno == EACCES || errno == EROFS ? NS_ERR_PERM
-                                                      : NS_ERR_IO;
+            return errno == EACCES || errno == EROFS ? NS_ERR_PERM : NS_ERR_IO;
         *p = '/';
     }
     if (mkdir(buf, mode) != 0 && errno != EEXIST)

@@ -46,8 +46,7 @@ const char *ns_wire_type_name(uint32_t type)
 static void s_message_digest(const uint8_t *signed_part, size_t len,
                              ns_hash_t id)
 {
-    ns_hash2(id, NS_WIRE_DOMAIN, sizeof(NS_WIRE_DOMAIN) - 1, signed_part,
-             len);
+    ns_hash2(id, NS_WIRE_DOMAIN, sizeof(NS_WIRE_DOMAIN) - 1, signed_part, len);
 }
 
 int ns_envelope_encode(const ns_identity_t *id, uint8_t type,
@@ -139,8 +138,7 @@ int ns_envelope_verify(const ns_envelope_t *env)
     if (!msg)
         return NS_ERR_NOMEM;
     memcpy(msg, NS_WIRE_DOMAIN, sizeof(NS_WIRE_DOMAIN) - 1);
-    memcpy(msg + sizeof(NS_WIRE_DOMAIN) - 1, env->signed_part,
-           env->signed_len);
+    memcpy(msg + sizeof(NS_WIRE_DOMAIN) - 1, env->signed_part, env->signed_len);
     int rc = ns_sig_verify(env->sender, msg, n, env->sig);
     if (msg != stackbuf)
         free(msg);

@@ -31,9 +31,9 @@ static uint8_t *s_preimage(const ns_hash_t network_id, const uint8_t *part,
 
 int ns_entry_encode(const ns_identity_t *author, const ns_hash_t network_id,
                     uint64_t seq, const ns_hash_t prev, uint8_t type,
-                    const uint8_t *body, size_t body_len,
-                    const uint8_t *refs, uint32_t n_refs,
-                    uint64_t timestamp_ms, ns_buf_t *out, ns_hash_t id)
+                    const uint8_t *body, size_t body_len, const uint8_t *refs,
+                    uint32_t n_refs, uint64_t timestamp_ms, ns_buf_t *out,
+                    ns_hash_t id)
 {
     if (body_len > NS_MAX_ENTRY_BODY || n_refs > NS_MAX_REFS)
         return NS_ERR_TOOBIG;
@@ -53,8 +53,8 @@ int ns_entry_encode(const ns_identity_t *author, const ns_hash_t network_id,
     if (w.err != NS_OK)
         return w.err;
     size_t n = 0;
-    uint8_t *m = s_preimage(network_id, out->data + start, out->len - start,
-                            &n);
+    uint8_t *m =
+        s_preimage(network_id, out->data + start, out->len - start, &n);
     if (!m)
         return NS_ERR_NOMEM;
     uint8_t sig[NS_SIG_BYTES];
@@ -65,8 +65,8 @@ int ns_entry_encode(const ns_identity_t *author, const ns_hash_t network_id,
     return w.err;
 }
 
-static int s_decode(const uint8_t *buf, size_t len,
-                    const ns_hash_t network_id, ns_entry_t *e, bool verify)
+static int s_decode(const uint8_t *buf, size_t len, const ns_hash_t network_id,
+                    ns_entry_t *e, bool verify)
 {
     memset(e, 0, sizeof *e);
     if (len > NS_MAX_ENTRY_BYTES)
@@ -120,8 +120,8 @@ int ns_entry_parse(const uint8_t *buf, size_t len, const ns_hash_t network_id,
     return s_decode(buf, len, network_id, e, false);
 }
 
-int ns_entry_decode(const uint8_t *buf, size_t len,
-                    const ns_hash_t network_id, ns_entry_t *e)
+int ns_entry_decode(const uint8_t *buf, size_t len, const ns_hash_t network_id,
+                    ns_entry_t *e)
 {
     return s_decode(buf, len, network_id, e, true);
 }
@@ -202,8 +202,7 @@ static void s_read_bid(ns_mpr_t *r, ns_bid_t *b)
 
 /* ---- bodies ------------------------------------------------------------ */
 
-int ns_entry_body_encode(uint8_t type, const ns_entry_body_t *b,
-                         ns_buf_t *out)
+int ns_entry_body_encode(uint8_t type, const ns_entry_body_t *b, ns_buf_t *out)
 {
     ns_mp_writer_t w;
     msgpack_packer pk;

@@ -31,9 +31,9 @@ enum { CREDIT_OPEN = 0, CREDIT_CLAIMED = 1 };
 enum { LOCK_LOCKED = 1, LOCK_RELEASED = 2, LOCK_BURNED = 3 };
 
 typedef struct {
-    uint64_t amount;          /* free credits */
-    ns_hash_t release_award;  /* zero, or: release the lock of this award */
-    uint8_t state;            /* CREDIT_* */
+    uint64_t amount;         /* free credits */
+    ns_hash_t release_award; /* zero, or: release the lock of this award */
+    uint8_t state;           /* CREDIT_* */
 } s_credit_rec;
 
 typedef struct {
@@ -191,8 +191,8 @@ static int s_entry_load(MDB_txn *t, ns_ledger_t *l, const ns_hash_t id,
     return rc == NS_OK ? NS_OK : NS_ERR_CORRUPT;
 }
 
-static void s_digest_step(ns_hash_t digest, const uint8_t *author,
-                          uint64_t seq, const ns_hash_t head)
+static void s_digest_step(ns_hash_t digest, const uint8_t *author, uint64_t seq,
+                          const ns_hash_t head)
 {
     uint8_t buf[72], h[NS_HASH_BYTES];
     s_chain_key(buf, author, seq);
@@ -202,7 +202,8 @@ static void s_digest_step(ns_hash_t digest, const uint8_t *author,
         digest[i] ^= h[i];
 }
 
-/* ---- the rules ------------------------------------------------------------ */
+/* ---- the rules ------------------------------------------------------------
+ */
 
 /* Take in the credits listed in refs. */
 static int s_apply_refs(MDB_txn *t, ns_ledger_t *l, const ns_entry_t *e,
@@ -258,8 +259,7 @@ static int s_apply_refs(MDB_txn *t, ns_ledger_t *l, const ns_entry_t *e,
             if (rc != NS_OK)
                 return rc;
         }
-        if ((rc = s_put(t, l->credits, key, sizeof key, &c, sizeof c)) !=
-            NS_OK)
+        if ((rc = s_put(t, l->credits, key, sizeof key, &c, sizeof c)) != NS_OK)
             return rc;
     }
     return NS_OK;
@@ -424,8 +424,7 @@ static int s_apply_body(MDB_txn *t, ns_ledger_t *l, const ns_entry_t *e,
         s_key2(key, e->author, b.ref_id);
         s_lock_rec prior;
         if (s_get(t, l->pjobs, key, sizeof key, &pj, sizeof pj) == NS_OK ||
-            s_get(t, l->locks, key, sizeof key, &prior, sizeof prior) ==
-                NS_OK)
+            s_get(t, l->locks, key, sizeof key, &prior, sizeof prior) == NS_OK)
             return NS_ERR_JOBSTATE; /* accepted already, or released */
         if (a->staked < job.collateral)
             return NS_ERR_FUNDS;
@@ -456,8 +455,7 @@ static int s_apply_body(MDB_txn *t, ns_ledger_t *l, const ns_entry_t *e,
         uint8_t key[64];
         s_pjob_rec pj;
         s_key2(key, e->author, ab.ref_id);
-        if ((rc = s_get(t, l->pjobs, key, sizeof key, &pj, sizeof pj)) !=
-            NS_OK)
+        if ((rc = s_get(t, l->pjobs, key, sizeof key, &pj, sizeof pj)) != NS_OK)
             return rc == NS_ERR_NOTFOUND ? NS_ERR_JOBSTATE : rc;
         if (!s_is_zero(pj.result_id))
             return NS_ERR_JOBSTATE; /* one RESULT per accept */
@@ -479,8 +477,8 @@ static int s_apply_body(MDB_txn *t, ns_ledger_t *l, const ns_entry_t *e,
         ns_entry_t re;
         ns_entry_body_t rb;
         ns_hash_t award;
-        if ((rc = s_result_award(t, l, b.ref_id, b.job_id, &re, &rb,
-                                 award)) != NS_OK)
+        if ((rc = s_result_award(t, l, b.ref_id, b.job_id, &re, &rb, award)) !=
+            NS_OK)
             return rc;
         if ((rc = s_job_get(t, l, b.job_id, &job)) != NS_OK)
             return rc;
@@ -516,8 +514,8 @@ static int s_apply_body(MDB_txn *t, ns_ledger_t *l, const ns_entry_t *e,
                 prov.locked_collateral -= lock.amount;
                 l->totals.burned += lock.amount;
                 lock.state = LOCK_BURNED;
-                if ((rc = s_put(t, l->locks, lk, sizeof lk, &lock,
-                                sizeof lock)))
+                if ((rc =
+                         s_put(t, l->locks, lk, sizeof lk, &lock, sizeof lock)))
                     return rc;
             }
             prov.jobs_slashed++;
@@ -564,8 +562,8 @@ static int s_apply_body(MDB_txn *t, ns_ledger_t *l, const ns_entry_t *e,
                 prov.locked_collateral -= penalty;
                 lock.amount -= penalty;
                 l->totals.burned += penalty;
-                if ((rc = s_put(t, l->locks, lk, sizeof lk, &lock,
-                                sizeof lock)))
+                if ((rc =
+                         s_put(t, l->locks, lk, sizeof lk, &lock, sizeof lock)))
                     return rc;
             }
             prov.jobs_cancelled++;
@@ -709,8 +707,7 @@ static int s_store(ns_ledger_t *l, const uint8_t *buf, size_t len,
             bool first_fork = !a.banned;
             a.banned = true;
             if (s_account_put(child, l, &a) == NS_OK &&
-                s_put(child, l->forks, e->author, 32, &f, sizeof f) ==
-                    NS_OK &&
+                s_put(child, l->forks, e->author, 32, &f, sizeof f) == NS_OK &&
                 s_put(child, l->forkentries, e->id, 32, buf, len) == NS_OK &&
                 mdb_txn_commit(child) == MDB_SUCCESS) {
                 l->dirty = true;
@@ -815,13 +812,11 @@ static int s_ingest_one(ns_ledger_t *l, const uint8_t *buf, size_t len,
         return NS_OK;
     }
     if (rc == NS_ERR_GAP || rc == NS_ERR_MISSING) {
-        s_pending_add(l, buf, len, e, rc == NS_ERR_MISSING ? l->missing
-                                                           : NULL);
+        s_pending_add(l, buf, len, e, rc == NS_ERR_MISSING ? l->missing : NULL);
         if (missing_author && rc == NS_ERR_GAP) {
             ns_account_t a;
             memcpy(missing_author, e->author, 32);
-            if (missing_seq &&
-                ns_ledger_account(l, e->author, &a) == NS_OK)
+            if (missing_seq && ns_ledger_account(l, e->author, &a) == NS_OK)
                 *missing_seq = a.seq + 1;
         }
         return rc;
@@ -855,15 +850,13 @@ int ns_ledger_append(ns_ledger_t *l, const ns_identity_t *me, uint8_t type,
     uint64_t ts = ns_now_ms();
     if (ts < a.head_timestamp_ms)
         ts = a.head_timestamp_ms;
-    rc = ns_entry_encode(me, l->network_id, a.seq + 1,
-                         a.seq ? a.head : s_zero, type, bb.data, bb.len, refs,
-                         n_refs, ts, out, id);
+    rc = ns_entry_encode(me, l->network_id, a.seq + 1, a.seq ? a.head : s_zero,
+                         type, bb.data, bb.len, refs, n_refs, ts, out, id);
     ns_buf_release(&bb);
     if (rc != NS_OK)
         return rc;
     ns_entry_t e;
-    if ((rc = ns_entry_decode(out->data, out->len, l->network_id, &e)) !=
-        NS_OK)
+    if ((rc = ns_entry_decode(out->data, out->len, l->network_id, &e)) != NS_OK)
         return rc;
     if ((rc = s_store(l, out->data, out->len, &e)) != NS_OK) {
         l->rejected[-rc < NS_ERR_COUNT ? -rc : 0]++;
@@ -905,8 +898,7 @@ int ns_ledger_check_conservation(ns_ledger_t *l, uint64_t *sum)
     if (rc != NS_OK)
         return rc;
     s_totals_t totals = l->totals;
-    if (own && s_get(t, l->meta, "totals", 6, &totals, sizeof totals) !=
-                   NS_OK)
+    if (own && s_get(t, l->meta, "totals", 6, &totals, sizeof totals) != NS_OK)
         rc = NS_ERR_CORRUPT;
     uint64_t s = 0;
     if (rc == NS_OK && mdb_cursor_open(t, l->accounts, &c) == MDB_SUCCESS) {
@@ -966,8 +958,9 @@ static ns_ledger_t *s_open(const char *dir, const ns_genesis_t *g,
         (ns_path_join(datafile, sizeof datafile, dir, "data.mdb") != NS_OK ||
          access(datafile, R_OK) != 0)) {
         r = NS_ERR_NOTFOUND;
-        snprintf(err, errlen, "no ledger in %s yet (it is created when the "
-                              "node first starts)",
+        snprintf(err, errlen,
+                 "no ledger in %s yet (it is created when the "
+                 "node first starts)",
                  dir);
         goto fail;
     }
@@ -979,16 +972,16 @@ static ns_ledger_t *s_open(const char *dir, const ns_genesis_t *g,
         goto fail;
     mdb_env_set_maxdbs(l->env, 16);
     mdb_env_set_mapsize(l->env, NS_LEDGER_MAP_BYTES);
-    int mrc = mdb_env_open(l->env, dir,
-                           MDB_NOTLS | (readonly ? MDB_RDONLY : 0), 0600);
+    int mrc = mdb_env_open(l->env, dir, MDB_NOTLS | (readonly ? MDB_RDONLY : 0),
+                           0600);
     if (mrc != MDB_SUCCESS) {
         r = s_mdb(mrc);
         snprintf(err, errlen, "cannot open ledger %s: %s", dir,
                  mdb_strerror(mrc));
         goto fail;
     }
-    if ((mrc = mdb_txn_begin(l->env, NULL, readonly ? MDB_RDONLY : 0,
-                             &t)) != MDB_SUCCESS) {
+    if ((mrc = mdb_txn_begin(l->env, NULL, readonly ? MDB_RDONLY : 0, &t)) !=
+        MDB_SUCCESS) {
         r = s_mdb(mrc);
         snprintf(err, errlen, "ledger %s: %s", dir, mdb_strerror(mrc));
         goto fail;
@@ -996,11 +989,16 @@ static ns_ledger_t *s_open(const char *dir, const ns_genesis_t *g,
     struct {
         const char *name;
         MDB_dbi *dbi;
-    } dbs[] = {{"entries", &l->entries}, {"chain", &l->chain},
-               {"accounts", &l->accounts}, {"credits", &l->credits},
-               {"locks", &l->locks}, {"pjobs", &l->pjobs},
-               {"jobs", &l->jobs}, {"forks", &l->forks},
-               {"forkentries", &l->forkentries}, {"meta", &l->meta}};
+    } dbs[] = {{"entries", &l->entries},
+               {"chain", &l->chain},
+               {"accounts", &l->accounts},
+               {"credits", &l->credits},
+               {"locks", &l->locks},
+               {"pjobs", &l->pjobs},
+               {"jobs", &l->jobs},
+               {"forks", &l->forks},
+               {"forkentries", &l->forkentries},
+               {"meta", &l->meta}};
     for (size_t i = 0; i < sizeof dbs / sizeof dbs[0]; i++)
         if ((mrc = mdb_dbi_open(t, dbs[i].name, readonly ? 0 : MDB_CREATE,
                                 dbs[i].dbi)) != MDB_SUCCESS) {
@@ -1096,14 +1094,14 @@ void ns_ledger_close(ns_ledger_t **pl)
     *pl = NULL;
 }
 
-void ns_ledger_set_verifier(ns_ledger_t *l, ns_slash_verifier_fn fn,
-                            void *user)
+void ns_ledger_set_verifier(ns_ledger_t *l, ns_slash_verifier_fn fn, void *user)
 {
     l->verifier = fn;
     l->verifier_user = user;
 }
 
-/* ---- queries -------------------------------------------------------------- */
+/* ---- queries --------------------------------------------------------------
+ */
 
 int ns_ledger_account(ns_ledger_t *l, const uint8_t id[NS_ID_BYTES],
                       ns_account_t *out)
@@ -1211,8 +1209,7 @@ int ns_ledger_get(ns_ledger_t *l, const uint8_t author[NS_ID_BYTES],
 }
 
 void ns_ledger_each_account(ns_ledger_t *l,
-                            bool (*fn)(void *u, const ns_account_t *a),
-                            void *u)
+                            bool (*fn)(void *u, const ns_account_t *a), void *u)
 {
     MDB_txn *t;
     bool own;
@@ -1275,8 +1272,8 @@ void ns_ledger_stats(ns_ledger_t *l, ns_ledger_stats_t *s)
     if (l->readonly) { /* another process writes: read the latest */
         MDB_txn *t;
         if (mdb_txn_begin(l->env, NULL, MDB_RDONLY, &t) == MDB_SUCCESS) {
-            if (s_get(t, l->meta, "totals", 6, &l->totals,
-                      sizeof l->totals) != NS_OK)
+            if (s_get(t, l->meta, "totals", 6, &l->totals, sizeof l->totals) !=
+                NS_OK)
                 memset(&l->totals, 0, sizeof l->totals);
             mdb_txn_abort(t);
         }

@@ -9,7 +9,7 @@
 struct ns_ledger_sync {
     ns_p2p_t *p2p;
     ns_ledger_t *ledger;
-    bool dirty;         /* entries ingested since the last commit */
+    bool dirty; /* entries ingested since the last commit */
     ns_buf_t body;
     ns_buf_t entry;
     struct {
@@ -134,8 +134,11 @@ static int s_on_heads_req(void *user, const ns_envelope_t *env,
     if (ns_mpr_end(&r) != NS_OK)
         return r.err;
     s_commit(s);
-    s_heads_t c = {start, malloc((size_t)NS_SYNC_HEADS_MAX * NS_ID_BYTES),
-                   malloc(NS_SYNC_HEADS_MAX * sizeof(uint64_t)), 0, false,
+    s_heads_t c = {start,
+                   malloc((size_t)NS_SYNC_HEADS_MAX * NS_ID_BYTES),
+                   malloc(NS_SYNC_HEADS_MAX * sizeof(uint64_t)),
+                   0,
+                   false,
                    {0}};
     int rc = NS_ERR_NOMEM;
     if (c.ids && c.seqs) {
@@ -177,8 +180,7 @@ static int s_send_heads_req(ns_ledger_sync_t *s, const uint8_t *peer,
                        s->body.len);
 }
 
-static int s_on_heads(void *user, const ns_envelope_t *env,
-                      ns_p2p_src_t *src)
+static int s_on_heads(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
 {
     (void)src;
     ns_ledger_sync_t *s = user;
@@ -190,8 +192,7 @@ static int s_on_heads(void *user, const ns_envelope_t *env,
     /* Read all pairs first: at most 64 ranges are asked per round, from a
      * random place in the list, so that authors whose entries wait on
      * other authors' entries cannot keep the rest from ever being asked. */
-    uint8_t(*authors)[NS_ID_BYTES] = n ? malloc((size_t)n * NS_ID_BYTES)
-                                       : NULL;
+    uint8_t(*authors)[NS_ID_BYTES] = n ? malloc((size_t)n * NS_ID_BYTES) : NULL;
     uint64_t *seqs = n ? malloc(n * sizeof *seqs) : NULL;
     if (n && (!authors || !seqs)) {
         free(authors);
@@ -288,12 +289,10 @@ static int s_on_get(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
     if (rc != NS_OK)
         return rc;
     s->stats.gets_served++;
-    return ns_p2p_reply(s->p2p, src, NS_MSG_ENTRIES, s->body.data,
-                        s->body.len);
+    return ns_p2p_reply(s->p2p, src, NS_MSG_ENTRIES, s->body.data, s->body.len);
 }
 
-static int s_on_entries(void *user, const ns_envelope_t *env,
-                        ns_p2p_src_t *src)
+static int s_on_entries(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
 {
     (void)src;
     ns_ledger_sync_t *s = user;
@@ -357,7 +356,8 @@ static void s_on_commit_timer(void *user, uint64_t now)
     s_commit(user);
 }
 
-/* ---- public --------------------------------------------------------------- */
+/* ---- public ---------------------------------------------------------------
+ */
 
 ns_ledger_sync_t *ns_ledger_sync_new(ns_p2p_t *p, ns_ledger_t *l, int *err)
 {
@@ -372,14 +372,12 @@ ns_ledger_sync_t *ns_ledger_sync_new(ns_p2p_t *p, ns_ledger_t *l, int *err)
     ns_buf_init(&s->entry);
     int rc;
     if ((rc = ns_p2p_register(p, NS_MSG_ENTRY, true, s_on_entry, s)) ||
-        (rc = ns_p2p_register(p, NS_MSG_HEADS_REQ, false, s_on_heads_req,
-                              s)) ||
+        (rc = ns_p2p_register(p, NS_MSG_HEADS_REQ, false, s_on_heads_req, s)) ||
         (rc = ns_p2p_register(p, NS_MSG_HEADS, false, s_on_heads, s)) ||
         (rc = ns_p2p_register(p, NS_MSG_GET, false, s_on_get, s)) ||
         (rc = ns_p2p_register(p, NS_MSG_ENTRIES, false, s_on_entries, s)) ||
         (rc = ns_p2p_add_timer(p, NS_LEDGER_SYNC_MS, s_on_sync_timer, s)) ||
-        (rc = ns_p2p_add_timer(p, NS_LEDGER_COMMIT_MS, s_on_commit_timer,
-                               s))) {
+        (rc = ns_p2p_add_timer(p, NS_LEDGER_COMMIT_MS, s_on_commit_timer, s))) {
         *err = rc;
         ns_ledger_sync_destroy(&s);
         return NULL;
@@ -431,10 +429,10 @@ void ns_ledger_sync_pack_status(ns_ledger_sync_t *s, msgpack_packer *pk)
     char digest[2 * NS_HASH_BYTES + 1];
     ns_hex(digest, st.digest, NS_HASH_BYTES);
     static const int reasons[] = {
-        NS_ERR_SIG,     NS_ERR_PREV,      NS_ERR_FUNDS,    NS_ERR_CLAIMED,
-        NS_ERR_NOCREDIT, NS_ERR_BANNED,   NS_ERR_JOBSTATE, NS_ERR_INVAL,
-        NS_ERR_MSGTYPE, NS_ERR_TYPE,      NS_ERR_TOOBIG,   NS_ERR_TRUNCATED,
-        NS_ERR_VERSION, NS_ERR_PROOF,     NS_ERR_STALE,    NS_ERR_STATE,
+        NS_ERR_SIG,      NS_ERR_PREV,   NS_ERR_FUNDS,    NS_ERR_CLAIMED,
+        NS_ERR_NOCREDIT, NS_ERR_BANNED, NS_ERR_JOBSTATE, NS_ERR_INVAL,
+        NS_ERR_MSGTYPE,  NS_ERR_TYPE,   NS_ERR_TOOBIG,   NS_ERR_TRUNCATED,
+        NS_ERR_VERSION,  NS_ERR_PROOF,  NS_ERR_STALE,    NS_ERR_STATE,
         NS_ERR_TRAILING};
     size_t nr = sizeof reasons / sizeof reasons[0];
     msgpack_pack_map(pk, 12);

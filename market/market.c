@@ -11,7 +11,8 @@
     msgpack_packer pk;                                                         \
     ns_mp_writer_init(&w, &pk, (b))
 
-/* ---- messages -------------------------------------------------------------- */
+/* ---- messages --------------------------------------------------------------
+ */
 
 int ns_announce_encode(const ns_announce_t *a, ns_buf_t *out)
 {
@@ -166,7 +167,8 @@ int ns_chunk_decode(const uint8_t *buf, size_t len, ns_chunk_t *c)
     return NS_OK;
 }
 
-/* ---- decisions ------------------------------------------------------------- */
+/* ---- decisions -------------------------------------------------------------
+ */
 
 static void s_cl_version(const char *text, uint32_t *major, uint32_t *minor)
 {
@@ -268,8 +270,8 @@ int64_t ns_reputation(const ns_account_t *a)
 }
 
 int ns_auction_pick(const ns_bid_t *bids, const int64_t *reputation,
-                    const uint64_t *arrival_us, uint32_t n,
-                    uint64_t max_price, const ns_announce_t *a)
+                    const uint64_t *arrival_us, uint32_t n, uint64_t max_price,
+                    const ns_announce_t *a)
 {
     int best = -1;
     for (uint32_t i = 0; i < n; i++) {
@@ -277,8 +279,8 @@ int ns_auction_pick(const ns_bid_t *bids, const int64_t *reputation,
             continue;
         bool excluded = false;
         for (uint32_t e = 0; e < a->n_excluded; e++)
-            excluded |= memcmp(a->excluded[e], bids[i].provider,
-                               NS_ID_BYTES) == 0;
+            excluded |=
+                memcmp(a->excluded[e], bids[i].provider, NS_ID_BYTES) == 0;
         if (excluded)
             continue;
         if (best < 0) {
@@ -289,7 +291,7 @@ int ns_auction_pick(const ns_bid_t *bids, const int64_t *reputation,
         /* near-tie: within 1% of the cheaper one */
         uint64_t lo = b->price < bids[i].price ? b->price : bids[i].price;
         uint64_t diff = b->price > bids[i].price ? b->price - bids[i].price
-                                                  : bids[i].price - b->price;
+                                                 : bids[i].price - b->price;
         if (diff * 100 > lo) {
             if (bids[i].price < b->price)
                 best = (int)i;

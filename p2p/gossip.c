@@ -158,8 +158,7 @@ void ns_seen_expire(ns_seen_t *s, uint64_t now_ms, uint64_t ttl_ms,
 }
 
 void ns_seen_each_stored(const ns_seen_t *s,
-                         bool (*fn)(void *u, const ns_seen_entry_t *e),
-                         void *u)
+                         bool (*fn)(void *u, const ns_seen_entry_t *e), void *u)
 {
     for (uint32_t k = s->count; k > s->bytes_head; k--) {
         const ns_seen_entry_t *e = &s->ring[(s->head + k - 1) % s->cap];
@@ -168,7 +167,8 @@ void ns_seen_each_stored(const ns_seen_t *s,
     }
 }
 
-/* ---- push ------------------------------------------------------------------ */
+/* ---- push ------------------------------------------------------------------
+ */
 
 void ns_gossip_forward(ns_p2p_t *p, const uint8_t *buf, size_t len,
                        const uint8_t except_id[NS_ID_BYTES],
@@ -196,7 +196,8 @@ void ns_gossip_forward(ns_p2p_t *p, const uint8_t *buf, size_t len,
     }
 }
 
-/* ---- pull ------------------------------------------------------------------ */
+/* ---- pull ------------------------------------------------------------------
+ */
 
 typedef struct {
     uint8_t *ids;

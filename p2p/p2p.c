@@ -13,10 +13,10 @@
 /* Where a message came from, and how to answer it. */
 struct ns_p2p_src {
     ns_link_t *link;
-    const uint8_t *key;  /* CURVE key of the connection */
-    const uint8_t *rid;  /* ROUTER routing id, or NULL */
+    const uint8_t *key; /* CURVE key of the connection */
+    const uint8_t *rid; /* ROUTER routing id, or NULL */
     size_t rid_len;
-    ns_peer_t *peer;     /* set when it came on our DEALER to this peer */
+    ns_peer_t *peer; /* set when it came on our DEALER to this peer */
 };
 typedef struct ns_p2p_src s_src_t;
 
@@ -64,8 +64,9 @@ ns_p2p_t *ns_p2p_new(const ns_p2p_opts_t *opts, int *err)
     } else if (strncmp(p->endpoint, "tcp://0.0.0.0:", 14) == 0) {
         snprintf(p->advertise, sizeof p->advertise, "tcp://127.0.0.1:%s",
                  p->endpoint + 14);
-        ns_warn(NS_MOD_NET, "event=advertise_loopback bound=%s hint=\"set "
-                            "advertise= in config for other hosts\"",
+        ns_warn(NS_MOD_NET,
+                "event=advertise_loopback bound=%s hint=\"set "
+                "advertise= in config for other hosts\"",
                 p->endpoint);
     } else {
         snprintf(p->advertise, sizeof p->advertise, "%s", p->endpoint);
@@ -152,8 +153,8 @@ int ns_p2p_add_timer(ns_p2p_t *p, uint32_t interval_ms, ns_p2p_timer_fn fn,
     return NS_OK;
 }
 
-int ns_p2p_register(ns_p2p_t *p, uint8_t type, bool gossiped,
-                    ns_p2p_msg_fn fn, void *user)
+int ns_p2p_register(ns_p2p_t *p, uint8_t type, bool gossiped, ns_p2p_msg_fn fn,
+                    void *user)
 {
     if (type <= NS_MSG_PULL || p->handlers[type].fn)
         return NS_ERR_EXISTS;
@@ -211,8 +212,8 @@ static void s_send_heartbeat(ns_p2p_t *p)
     ns_hash_t id;
     p->my_hb.sent_us = ns_now_us();
     if (ns_heartbeat_encode(&p->my_hb, &p->body) != NS_OK ||
-        ns_p2p_sign(p, NS_MSG_HEARTBEAT, p->body.data, p->body.len,
-                    &p->last_hb, id) != NS_OK) {
+        ns_p2p_sign(p, NS_MSG_HEARTBEAT, p->body.data, p->body.len, &p->last_hb,
+                    id) != NS_OK) {
         ns_error(NS_MOD_GOSSIP, "event=heartbeat_encode_failed");
         return;
     }
@@ -371,8 +372,7 @@ static int s_network_mismatch(ns_p2p_t *p, const s_src_t *src,
     return NS_ERR_NETWORK;
 }
 
-static int s_on_hello(ns_p2p_t *p, const ns_envelope_t *env,
-                      const s_src_t *src)
+static int s_on_hello(ns_p2p_t *p, const ns_envelope_t *env, const s_src_t *src)
 {
     ns_hello_t hello;
     int rc = ns_hello_decode(env->body, env->body_len, &hello);
@@ -414,8 +414,7 @@ static int s_on_hello(ns_p2p_t *p, const ns_envelope_t *env,
     return NS_OK;
 }
 
-static int s_on_peers(ns_p2p_t *p, const ns_envelope_t *env,
-                      const s_src_t *src)
+static int s_on_peers(ns_p2p_t *p, const ns_envelope_t *env, const s_src_t *src)
 {
     ns_peers_t *m = malloc(sizeof *m);
     if (!m)
@@ -492,8 +491,7 @@ out:
     return rc;
 }
 
-static int s_on_pull(ns_p2p_t *p, const ns_envelope_t *env,
-                     const s_src_t *src)
+static int s_on_pull(ns_p2p_t *p, const ns_envelope_t *env, const s_src_t *src)
 {
     ns_pull_t pull;
     int rc = ns_pull_decode(env->body, env->body_len, &pull);
@@ -507,8 +505,7 @@ static int s_on_pull(ns_p2p_t *p, const ns_envelope_t *env,
 
 /* ---- ingest ------------------------------------------------------------- */
 
-static int s_ingest(ns_p2p_t *p, s_src_t *src, const uint8_t *buf,
-                    size_t len)
+static int s_ingest(ns_p2p_t *p, s_src_t *src, const uint8_t *buf, size_t len)
 {
     uint64_t now_ms = ns_now_ms();
     ns_envelope_t env;
@@ -558,8 +555,8 @@ static int s_ingest(ns_p2p_t *p, s_src_t *src, const uint8_t *buf,
     const ns_handler_t *h = &p->handlers[env.type];
     bool gossiped = env.type == NS_MSG_HEARTBEAT || h->gossiped;
     /* Remember the id before handling: a handler may forward or answer. */
-    if ((rc = ns_seen_add(&p->seen, env.id, ns_mono_ms(),
-                          gossiped ? buf : NULL, len)) != NS_OK)
+    if ((rc = ns_seen_add(&p->seen, env.id, ns_mono_ms(), gossiped ? buf : NULL,
+                          len)) != NS_OK)
         return rc;
     switch (env.type) {
     case NS_MSG_HELLO:
@@ -602,7 +599,8 @@ int ns_p2p_ingest(ns_p2p_t *p, const uint8_t link_key[32], const uint8_t *buf,
     return s_ingest(p, &src, buf, len);
 }
 
-/* ---- receiving ------------------------------------------------------------ */
+/* ---- receiving ------------------------------------------------------------
+ */
 
 static void s_drain_more(void *socket)
 {
@@ -642,8 +640,8 @@ static bool s_recv_router(ns_p2p_t *p)
     const char *user = zmq_msg_gets(&payload, "User-Id");
     if (!user || ns_unhex(key, sizeof key, user) != NS_OK)
         memset(key, 0, sizeof key);
-    s_src_t src = {ns_link_get(p, key, ns_mono_ms()), key,
-                   zmq_msg_data(&rid), zmq_msg_size(&rid), NULL};
+    s_src_t src = {ns_link_get(p, key, ns_mono_ms()), key, zmq_msg_data(&rid),
+                   zmq_msg_size(&rid), NULL};
     if (ns_tr_banned(p, key)) {
         /* Refused at the next handshake; until then, ignored. */
         if (zmq_msg_more(&payload))
@@ -699,7 +697,8 @@ static bool s_recv_dealer(ns_p2p_t *p, void *dealer)
     return true;
 }
 
-/* ---- the loop -------------------------------------------------------------- */
+/* ---- the loop --------------------------------------------------------------
+ */
 
 static void s_maintain(ns_p2p_t *p, uint64_t now_ms)
 {
@@ -730,12 +729,10 @@ int ns_p2p_run(ns_p2p_t *p, volatile sig_atomic_t *stop)
         items[n++] = (zmq_pollitem_t){p->router, 0, ZMQ_POLLIN, 0};
         items[n++] = (zmq_pollitem_t){p->zap, 0, ZMQ_POLLIN, 0};
         for (uint32_t i = 0; i < p->n_extra; i++)
-            items[n++] = (zmq_pollitem_t){p->extra[i].socket, 0, ZMQ_POLLIN,
-                                          0};
+            items[n++] = (zmq_pollitem_t){p->extra[i].socket, 0, ZMQ_POLLIN, 0};
         int first_dealer = n;
         for (uint32_t i = 0; i < p->n_peers; i++)
-            items[n++] = (zmq_pollitem_t){p->peers[i].dealer, 0, ZMQ_POLLIN,
-                                          0};
+            items[n++] = (zmq_pollitem_t){p->peers[i].dealer, 0, ZMQ_POLLIN, 0};
 
         now = ns_mono_ms();
         uint64_t due = next_hb < next_pull ? next_hb : next_pull;
@@ -804,8 +801,7 @@ static void s_kv_str(msgpack_packer *pk, const char *k, const char *v)
     ns_mp_str(pk, v);
 }
 
-void ns_p2p_pack_status(const ns_p2p_t *p, msgpack_packer *pk,
-                        uint32_t n_extra)
+void ns_p2p_pack_status(const ns_p2p_t *p, msgpack_packer *pk, uint32_t n_extra)
 {
     char idtext[NS_ID_TEXT_LEN + 1], net[2 * NS_HASH_BYTES + 1];
     ns_id_text(idtext, p->self_id);
@@ -839,10 +835,10 @@ void ns_p2p_pack_status(const ns_p2p_t *p, msgpack_packer *pk,
 
     /* Every drop reason, zero or not, so scripts can rely on the keys. */
     static const int reasons[] = {
-        NS_ERR_TOOBIG, NS_ERR_TRUNCATED, NS_ERR_TYPE,   NS_ERR_VERSION,
-        NS_ERR_MSGTYPE, NS_ERR_SIG,      NS_ERR_STALE,  NS_ERR_NETWORK,
-        NS_ERR_RATE,   NS_ERR_TRAILING,  NS_ERR_INVAL,  NS_ERR_ADDR,
-        NS_ERR_SELF,   NS_ERR_NOMEM,
+        NS_ERR_TOOBIG,  NS_ERR_TRUNCATED, NS_ERR_TYPE,  NS_ERR_VERSION,
+        NS_ERR_MSGTYPE, NS_ERR_SIG,       NS_ERR_STALE, NS_ERR_NETWORK,
+        NS_ERR_RATE,    NS_ERR_TRAILING,  NS_ERR_INVAL, NS_ERR_ADDR,
+        NS_ERR_SELF,    NS_ERR_NOMEM,
     };
     size_t nr = sizeof reasons / sizeof reasons[0];
     ns_mp_str(pk, "dropped");
@@ -895,8 +891,7 @@ void ns_p2p_pack_peers(const ns_p2p_t *p, msgpack_packer *pk)
 
 void ns_p2p_pack_latency(ns_p2p_t *p, msgpack_packer *pk)
 {
-    uint32_t n = p->latency_n < S_LATENCY_RING ? p->latency_n
-                                               : S_LATENCY_RING;
+    uint32_t n = p->latency_n < S_LATENCY_RING ? p->latency_n : S_LATENCY_RING;
     msgpack_pack_array(pk, n);
     for (uint32_t i = 0; i < n; i++)
         msgpack_pack_uint32(pk, p->latency_us[i]);

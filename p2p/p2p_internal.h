@@ -7,23 +7,23 @@
 
 #include <zmq.h>
 
-#define S_MAX_LINKS 256         /* inbound connections tracked for limits */
-#define S_MAX_EXTRA_SOCKETS 8   /* sockets added by the layers above */
+#define S_MAX_LINKS 256       /* inbound connections tracked for limits */
+#define S_MAX_EXTRA_SOCKETS 8 /* sockets added by the layers above */
 #define S_MAX_TIMERS 16
-#define S_LATENCY_RING 8192     /* heartbeat latency samples kept */
-#define S_SEEN_CAP 65536        /* message ids remembered (ring) */
-#define S_PULL_WINDOW_MS 30000  /* gossiped messages kept for pull repair */
-#define S_PULL_MAX_REPLY 256    /* messages sent back for one PULL */
-#define S_BAN_SLOTS 64          /* refused keys (wrong network) */
+#define S_LATENCY_RING 8192    /* heartbeat latency samples kept */
+#define S_SEEN_CAP 65536       /* message ids remembered (ring) */
+#define S_PULL_WINDOW_MS 30000 /* gossiped messages kept for pull repair */
+#define S_PULL_MAX_REPLY 256   /* messages sent back for one PULL */
+#define S_BAN_SLOTS 64         /* refused keys (wrong network) */
 #define S_BAN_MS (10 * 60 * 1000)
-#define S_LOG_LINES_PER_MIN 3   /* warnings per link per minute */
-#define S_PEERS_REPLY 32        /* addresses in a PEERS reply */
+#define S_LOG_LINES_PER_MIN 3      /* warnings per link per minute */
+#define S_PEERS_REPLY 32           /* addresses in a PEERS reply */
 #define S_CONNECT_TIMEOUT_MS 15000 /* a peer that never answers is dropped */
 
 /* One connection we receive on: an inbound ROUTER client (keyed by its
  * CURVE key) or the DEALER we opened to a peer. */
 typedef struct {
-    uint8_t key[32];          /* CURVE public key of the remote end */
+    uint8_t key[32]; /* CURVE public key of the remote end */
     bool used;
     double tokens;            /* token bucket, messages */
     uint64_t refill_us;       /* monotonic time of last refill */
@@ -42,15 +42,15 @@ typedef struct {
     uint8_t id[NS_ID_BYTES];
     uint8_t curve_pk[32];
     char endpoint[NS_ENDPOINT_MAX];
-    void *dealer;               /* our outbound socket to it */
+    void *dealer; /* our outbound socket to it */
     ns_peer_state state;
-    bool bootstrap;             /* from config/flags */
-    uint64_t added_ms;          /* monotonic */
-    uint64_t hello_ms;          /* monotonic, last HELLO we sent */
-    uint64_t last_hb_ms;        /* monotonic, last fresh heartbeat */
-    uint64_t last_hb_wall_ms;   /* sender's timestamp of that heartbeat */
-    ns_heartbeat_t *hb;         /* its latest heartbeat, owned */
-    ns_link_t link;             /* limits on what its DEALER delivers */
+    bool bootstrap;           /* from config/flags */
+    uint64_t added_ms;        /* monotonic */
+    uint64_t hello_ms;        /* monotonic, last HELLO we sent */
+    uint64_t last_hb_ms;      /* monotonic, last fresh heartbeat */
+    uint64_t last_hb_wall_ms; /* sender's timestamp of that heartbeat */
+    ns_heartbeat_t *hb;       /* its latest heartbeat, owned */
+    ns_link_t link;           /* limits on what its DEALER delivers */
 } ns_peer_t;
 
 /* Seen cache: a FIFO ring of ids in arrival order with a keyed hash index
@@ -58,20 +58,20 @@ typedef struct {
  * bytes for S_PULL_WINDOW_MS so that pulls can be answered. */
 typedef struct {
     ns_hash_t id;
-    uint64_t t_ms;   /* monotonic arrival */
-    uint8_t *msg;    /* raw envelope while inside the pull window */
+    uint64_t t_ms; /* monotonic arrival */
+    uint8_t *msg;  /* raw envelope while inside the pull window */
     uint32_t len;
 } ns_seen_entry_t;
 
 typedef struct {
     ns_seen_entry_t *ring;
     uint32_t cap, head, count;
-    uint32_t bytes_head;      /* ring offset (from head) of oldest with msg */
-    uint32_t *index;          /* ring slot + 1; 0 = empty */
+    uint32_t bytes_head; /* ring offset (from head) of oldest with msg */
+    uint32_t *index;     /* ring slot + 1; 0 = empty */
     uint32_t index_mask;
-    uint8_t hash_key[16];     /* siphash key: ids cannot be ground into
-                                 one probe run */
-    uint64_t evicted;         /* ids dropped before their TTL (full) */
+    uint8_t hash_key[16]; /* siphash key: ids cannot be ground into
+                             one probe run */
+    uint64_t evicted;     /* ids dropped before their TTL (full) */
 } ns_seen_t;
 
 int ns_seen_init(ns_seen_t *s, uint32_t cap) NS_MUST_CHECK;
@@ -113,23 +113,23 @@ struct ns_p2p {
     uint8_t self_id[NS_ID_BYTES];
     char self_short[NS_ID_SHORT_LEN + 1];
     uint8_t curve_pk[32];
-    uint8_t *curve_sk;            /* sodium_malloc'd */
+    uint8_t *curve_sk; /* sodium_malloc'd */
     ns_hash_t network_id;
     char network_name[64];
     char endpoint[NS_ENDPOINT_MAX];  /* bound */
     char advertise[NS_ENDPOINT_MAX]; /* told to peers */
     char address[NS_ADDR_MAX];
-    uint64_t start_ms;               /* monotonic */
+    uint64_t start_ms; /* monotonic */
 
     void *ctx;
     void *router;
     void *zap;
 
-    ns_peer_t *peers;   /* array of cfg->max_peers */
+    ns_peer_t *peers; /* array of cfg->max_peers */
     uint32_t n_peers;
     ns_link_t links[S_MAX_LINKS];
-    ns_link_t strangers;  /* shared bucket of inbound links that are not
-                             live peers */
+    ns_link_t strangers; /* shared bucket of inbound links that are not
+                            live peers */
     struct {
         uint8_t key[32];
         uint64_t until_ms;
@@ -142,14 +142,14 @@ struct ns_p2p {
     ns_timer_t timers[S_MAX_TIMERS];
     uint32_t n_timers;
 
-    ns_heartbeat_t my_hb;   /* what we announce */
+    ns_heartbeat_t my_hb;     /* what we announce */
     ns_heartbeat_t *spare_hb; /* decode buffer reused across heartbeats */
-    ns_buf_t last_hb;       /* our last heartbeat envelope */
-    ns_buf_t scratch;       /* encode buffer */
-    ns_buf_t body;          /* body encode buffer */
+    ns_buf_t last_hb;         /* our last heartbeat envelope */
+    ns_buf_t scratch;         /* encode buffer */
+    ns_buf_t body;            /* body encode buffer */
 
     uint32_t latency_us[S_LATENCY_RING];
-    uint32_t latency_n;     /* samples written since the last read */
+    uint32_t latency_n; /* samples written since the last read */
 
     struct {
         uint64_t rx_msgs, rx_bytes, tx_msgs, tx_bytes;

@@ -118,8 +118,7 @@ void ns_peers_maintain(ns_p2p_t *p, uint64_t now_ms)
                    !peer->bootstrap) {
             ns_peers_remove(p, peer, "no_heartbeat");
             continue;
-        } else if (now_ms - peer->hello_ms >
-                   p->cfg->heartbeat_interval_ms) {
+        } else if (now_ms - peer->hello_ms > p->cfg->heartbeat_interval_ms) {
             ns_peers_send_hello(p, peer); /* still waiting: try again */
         }
         i++;

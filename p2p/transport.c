@@ -64,9 +64,8 @@ int ns_tr_bind(ns_p2p_t *p)
     if (zmq_bind(p->router, ep) != 0) {
         int e = zmq_errno();
         rc = e == EADDRINUSE ? NS_ERR_ADDRINUSE
-             : (e == EADDRNOTAVAIL || e == ENODEV || e == EINVAL)
-                 ? NS_ERR_ADDR
-                 : NS_ERR_ZMQ;
+             : (e == EADDRNOTAVAIL || e == ENODEV || e == EINVAL) ? NS_ERR_ADDR
+                                                                  : NS_ERR_ZMQ;
         /* The caller reports it; this line is for debugging only. */
         ns_debug(NS_MOD_NET, "event=bind_failed endpoint=%s error=\"%s\"",
                  p->cfg->listen, zmq_strerror(e));

@@ -34,9 +34,9 @@ typedef struct {
     uint32_t rate_msgs_per_s;       /* per-link token refill rate */
     uint32_t rate_burst;            /* per-link bucket size */
     char region[NS_MAX_REGION + 1];
-    uint64_t price;      /* micro-credits per device-second */
-    uint64_t stake;      /* announced stake, credits */
-    uint32_t slots;      /* concurrent jobs offered */
+    uint64_t price; /* micro-credits per device-second */
+    uint64_t stake; /* announced stake, credits */
+    uint32_t slots; /* concurrent jobs offered */
     ns_log_level log_level;
     char log_debug[128]; /* modules with debug lines: "gossip,net" */
 } ns_config_t;

@@ -20,17 +20,17 @@ typedef struct {
     char platform[NS_MAX_DEVICE_NAME + 1]; /* platform name */
     char driver_version[NS_MAX_DEVICE_NAME + 1];
     char device_version[NS_MAX_DEVICE_NAME + 1]; /* "OpenCL 3.0 PoCL..." */
-    int fp64;                  /* cl_khr_fp64 or double_fp_config != 0 */
+    int fp64;                       /* cl_khr_fp64 or double_fp_config != 0 */
     int correctly_rounded_div_sqrt; /* CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT */
-    uint32_t platform_index;   /* position in clGetPlatformIDs */
-    uint32_t device_index;     /* position within its platform */
+    uint32_t platform_index;        /* position in clGetPlatformIDs */
+    uint32_t device_index;          /* position within its platform */
 } ns_device_t;
 
 /* Query all platforms and devices, at most max. n_out gets the count
  * found (0 with NS_OK when there is no platform at all). NS_ERR_OPENCL
  * only for a loader failure other than "no platform". */
-int ns_devices_probe(ns_device_t *out, uint32_t max, uint32_t *n_out)
-    NS_MUST_CHECK;
+int ns_devices_probe(ns_device_t *out, uint32_t max,
+                     uint32_t *n_out) NS_MUST_CHECK;
 
 /* Probe in a forked child that writes <datadir>/devices.msgpack, wait up
  * to timeout_ms, then read the file back into devs (NS_MAX_DEVICES).

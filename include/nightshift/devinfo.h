@@ -14,9 +14,9 @@
 #include <msgpack.h>
 #include <stdint.h>
 
-#define NS_MAX_DEVICES 16        /* devices in one heartbeat */
-#define NS_MAX_DEVICE_NAME 128   /* device and vendor names, bytes */
-#define NS_MAX_CL_VERSION 64     /* "OpenCL C 1.2 ..." */
+#define NS_MAX_DEVICES 16      /* devices in one heartbeat */
+#define NS_MAX_DEVICE_NAME 128 /* device and vendor names, bytes */
+#define NS_MAX_CL_VERSION 64   /* "OpenCL C 1.2 ..." */
 
 typedef enum {
     NS_DEV_OTHER = 0,
@@ -28,14 +28,14 @@ typedef enum {
 typedef struct {
     char name[NS_MAX_DEVICE_NAME + 1];
     char vendor[NS_MAX_DEVICE_NAME + 1];
-    uint32_t type;            /* ns_devtype */
+    uint32_t type; /* ns_devtype */
     uint64_t global_mem_bytes;
     uint64_t max_alloc_bytes;
     uint32_t compute_units;
     uint32_t clock_mhz;
     char cl_c_version[NS_MAX_CL_VERSION + 1]; /* OpenCL C version string */
-    double gflops;            /* measured fp32 FMA throughput; 0 = not yet */
-    double gbps;              /* measured copy bandwidth, GB/s; 0 = not yet */
+    double gflops; /* measured fp32 FMA throughput; 0 = not yet */
+    double gbps;   /* measured copy bandwidth, GB/s; 0 = not yet */
 } ns_devinfo_t;
 
 const char *ns_devtype_name(uint32_t type);

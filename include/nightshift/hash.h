@@ -26,8 +26,7 @@ void ns_hash2(ns_hash_t out, const void *a, size_t alen, const void *b,
               size_t blen);
 
 void ns_merkle_leaf(ns_hash_t out, const void *data, size_t len);
-void ns_merkle_node(ns_hash_t out, const ns_hash_t left,
-                    const ns_hash_t right);
+void ns_merkle_node(ns_hash_t out, const ns_hash_t left, const ns_hash_t right);
 
 /* A built tree: every level kept, so any leaf can be opened. */
 typedef struct {
@@ -38,8 +37,8 @@ typedef struct {
 } ns_merkle_t;
 
 /* Build from n >= 1 leaf hashes (copied). Release with ns_merkle_release. */
-int ns_merkle_build(ns_merkle_t *t, const ns_hash_t *leaves, size_t n)
-    NS_MUST_CHECK;
+int ns_merkle_build(ns_merkle_t *t, const ns_hash_t *leaves,
+                    size_t n) NS_MUST_CHECK;
 void ns_merkle_release(ns_merkle_t *t);
 void ns_merkle_root(const ns_merkle_t *t, ns_hash_t root);
 
@@ -56,12 +55,12 @@ size_t ns_merkle_proof_len(size_t n_leaves, size_t index);
  * NS_OK, NS_ERR_PROOF if it does not verify, NS_ERR_INVAL for a shape
  * that cannot be right (index out of range, wrong depth). */
 int ns_merkle_verify(const ns_hash_t root, const ns_hash_t leaf, size_t index,
-                     size_t n_leaves, const ns_hash_t *path, size_t depth)
-    NS_MUST_CHECK;
+                     size_t n_leaves, const ns_hash_t *path,
+                     size_t depth) NS_MUST_CHECK;
 
 /* Root directly from leaves, without keeping the tree (O(log n) memory
  * would be possible; this keeps one level, n/2 hashes). */
-int ns_merkle_root_of(ns_hash_t root, const ns_hash_t *leaves, size_t n)
-    NS_MUST_CHECK;
+int ns_merkle_root_of(ns_hash_t root, const ns_hash_t *leaves,
+                      size_t n) NS_MUST_CHECK;
 
 #endif

@@ -18,8 +18,8 @@
 
 #define NS_ID_BYTES 32
 #define NS_SIG_BYTES 64
-#define NS_ID_TEXT_LEN 52  /* base32 of 32 bytes */
-#define NS_ID_SHORT_LEN 10 /* first characters, for tables */
+#define NS_ID_TEXT_LEN 52   /* base32 of 32 bytes */
+#define NS_ID_SHORT_LEN 10  /* first characters, for tables */
 #define NS_ENDPOINT_MAX 128 /* "tcp://host:port" incl. NUL */
 #define NS_ADDR_MAX (NS_ID_TEXT_LEN + 1 + NS_ENDPOINT_MAX)
 
@@ -44,11 +44,11 @@ int ns_identity_curve(const ns_identity_t *id, uint8_t pub[32],
 
 /* X25519 public key of a peer id, for CURVE's server key. NS_ERR_CRYPTO
  * for a point that is not a valid Ed25519 key. */
-int ns_id_curve_pk(const uint8_t pk[NS_ID_BYTES], uint8_t out[32])
-    NS_MUST_CHECK;
+int ns_id_curve_pk(const uint8_t pk[NS_ID_BYTES],
+                   uint8_t out[32]) NS_MUST_CHECK;
 
-int ns_sig_verify(const uint8_t pk[NS_ID_BYTES], const uint8_t *msg,
-                  size_t len, const uint8_t sig[NS_SIG_BYTES]) NS_MUST_CHECK;
+int ns_sig_verify(const uint8_t pk[NS_ID_BYTES], const uint8_t *msg, size_t len,
+                  const uint8_t sig[NS_SIG_BYTES]) NS_MUST_CHECK;
 
 void ns_id_text(char out[NS_ID_TEXT_LEN + 1], const uint8_t pk[NS_ID_BYTES]);
 int ns_id_parse(const char *text, uint8_t pk[NS_ID_BYTES]) NS_MUST_CHECK;

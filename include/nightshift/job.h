@@ -27,26 +27,26 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define NS_MAX_SOURCE (1024 * 1024)      /* kernel source bytes */
-#define NS_MAX_ARGS 32                   /* kernel arguments */
-#define NS_MAX_ENTRY 63                  /* entry point name */
-#define NS_MAX_BUILTIN 31                /* built-in kernel name */
-#define NS_MAX_OPTIONS 255               /* build options text */
-#define NS_MAX_BUFFER (UINT64_C(4) << 30) /* one buffer, bytes */
+#define NS_MAX_SOURCE (1024 * 1024)           /* kernel source bytes */
+#define NS_MAX_ARGS 32                        /* kernel arguments */
+#define NS_MAX_ENTRY 63                       /* entry point name */
+#define NS_MAX_BUILTIN 31                     /* built-in kernel name */
+#define NS_MAX_OPTIONS 255                    /* build options text */
+#define NS_MAX_BUFFER (UINT64_C(4) << 30)     /* one buffer, bytes */
 #define NS_MAX_JOB_BYTES (UINT64_C(16) << 30) /* all buffers together */
 #define NS_MAX_WORK_ITEMS (UINT64_C(1) << 32) /* global size product */
-#define NS_MAX_LOCAL_ITEMS 1024          /* local size product */
-#define NS_MAX_ITEM_BYTES (1024 * 1024)  /* output bytes per item */
-#define NS_MAX_LOCAL_BYTES (1024 * 1024) /* one __local argument */
-#define NS_MAX_CHECKS 4096               /* spot-checks k */
-#define NS_JOB_DEFAULT_CHECKS 64         /* k when checks = 0 (DESIGN.md) */
-#define NS_JOB_VERSION 1                 /* first element of the encoding */
+#define NS_MAX_LOCAL_ITEMS 1024               /* local size product */
+#define NS_MAX_ITEM_BYTES (1024 * 1024)       /* output bytes per item */
+#define NS_MAX_LOCAL_BYTES (1024 * 1024)      /* one __local argument */
+#define NS_MAX_CHECKS 4096                    /* spot-checks k */
+#define NS_JOB_DEFAULT_CHECKS 64          /* k when checks = 0 (DESIGN.md) */
+#define NS_JOB_VERSION 1                  /* first element of the encoding */
 #define NS_JOB_DOMAIN "nightshift/job/v1" /* job id domain, no NUL */
 #define NS_MAX_JOB_MSG (NS_MAX_SOURCE + 8192) /* encoded descriptor */
 
 typedef enum {
-    NS_ARG_IN = 1,    /* input buffer: size and content hash */
-    NS_ARG_OUT = 2,   /* output buffer: size and item_bytes */
+    NS_ARG_IN = 1,  /* input buffer: size and content hash */
+    NS_ARG_OUT = 2, /* output buffer: size and item_bytes */
     NS_ARG_U32 = 3,
     NS_ARG_I32 = 4,
     NS_ARG_U64 = 5,
@@ -87,20 +87,20 @@ typedef struct {
     char builtin[NS_MAX_BUILTIN + 1]; /* "" when source is given */
     uint8_t *source;                  /* OpenCL C, owned; NULL for built-in */
     size_t source_len;
-    ns_hash_t source_hash;            /* hash of the source actually run
-                                         (built-ins: of the embedded text) */
+    ns_hash_t source_hash; /* hash of the source actually run
+                              (built-ins: of the embedded text) */
     char entry[NS_MAX_ENTRY + 1];
     char options[NS_MAX_OPTIONS + 1]; /* allow-listed build options */
     uint32_t dims;                    /* 1..3 */
     uint64_t global[3];
-    uint64_t local[3];                /* all 0 = let the runtime choose */
+    uint64_t local[3]; /* all 0 = let the runtime choose */
     uint32_t n_args;
     ns_arg_t args[NS_MAX_ARGS];
-    uint8_t det;                      /* ns_det_class */
-    double tol;                       /* for ULP/ABS/REL */
-    uint8_t item_kind;                /* ns_item_kind */
-    uint32_t checks;                  /* spot-checks k; 0 = default */
-    uint64_t work_estimate;           /* requester's estimate, in flops */
+    uint8_t det;            /* ns_det_class */
+    double tol;             /* for ULP/ABS/REL */
+    uint8_t item_kind;      /* ns_item_kind */
+    uint32_t checks;        /* spot-checks k; 0 = default */
+    uint64_t work_estimate; /* requester's estimate, in flops */
 } ns_job_t;
 
 void ns_job_init(ns_job_t *job);
@@ -109,8 +109,7 @@ void ns_job_release(ns_job_t *job); /* frees source; job reusable */
 /* Take a copy of source (1..NS_MAX_SOURCE bytes, else NS_ERR_INVAL or
  * NS_ERR_TOOBIG before anything is allocated) and set source_hash to its
  * hash. A previous source is freed. NS_ERR_NOMEM. */
-int ns_job_set_source(ns_job_t *job, const void *src, size_t len)
-    NS_MUST_CHECK;
+int ns_job_set_source(ns_job_t *job, const void *src, size_t len) NS_MUST_CHECK;
 
 /* Check every field against its cap and the rules above. err gets one line
  * naming the field ("global[1] = 0: must be >= 1", "arg 2 (out): size 100
@@ -138,8 +137,8 @@ int ns_job_set_source(ns_job_t *job, const void *src, size_t len)
  *    NS_MAX_ITEM_BYTES.
  *  - det: EXACT needs tol +0.0; ULP an integer 1..2^20; ABS a finite tol >
  *    0; REL a tol in (0, 1). item_kind 0 or 1; checks 0..NS_MAX_CHECKS. */
-int ns_job_validate(const ns_job_t *job, char *err, size_t errlen)
-    NS_MUST_CHECK;
+int ns_job_validate(const ns_job_t *job, char *err,
+                    size_t errlen) NS_MUST_CHECK;
 
 /* Number of items (work-items or work-groups) in the NDRange; 0 when the
  * NDRange is not valid (dims, zero sizes, overflow, local not dividing). */
@@ -161,8 +160,8 @@ uint32_t ns_job_checks(const ns_job_t *job);
  * NS_ERR_TOOBIG...), NS_ERR_VERSION, or NS_ERR_INVAL / NS_ERR_TOOBIG from
  * validation and the canonical check. */
 void ns_job_pack(msgpack_packer *pk, const ns_job_t *job);
-int ns_job_read(ns_mpr_t *r, ns_job_t *job, char *err, size_t errlen)
-    NS_MUST_CHECK;
+int ns_job_read(ns_mpr_t *r, ns_job_t *job, char *err,
+                size_t errlen) NS_MUST_CHECK;
 /* Job id: BLAKE2b-256 of NS_JOB_DOMAIN || the packed descriptor. The job
  * must validate (NS_ERR_INVAL / NS_ERR_TOOBIG otherwise). */
 int ns_job_id(const ns_job_t *job, ns_hash_t id) NS_MUST_CHECK;
@@ -197,8 +196,8 @@ int ns_job_id(const ns_job_t *job, ns_hash_t id) NS_MUST_CHECK;
  * hash until the caller reads the file and fills both, before
  * ns_job_finalize. */
 int ns_job_parse_flag(ns_job_t *job, int argc, char **argv, int *i,
-                      const char **in_paths, const char **out_paths,
-                      char *err, size_t errlen);
+                      const char **in_paths, const char **out_paths, char *err,
+                      size_t errlen);
 
 /* After all flags (and after the caller has filled IN sizes and hashes and
  * a builtin's source_hash and default entry): give every OUT argument with

@@ -31,11 +31,11 @@
 #define NS_ENTRY_VERSION 1
 #define NS_ENTRY_DOMAIN "nightshift/entry/v1"
 #define NS_BID_DOMAIN "nightshift/bid/v1"
-#define NS_MAX_ENTRY_BODY (64 * 1024) /* body bytes */
+#define NS_MAX_ENTRY_BODY (64 * 1024)                 /* body bytes */
 #define NS_MAX_ENTRY_BYTES (NS_MAX_ENTRY_BODY + 4096) /* encoded entry */
-#define NS_MAX_REFS 32                /* credits claimed by one entry */
-#define NS_MAX_PROOF (48 * 1024)      /* fraud proof bytes in a SLASH */
-#define NS_LEDGER_PENDING_MAX 4096    /* buffered out-of-order entries */
+#define NS_MAX_REFS 32             /* credits claimed by one entry */
+#define NS_MAX_PROOF (48 * 1024)   /* fraud proof bytes in a SLASH */
+#define NS_LEDGER_PENDING_MAX 4096 /* buffered out-of-order entries */
 #define NS_LEDGER_MAP_BYTES (UINT64_C(8) << 30) /* LMDB map size */
 
 typedef enum {
@@ -58,24 +58,24 @@ typedef enum {
 /* A decoded entry; body and refs borrow from the encoded bytes. */
 typedef struct {
     uint8_t author[NS_ID_BYTES];
-    uint64_t seq;       /* 1, 2, ... */
-    ns_hash_t prev;     /* id of seq - 1; zero for seq 1 */
-    uint8_t type;       /* ns_entry_type */
+    uint64_t seq;   /* 1, 2, ... */
+    ns_hash_t prev; /* id of seq - 1; zero for seq 1 */
+    uint8_t type;   /* ns_entry_type */
     const uint8_t *body;
     size_t body_len;
     uint32_t n_refs;
     const uint8_t *refs; /* n_refs * 32 bytes */
     uint64_t timestamp_ms;
     uint8_t sig[NS_SIG_BYTES];
-    ns_hash_t id;        /* H(domain || network_id || signed part) */
+    ns_hash_t id; /* H(domain || network_id || signed part) */
 } ns_entry_t;
 
 /* A provider's signed bid, embedded in AWARD. */
 typedef struct {
     uint8_t provider[NS_ID_BYTES];
     ns_hash_t job_id;
-    uint64_t price;        /* credits */
-    uint64_t est_ms;       /* estimated run time */
+    uint64_t price;  /* credits */
+    uint64_t est_ms; /* estimated run time */
     uint64_t timestamp_ms;
     uint8_t sig[NS_SIG_BYTES]; /* over NS_BID_DOMAIN || network || fields */
 } ns_bid_t;
@@ -86,35 +86,33 @@ typedef struct {
     uint64_t amount;         /* TRANSFER, STAKE, UNSTAKE */
     ns_hash_t job_id;        /* job entries */
     uint64_t escrow, max_price, collateral, deadline_ms; /* JOB */
-    ns_hash_t desc_id;       /* JOB: hash of the job descriptor (job.h) */
-    uint8_t nonce[16];       /* JOB: makes each submission's id unique */
-    ns_bid_t bid;            /* AWARD */
-    ns_hash_t ref_id;        /* ACCEPT: award; RESULT: accept; SETTLE,
-                                SLASH: result; CANCEL: accept or zero */
-    ns_hash_t root;          /* RESULT */
-    uint64_t n_items;        /* RESULT */
-    const uint8_t *proof;    /* SLASH, borrowed */
+    ns_hash_t desc_id;    /* JOB: hash of the job descriptor (job.h) */
+    uint8_t nonce[16];    /* JOB: makes each submission's id unique */
+    ns_bid_t bid;         /* AWARD */
+    ns_hash_t ref_id;     /* ACCEPT: award; RESULT: accept; SETTLE,
+                             SLASH: result; CANCEL: accept or zero */
+    ns_hash_t root;       /* RESULT */
+    uint64_t n_items;     /* RESULT */
+    const uint8_t *proof; /* SLASH, borrowed */
     size_t proof_len;
-    bool reopen;             /* CANCEL */
+    bool reopen;              /* CANCEL */
     uint64_t new_deadline_ms; /* CANCEL with reopen */
 } ns_entry_body_t;
 
 /* Encode and sign an entry (seq, prev set by the caller). */
 int ns_entry_encode(const ns_identity_t *author, const ns_hash_t network_id,
                     uint64_t seq, const ns_hash_t prev, uint8_t type,
-                    const uint8_t *body, size_t body_len,
-                    const uint8_t *refs, uint32_t n_refs,
-                    uint64_t timestamp_ms, ns_buf_t *out, ns_hash_t id)
-    NS_MUST_CHECK;
+                    const uint8_t *body, size_t body_len, const uint8_t *refs,
+                    uint32_t n_refs, uint64_t timestamp_ms, ns_buf_t *out,
+                    ns_hash_t id) NS_MUST_CHECK;
 /* Strict decode and id, without the signature check: only for entries
  * read back from our own store, which were verified when stored. */
 int ns_entry_parse(const uint8_t *buf, size_t len, const ns_hash_t network_id,
                    ns_entry_t *e) NS_MUST_CHECK;
 /* Strict decode, id computed, signature checked. entry borrows buf. */
-int ns_entry_decode(const uint8_t *buf, size_t len,
-                    const ns_hash_t network_id, ns_entry_t *e) NS_MUST_CHECK;
-int ns_entry_body_decode(const ns_entry_t *e, ns_entry_body_t *b)
-    NS_MUST_CHECK;
+int ns_entry_decode(const uint8_t *buf, size_t len, const ns_hash_t network_id,
+                    ns_entry_t *e) NS_MUST_CHECK;
+int ns_entry_body_decode(const ns_entry_t *e, ns_entry_body_t *b) NS_MUST_CHECK;
 int ns_entry_body_encode(uint8_t type, const ns_entry_body_t *b,
                          ns_buf_t *out) NS_MUST_CHECK;
 const char *ns_entry_type_name(uint32_t type);
@@ -127,8 +125,8 @@ void ns_ledger_job_id(ns_hash_t out, const uint8_t requester[NS_ID_BYTES],
 
 void ns_bid_sign(ns_bid_t *bid, const ns_identity_t *provider,
                  const ns_hash_t network_id);
-int ns_bid_verify(const ns_bid_t *bid, const ns_hash_t network_id)
-    NS_MUST_CHECK;
+int ns_bid_verify(const ns_bid_t *bid,
+                  const ns_hash_t network_id) NS_MUST_CHECK;
 
 /* ---- the store -------------------------------------------------------- */
 
@@ -143,7 +141,7 @@ typedef struct {
     uint64_t seq;               /* head seq (0: no entries) */
     ns_hash_t head;             /* head id */
     uint64_t head_timestamp_ms;
-    bool banned;                /* forked its chain */
+    bool banned; /* forked its chain */
     uint32_t jobs_posted, jobs_settled_as_requester;
     uint32_t jobs_settled, jobs_slashed, jobs_cancelled; /* as provider */
 } ns_account_t;
@@ -161,18 +159,18 @@ typedef struct {
     ns_hash_t job_id;
     uint8_t requester[NS_ID_BYTES];
     uint64_t escrow, max_price, collateral, deadline_ms;
-    ns_hash_t desc_id;   /* the descriptor's id: commitments and fraud
-                            proofs are about it */
-    uint8_t state;       /* ns_job_state */
-    uint32_t round;      /* awards so far */
-    ns_hash_t award_id;  /* current award (zero if none) */
+    ns_hash_t desc_id;  /* the descriptor's id: commitments and fraud
+                           proofs are about it */
+    uint8_t state;      /* ns_job_state */
+    uint32_t round;     /* awards so far */
+    ns_hash_t award_id; /* current award (zero if none) */
     uint8_t provider[NS_ID_BYTES];
     uint64_t price;
     ns_hash_t accept_id; /* current award's ACCEPT, if seen */
     ns_hash_t result_id; /* current award's RESULT, if seen */
     ns_hash_t root;
     uint64_t n_items;
-    uint32_t slashed;    /* providers slashed on this job */
+    uint32_t slashed; /* providers slashed on this job */
 } ns_ledger_job_t;
 
 /* The exec layer's fraud-proof check, supplied at start-up so that the
@@ -200,8 +198,8 @@ void ns_ledger_set_verifier(ns_ledger_t *l, ns_slash_verifier_fn fn,
  * durably. The encoded entry (to gossip) goes to out, its id to id. */
 int ns_ledger_append(ns_ledger_t *l, const ns_identity_t *me, uint8_t type,
                      const ns_entry_body_t *body, const uint8_t *refs,
-                     uint32_t n_refs, ns_buf_t *out, ns_hash_t id)
-    NS_MUST_CHECK;
+                     uint32_t n_refs, ns_buf_t *out,
+                     ns_hash_t id) NS_MUST_CHECK;
 
 /* Take an entry from the network. NS_OK = stored (durable once
  * ns_ledger_commit returns; entries are batched), NS_ERR_GAP or
@@ -237,7 +235,7 @@ void ns_ledger_each_entry(ns_ledger_t *l, const uint8_t *author_or_null,
                           bool (*fn)(void *u, const ns_entry_t *e), void *u);
 
 typedef struct {
-    uint64_t entries;        /* stored */
+    uint64_t entries; /* stored */
     uint64_t accounts;
     uint64_t total;          /* genesis total */
     uint64_t burned;         /* slashed and penalties */
@@ -251,7 +249,6 @@ void ns_ledger_stats(ns_ledger_t *l, ns_ledger_stats_t *s);
 
 /* Sum of every account's free + staked + locked + pending + burned; must
  * equal the genesis total (the invariant tests check everywhere). */
-int ns_ledger_check_conservation(ns_ledger_t *l, uint64_t *sum)
-    NS_MUST_CHECK;
+int ns_ledger_check_conservation(ns_ledger_t *l, uint64_t *sum) NS_MUST_CHECK;
 
 #endif

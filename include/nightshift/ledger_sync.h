@@ -26,7 +26,8 @@
 #define NS_MSG_ENTRIES 20
 
 #define NS_LEDGER_SYNC_MS 3000 /* head comparison period */
-#define NS_SYNC_BATCH 256      /* entries per ENTRIES message (and bytes
+#define NS_SYNC_BATCH                                                          \
+    256                        /* entries per ENTRIES message (and bytes       \
                                   under NS_MAX_BODY) */
 #define NS_SYNC_HEADS_MAX 2048 /* (author, seq) pairs per HEADS */
 #define NS_LEDGER_COMMIT_MS 50 /* gossiped entries become durable within */

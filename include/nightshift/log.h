@@ -21,11 +21,11 @@ typedef enum {
 typedef enum {
     NS_MOD_CORE = 0,
     NS_MOD_WIRE,
-    NS_MOD_NET,    /* transport */
-    NS_MOD_PEERS,  /* peer table */
+    NS_MOD_NET,   /* transport */
+    NS_MOD_PEERS, /* peer table */
     NS_MOD_GOSSIP,
     NS_MOD_NODE,
-    NS_MOD_CTL,    /* control socket */
+    NS_MOD_CTL, /* control socket */
     NS_MOD_EXEC,
     NS_MOD_LEDGER,
     NS_MOD_MARKET,

@@ -40,10 +40,10 @@
 
 /* What a job needs from a provider. */
 typedef struct {
-    uint64_t min_mem_bytes;   /* global memory of the device */
-    uint32_t device_type;     /* 0 any, NS_DEV_CPU, NS_DEV_GPU */
+    uint64_t min_mem_bytes;              /* global memory of the device */
+    uint32_t device_type;                /* 0 any, NS_DEV_CPU, NS_DEV_GPU */
     uint32_t min_cl_major, min_cl_minor; /* OpenCL C version */
-    char region[NS_MAX_REGION + 1]; /* "" = any */
+    char region[NS_MAX_REGION + 1];      /* "" = any */
 } ns_reqs_t;
 
 typedef struct {
@@ -52,21 +52,21 @@ typedef struct {
     uint8_t requester[NS_ID_BYTES];
     char endpoint[NS_ENDPOINT_MAX]; /* where the requester listens */
     ns_reqs_t reqs;
-    uint64_t max_price;   /* credits for the whole job */
-    uint64_t collateral;  /* credits a provider locks */
-    uint64_t work_flops;  /* requester's estimate */
+    uint64_t max_price;  /* credits for the whole job */
+    uint64_t collateral; /* credits a provider locks */
+    uint64_t work_flops; /* requester's estimate */
     uint64_t n_items;
     uint64_t input_bytes; /* sum of the inputs */
     uint32_t bid_window_ms;
-    uint64_t deadline_ms;  /* wall clock: result due */
-    uint32_t round;        /* 1 for the first auction */
+    uint64_t deadline_ms; /* wall clock: result due */
+    uint32_t round;       /* 1 for the first auction */
     uint32_t n_excluded;
     uint8_t excluded[NS_MAX_EXCLUDED][NS_ID_BYTES];
 } ns_announce_t;
 
 int ns_announce_encode(const ns_announce_t *a, ns_buf_t *out) NS_MUST_CHECK;
-int ns_announce_decode(const uint8_t *buf, size_t len, ns_announce_t *a)
-    NS_MUST_CHECK;
+int ns_announce_decode(const uint8_t *buf, size_t len,
+                       ns_announce_t *a) NS_MUST_CHECK;
 int ns_bid_encode(const ns_bid_t *b, ns_buf_t *out) NS_MUST_CHECK;
 int ns_bid_decode(const uint8_t *buf, size_t len, ns_bid_t *b) NS_MUST_CHECK;
 
@@ -74,18 +74,18 @@ typedef struct {
     ns_hash_t job_id;
     uint32_t blob;
     uint64_t offset;
-    uint64_t total;       /* CHUNK: size of the whole blob */
-    uint32_t len;         /* FETCH: bytes wanted */
-    const uint8_t *data;  /* CHUNK: borrowed */
+    uint64_t total;      /* CHUNK: size of the whole blob */
+    uint32_t len;        /* FETCH: bytes wanted */
+    const uint8_t *data; /* CHUNK: borrowed */
     size_t data_len;
 } ns_chunk_t;
 
 int ns_fetch_encode(const ns_chunk_t *c, ns_buf_t *out) NS_MUST_CHECK;
-int ns_fetch_decode(const uint8_t *buf, size_t len, ns_chunk_t *c)
-    NS_MUST_CHECK;
+int ns_fetch_decode(const uint8_t *buf, size_t len,
+                    ns_chunk_t *c) NS_MUST_CHECK;
 int ns_chunk_encode(const ns_chunk_t *c, ns_buf_t *out) NS_MUST_CHECK;
-int ns_chunk_decode(const uint8_t *buf, size_t len, ns_chunk_t *c)
-    NS_MUST_CHECK;
+int ns_chunk_decode(const uint8_t *buf, size_t len,
+                    ns_chunk_t *c) NS_MUST_CHECK;
 
 /* ---- decisions -------------------------------------------------------- */
 
@@ -124,7 +124,7 @@ int64_t ns_reputation(const ns_account_t *a);
  * bid that arrived first (lower round-trip). Excluded providers and bids
  * over max_price never win. */
 int ns_auction_pick(const ns_bid_t *bids, const int64_t *reputation,
-                    const uint64_t *arrival_us, uint32_t n,
-                    uint64_t max_price, const ns_announce_t *a);
+                    const uint64_t *arrival_us, uint32_t n, uint64_t max_price,
+                    const ns_announce_t *a);
 
 #endif

@@ -32,11 +32,11 @@ void ns_mpr_init(ns_mpr_t *r, const void *buf, size_t len);
 int ns_mpr_array(ns_mpr_t *r, uint32_t *n, uint32_t max);
 /* An array of exactly n elements (fixed layouts). */
 int ns_mpr_array_exact(ns_mpr_t *r, uint32_t n);
-int ns_mpr_uint(ns_mpr_t *r, uint64_t *v);   /* non-negative integers */
-int ns_mpr_int(ns_mpr_t *r, int64_t *v);     /* any msgpack integer */
-int ns_mpr_u32(ns_mpr_t *r, uint32_t *v);    /* uint that fits 32 bits */
+int ns_mpr_uint(ns_mpr_t *r, uint64_t *v); /* non-negative integers */
+int ns_mpr_int(ns_mpr_t *r, int64_t *v);   /* any msgpack integer */
+int ns_mpr_u32(ns_mpr_t *r, uint32_t *v);  /* uint that fits 32 bits */
 int ns_mpr_bool(ns_mpr_t *r, bool *v);
-int ns_mpr_f64(ns_mpr_t *r, double *v);      /* float 32 or 64 */
+int ns_mpr_f64(ns_mpr_t *r, double *v); /* float 32 or 64 */
 /* bin of at most max bytes; *p borrows from the input buffer. */
 int ns_mpr_bin(ns_mpr_t *r, const uint8_t **p, size_t *n, size_t max);
 /* bin of exactly n bytes, copied to out. */
@@ -76,7 +76,7 @@ void ns_mp_str(msgpack_packer *pk, const char *s);
 /* Render any msgpack value as JSON (for --json output of control replies).
  * Input is checked with the strict reader rules (caps, depth <= 32);
  * bin values become lowercase hex strings. Returns malloc'd text. */
-int ns_mp_to_json(const void *buf, size_t len, char **json, int pretty)
-    NS_MUST_CHECK;
+int ns_mp_to_json(const void *buf, size_t len, char **json,
+                  int pretty) NS_MUST_CHECK;
 
 #endif

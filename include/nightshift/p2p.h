@@ -29,11 +29,11 @@
 typedef struct ns_p2p ns_p2p_t;
 
 typedef struct {
-    const ns_config_t *cfg;          /* borrowed; must outlive the p2p */
-    const ns_identity_t *identity;   /* borrowed */
-    ns_hash_t network_id;            /* hash of our genesis */
-    const char *network_name;        /* for logs */
-    const ns_devinfo_t *devices;     /* copied */
+    const ns_config_t *cfg;        /* borrowed; must outlive the p2p */
+    const ns_identity_t *identity; /* borrowed */
+    ns_hash_t network_id;          /* hash of our genesis */
+    const char *network_name;      /* for logs */
+    const ns_devinfo_t *devices;   /* copied */
     uint32_t n_devices;
 } ns_p2p_opts_t;
 
@@ -53,8 +53,8 @@ const char *ns_p2p_address(const ns_p2p_t *p);
  * sync...). fn runs when socket is readable / when the timer is due. */
 typedef void (*ns_p2p_io_fn)(void *user, void *socket);
 typedef void (*ns_p2p_timer_fn)(void *user, uint64_t now_mono_ms);
-int ns_p2p_add_socket(ns_p2p_t *p, void *socket, ns_p2p_io_fn fn, void *user)
-    NS_MUST_CHECK;
+int ns_p2p_add_socket(ns_p2p_t *p, void *socket, ns_p2p_io_fn fn,
+                      void *user) NS_MUST_CHECK;
 int ns_p2p_add_timer(ns_p2p_t *p, uint32_t interval_ms, ns_p2p_timer_fn fn,
                      void *user) NS_MUST_CHECK;
 
@@ -86,8 +86,8 @@ int ns_p2p_connect(ns_p2p_t *p, const char *addr) NS_MUST_CHECK;
 /* Cut all traffic with a peer for ms milliseconds: dropped from the table,
  * its connections refused and its messages ignored. For partition tests
  * on test networks (the daemon refuses it otherwise). */
-int ns_p2p_block(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES], uint32_t ms)
-    NS_MUST_CHECK;
+int ns_p2p_block(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES],
+                 uint32_t ms) NS_MUST_CHECK;
 
 /* A random live peer whose latest heartbeat satisfies want (NULL = any).
  * NS_ERR_NOTFOUND if none. */
@@ -95,8 +95,8 @@ int ns_p2p_pick_peer(ns_p2p_t *p,
                      bool (*want)(void *u, const uint8_t id[NS_ID_BYTES],
                                   const ns_heartbeat_t *hb),
                      void *u, uint8_t out[NS_ID_BYTES]) NS_MUST_CHECK;
-int ns_p2p_register(ns_p2p_t *p, uint8_t type, bool gossiped,
-                    ns_p2p_msg_fn fn, void *user) NS_MUST_CHECK;
+int ns_p2p_register(ns_p2p_t *p, uint8_t type, bool gossiped, ns_p2p_msg_fn fn,
+                    void *user) NS_MUST_CHECK;
 
 /* Sign and gossip a message of a gossiped type to fanout peers. */
 int ns_p2p_publish(ns_p2p_t *p, uint8_t type, const uint8_t *body,

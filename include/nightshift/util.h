@@ -43,8 +43,8 @@ int ns_file_write_atomic(const char *path, const void *data, size_t len,
 int ns_mkdir_p(const char *path, unsigned mode) NS_MUST_CHECK;
 
 /* snprintf into a fixed buffer; NS_ERR_TOOBIG if it did not fit. */
-int ns_path_join(char *out, size_t cap, const char *dir, const char *name)
-    NS_MUST_CHECK;
+int ns_path_join(char *out, size_t cap, const char *dir,
+                 const char *name) NS_MUST_CHECK;
 
 /* Parse a non-negative decimal u64 with no sign, spaces or junk. */
 int ns_parse_u64(const char *s, uint64_t *out) NS_MUST_CHECK;

@@ -63,14 +63,14 @@ typedef struct {
 /* Sign and encode. out is reset first. id_out may be NULL. */
 int ns_envelope_encode(const ns_identity_t *id, uint8_t type,
                        uint64_t timestamp_ms, const uint8_t *body,
-                       size_t body_len, ns_buf_t *out, ns_hash_t id_out)
-    NS_MUST_CHECK;
+                       size_t body_len, ns_buf_t *out,
+                       ns_hash_t id_out) NS_MUST_CHECK;
 
 /* Strict structural decode and message id; does NOT check the signature.
  * Errors: NS_ERR_TOOBIG, NS_ERR_TRUNCATED, NS_ERR_TYPE, NS_ERR_VERSION,
  * NS_ERR_MSGTYPE, NS_ERR_TRAILING. env borrows from buf. */
-int ns_envelope_decode(const uint8_t *buf, size_t len, ns_envelope_t *env)
-    NS_MUST_CHECK;
+int ns_envelope_decode(const uint8_t *buf, size_t len,
+                       ns_envelope_t *env) NS_MUST_CHECK;
 
 /* NS_OK or NS_ERR_SIG. */
 int ns_envelope_verify(const ns_envelope_t *env) NS_MUST_CHECK;
@@ -78,8 +78,8 @@ int ns_envelope_verify(const ns_envelope_t *env) NS_MUST_CHECK;
 /* ---- bodies ---------------------------------------------------------- */
 
 typedef struct {
-    ns_hash_t network_id;               /* hash of the genesis file */
-    char endpoint[NS_ENDPOINT_MAX];     /* where the sender listens */
+    ns_hash_t network_id;           /* hash of the genesis file */
+    char endpoint[NS_ENDPOINT_MAX]; /* where the sender listens */
     char version[NS_MAX_VERSION_STR + 1];
 } ns_hello_t;
 
@@ -87,12 +87,12 @@ typedef struct {
     ns_hash_t network_id;
     char endpoint[NS_ENDPOINT_MAX];
     char version[NS_MAX_VERSION_STR + 1];
-    uint32_t interval_ms;  /* sender's heartbeat interval */
-    uint64_t sent_us;      /* sender's wall clock at sending, microseconds */
-    uint64_t price;        /* credits per device-second, in micro-credits */
-    uint64_t stake;        /* credits staked */
+    uint32_t interval_ms; /* sender's heartbeat interval */
+    uint64_t sent_us;     /* sender's wall clock at sending, microseconds */
+    uint64_t price;       /* credits per device-second, in micro-credits */
+    uint64_t stake;       /* credits staked */
     char region[NS_MAX_REGION + 1];
-    uint32_t free_slots;   /* jobs it can take now */
+    uint32_t free_slots;     /* jobs it can take now */
     uint64_t ledger_entries; /* ledger head summary: entry count */
     ns_hash_t ledger_digest; /* and digest of all heads (zero if none) */
     uint32_t n_devices;
@@ -115,17 +115,15 @@ typedef struct {
 } ns_pull_t;
 
 int ns_hello_encode(const ns_hello_t *m, ns_buf_t *out) NS_MUST_CHECK;
-int ns_hello_decode(const uint8_t *buf, size_t len, ns_hello_t *m)
-    NS_MUST_CHECK;
+int ns_hello_decode(const uint8_t *buf, size_t len,
+                    ns_hello_t *m) NS_MUST_CHECK;
 int ns_heartbeat_encode(const ns_heartbeat_t *m, ns_buf_t *out) NS_MUST_CHECK;
-int ns_heartbeat_decode(const uint8_t *buf, size_t len, ns_heartbeat_t *m)
-    NS_MUST_CHECK;
+int ns_heartbeat_decode(const uint8_t *buf, size_t len,
+                        ns_heartbeat_t *m) NS_MUST_CHECK;
 int ns_peers_encode(const ns_peers_t *m, ns_buf_t *out) NS_MUST_CHECK;
-int ns_peers_decode(const uint8_t *buf, size_t len, ns_peers_t *m)
-    NS_MUST_CHECK;
-int ns_pull_encode(const uint8_t *ids, uint32_t n, ns_buf_t *out)
-    NS_MUST_CHECK;
-int ns_pull_decode(const uint8_t *buf, size_t len, ns_pull_t *m)
-    NS_MUST_CHECK;
+int ns_peers_decode(const uint8_t *buf, size_t len,
+                    ns_peers_t *m) NS_MUST_CHECK;
+int ns_pull_encode(const uint8_t *ids, uint32_t n, ns_buf_t *out) NS_MUST_CHECK;
+int ns_pull_decode(const uint8_t *buf, size_t len, ns_pull_t *m) NS_MUST_CHECK;
 
 #endif

@@ -380,8 +380,7 @@ static void s_model_apply(const s_op_t *op, const ns_hash_t id)
                 a->lcol -= aw->lock;
                 a->staked += aw->lock;
                 aw->lock_state = LOCK_RELEASED;
-            } else if (aw->provider == op->who &&
-                       aw->lock_state == LOCK_NONE) {
+            } else if (aw->provider == op->who && aw->lock_state == LOCK_NONE) {
                 /* released before any accept: the award is closed to it */
                 aw->lock_state = LOCK_RELEASED;
             }

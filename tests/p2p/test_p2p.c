@@ -146,8 +146,8 @@ static void s_heartbeat(ns_buf_t *out, const ns_identity_t *who,
     ns_buf_t body;
     ns_buf_init(&body);
     CHECK_RC(ns_heartbeat_encode(&hb, &body), NS_OK);
-    CHECK_RC(ns_envelope_encode(who, NS_MSG_HEARTBEAT, ts, body.data,
-                                body.len, out, NULL),
+    CHECK_RC(ns_envelope_encode(who, NS_MSG_HEARTBEAT, ts, body.data, body.len,
+                                out, NULL),
              NS_OK);
     ns_buf_release(&body);
 }
@@ -192,13 +192,11 @@ TEST(ingest_verdicts)
 
     /* garbage, truncation, unknown type, unknown version */
     const uint8_t garbage[] = {0xc1, 0x00, 0xff};
-    CHECK_RC(ns_p2p_ingest(f.p, f.link, garbage, sizeof garbage),
-             NS_ERR_TYPE);
+    CHECK_RC(ns_p2p_ingest(f.p, f.link, garbage, sizeof garbage), NS_ERR_TYPE);
     s_heartbeat(&m, f.other, f.net, now + 3);
-    CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len / 2),
-             NS_ERR_TRUNCATED);
-    CHECK_RC(ns_envelope_encode(f.other, 200, now, (const uint8_t *)"x", 1,
-                                &m, NULL),
+    CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len / 2), NS_ERR_TRUNCATED);
+    CHECK_RC(ns_envelope_encode(f.other, 200, now, (const uint8_t *)"x", 1, &m,
+                                NULL),
              NS_OK);
     CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_ERR_MSGTYPE);
     m.data[1] = 2; /* version byte right after the array header */
@@ -217,8 +215,8 @@ TEST(ingest_verdicts)
     ns_buf_init(&body);
     CHECK_RC(ns_hello_encode(&hello, &body), NS_OK);
     ns_identity_t *third = ns_identity_generate();
-    CHECK_RC(ns_envelope_encode(third, NS_MSG_HELLO, now, body.data,
-                                body.len, &m, NULL),
+    CHECK_RC(ns_envelope_encode(third, NS_MSG_HELLO, now, body.data, body.len,
+                                &m, NULL),
              NS_OK);
     CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_ERR_INVAL);
     ns_identity_destroy(&third);
@@ -257,8 +255,7 @@ TEST(ingest_rate_limit)
     const uint8_t junk[] = {0x01, 0x02};
     int limited = 0;
     for (int i = 0; i < 100; i++)
-        limited += ns_p2p_ingest(f.p, f.link, junk, sizeof junk) ==
-                   NS_ERR_RATE;
+        limited += ns_p2p_ingest(f.p, f.link, junk, sizeof junk) == NS_ERR_RATE;
     /* burst of 10 then about 1 per second: at least 85 refused */
     CHECK(limited >= 85);
     /* another link has its own bucket */
