@@ -205,7 +205,8 @@ static int s_on_heads(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
         ns_mpr_uint(&r, &seqs[i]);
     }
     uint32_t gets = 0, start = n ? ns_rand_below(n) : 0;
-    for (uint32_t k = 0; k < n && r.err == NS_OK && gets < NS_SYNC_RANGES; k++) {
+    for (uint32_t k = 0; k < n && r.err == NS_OK && gets < NS_SYNC_RANGES;
+         k++) {
         uint32_t i = (start + k) % n;
         ns_account_t mine;
         if (ns_ledger_account(s->ledger, authors[i], &mine) != NS_OK ||

@@ -26,8 +26,9 @@
 #define NS_MSG_ENTRIES 20
 
 #define NS_LEDGER_SYNC_MS 1000 /* head comparison period */
-#define NS_SYNC_RANGES 16 /* GETs per round: each reply is up to 256 entries
-                             ingested in one loop turn */
+#define NS_SYNC_RANGES                                                         \
+    16 /* GETs per round: each reply is up to 256 entries                      \
+          ingested in one loop turn */
 #define NS_SYNC_BATCH                                                          \
     256                        /* entries per ENTRIES message (and bytes       \
                                   under NS_MAX_BODY) */
