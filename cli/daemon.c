@@ -3,8 +3,8 @@
 #include "cli.h"
 #include "ctl.h"
 #include "opts.h"
-#include "provider.h"
-#include "slash.h"
+#include "nightshift/provider.h"
+#include "nightshift/slash.h"
 
 #include "nightshift/config.h"
 #include "nightshift/devices.h"

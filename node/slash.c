@@ -1,5 +1,5 @@
 /* slash.c - fraud proofs in SLASH entries, checked by every node. */
-#include "slash.h"
+#include "nightshift/slash.h"
 
 #include "nightshift/log.h"
 #include "nightshift/mp.h"

@@ -8,8 +8,8 @@
  * and that the proof matches the RESULT on record, and trust the
  * requester for the re-run (docs/PROTOCOL.md, "Slashing").
  */
-#ifndef NIGHTSHIFT_CLI_SLASH_H
-#define NIGHTSHIFT_CLI_SLASH_H
+#ifndef NIGHTSHIFT_SLASH_H
+#define NIGHTSHIFT_SLASH_H
 
 #include "nightshift/ledger.h"
 #include "nightshift/verify.h"

@@ -3,8 +3,8 @@
  * descriptor and inputs, runs the job in the sandboxed worker, commits the
  * outputs (RESULT), serves them to the requester, and takes its payment in
  * with its next entry. */
-#ifndef NIGHTSHIFT_CLI_PROVIDER_H
-#define NIGHTSHIFT_CLI_PROVIDER_H
+#ifndef NIGHTSHIFT_PROVIDER_H
+#define NIGHTSHIFT_PROVIDER_H
 
 #include "nightshift/config.h"
 #include "nightshift/ledger_sync.h"

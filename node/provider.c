@@ -1,5 +1,5 @@
 /* provider.c - bids, accepts, fetches, runs, commits, serves. */
-#include "provider.h"
+#include "nightshift/provider.h"
 
 #include "nightshift/log.h"
 #include "nightshift/market.h"

@@ -8,7 +8,7 @@
  * after a crash. */
 #include "cli.h"
 #include "jobspec.h"
-#include "slash.h"
+#include "nightshift/slash.h"
 
 #include "nightshift/genesis.h"
 #include "nightshift/ledger_sync.h"
