@@ -358,31 +358,24 @@ int ns_cmd_balance(int argc, char **argv)
 static int s_append(const char *cmd, const char *datadir, const char *to,
                     uint64_t amount, int json)
 {
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    uint8_t dest[NS_ID_BYTES];
-    if (to) {
-        msgpack_pack_array(&pk, 3);
-        ns_mp_str(&pk, cmd);
-        if (ns_id_parse(to, dest) != NS_OK) {
-            ns_cli_error(cmd, "--to '%s' is not a node id", to);
-            msgpack_sbuffer_destroy(&sb);
-            return 2;
-        }
-        ns_mp_bin(&pk, dest, NS_ID_BYTES);
-    } else {
-        msgpack_pack_array(&pk, 2);
-        ns_mp_str(&pk, cmd);
+    ns_ctl_req_t req;
+    memset(&req, 0, sizeof req);
+    if (ns_ctl_kind(cmd, &req.kind) != NS_OK)
+        return 2;
+    if (to && ns_id_parse(to, req.peer) != NS_OK) {
+        ns_cli_error(cmd, "--to '%s' is not a node id", to);
+        return 2;
     }
-    msgpack_pack_uint64(&pk, amount);
+    if (to && req.kind != NS_CTL_TRANSFER) {
+        /* the node reads a stake/unstake with a payee as malformed */
+        ns_cli_error(cmd, "malformed ledger command");
+        return 1;
+    }
+    req.amount = amount;
     uint8_t *doc = NULL;
     size_t len = 0;
     char err[512];
-    int rc =
-        ns_ctl_request(datadir, sb.data, sb.size, &doc, &len, err, sizeof err);
-    msgpack_sbuffer_destroy(&sb);
+    int rc = ns_ctl_call(datadir, &req, &doc, &len, err, sizeof err);
     if (rc != NS_OK) {
         ns_cli_error(cmd, "%s", err);
         return 1;

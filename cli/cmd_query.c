@@ -313,13 +313,13 @@ int ns_cmd_id(int argc, char **argv)
 /* ---- connect / block ------------------------------------------------------
  */
 
-static int s_send_cmd(const char *cmd, const char *datadir, msgpack_sbuffer *sb)
+static int s_send_cmd(const char *cmd, const char *datadir,
+                      const ns_ctl_req_t *req)
 {
     uint8_t *doc = NULL;
     size_t len = 0;
     char err[512];
-    if (ns_ctl_request(datadir, sb->data, sb->size, &doc, &len, err,
-                       sizeof err) != NS_OK) {
+    if (ns_ctl_call(datadir, req, &doc, &len, err, sizeof err) != NS_OK) {
         ns_cli_error(cmd, "%s", err);
         return 1;
     }
@@ -355,16 +355,11 @@ int ns_cmd_connect(int argc, char **argv)
                      argv[3]);
         return 2;
     }
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer p;
-    msgpack_packer_init(&p, &sb, msgpack_sbuffer_write);
-    msgpack_pack_array(&p, 2);
-    ns_mp_str(&p, "connect");
-    ns_mp_str(&p, argv[3]);
-    int rc = s_send_cmd(cmd, argv[2], &sb);
-    msgpack_sbuffer_destroy(&sb);
-    return rc;
+    ns_ctl_req_t req;
+    memset(&req, 0, sizeof req);
+    req.kind = NS_CTL_CONNECT;
+    snprintf(req.addr, sizeof req.addr, "%s", argv[3]);
+    return s_send_cmd(cmd, argv[2], &req);
 }
 
 static const char s_block_usage[] =
@@ -403,15 +398,10 @@ int ns_cmd_block(int argc, char **argv)
         ns_cli_error(cmd, "expected --datadir D ID (see --help)");
         return 2;
     }
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer p;
-    msgpack_packer_init(&p, &sb, msgpack_sbuffer_write);
-    msgpack_pack_array(&p, 3);
-    ns_mp_str(&p, "block");
-    ns_mp_bin(&p, id, NS_ID_BYTES);
-    msgpack_pack_uint64(&p, ms);
-    int rc = s_send_cmd(cmd, datadir, &sb);
-    msgpack_sbuffer_destroy(&sb);
-    return rc;
+    ns_ctl_req_t req;
+    memset(&req, 0, sizeof req);
+    req.kind = NS_CTL_BLOCK;
+    memcpy(req.peer, id, NS_ID_BYTES);
+    req.ms = ms;
+    return s_send_cmd(cmd, datadir, &req);
 }

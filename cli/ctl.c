@@ -15,28 +15,31 @@
 #include <unistd.h>
 #include <zmq.h>
 
-int ns_ctl_endpoint(const char *datadir, char *out, size_t cap)
+int ns_ctl_call(const char *datadir, const ns_ctl_req_t *req, uint8_t **doc,
+                size_t *len, char *err, size_t errlen)
 {
-    char real[PATH_MAX];
-    const char *dir = realpath(datadir, real) ? real : datadir;
-    int n = snprintf(out, cap, "ipc://%s/%s", dir, NS_CTL_SOCK);
-    /* sun_path holds 107 characters. */
-    if (n < 0 || (size_t)n >= cap || strlen(out) - 6 > 107)
-        return NS_ERR_TOOBIG;
-    return NS_OK;
+    ns_buf_t b;
+    ns_buf_init(&b);
+    int rc = ns_ctl_req_pack(req, &b);
+    if (rc != NS_OK)
+        snprintf(err, errlen, "cannot encode the request: %s",
+                 ns_strerror(rc));
+    else
+        rc = ns_ctl_request(datadir, b.data, b.len, doc, len, err, errlen);
+    ns_buf_release(&b);
+    return rc;
 }
 
 int ns_ctl_query(const char *datadir, const char *query, uint8_t **doc,
                  size_t *len, char *err, size_t errlen)
 {
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    ns_mp_str(&pk, query);
-    int rc = ns_ctl_request(datadir, sb.data, sb.size, doc, len, err, errlen);
-    msgpack_sbuffer_destroy(&sb);
-    return rc;
+    ns_ctl_req_t req;
+    memset(&req, 0, sizeof req);
+    if (ns_ctl_kind(query, &req.kind) != NS_OK) {
+        snprintf(err, errlen, "unknown query '%s'", query);
+        return NS_ERR_INVAL;
+    }
+    return ns_ctl_call(datadir, &req, doc, len, err, errlen);
 }
 
 int ns_ctl_request(const char *datadir, const void *req, size_t req_len,

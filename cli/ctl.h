@@ -9,22 +9,21 @@
 #ifndef NIGHTSHIFT_CTL_H
 #define NIGHTSHIFT_CTL_H
 
+#include "nightshift/control.h"
+
 #include <stddef.h>
 #include <stdint.h>
-
-#define NS_CTL_SOCK "control.sock"
-#define NS_CTL_MAX_REPLY (16 * 1024 * 1024)
-#define NS_CTL_TIMEOUT_MS 5000
-
-int ns_ctl_endpoint(const char *datadir, char *out, size_t cap);
 
 /* Ask the node in datadir. On success *doc and *len hold the reply document
  * (msgpack, malloc'd; caller frees). On failure err says why in one line. */
 int ns_ctl_query(const char *datadir, const char *query, uint8_t **doc,
                  size_t *len, char *err, size_t errlen);
 
-/* Same with a request already encoded as msgpack (an array [command,
- * args...] for commands that take arguments). */
+/* Send a typed request (encoded with ns_ctl_req_pack). */
+int ns_ctl_call(const char *datadir, const ns_ctl_req_t *req, uint8_t **doc,
+                size_t *len, char *err, size_t errlen);
+
+/* Same with a request already encoded as msgpack. */
 int ns_ctl_request(const char *datadir, const void *req, size_t req_len,
                    uint8_t **doc, size_t *len, char *err, size_t errlen);
 

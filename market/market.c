@@ -1,6 +1,7 @@
 /* market.c - market messages and the pure decisions behind them. */
 #include "nightshift/market.h"
 #include "nightshift/mp.h"
+#include "nightshift/policy.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -167,8 +168,44 @@ int ns_chunk_decode(const uint8_t *buf, size_t len, ns_chunk_t *c)
     return NS_OK;
 }
 
-/* ---- decisions -------------------------------------------------------------
- */
+int ns_awarded_encode(const ns_awarded_t *a, ns_buf_t *out)
+{
+    if (a->job_entry_len > NS_MAX_ENTRY_BYTES ||
+        a->award_entry_len > NS_MAX_ENTRY_BYTES)
+        return NS_ERR_TOOBIG;
+    S_PACKER(out, w, pk);
+    msgpack_pack_array(&pk, 3);
+    ns_mp_bin(&pk, a->job_id, NS_HASH_BYTES);
+    ns_mp_bin(&pk, a->job_entry, a->job_entry_len);
+    ns_mp_bin(&pk, a->award_entry, a->award_entry_len);
+    return w.err;
+}
+
+int ns_awarded_decode(const uint8_t *buf, size_t len, ns_awarded_t *a)
+{
+    ns_mpr_t r;
+    memset(a, 0, sizeof *a);
+    ns_mpr_init(&r, buf, len);
+    ns_mpr_array_exact(&r, 3);
+    ns_mpr_bin_exact(&r, a->job_id, NS_HASH_BYTES);
+    ns_mpr_bin(&r, &a->job_entry, &a->job_entry_len, NS_MAX_ENTRY_BYTES);
+    ns_mpr_bin(&r, &a->award_entry, &a->award_entry_len, NS_MAX_ENTRY_BYTES);
+    if (ns_mpr_end(&r) != NS_OK)
+        return r.err;
+    return a->job_entry_len && a->award_entry_len ? NS_OK : NS_ERR_INVAL;
+}
+
+/* ---- offers and decisions ----------------------------------------------- */
+
+void ns_offer_from_heartbeat(ns_offer_t *o, const ns_heartbeat_t *hb)
+{
+    o->devices = hb->devices;
+    o->n_devices = hb->n_devices;
+    o->price = hb->price;
+    o->stake = hb->stake;
+    o->free_slots = hb->free_slots;
+    o->region = hb->region;
+}
 
 static void s_cl_version(const char *text, uint32_t *major, uint32_t *minor)
 {
@@ -191,13 +228,13 @@ uint64_t ns_price_quote(uint64_t price_micro_per_s, uint64_t work_flops,
     return credits < 1 ? 1 : (uint64_t)credits;
 }
 
-uint32_t ns_reqs_check(const ns_reqs_t *r, const ns_heartbeat_t *hb,
+uint32_t ns_reqs_check(const ns_reqs_t *r, const ns_offer_t *o,
                        uint64_t collateral, uint64_t max_price,
                        uint64_t work_flops, uint32_t *device)
 {
     uint32_t best_fail = ~0u;
-    for (uint32_t d = 0; d < hb->n_devices; d++) {
-        const ns_devinfo_t *dev = &hb->devices[d];
+    for (uint32_t d = 0; d < o->n_devices; d++) {
+        const ns_devinfo_t *dev = &o->devices[d];
         uint32_t fail = 0, maj, min;
         if (dev->global_mem_bytes < r->min_mem_bytes)
             fail |= NS_REQ_MEMORY;
@@ -207,7 +244,7 @@ uint32_t ns_reqs_check(const ns_reqs_t *r, const ns_heartbeat_t *hb,
         if (maj < r->min_cl_major ||
             (maj == r->min_cl_major && min < r->min_cl_minor))
             fail |= NS_REQ_CL_VERSION;
-        if (ns_price_quote(hb->price, work_flops, dev->gflops, NULL) >
+        if (ns_price_quote(o->price, work_flops, dev->gflops, NULL) >
             max_price)
             fail |= NS_REQ_PRICE;
         if (__builtin_popcount(fail) < __builtin_popcount(best_fail)) {
@@ -218,11 +255,11 @@ uint32_t ns_reqs_check(const ns_reqs_t *r, const ns_heartbeat_t *hb,
     }
     if (best_fail == ~0u)
         best_fail = NS_REQ_MEMORY | NS_REQ_DEVICE_TYPE; /* no device */
-    if (r->region[0] && strcmp(r->region, hb->region) != 0)
+    if (r->region[0] && strcmp(r->region, o->region ? o->region : "") != 0)
         best_fail |= NS_REQ_REGION;
-    if (hb->stake < collateral)
+    if (o->stake < collateral)
         best_fail |= NS_REQ_STAKE;
-    if (hb->free_slots == 0)
+    if (o->free_slots == 0)
         best_fail |= NS_REQ_SLOTS;
     return best_fail;
 }
@@ -267,6 +304,15 @@ int64_t ns_reputation(const ns_account_t *a)
         return INT64_MIN / 2;
     return (int64_t)a->jobs_settled - 10 * (int64_t)a->jobs_slashed -
            2 * (int64_t)a->jobs_cancelled;
+}
+
+bool ns_requester_acceptable(const ns_account_t *a)
+{
+    if (a->banned)
+        return false;
+    return a->jobs_posted < NS_POLICY_REQUESTER_GRACE_JOBS ||
+           a->jobs_settled_as_requester * NS_POLICY_REQUESTER_SETTLE_DIV >=
+               a->jobs_posted;
 }
 
 int ns_auction_pick(const ns_bid_t *bids, const int64_t *reputation,

@@ -3,6 +3,8 @@
 
 #include "nightshift/log.h"
 #include "nightshift/market.h"
+#include "nightshift/policy.h"
+#include "nightshift/transfer.h"
 #include "nightshift/util.h"
 #include "nightshift/verify.h"
 #include "nightshift/worker.h"
@@ -14,11 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define S_MAX_JOBS 64
-#define S_WINDOW 8                   /* FETCHes in flight per job */
-#define S_BID_TTL_MS 30000           /* forget an unanswered bid */
-#define S_RETAIN_MS (10 * 60 * 1000) /* outputs kept for the requester */
-#define S_BLOB_STATEMENT 255         /* the signed result statement */
+#define S_MAX_JOBS NS_POLICY_PROVIDER_JOBS
 
 typedef enum {
     PJ_FREE = 0,
@@ -35,12 +33,7 @@ typedef struct {
     ns_bid_t bid;
     uint64_t since_ms; /* monotonic, entered the state */
     ns_hash_t award_id, accept_id;
-    /* blob 0 = descriptor, 1 + i = input i */
-    uint8_t *blob[NS_MAX_ARGS + 1];
-    uint64_t total[NS_MAX_ARGS + 1]; /* 0 = unknown yet */
-    uint64_t got[NS_MAX_ARGS + 1];
-    uint64_t next[NS_MAX_ARGS + 1];
-    uint32_t in_flight;
+    ns_fetch_t fetch; /* descriptor, then the inputs, from the requester */
     bool have_job;
     ns_job_t job;
     ns_input_t inputs[NS_MAX_ARGS];
@@ -52,6 +45,7 @@ typedef struct {
 
 struct ns_provider {
     ns_provider_opts_t o;
+    const ns_node_io_t *io;
     uint8_t self[NS_ID_BYTES];
     ns_worker_t *worker;
     s_job_t jobs[S_MAX_JOBS];
@@ -94,18 +88,17 @@ int ns_fault_parse(const char *spec, ns_fault_t *f)
 
 static void s_job_clear(s_job_t *j)
 {
-    for (int i = 0; i <= NS_MAX_ARGS; i++)
-        free(j->blob[i]);
+    ns_fetch_release(&j->fetch);
     if (j->have_job)
         ns_job_release(&j->job);
     ns_worker_result_release(&j->res);
     memset(j, 0, sizeof *j);
 }
 
-static void s_set(s_job_t *j, s_state_t st)
+static void s_set(ns_provider_t *p, s_job_t *j, s_state_t st)
 {
     j->state = st;
-    j->since_ms = ns_mono_ms();
+    j->since_ms = p->io->mono_ms(p->io->user);
 }
 
 static s_job_t *s_find(ns_provider_t *p, const ns_hash_t job_id)
@@ -138,7 +131,7 @@ static void s_update_offer(ns_provider_t *p)
     if (ns_ledger_account(p->o.ledger, p->self, &a) == NS_OK)
         stake = a.staked;
     uint32_t busy = s_busy(p);
-    ns_p2p_set_offer(p->o.p2p, stake,
+    p->io->set_offer(p->io->user, stake,
                      busy < p->o.cfg->slots ? p->o.cfg->slots - busy : 0);
 }
 
@@ -155,15 +148,13 @@ static void s_fail(ns_provider_t *p, s_job_t *j, const char *why)
 /* ---- bidding
  * ------------------------------------------------------------------ */
 
-static int s_on_job(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
+static int s_on_job(ns_provider_t *p, const ns_node_msg_t *m)
 {
-    (void)src;
-    ns_provider_t *p = user;
     ns_announce_t a;
-    int rc = ns_announce_decode(env->body, env->body_len, &a);
+    int rc = ns_announce_decode(m->body, m->len, &a);
     if (rc != NS_OK)
         return rc;
-    if (memcmp(a.requester, env->sender, NS_ID_BYTES))
+    if (memcmp(a.requester, m->sender, NS_ID_BYTES))
         return NS_ERR_INVAL; /* only the requester announces its job */
     p->stats.announces++;
     s_job_t *old = s_find(p, a.job_id);
@@ -172,37 +163,26 @@ static int s_on_job(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
     else if (old)
         return NS_OK;
     if (memcmp(a.requester, p->self, NS_ID_BYTES) == 0 ||
-        a.deadline_ms <= ns_now_ms() || p->o.n_devices == 0)
+        a.deadline_ms <= p->io->now_ms(p->io->user) || p->o.n_devices == 0)
         return NS_OK;
     for (uint32_t e = 0; e < a.n_excluded; e++)
         if (memcmp(a.excluded[e], p->self, NS_ID_BYTES) == 0)
             return NS_OK;
     if (s_busy(p) >= p->o.cfg->slots)
         return NS_OK;
-    /* Requesters that post and never settle are refused. */
     ns_account_t req, me;
     if (ns_ledger_account(p->o.ledger, a.requester, &req) != NS_OK ||
         ns_ledger_account(p->o.ledger, p->self, &me) != NS_OK)
         return NS_OK;
-    if (req.banned || (req.jobs_posted >= 5 &&
-                       2 * req.jobs_settled_as_requester < req.jobs_posted)) {
+    if (!ns_requester_acceptable(&req)) {
         p->stats.refused_requester++;
         return NS_OK;
     }
-    ns_heartbeat_t *hb = calloc(1, sizeof *hb);
-    if (!hb)
-        return NS_ERR_NOMEM;
-    hb->n_devices = p->o.n_devices;
-    memcpy(hb->devices, p->o.devices, p->o.n_devices * sizeof *p->o.devices);
-    hb->price = p->o.cfg->price;
-    hb->stake = me.staked;
-    hb->free_slots = 1;
-    snprintf(hb->region, sizeof hb->region, "%s", p->o.cfg->region);
+    ns_offer_t offer = {p->o.devices, p->o.n_devices, p->o.cfg->price,
+                        me.staked,    1,              p->o.cfg->region};
     uint32_t dev = 0;
-    uint32_t fail = ns_reqs_check(&a.reqs, hb, a.collateral, a.max_price,
-                                  a.work_flops, &dev);
-    free(hb);
-    if (fail)
+    if (ns_reqs_check(&a.reqs, &offer, a.collateral, a.max_price,
+                      a.work_flops, &dev))
         return NS_OK;
     s_job_t *j = NULL, *oldest_bid = NULL;
     for (int i = 0; i < S_MAX_JOBS && !j; i++) {
@@ -227,20 +207,17 @@ static int s_on_job(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
     memcpy(j->bid.job_id, a.job_id, NS_HASH_BYTES);
     j->bid.price = ns_price_quote(p->o.cfg->price, a.work_flops,
                                   p->o.devices[dev].gflops, &j->bid.est_ms);
-    j->bid.timestamp_ms = ns_now_ms();
+    j->bid.timestamp_ms = p->io->now_ms(p->io->user);
     ns_bid_sign(&j->bid, p->o.me, p->o.network_id);
-    char addr[NS_ADDR_MAX], idtext[NS_ID_TEXT_LEN + 1];
-    ns_id_text(idtext, a.requester);
-    snprintf(addr, sizeof addr, "%s@%s", idtext, a.endpoint);
-    rc = ns_p2p_connect(p->o.p2p, addr); /* NS_ERR_EXISTS is fine */
-    (void)rc;
+    rc = p->io->dial(p->io->user, a.requester, a.endpoint);
+    (void)rc; /* NS_ERR_EXISTS is fine; a failed dial fails the send */
     if (ns_bid_encode(&j->bid, &p->body) != NS_OK ||
-        ns_p2p_send(p->o.p2p, a.requester, NS_MSG_MKT_BID, p->body.data,
+        p->io->send(p->io->user, a.requester, NS_MSG_MKT_BID, p->body.data,
                     p->body.len) != NS_OK) {
         memset(j, 0, sizeof *j);
         return NS_OK;
     }
-    s_set(j, PJ_BID);
+    s_set(p, j, PJ_BID);
     p->stats.bids++;
     char jid[17];
     s_job_hex(jid, a.job_id);
@@ -252,34 +229,33 @@ static int s_on_job(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
 
 /* ---- award -> accept -> fetch -------------------------------------------- */
 
-static void s_fetch_more(ns_provider_t *p, s_job_t *j);
+static void s_start_run(ns_provider_t *p, s_job_t *j);
 
-static int s_on_awarded(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
+static void s_fetch_more(ns_provider_t *p, s_job_t *j)
 {
-    (void)src;
-    ns_provider_t *p = user;
-    ns_mpr_t r;
-    ns_hash_t job_id;
-    const uint8_t *je = NULL, *ae = NULL;
-    size_t jl = 0, al = 0;
-    ns_mpr_init(&r, env->body, env->body_len);
-    ns_mpr_array_exact(&r, 3);
-    ns_mpr_bin_exact(&r, job_id, NS_HASH_BYTES);
-    ns_mpr_bin(&r, &je, &jl, NS_MAX_ENTRY_BYTES);
-    ns_mpr_bin(&r, &ae, &al, NS_MAX_ENTRY_BYTES);
-    if (ns_mpr_end(&r) != NS_OK)
-        return r.err;
-    s_job_t *j = s_find(p, job_id);
+    if (ns_fetch_pump(&j->fetch, p->io->send, p->io->user) != NS_OK)
+        ns_debug(NS_MOD_MARKET, "event=fetch_send_failed");
+}
+
+static int s_on_awarded(ns_provider_t *p, const ns_node_msg_t *m)
+{
+    ns_awarded_t aw;
+    int rc = ns_awarded_decode(m->body, m->len, &aw);
+    if (rc != NS_OK)
+        return rc;
+    s_job_t *j = s_find(p, aw.job_id);
     if (!j || j->state != PJ_BID ||
-        memcmp(env->sender, j->ann.requester, NS_ID_BYTES))
+        memcmp(m->sender, j->ann.requester, NS_ID_BYTES))
         return NS_OK; /* not ours any more, or not from its requester */
     /* The requester's JOB and AWARD entries, in case gossip is behind. */
-    (void)ns_ledger_ingest(p->o.ledger, je, jl, NULL, NULL);
-    (void)ns_ledger_ingest(p->o.ledger, ae, al, NULL, NULL);
+    (void)ns_ledger_ingest(p->o.ledger, aw.job_entry, aw.job_entry_len, NULL,
+                           NULL);
+    (void)ns_ledger_ingest(p->o.ledger, aw.award_entry, aw.award_entry_len,
+                           NULL, NULL);
     if (ns_ledger_commit(p->o.ledger) != NS_OK)
         return NS_ERR_IO;
     ns_ledger_job_t lj;
-    if (ns_ledger_job(p->o.ledger, job_id, &lj) != NS_OK ||
+    if (ns_ledger_job(p->o.ledger, aw.job_id, &lj) != NS_OK ||
         lj.state != NS_JOB_AWARDED ||
         memcmp(lj.provider, p->self, NS_ID_BYTES)) {
         s_fail(p, j, "award not in the ledger");
@@ -289,10 +265,9 @@ static int s_on_awarded(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
     memcpy(j->award_id, lj.award_id, NS_HASH_BYTES);
     ns_entry_body_t b;
     memset(&b, 0, sizeof b);
-    memcpy(b.job_id, job_id, NS_HASH_BYTES);
+    memcpy(b.job_id, aw.job_id, NS_HASH_BYTES);
     memcpy(b.ref_id, lj.award_id, NS_HASH_BYTES);
-    int rc = ns_ledger_sync_append(p->o.sync, p->o.me, NS_ENTRY_ACCEPT, &b,
-                                   true, j->accept_id);
+    rc = p->io->append(p->io->user, NS_ENTRY_ACCEPT, &b, j->accept_id);
     if (rc != NS_OK) {
         char why[96];
         snprintf(why, sizeof why, "accept refused by the ledger: %s",
@@ -301,138 +276,102 @@ static int s_on_awarded(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
         return NS_OK;
     }
     p->stats.accepts++;
-    s_set(j, PJ_FETCH);
+    s_set(p, j, PJ_FETCH);
     s_update_offer(p);
     char jid[17];
-    s_job_hex(jid, job_id);
+    s_job_hex(jid, aw.job_id);
     ns_info(NS_MOD_MARKET, "event=accepted job=%s price=%llu collateral=%llu",
             jid, (unsigned long long)lj.price,
             (unsigned long long)lj.collateral);
+    ns_fetch_init(&j->fetch, aw.job_id, j->ann.requester,
+                  NS_POLICY_FETCH_WINDOW);
+    if (ns_fetch_add(&j->fetch, NS_BLOB_DESCRIPTOR, NULL, 0, NS_MAX_JOB_MSG) !=
+        NS_OK) {
+        s_fail(p, j, "out of memory");
+        return NS_OK;
+    }
     s_fetch_more(p, j);
     return NS_OK;
 }
 
-static void s_fetch_more(ns_provider_t *p, s_job_t *j)
-{
-    /* blob order: descriptor, then each input in argument order */
-    for (uint32_t b = 0; b <= NS_MAX_ARGS && j->in_flight < S_WINDOW; b++) {
-        if (b > 0 && (!j->have_job || b - 1 >= j->job.n_args ||
-                      j->job.args[b - 1].kind != NS_ARG_IN))
-            continue;
-        if (b == 0 && j->have_job)
-            continue;
-        uint64_t total = j->total[b];
-        if (total == 0 && j->next[b] > 0)
-            return; /* first chunk of the descriptor still on its way */
-        while (j->in_flight < S_WINDOW && (total == 0 || j->next[b] < total)) {
-            ns_chunk_t c;
-            memset(&c, 0, sizeof c);
-            memcpy(c.job_id, j->ann.job_id, NS_HASH_BYTES);
-            c.blob = b;
-            c.offset = j->next[b];
-            c.len = (uint32_t)(total == 0 || total - c.offset > NS_CHUNK_BYTES
-                                   ? NS_CHUNK_BYTES
-                                   : total - c.offset);
-            if (ns_fetch_encode(&c, &p->body) != NS_OK ||
-                ns_p2p_send(p->o.p2p, j->ann.requester, NS_MSG_MKT_FETCH,
-                            p->body.data, p->body.len) != NS_OK)
-                return;
-            j->next[b] += c.len;
-            j->in_flight++;
-            if (total == 0)
-                return;
-        }
-        if (j->got[b] < j->total[b] || j->total[b] == 0)
-            return; /* finish this blob before the next */
-    }
-}
-
-static void s_start_run(ns_provider_t *p, s_job_t *j);
-
-/* All of blob b is here: check it. */
-static int s_blob_done(ns_provider_t *p, s_job_t *j, uint32_t b)
+/* The descriptor is here: check it and queue the inputs. */
+static int s_descriptor_done(ns_provider_t *p, s_job_t *j)
 {
     char err[256];
-    if (b == 0) {
-        ns_mpr_t r;
-        ns_hash_t id;
-        ns_mpr_init(&r, j->blob[0], j->total[0]);
-        if (ns_job_read(&r, &j->job, err, sizeof err) != NS_OK ||
-            ns_mpr_end(&r) != NS_OK) {
-            s_fail(p, j, "descriptor does not decode");
-            return NS_ERR_INVAL;
-        }
-        j->have_job = true;
-        if (ns_job_id(&j->job, id) != NS_OK ||
-            memcmp(id, j->ann.desc_id, NS_HASH_BYTES)) {
-            s_fail(p, j, "descriptor does not hash to the job id");
-            return NS_ERR_INVAL;
-        }
-        for (uint32_t i = 0; i < j->job.n_args; i++) {
-            if (j->job.args[i].kind != NS_ARG_IN)
-                continue;
-            j->total[1 + i] = j->job.args[i].size;
-            j->blob[1 + i] = malloc(j->job.args[i].size);
-            if (!j->blob[1 + i]) {
-                s_fail(p, j, "out of memory for inputs");
-                return NS_ERR_NOMEM;
-            }
-        }
-    } else {
-        ns_hash_t h;
-        ns_hash(h, j->blob[b], j->total[b]);
-        if (memcmp(h, j->job.args[b - 1].hash, NS_HASH_BYTES)) {
-            s_fail(p, j, "input does not match its hash");
-            return NS_ERR_CORRUPT;
-        }
-        j->inputs[b - 1].data = j->blob[b];
-        j->inputs[b - 1].len = j->total[b];
-        j->inputs[b - 1].verified = true;
+    const ns_fetch_blob_t *d = ns_fetch_blob(&j->fetch, NS_BLOB_DESCRIPTOR);
+    ns_mpr_t r;
+    ns_hash_t id;
+    ns_mpr_init(&r, d->data, d->total);
+    if (ns_job_read(&r, &j->job, err, sizeof err) != NS_OK ||
+        ns_mpr_end(&r) != NS_OK) {
+        s_fail(p, j, "descriptor does not decode");
+        return NS_ERR_INVAL;
+    }
+    j->have_job = true;
+    if (ns_job_id(&j->job, id) != NS_OK ||
+        memcmp(id, j->ann.desc_id, NS_HASH_BYTES)) {
+        s_fail(p, j, "descriptor does not hash to the job id");
+        return NS_ERR_INVAL;
     }
     for (uint32_t i = 0; i < j->job.n_args; i++)
-        if (j->job.args[i].kind == NS_ARG_IN && j->got[1 + i] < j->total[1 + i])
-            return NS_OK;
-    s_start_run(p, j);
+        if (j->job.args[i].kind == NS_ARG_IN &&
+            ns_fetch_add(&j->fetch, NS_BLOB_INPUT(i), NULL,
+                         j->job.args[i].size, 0) != NS_OK) {
+            s_fail(p, j, "out of memory for inputs");
+            return NS_ERR_NOMEM;
+        }
     return NS_OK;
 }
 
-static int s_on_chunk(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
+/* Input blob b is complete: check it against the descriptor's hash. */
+static int s_input_done(ns_provider_t *p, s_job_t *j, uint32_t arg)
 {
-    (void)src;
-    ns_provider_t *p = user;
+    const ns_fetch_blob_t *in = ns_fetch_blob(&j->fetch, NS_BLOB_INPUT(arg));
+    ns_hash_t h;
+    ns_hash(h, in->data, in->total);
+    if (memcmp(h, j->job.args[arg].hash, NS_HASH_BYTES)) {
+        s_fail(p, j, "input does not match its hash");
+        return NS_ERR_CORRUPT;
+    }
+    j->inputs[arg].data = in->data;
+    j->inputs[arg].len = in->total;
+    j->inputs[arg].verified = true;
+    return NS_OK;
+}
+
+static int s_on_chunk(ns_provider_t *p, const ns_node_msg_t *m)
+{
     ns_chunk_t c;
-    int rc = ns_chunk_decode(env->body, env->body_len, &c);
+    int rc = ns_chunk_decode(m->body, m->len, &c), done = -1;
     if (rc != NS_OK)
         return rc;
     s_job_t *j = s_find(p, c.job_id);
     if (!j || j->state != PJ_FETCH ||
-        memcmp(env->sender, j->ann.requester, NS_ID_BYTES) ||
-        c.blob > NS_MAX_ARGS)
+        memcmp(m->sender, j->ann.requester, NS_ID_BYTES))
         return NS_OK;
-    uint32_t b = c.blob;
-    if (j->in_flight)
-        j->in_flight--;
-    if (b == 0 && j->total[0] == 0) {
-        if (c.total == 0 || c.total > NS_MAX_JOB_MSG) {
-            s_fail(p, j, "descriptor size out of range");
-            return NS_ERR_TOOBIG;
-        }
-        j->total[0] = c.total;
-        j->blob[0] = malloc(c.total);
-        if (!j->blob[0]) {
-            s_fail(p, j, "out of memory");
-            return NS_ERR_NOMEM;
-        }
+    rc = ns_fetch_on_chunk(&j->fetch, &c, &done);
+    if (rc == NS_ERR_TOOBIG) {
+        s_fail(p, j, "descriptor size out of range");
+        return rc;
     }
-    if (!j->blob[b] || c.total != j->total[b] ||
-        c.data_len > j->total[b] - c.offset)
-        return NS_ERR_INVAL;
-    memcpy(j->blob[b] + c.offset, c.data, c.data_len);
-    j->got[b] += c.data_len;
-    if (j->got[b] >= j->total[b] && s_blob_done(p, j, b) != NS_OK)
+    if (rc == NS_ERR_NOMEM) {
+        s_fail(p, j, "out of memory for inputs");
+        return rc;
+    }
+    if (rc != NS_OK)
+        return rc == NS_ERR_NOTFOUND ? NS_OK : rc;
+    if (done >= 0) {
+        uint32_t blob = j->fetch.blobs[done].blob;
+        rc = blob == NS_BLOB_DESCRIPTOR ? s_descriptor_done(p, j)
+                                        : s_input_done(p, j, blob - 1);
+        if (rc != NS_OK)
+            return NS_OK; /* the job failed, with its reason */
+    }
+    if (ns_fetch_done(&j->fetch)) {
+        s_start_run(p, j);
         return NS_OK;
-    if (j->state == PJ_FETCH)
-        s_fetch_more(p, j);
+    }
+    s_fetch_more(p, j);
     return NS_OK;
 }
 
@@ -448,7 +387,7 @@ static int s_worker(ns_provider_t *p)
     ns_worker_opts_init(&o);
     if (ns_path_join(cache, sizeof cache, p->o.datadir, "programs") == NS_OK)
         o.cache_dir = cache;
-    o.timeout_ms = 10 * 60 * 1000;
+    o.timeout_ms = NS_POLICY_WORKER_TIMEOUT_MS;
     int rc = NS_OK;
     p->worker = ns_worker_new(&o, &rc);
     return p->worker ? NS_OK : rc;
@@ -462,14 +401,14 @@ static void s_start_run(ns_provider_t *p, s_job_t *j)
         return;
     }
     if (ns_worker_busy(p->worker))
-        return; /* s_on_timer starts it when the worker frees up */
+        return; /* ns_provider_tick starts it when the worker frees up */
     int rc = ns_worker_submit(p->worker, &j->job, j->inputs, NULL, 0, err,
                               sizeof err);
     if (rc != NS_OK) {
         s_fail(p, j, err);
         return;
     }
-    s_set(j, PJ_RUN);
+    s_set(p, j, PJ_RUN);
 }
 
 /* The fault injection of test networks, applied to honest outputs. */
@@ -513,14 +452,13 @@ static void s_finish(ns_provider_t *p, s_job_t *j)
     memcpy(b.root, j->root, NS_HASH_BYTES);
     b.n_items = ns_job_items(&j->job);
     ns_hash_t id;
-    int rc = ns_ledger_sync_append(p->o.sync, p->o.me, NS_ENTRY_RESULT, &b,
-                                   true, id);
+    int rc = p->io->append(p->io->user, NS_ENTRY_RESULT, &b, id);
     if (rc != NS_OK) {
         s_fail(p, j, "result refused by the ledger");
         return;
     }
     p->stats.results++;
-    s_set(j, PJ_SERVE);
+    s_set(p, j, PJ_SERVE);
     s_update_offer(p);
     ns_info(NS_MOD_MARKET,
             "event=result job=%s items=%llu run_ms=%.1f fault=%s", jid,
@@ -533,20 +471,19 @@ static void s_finish(ns_provider_t *p, s_job_t *j)
 /* ---- serving outputs ------------------------------------------------------
  */
 
-static int s_on_fetch(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
+static int s_on_fetch(ns_provider_t *p, const ns_node_msg_t *m)
 {
-    ns_provider_t *p = user;
     ns_chunk_t c;
-    int rc = ns_fetch_decode(env->body, env->body_len, &c);
+    int rc = ns_fetch_decode(m->body, m->len, &c);
     if (rc != NS_OK)
         return rc;
     s_job_t *j = s_find(p, c.job_id);
     if (!j || j->state != PJ_SERVE ||
-        memcmp(env->sender, j->ann.requester, NS_ID_BYTES))
-        return NS_OK; /* the requester's own FETCH handler is elsewhere */
+        memcmp(m->sender, j->ann.requester, NS_ID_BYTES))
+        return NS_OK;
     const uint8_t *data = NULL;
     uint64_t total = 0;
-    if (c.blob == S_BLOB_STATEMENT) {
+    if (c.blob == NS_BLOB_STATEMENT) {
         data = j->statement;
         total = NS_SIG_BYTES;
     } else if (c.blob >= NS_BLOB_OUTPUT(0) &&
@@ -556,42 +493,32 @@ static int s_on_fetch(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
         data = j->res.outputs[i];
         total = j->job.args[i].size;
     }
-    if (!data || c.offset >= total)
-        return NS_ERR_INVAL;
-    c.total = total;
-    c.data = data + c.offset;
-    c.data_len = total - c.offset < c.len ? total - c.offset : c.len;
-    if ((rc = ns_chunk_encode(&c, &p->body)) != NS_OK)
+    if ((rc = ns_transfer_serve(&c, data, total, &p->body)) != NS_OK)
         return rc;
-    p->stats.served_bytes += c.data_len;
-    return ns_p2p_reply(p->o.p2p, src, NS_MSG_MKT_CHUNK, p->body.data,
-                        p->body.len);
+    p->stats.served_bytes += c.len < total - c.offset ? c.len
+                                                      : total - c.offset;
+    return m->reply(m->reply_ctx, NS_MSG_MKT_CHUNK, p->body.data,
+                    p->body.len);
 }
 
 /* ---- timer
  * ------------------------------------------------------------------- */
 
-static void s_on_timer(void *user, uint64_t now)
+void ns_provider_tick(ns_provider_t *p, uint64_t now)
 {
-    ns_provider_t *p = user;
     for (int i = 0; i < S_MAX_JOBS; i++) {
         s_job_t *j = &p->jobs[i];
         switch (j->state) {
         case PJ_BID:
-            if (now - j->since_ms > S_BID_TTL_MS)
+            if (now - j->since_ms > NS_POLICY_BID_TTL_MS)
                 s_job_clear(j);
             break;
         case PJ_FETCH:
-            if (j->have_job && p->worker && !ns_worker_busy(p->worker)) {
-                bool all = true;
-                for (uint32_t k = 0; k < j->job.n_args; k++)
-                    if (j->job.args[k].kind == NS_ARG_IN &&
-                        j->got[1 + k] < j->total[1 + k])
-                        all = false;
-                if (all)
-                    s_start_run(p, j);
-            }
-            if (ns_now_ms() > j->ann.deadline_ms)
+            if (j->have_job && p->worker && !ns_worker_busy(p->worker) &&
+                ns_fetch_done(&j->fetch))
+                s_start_run(p, j);
+            if (j->state == PJ_FETCH &&
+                p->io->now_ms(p->io->user) > j->ann.deadline_ms)
                 s_fail(p, j, "deadline passed while fetching inputs");
             break;
         case PJ_RUN: {
@@ -612,7 +539,7 @@ static void s_on_timer(void *user, uint64_t now)
                 j->release_ms =
                     now + (uint64_t)((p->o.fault.slow - 1) *
                                      (double)j->res.wall_us / 1000.0);
-                s_set(j, PJ_HOLD);
+                s_set(p, j, PJ_HOLD);
                 break;
             }
             s_finish(p, j);
@@ -630,8 +557,8 @@ static void s_on_timer(void *user, uint64_t now)
                 ns_ledger_job(p->o.ledger, j->ann.job_id, &lj) == NS_OK &&
                 (lj.state != NS_JOB_AWARDED ||
                  memcmp(lj.award_id, j->award_id, NS_HASH_BYTES));
-            if ((over && now - j->since_ms > 5000) ||
-                now - j->since_ms > S_RETAIN_MS)
+            if ((over && now - j->since_ms > NS_POLICY_RETAIN_AFTER_MS) ||
+                now - j->since_ms > NS_POLICY_RETAIN_MS)
                 s_job_clear(j);
             break;
         }
@@ -641,27 +568,40 @@ static void s_on_timer(void *user, uint64_t now)
     }
 }
 
-/* Take in payments and released collateral with a claim entry. */
-static void s_on_claim_timer(void *user, uint64_t now)
+void ns_provider_claim(ns_provider_t *p)
 {
-    (void)now;
-    ns_provider_t *p = user;
     uint8_t ref[NS_HASH_BYTES];
     if (ns_ledger_unclaimed(p->o.ledger, p->self, ref, 1) > 0) {
         ns_entry_body_t b;
         ns_hash_t id;
         memset(&b, 0, sizeof b);
-        if (ns_ledger_sync_append(p->o.sync, p->o.me, NS_ENTRY_STAKE, &b, true,
-                                  id) == NS_OK)
+        if (p->io->append(p->io->user, NS_ENTRY_STAKE, &b, id) == NS_OK)
             p->stats.claims++;
     }
     s_update_offer(p);
 }
 
+int ns_provider_on_msg(ns_provider_t *p, const ns_node_msg_t *m)
+{
+    switch (m->type) {
+    case NS_MSG_MKT_JOB:
+        return s_on_job(p, m);
+    case NS_MSG_MKT_AWARDED:
+        return s_on_awarded(p, m);
+    case NS_MSG_MKT_FETCH:
+        return s_on_fetch(p, m);
+    case NS_MSG_MKT_CHUNK:
+        return s_on_chunk(p, m);
+    default:
+        return NS_OK; /* not a provider's message */
+    }
+}
+
 /* ---- life -------------------------------------------------------------------
  */
 
-ns_provider_t *ns_provider_new(const ns_provider_opts_t *o, int *err)
+ns_provider_t *ns_provider_new(const ns_provider_opts_t *o,
+                               const ns_node_io_t *io, int *err)
 {
     ns_provider_t *p = calloc(1, sizeof *p);
     if (!p) {
@@ -669,22 +609,9 @@ ns_provider_t *ns_provider_new(const ns_provider_opts_t *o, int *err)
         return NULL;
     }
     p->o = *o;
+    p->io = io;
     memcpy(p->self, ns_identity_pk(o->me), NS_ID_BYTES);
     ns_buf_init(&p->body);
-    int rc;
-    if ((rc = ns_p2p_register(o->p2p, NS_MSG_MKT_JOB, true, s_on_job, p)) ||
-        (rc = ns_p2p_register(o->p2p, NS_MSG_MKT_AWARDED, false, s_on_awarded,
-                              p)) ||
-        (rc =
-             ns_p2p_register(o->p2p, NS_MSG_MKT_FETCH, false, s_on_fetch, p)) ||
-        (rc =
-             ns_p2p_register(o->p2p, NS_MSG_MKT_CHUNK, false, s_on_chunk, p)) ||
-        (rc = ns_p2p_add_timer(o->p2p, 25, s_on_timer, p)) ||
-        (rc = ns_p2p_add_timer(o->p2p, 2000, s_on_claim_timer, p))) {
-        *err = rc;
-        ns_provider_destroy(&p);
-        return NULL;
-    }
     /* Stake what the settings ask, from free credits. */
     ns_account_t a;
     if (o->cfg->stake && ns_ledger_account(o->ledger, p->self, &a) == NS_OK &&
@@ -695,8 +622,8 @@ ns_provider_t *ns_provider_new(const ns_provider_opts_t *o, int *err)
         b.amount = o->cfg->stake - a.staked;
         if (b.amount > a.free)
             b.amount = a.free;
-        if (b.amount && ns_ledger_sync_append(o->sync, o->me, NS_ENTRY_STAKE,
-                                              &b, true, id) == NS_OK)
+        if (b.amount &&
+            io->append(io->user, NS_ENTRY_STAKE, &b, id) == NS_OK)
             ns_info(NS_MOD_MARKET, "event=staked amount=%llu",
                     (unsigned long long)b.amount);
     }

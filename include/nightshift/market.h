@@ -11,7 +11,12 @@
  *   35 FETCH    direct    [job_id, blob, offset, len]: send me a chunk
  *   36 CHUNK    direct    [job_id, blob, offset, total, bytes]
  * Blobs: 0 = the packed job descriptor, 1 + i = input argument i,
- * 256 + i = output argument i (served by the provider after RESULT).
+ * 255 = the provider's signed result statement, 256 + i = output argument
+ * i (served by the provider after RESULT).
+ *
+ * Every message has exactly one encode and one decode function here; the
+ * node layer (node/) never packs a market message by hand. Policy numbers
+ * (windows, grace periods, retention) are in policy.h.
  */
 #ifndef NIGHTSHIFT_MARKET_H
 #define NIGHTSHIFT_MARKET_H
@@ -35,6 +40,7 @@
 #define NS_CHUNK_BYTES (128 * 1024) /* data per CHUNK */
 #define NS_BLOB_DESCRIPTOR 0
 #define NS_BLOB_INPUT(i) (1 + (i))
+#define NS_BLOB_STATEMENT 255 /* the provider's signed result statement */
 #define NS_BLOB_OUTPUT(i) (256 + (i))
 #define NS_MAX_EXCLUDED 16 /* providers a job will not take again */
 
@@ -87,6 +93,40 @@ int ns_chunk_encode(const ns_chunk_t *c, ns_buf_t *out) NS_MUST_CHECK;
 int ns_chunk_decode(const uint8_t *buf, size_t len,
                     ns_chunk_t *c) NS_MUST_CHECK;
 
+/* AWARDED: [job_id, JOB entry, AWARD entry], the requester's two ledger
+ * entries (encoded as in the ledger) handed to the winner so it can accept
+ * before gossip brings them. Entries are borrowed from the buffer. The
+ * entries' contents are checked by the ledger when the provider ingests
+ * them, not here. */
+typedef struct {
+    ns_hash_t job_id;
+    const uint8_t *job_entry; /* borrowed */
+    size_t job_entry_len;
+    const uint8_t *award_entry; /* borrowed */
+    size_t award_entry_len;
+} ns_awarded_t;
+
+int ns_awarded_encode(const ns_awarded_t *a, ns_buf_t *out) NS_MUST_CHECK;
+int ns_awarded_decode(const uint8_t *buf, size_t len,
+                      ns_awarded_t *a) NS_MUST_CHECK;
+
+/* ---- offers ----------------------------------------------------------- */
+
+/* What a provider offers: its devices, price, stake, region and free job
+ * slots. Heartbeats carry it (ns_offer_from_heartbeat); the provider
+ * builds its own from its settings; the requirement check reads it. */
+typedef struct {
+    const ns_devinfo_t *devices; /* borrowed */
+    uint32_t n_devices;
+    uint64_t price;      /* micro-credits per device-second */
+    uint64_t stake;      /* credits staked in the ledger */
+    uint32_t free_slots; /* jobs it can start now */
+    const char *region;  /* borrowed, "" = none */
+} ns_offer_t;
+
+/* A view of a heartbeat's offer (borrows from hb). */
+void ns_offer_from_heartbeat(ns_offer_t *o, const ns_heartbeat_t *hb);
+
 /* ---- decisions -------------------------------------------------------- */
 
 /* Requirement checks, one bit per failing requirement. */
@@ -101,9 +141,9 @@ enum {
 };
 #define NS_REQ_COUNT 7
 
-/* Which requirements a provider's heartbeat fails (0 = qualifies), with
- * its best device in *device (index) when it qualifies. */
-uint32_t ns_reqs_check(const ns_reqs_t *r, const ns_heartbeat_t *hb,
+/* Which requirements a provider's offer fails (0 = qualifies), with its
+ * best device in *device (index) when it qualifies. */
+uint32_t ns_reqs_check(const ns_reqs_t *r, const ns_offer_t *o,
                        uint64_t collateral, uint64_t max_price,
                        uint64_t work_flops, uint32_t *device);
 /* "memory >= 16.0 GiB" etc., for the requester's explanation. */
@@ -118,6 +158,10 @@ uint64_t ns_price_quote(uint64_t price_micro_per_s, uint64_t work_flops,
 /* Reputation from the ledger: settled jobs count for, slashes and
  * cancellations against. Higher is better. */
 int64_t ns_reputation(const ns_account_t *a);
+
+/* Whether a provider takes jobs from this requester (policy.h: requesters
+ * that post and never settle are refused). */
+bool ns_requester_acceptable(const ns_account_t *requester);
 
 /* The reverse auction: index of the winning bid among n, or -1. Cheapest
  * price; near-ties (within 1%) go to the better reputation, then to the

@@ -2,13 +2,22 @@
  * bids on jobs it can run, accepts awards (collateral locked), fetches the
  * descriptor and inputs, runs the job in the sandboxed worker, commits the
  * outputs (RESULT), serves them to the requester, and takes its payment in
- * with its next entry. */
+ * with its next entry.
+ *
+ * A state machine per job (BID -> FETCH -> RUN -> [HOLD] -> SERVE) driven
+ * by messages (ns_provider_on_msg) and time (ns_provider_tick); it talks
+ * to the world only through an ns_node_io_t, so tests can drive it with a
+ * fake clock and in-memory queues. The worker runs kernels in a sandboxed
+ * process; its results are collected from the tick. */
 #ifndef NIGHTSHIFT_PROVIDER_H
 #define NIGHTSHIFT_PROVIDER_H
 
 #include "nightshift/config.h"
-#include "nightshift/ledger_sync.h"
-#include "nightshift/p2p.h"
+#include "nightshift/devinfo.h"
+#include "nightshift/ledger.h"
+#include "nightshift/node_io.h"
+
+#include <msgpack.h>
 
 typedef struct ns_provider ns_provider_t;
 
@@ -24,9 +33,7 @@ typedef struct {
 int ns_fault_parse(const char *spec, ns_fault_t *f) NS_MUST_CHECK;
 
 typedef struct {
-    ns_p2p_t *p2p;
-    ns_ledger_t *ledger;
-    ns_ledger_sync_t *sync;
+    ns_ledger_t *ledger; /* borrowed: read; entries go through io->append */
     const ns_identity_t *me;
     const ns_config_t *cfg;
     ns_hash_t network_id;
@@ -36,8 +43,27 @@ typedef struct {
     ns_fault_t fault;
 } ns_provider_opts_t;
 
-ns_provider_t *ns_provider_new(const ns_provider_opts_t *o, int *err);
+/* Stakes what cfg->stake asks (from free credits) and announces the
+ * offer. io is borrowed and must outlive the provider. NULL + *err
+ * (NS_ERR_NOMEM) on failure. */
+ns_provider_t *ns_provider_new(const ns_provider_opts_t *o,
+                               const ns_node_io_t *io, int *err);
+/* NULL-safe; kills a running worker. */
 void ns_provider_destroy(ns_provider_t **p);
+
+/* A market message (JOB, AWARDED, FETCH, CHUNK; others are ignored).
+ * Returns NS_OK when taken or ignored, an error when the message is
+ * malformed or breaks the protocol (the caller counts it as a drop). */
+int ns_provider_on_msg(ns_provider_t *p, const ns_node_msg_t *m);
+
+/* Advance the jobs: expire bids, start runs, collect results, release
+ * held results, forget served jobs. now = io->mono_ms. Call every
+ * NS_POLICY_PROVIDER_TICK_MS. */
+void ns_provider_tick(ns_provider_t *p, uint64_t now);
+
+/* Take in payments and released collateral (a claim entry) and refresh
+ * the offer. Call every NS_POLICY_CLAIM_MS. */
+void ns_provider_claim(ns_provider_t *p);
 
 /* Counters for status --json (a map). */
 void ns_provider_pack_status(const ns_provider_t *p, msgpack_packer *pk);

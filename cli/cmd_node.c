@@ -1,0 +1,99 @@
+/* cmd_node.c - `nightshift node`: parse the flags, run a node (node/). */
+#include "cli.h"
+#include "opts.h"
+
+#include "nightshift/log.h"
+#include "nightshift/node.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+static ns_node_t *volatile s_node;
+
+static void s_on_signal(int sig)
+{
+    (void)sig;
+    if (s_node)
+        ns_node_stop(s_node);
+}
+
+static const char s_usage[] =
+    "usage: nightshift node --datadir D [--listen tcp://IP:PORT]\n"
+    "                       [--bootstrap ID@tcp://IP:PORT]... [--config "
+    "FILE]\n"
+    "                       [--set SECTION.KEY=VALUE]... [--log-level L]\n"
+    "                       [--debug MODULES]\n"
+    "\n"
+    "Run a node: join the network through the bootstrap peers, gossip\n"
+    "heartbeats, and answer `nightshift peers|status` on the control "
+    "socket\n"
+    "<datadir>/control.sock. Settings come from <datadir>/config.ini, then\n"
+    "--config FILE, then flags. Stop with SIGINT or SIGTERM.\n"
+    "\n"
+    "  --listen EP        bind endpoint (port 0 = any free port)\n"
+    "  --bootstrap ADDR   a peer to join through (repeatable; replaces the\n"
+    "                     config's list)\n"
+    "  --set S.K=V        any config setting, e.g. "
+    "node.heartbeat_interval_ms=500\n"
+    "  --log-level L      error|warn|info|debug (default info)\n"
+    "  --debug MODULES    debug lines for modules: "
+    "net,peers,gossip,node,ctl,market,all\n"
+    "  --fault F          test networks only: lazy=R (fake a fraction R of\n"
+    "                     the output items), garbage, silent (accept, never\n"
+    "                     return), slow=X (hold results X times the run)\n";
+
+int ns_cmd_node(int argc, char **argv)
+{
+    const char *cmd = "node";
+    if (ns_cli_wants_help(argc, argv)) {
+        fputs(s_usage, stdout);
+        return 0;
+    }
+    ns_node_opts_t o;
+    char err[512];
+    int rc = ns_node_opts_parse(argc, argv, &o, err, sizeof err);
+    if (rc != NS_OK) {
+        ns_cli_error(cmd, "%s (see --help)", err);
+        return 2;
+    }
+    if (!o.datadir) {
+        ns_cli_error(cmd, "--datadir is required (see --help)");
+        return 2;
+    }
+    ns_config_t cfg;
+    if (ns_node_config(&o, &cfg, err, sizeof err) != NS_OK) {
+        ns_cli_error(cmd, "%s", err);
+        return 1;
+    }
+    ns_log_threshold = cfg.log_level;
+    if (cfg.log_debug[0] && ns_log_set_debug(cfg.log_debug) != NS_OK) {
+        ns_cli_error(cmd, "unknown module in debug list '%s'", cfg.log_debug);
+        return 2;
+    }
+    ns_node_conf_t c = {o.datadir, &cfg, false, o.fault, NULL};
+    ns_node_t *node = ns_node_open(&c, err, sizeof err);
+    if (!node) {
+        ns_cli_error(cmd, "%s", err);
+        return 1;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = s_on_signal;
+    s_node = node;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    int exit_code = 0;
+    rc = ns_node_run(node);
+    if (rc != NS_OK) {
+        ns_error(NS_MOD_NODE, "event=loop_failed error=\"%s\"",
+                 ns_strerror(rc));
+        exit_code = 1;
+    } else {
+        ns_info(NS_MOD_NODE, "event=stopped reason=signal");
+    }
+    s_node = NULL;
+    ns_node_close(&node);
+    return exit_code;
+}

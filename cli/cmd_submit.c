@@ -1,0 +1,429 @@
+/* cmd_submit.c - `nightshift submit`: parse the flags, start a light peer
+ * (node/node.c) hosting one requester (node/requester.c), print its
+ * progress and receipt.
+ *
+ * The job is kept in <datadir>/jobs/<job id>/ (node/jobdir.c) before
+ * anything is posted, so `submit --resume JOB` can pick it up after a
+ * crash from what the ledger says. */
+#include "cli.h"
+#include "jobspec.h"
+
+#include "nightshift/jobdir.h"
+#include "nightshift/log.h"
+#include "nightshift/node.h"
+#include "nightshift/policy.h"
+#include "nightshift/util.h"
+
+#include <signal.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct {
+    /* settings */
+    const char *datadir;
+    const char *bootstrap[NS_MAX_BOOTSTRAP];
+    int n_bootstrap;
+    const char *listen;
+    const char *resume;
+    uint64_t max_price, collateral;
+    uint64_t bid_window_ms;
+    uint64_t deadline_s, timeout_s;
+    ns_reqs_t reqs;
+    int json;
+    /* the job */
+    ns_jobspec_t spec;
+    char out_paths[NS_MAX_ARGS][PATH_MAX]; /* --resume: from the jobdir */
+    ns_buf_t packed;
+    uint64_t t_start_ms;
+} s_submit_t;
+
+static ns_node_t *volatile s_node;
+
+static void s_on_signal(int sig)
+{
+    (void)sig;
+    if (s_node)
+        ns_node_stop(s_node);
+}
+
+static void s_progress(void *user, const char *line)
+{
+    s_submit_t *s = user;
+    if (s->json)
+        return;
+    fprintf(stderr, "[%6.2fs] %s\n",
+            (double)(ns_mono_ms() - s->t_start_ms) / 1000.0, line);
+}
+
+static int s_deliver(void *user, char *err, size_t errlen)
+{
+    s_submit_t *s = user;
+    return ns_jobspec_write_outputs(&s->spec, err, errlen);
+}
+
+static const char s_usage[] =
+    "usage: nightshift submit --datadir D --bootstrap ID@tcp://HOST:PORT\n"
+    "                         JOB-FLAGS --max-price CREDITS [--json]\n"
+    "       nightshift submit --datadir D --bootstrap ADDR --resume JOB_ID\n"
+    "\n"
+    "Post one job to the network as a light peer with D's key and ledger:\n"
+    "lock the escrow, run a reverse auction, hand the job to the cheapest\n"
+    "qualified provider, check its result by challenge-response (k random\n"
+    "items re-run here), then settle and write the outputs -- or slash the\n"
+    "cheater with a fraud proof and start again without it.\n"
+    "\n"
+    "JOB-FLAGS as for `nightshift run` (--kernel FILE.cl | --builtin NAME,\n"
+    "--entry, --global, --local, --arg..., --tolerance, --checks K).\n"
+    "Requirements and terms:\n"
+    "  --max-price CREDITS   escrow; bids above it lose (required)\n"
+    "  --collateral C        provider's stake locked (default max-price/2)\n"
+    "  --min-mem BYTES       device global memory\n"
+    "  --device gpu|cpu|any  device type (default any)\n"
+    "  --min-cl X.Y          OpenCL C version\n"
+    "  --region R            provider region\n"
+    "  --bid-window-ms N     auction length (default 300)\n"
+    "  --deadline-s N        result due within (default 120)\n"
+    "  --timeout-s N         give up after (default 600)\n"
+    "  --listen EP           where providers reach us (default an ephemeral\n"
+    "                        port on 127.0.0.1)\n"
+    "  --json                one JSON document: job, provider, price, refund,\n"
+    "                        status (settled|failed), error, checks,\n"
+    "                        timings_ms {match, run, verify, total}\n"
+    "\n"
+    "Exit status 0 only when the job was verified and settled.\n";
+
+static int s_parse(s_submit_t *q, int argc, char **argv)
+{
+    for (int i = 1; i < argc;) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        uint64_t n = 0;
+#define NUM(flag, dst)                                                         \
+    if (strcmp(a, flag) == 0) {                                                \
+        if (!v || ns_parse_u64(v, &n) != NS_OK) {                              \
+            ns_cli_error("submit", "%s needs a whole number", flag);           \
+            return 2;                                                          \
+        }                                                                      \
+        dst = n;                                                               \
+        i += 2;                                                                \
+        continue;                                                              \
+    }
+        NUM("--max-price", q->max_price)
+        NUM("--collateral", q->collateral)
+        NUM("--min-mem", q->reqs.min_mem_bytes)
+        NUM("--bid-window-ms", q->bid_window_ms)
+        NUM("--deadline-s", q->deadline_s)
+        NUM("--timeout-s", q->timeout_s)
+#undef NUM
+        if (strcmp(a, "--json") == 0) {
+            q->json = 1;
+            i++;
+            continue;
+        }
+        if (v && strcmp(a, "--datadir") == 0) {
+            q->datadir = v;
+        } else if (v && strcmp(a, "--bootstrap") == 0) {
+            if (q->n_bootstrap < NS_MAX_BOOTSTRAP)
+                q->bootstrap[q->n_bootstrap++] = v;
+        } else if (v && strcmp(a, "--listen") == 0) {
+            q->listen = v;
+        } else if (v && strcmp(a, "--resume") == 0) {
+            q->resume = v;
+        } else if (v && strcmp(a, "--region") == 0) {
+            snprintf(q->reqs.region, sizeof q->reqs.region, "%s", v);
+        } else if (v && strcmp(a, "--min-cl") == 0) {
+            if (sscanf(v, "%u.%u", &q->reqs.min_cl_major,
+                       &q->reqs.min_cl_minor) != 2) {
+                ns_cli_error("submit", "--min-cl wants X.Y, e.g. 1.2");
+                return 2;
+            }
+        } else if (v && strcmp(a, "--device") == 0) {
+            if (strcmp(v, "gpu") == 0)
+                q->reqs.device_type = NS_DEV_GPU;
+            else if (strcmp(v, "cpu") == 0)
+                q->reqs.device_type = NS_DEV_CPU;
+            else if (strcmp(v, "any") == 0)
+                q->reqs.device_type = 0;
+            else {
+                ns_cli_error("submit", "--device wants gpu, cpu or any");
+                return 2;
+            }
+        } else {
+            int rc = ns_jobspec_flag(&q->spec, "submit", argc, argv, &i);
+            if (rc == 1)
+                continue;
+            if (rc == 0) {
+                ns_cli_error("submit", "unknown argument '%s' (see --help)", a);
+                return 2;
+            }
+            return -rc;
+        }
+        i += 2;
+    }
+    if (!q->datadir || q->n_bootstrap == 0) {
+        ns_cli_error("submit", "--datadir and --bootstrap are required (see "
+                               "--help)");
+        return 2;
+    }
+    if (!q->resume && q->max_price == 0) {
+        ns_cli_error("submit", "--max-price CREDITS is required");
+        return 2;
+    }
+    if (q->bid_window_ms > 60000) {
+        ns_cli_error("submit", "--bid-window-ms is at most 60000");
+        return 2;
+    }
+    return 0;
+}
+
+static void s_print_receipt(s_submit_t *q, const ns_receipt_t *rc,
+                            const char *job_hex)
+{
+    uint64_t total = ns_mono_ms() - q->t_start_ms;
+    char who[NS_ID_TEXT_LEN + 1] = "";
+    if (!sodium_is_zero(rc->provider, NS_ID_BYTES))
+        ns_id_text(who, rc->provider);
+    bool ok = rc->phase == NS_RQ_DONE;
+    if (q->json) {
+        msgpack_sbuffer sb;
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer pk;
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        msgpack_pack_map(&pk, ok ? 10 : 11);
+        ns_mp_str(&pk, "job");
+        ns_mp_str(&pk, job_hex);
+        ns_mp_str(&pk, "provider");
+        ns_mp_str(&pk, who);
+        ns_mp_str(&pk, "price");
+        msgpack_pack_uint64(&pk, rc->price);
+        ns_mp_str(&pk, "refund");
+        msgpack_pack_uint64(&pk, rc->refund);
+        ns_mp_str(&pk, "status");
+        ns_mp_str(&pk, ok ? "settled" : "failed");
+        if (!ok) {
+            ns_mp_str(&pk, "error");
+            ns_mp_str(&pk, rc->error);
+        }
+        ns_mp_str(&pk, "checks");
+        msgpack_pack_uint32(&pk, rc->checked);
+        ns_mp_str(&pk, "rounds");
+        msgpack_pack_uint32(&pk, rc->rounds);
+        ns_mp_str(&pk, "slashed");
+        msgpack_pack_uint32(&pk, rc->slashed);
+        ns_mp_str(&pk, "cancelled");
+        msgpack_pack_uint32(&pk, rc->cancelled);
+        ns_mp_str(&pk, "timings_ms");
+        msgpack_pack_map(&pk, 4);
+        ns_mp_str(&pk, "match");
+        msgpack_pack_uint64(&pk, rc->match_ms);
+        ns_mp_str(&pk, "run");
+        msgpack_pack_uint64(&pk, rc->run_ms);
+        ns_mp_str(&pk, "verify");
+        msgpack_pack_uint64(&pk, rc->verify_ms);
+        ns_mp_str(&pk, "total");
+        msgpack_pack_uint64(&pk, total);
+        ns_cli_print_json(sb.data, sb.size);
+        msgpack_sbuffer_destroy(&sb);
+        return;
+    }
+    if (!ok) {
+        ns_cli_error("submit", "%s", rc->error);
+        return;
+    }
+    printf("receipt\n  job       %s\n  provider  %s\n  price     %llu "
+           "credits (refund %llu)\n  checks    %u items re-run, all "
+           "matched\n  rounds    %u (slashed %u, cancelled %u)\n  timings "
+           "  match %llu ms, run %llu ms, verify %llu ms, total %llu ms\n",
+           job_hex, who, (unsigned long long)rc->price,
+           (unsigned long long)rc->refund, rc->checked, rc->rounds,
+           rc->slashed, rc->cancelled, (unsigned long long)rc->match_ms,
+           (unsigned long long)rc->run_ms, (unsigned long long)rc->verify_ms,
+           (unsigned long long)total);
+}
+
+/* The light peer's settings: an ephemeral port, frequent heartbeats, no
+ * job slots, the bootstrap peers given. */
+static int s_config(s_submit_t *q, ns_config_t *cfg)
+{
+    char err[256];
+    ns_config_defaults(cfg);
+    snprintf(cfg->listen, sizeof cfg->listen, "%s",
+             q->listen ? q->listen : "tcp://127.0.0.1:0");
+    cfg->heartbeat_interval_ms = 1000;
+    cfg->slots = 0;
+    for (int i = 0; i < q->n_bootstrap; i++)
+        if (ns_config_set(cfg, "node", "bootstrap", q->bootstrap[i], err,
+                          sizeof err) != NS_OK) {
+            ns_cli_error("submit", "bad --bootstrap '%s'", q->bootstrap[i]);
+            return 2;
+        }
+    return 0;
+}
+
+/* The job from the flags, or from its saved copy for --resume. */
+static int s_job(s_submit_t *q)
+{
+    if (q->resume) {
+        char err[512];
+        ns_hash_t id;
+        if (ns_unhex(id, NS_HASH_BYTES, q->resume) != NS_OK) {
+            ns_cli_error("submit", "--resume wants a job id (64 hex digits)");
+            return 1;
+        }
+        if (ns_jobdir_load(q->datadir, q->resume, &q->spec.job,
+                           q->spec.in_bufs, q->spec.inputs, q->out_paths, err,
+                           sizeof err) != NS_OK) {
+            ns_cli_error("submit", "%s", err);
+            return 1;
+        }
+        for (uint32_t i = 0; i < NS_MAX_ARGS; i++)
+            q->spec.out_paths[i] = q->out_paths[i][0] ? q->out_paths[i] : NULL;
+    } else {
+        int status = ns_jobspec_prepare(&q->spec, "submit");
+        if (status)
+            return status;
+    }
+    ns_mp_writer_t w;
+    msgpack_packer pk;
+    ns_mp_writer_init(&w, &pk, &q->packed);
+    ns_job_pack(&pk, &q->spec.job);
+    if (w.err != NS_OK) {
+        ns_cli_error("submit", "cannot encode the job");
+        return 1;
+    }
+    for (uint32_t i = 0; i < q->spec.job.n_args; i++)
+        if (q->spec.job.args[i].kind == NS_ARG_OUT && !q->spec.outputs[i]) {
+            q->spec.outputs[i] = calloc(1, q->spec.job.args[i].size);
+            if (!q->spec.outputs[i]) {
+                ns_cli_error("submit", "out of memory for the outputs");
+                return 1;
+            }
+        }
+    return 0;
+}
+
+static int s_submit(s_submit_t *q)
+{
+    ns_config_t cfg;
+    char err[512], job_hex[2 * NS_HASH_BYTES + 1];
+    int status = s_job(q), rc;
+    if (status || (status = s_config(q, &cfg)) != 0)
+        return status;
+    char cache[PATH_MAX];
+    ns_cache_dir(cache, sizeof cache);
+    ns_node_conf_t c = {q->datadir, &cfg, true, NULL,
+                        cache[0] ? cache : NULL};
+    ns_node_t *node = ns_node_open(&c, err, sizeof err);
+    if (!node) {
+        ns_cli_error("submit", "%s", err);
+        return 1;
+    }
+    ns_requester_opts_t o;
+    memset(&o, 0, sizeof o);
+    o.job = &q->spec.job;
+    o.packed = q->packed.data;
+    o.packed_len = q->packed.len;
+    o.inputs = q->spec.inputs;
+    o.outputs = q->spec.outputs;
+    o.max_price = q->max_price;
+    o.collateral = q->collateral ? q->collateral
+                   : q->max_price / 2 ? q->max_price / 2
+                                      : 1;
+    o.bid_window_ms = (uint32_t)q->bid_window_ms;
+    o.deadline_s = q->deadline_s;
+    o.timeout_s = q->timeout_s;
+    o.reqs = q->reqs;
+    o.join = true;
+    o.deliver = s_deliver;
+    o.deliver_user = q;
+    o.progress = s_progress;
+    o.progress_user = q;
+    o.progress_ticks = isatty(STDERR_FILENO);
+    status = 1;
+    if (ns_job_id(&q->spec.job, o.desc_id) != NS_OK) {
+        ns_cli_error("submit", "cannot encode the job");
+        goto out;
+    }
+    const uint8_t *self = ns_identity_pk(ns_node_identity(node));
+    if (q->resume) {
+        o.resume = true;
+        if (ns_unhex(o.job_id, NS_HASH_BYTES, q->resume) != NS_OK)
+            goto out; /* checked by s_job */
+    } else {
+        /* The same descriptor may be submitted again: the market id adds
+         * our id and a random nonce. */
+        randombytes_buf(o.nonce, sizeof o.nonce);
+        ns_ledger_job_id(o.job_id, self, o.desc_id, o.nonce);
+    }
+    ns_hex(job_hex, o.job_id, NS_HASH_BYTES);
+    if (!q->resume &&
+        ns_jobdir_save(q->datadir, job_hex, q->packed.data, q->packed.len,
+                       &q->spec.job, q->spec.inputs,
+                       (const char *const *)q->spec.out_paths) != NS_OK) {
+        ns_cli_error("submit", "cannot save the job under %s/jobs",
+                     q->datadir);
+        goto out;
+    }
+    ns_requester_t *req = ns_node_add_requester(node, &o, &rc);
+    if (!req) {
+        ns_cli_error("submit", "cannot start the requester: %s",
+                     ns_strerror(rc));
+        goto out;
+    }
+    char line[160];
+    snprintf(line, sizeof line, "job %.16s: %llu items, max price %llu credits",
+             job_hex, (unsigned long long)ns_job_items(&q->spec.job),
+             (unsigned long long)q->max_price);
+    s_progress(q, line);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = s_on_signal;
+    s_node = node;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    rc = ns_node_run(node);
+    s_node = NULL;
+    if (!ns_requester_finished(req)) {
+        char why[400];
+        snprintf(why, sizeof why,
+                 "interrupted in phase %s; resume with `nightshift submit "
+                 "--datadir %s --bootstrap ADDR --resume %s`",
+                 ns_rq_phase_name(ns_requester_receipt(req)->phase),
+                 q->datadir, job_hex);
+        ns_requester_stop(req, why);
+    }
+    s_print_receipt(q, ns_requester_receipt(req), job_hex);
+    status = ns_requester_receipt(req)->phase == NS_RQ_DONE ? 0 : 1;
+out:
+    ns_node_close(&node);
+    return status;
+}
+
+int ns_cmd_submit(int argc, char **argv)
+{
+    if (ns_cli_wants_help(argc, argv)) {
+        fputs(s_usage, stdout);
+        return 0;
+    }
+    s_submit_t *q = calloc(1, sizeof *q);
+    if (!q)
+        return 1;
+    ns_jobspec_init(&q->spec);
+    ns_buf_init(&q->packed);
+    q->bid_window_ms = NS_POLICY_BID_WINDOW_MS;
+    q->deadline_s = NS_POLICY_DEADLINE_S;
+    q->timeout_s = NS_POLICY_TIMEOUT_S;
+    q->t_start_ms = ns_mono_ms();
+    int status = s_parse(q, argc, argv);
+    if (status == 0) {
+        ns_log_threshold = NS_LOG_ERROR;
+        status = s_submit(q);
+    }
+    ns_jobspec_release(&q->spec);
+    ns_buf_release(&q->packed);
+    free(q);
+    return status;
+}

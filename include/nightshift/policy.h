@@ -1,0 +1,58 @@
+/* policy.h - the market's policy numbers, in one place.
+ *
+ * These are choices, not protocol: a node may change them without breaking
+ * anyone else (docs/PROTOCOL.md, "Market", says which ones other nodes
+ * rely on). Times are milliseconds of the monotonic clock unless the name
+ * says otherwise.
+ */
+#ifndef NIGHTSHIFT_POLICY_H
+#define NIGHTSHIFT_POLICY_H
+
+/* ---- transfers (node/transfer.c) ---------------------------------------- */
+
+/* FETCHes in flight per transfer: 8 x NS_CHUNK_BYTES (1 MiB) on the wire. */
+#define NS_POLICY_FETCH_WINDOW 8
+
+/* ---- the provider (node/provider.c) ------------------------------------- */
+
+#define NS_POLICY_PROVIDER_JOBS 64          /* jobs tracked at once */
+#define NS_POLICY_PROVIDER_TICK_MS 25       /* state machine timer */
+#define NS_POLICY_CLAIM_MS 2000             /* take payments in this often */
+#define NS_POLICY_BID_TTL_MS 30000          /* forget an unanswered bid */
+#define NS_POLICY_RETAIN_MS (10 * 60 * 1000) /* outputs kept at most */
+/* Outputs kept after the requester settled or moved the job on. */
+#define NS_POLICY_RETAIN_AFTER_MS 5000
+/* The sandbox's wall-clock limit for one run. */
+#define NS_POLICY_WORKER_TIMEOUT_MS (10 * 60 * 1000)
+/* Requesters that post and never settle are refused: after GRACE_JOBS
+ * posted, at least 1/SETTLE_DIV of them must have settled. */
+#define NS_POLICY_REQUESTER_GRACE_JOBS 5
+#define NS_POLICY_REQUESTER_SETTLE_DIV 2
+
+/* ---- the requester (node/requester.c) ----------------------------------- */
+
+#define NS_POLICY_REQUESTER_TICK_MS 5 /* state machine timer */
+#define NS_POLICY_MAX_BIDS 64         /* bids kept per auction round */
+/* An awarded provider must accept (its ACCEPT entry) within this. */
+#define NS_POLICY_ACCEPT_MS 5000
+/* Outputs must arrive within this once the RESULT is on record. */
+#define NS_POLICY_FETCH_MS 60000
+/* After a SLASH every node re-runs the disputed unit before it reads the
+ * next announcement: the next round's bid window is this much longer. */
+#define NS_POLICY_SLASH_BID_EXTRA_MS 2000
+/* Joining: give up without a peer after GIVEUP_MS; with peers, wait for
+ * the peer count to hold for STABLE_MS and the ledger to agree with a
+ * peer's, at most MAX_MS. */
+#define NS_POLICY_JOIN_GIVEUP_MS 15000
+#define NS_POLICY_JOIN_STABLE_MS 500
+#define NS_POLICY_JOIN_MAX_MS 5000
+/* After settling, the light peer stays this long so gossip carries the
+ * SETTLE out before it leaves the network. */
+#define NS_POLICY_SETTLE_LINGER_MS 300
+
+/* Defaults of `submit` (flags override them). */
+#define NS_POLICY_BID_WINDOW_MS 300
+#define NS_POLICY_DEADLINE_S 120
+#define NS_POLICY_TIMEOUT_S 600
+
+#endif

@@ -1,0 +1,115 @@
+/* requester.h - the requester's side of the market: one job from escrow to
+ * settlement.
+ *
+ * JOIN -> ANNOUNCE -> BIDDING -> ACCEPT -> RUNNING -> FETCH -> VERIFY ->
+ * DONE, or FAILED with a reason. It locks the escrow (JOB entry), runs
+ * the reverse auction over the bids that arrive in the window, awards the
+ * winner (AWARD entry, AWARDED message), serves the descriptor and inputs,
+ * waits for the RESULT entry, fetches the statement and outputs, re-runs k
+ * random units on its own device (challenge-response) and settles
+ * (SETTLE), or slashes the cheater with a fraud proof (SLASH), cancels a
+ * provider that does not accept, deliver or meet the deadline (CANCEL),
+ * and starts a new round without it.
+ *
+ * A state machine driven by messages (ns_requester_on_msg) and time
+ * (ns_requester_tick); it talks to the world only through an ns_node_io_t
+ * and reports progress through a callback, never by printing. Several
+ * requesters can live in one node beside its provider.
+ */
+#ifndef NIGHTSHIFT_REQUESTER_H
+#define NIGHTSHIFT_REQUESTER_H
+
+#include "nightshift/job.h"
+#include "nightshift/ledger.h"
+#include "nightshift/market.h"
+#include "nightshift/node_io.h"
+#include "nightshift/runner.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct ns_requester ns_requester_t;
+
+typedef enum {
+    NS_RQ_JOIN,
+    NS_RQ_ANNOUNCE,
+    NS_RQ_BIDDING,
+    NS_RQ_ACCEPT,
+    NS_RQ_RUNNING,
+    NS_RQ_FETCH,
+    NS_RQ_VERIFY,
+    NS_RQ_DONE,
+    NS_RQ_FAILED,
+} ns_rq_phase_t;
+
+const char *ns_rq_phase_name(ns_rq_phase_t phase);
+
+typedef struct {
+    /* The job; borrowed, must outlive the requester. */
+    const ns_job_t *job;
+    const uint8_t *packed; /* the descriptor as providers fetch it */
+    size_t packed_len;
+    const ns_input_t *inputs; /* by argument (IN arguments) */
+    uint8_t **outputs;        /* by argument: buffers of the OUT sizes */
+    ns_hash_t desc_id;        /* ns_job_id(job) */
+    ns_hash_t job_id;         /* ns_ledger_job_id(us, desc_id, nonce) */
+    uint8_t nonce[16];
+    bool resume; /* the job may be on record already: continue it */
+    /* Terms. */
+    uint64_t max_price;  /* credits of escrow */
+    uint64_t collateral; /* credits the provider locks */
+    uint32_t bid_window_ms;
+    uint64_t deadline_s; /* result due within, from the announcement */
+    uint64_t timeout_s;  /* give up after (0 = never) */
+    ns_reqs_t reqs;
+    const char *endpoint; /* where providers reach us ("tcp://...") */
+    /* Wait for peers and a current ledger first (a light peer that just
+     * started); a running node is joined already. */
+    bool join;
+    /* After the outputs are verified and settled: write them where the
+     * user wants them. A failure fails the job (already paid for). */
+    int (*deliver)(void *user, char *err, size_t errlen);
+    void *deliver_user;
+    /* Progress, one line at a time (no newline). */
+    void (*progress)(void *user, const char *line);
+    void *progress_user;
+    bool progress_ticks; /* a "running... N s" line every second */
+} ns_requester_opts_t;
+
+/* What happened, for the receipt. */
+typedef struct {
+    ns_rq_phase_t phase;
+    uint8_t provider[NS_ID_BYTES]; /* the last winner, zero if none */
+    uint64_t price, refund;        /* credits */
+    uint32_t checked;              /* units re-run */
+    uint32_t rounds, slashed, cancelled;
+    uint64_t match_ms, run_ms, verify_ms;
+    char error[512]; /* FAILED: why, one line */
+} ns_receipt_t;
+
+/* ledger, runner (spot checks on our own device) and me are borrowed. */
+ns_requester_t *ns_requester_new(const ns_requester_opts_t *o,
+                                 const ns_node_io_t *io, ns_ledger_t *ledger,
+                                 ns_runner_t *runner, const ns_identity_t *me,
+                                 const ns_hash_t network_id, int *err);
+void ns_requester_destroy(ns_requester_t **q);
+
+/* Whether a message is about this requester's job (BID, FETCH, CHUNK). */
+bool ns_requester_owns(const ns_requester_t *q, const ns_node_msg_t *m);
+/* A market message for this job: NS_OK when taken or ignored, an error
+ * when it is malformed or forged (the caller counts a drop). */
+int ns_requester_on_msg(ns_requester_t *q, const ns_node_msg_t *m);
+
+/* Advance: join, announce, close the auction, time out providers, verify.
+ * now = io->mono_ms. Call every NS_POLICY_REQUESTER_TICK_MS. */
+void ns_requester_tick(ns_requester_t *q, uint64_t now);
+
+/* DONE or FAILED, and nothing left to wait for (the settle linger). */
+bool ns_requester_finished(const ns_requester_t *q);
+
+/* Stop now (interrupted): FAILED with why unless already DONE. */
+void ns_requester_stop(ns_requester_t *q, const char *why);
+
+const ns_receipt_t *ns_requester_receipt(const ns_requester_t *q);
+
+#endif

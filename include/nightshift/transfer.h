@@ -1,0 +1,90 @@
+/* transfer.h - blobs over FETCH/CHUNK (market.h), both directions.
+ *
+ * The requester serves the descriptor and inputs and fetches the
+ * statement and outputs; the provider does the reverse. Both use this one
+ * implementation:
+ *
+ *  - serving: ns_transfer_serve answers one FETCH from a blob in memory;
+ *  - fetching: an ns_fetch_t pulls a list of blobs from one peer, in order,
+ *    with at most `window` FETCHes in flight, every chunk checked against
+ *    what was asked (offset on a chunk boundary, exact length, never twice,
+ *    total as expected), so a peer cannot make us write outside a blob or
+ *    count a chunk twice.
+ *
+ * A blob's size is either known (from our own descriptor) or learnt from
+ * the first CHUNK, capped by the caller (the provider learns the
+ * descriptor's size that way).
+ */
+#ifndef NIGHTSHIFT_TRANSFER_H
+#define NIGHTSHIFT_TRANSFER_H
+
+#include "nightshift/job.h"
+#include "nightshift/market.h"
+#include "nightshift/node_io.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define NS_FETCH_MAX_BLOBS (NS_MAX_ARGS + 2) /* descriptor/statement + args */
+
+typedef struct {
+    uint32_t blob;    /* NS_BLOB_* */
+    uint8_t *data;    /* destination; owned when `owned` */
+    uint64_t total;   /* bytes; 0 = learn it from the first CHUNK */
+    uint64_t max;     /* cap on a learnt total */
+    uint64_t next;    /* next offset to ask for */
+    uint64_t got;     /* bytes received */
+    uint8_t *seen;    /* one bit per chunk received */
+    bool owned;       /* data allocated here */
+} ns_fetch_blob_t;
+
+typedef struct {
+    ns_hash_t job_id;
+    uint8_t peer[NS_ID_BYTES];
+    ns_fetch_blob_t blobs[NS_FETCH_MAX_BLOBS];
+    uint32_t n_blobs;
+    uint32_t cur;       /* first blob not complete */
+    uint32_t in_flight; /* FETCHes sent, not answered */
+    uint32_t window;    /* at most this many in flight */
+    ns_buf_t body;      /* encode buffer */
+} ns_fetch_t;
+
+void ns_fetch_init(ns_fetch_t *f, const ns_hash_t job_id,
+                   const uint8_t peer[NS_ID_BYTES], uint32_t window);
+/* Frees owned blobs; f may be initialised again. */
+void ns_fetch_release(ns_fetch_t *f);
+
+/* Queue a blob. data = NULL: allocated here (total known) or on the first
+ * CHUNK (total 0, then at most max bytes). NS_ERR_TOOBIG past
+ * NS_FETCH_MAX_BLOBS, NS_ERR_NOMEM. */
+int ns_fetch_add(ns_fetch_t *f, uint32_t blob, uint8_t *data, uint64_t total,
+                 uint64_t max) NS_MUST_CHECK;
+
+/* Send FETCHes up to the window. A send error is returned (nothing
+ * counted in flight for it). */
+int ns_fetch_pump(ns_fetch_t *f, ns_send_fn send, void *user) NS_MUST_CHECK;
+
+/* A CHUNK from f->peer: copy it in. Returns NS_OK (taken; *done_blob is
+ * the index of the blob it completed or -1), NS_ERR_NOTFOUND (not one of
+ * ours: another job or blob, ignore), NS_ERR_INVAL (a chunk we never asked
+ * for or of the wrong size: the peer misbehaves), NS_ERR_TOOBIG (learnt
+ * total over the cap), NS_ERR_NOMEM. */
+int ns_fetch_on_chunk(ns_fetch_t *f, const ns_chunk_t *c,
+                      int *done_blob) NS_MUST_CHECK;
+
+/* Every queued blob complete. */
+bool ns_fetch_done(const ns_fetch_t *f);
+
+/* Forget progress (a new provider): blobs stay queued, data is kept
+ * (it will be overwritten), nothing in flight. */
+void ns_fetch_restart(ns_fetch_t *f);
+
+/* The blob's bytes (NULL until allocated) and size. */
+const ns_fetch_blob_t *ns_fetch_blob(const ns_fetch_t *f, uint32_t blob);
+
+/* Answer a FETCH from a blob we hold: the CHUNK body in out. NS_ERR_INVAL
+ * when the offset is past the end. */
+int ns_transfer_serve(const ns_chunk_t *fetch, const uint8_t *data,
+                      uint64_t total, ns_buf_t *out) NS_MUST_CHECK;
+
+#endif
