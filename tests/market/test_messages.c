@@ -1,0 +1,263 @@
+/* test_messages.c - every market message's codec (market.h): a round trip
+ * of a full message, each cap at its limit and one past it, and
+ * truncated input at every length. */
+#include "../check.h"
+
+#include "nightshift/market.h"
+
+#include <sodium.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Every proper prefix of an encoded message must be refused. */
+static bool s_prefixes_refused(int (*dec)(const uint8_t *, size_t, void *),
+                               const ns_buf_t *b, void *out)
+{
+    for (size_t n = 0; n < b->len; n++)
+        if (dec(b->data, n, out) == NS_OK)
+            return false;
+    return true;
+}
+
+static int s_dec_announce(const uint8_t *p, size_t n, void *o)
+{
+    return ns_announce_decode(p, n, o);
+}
+static int s_dec_bid(const uint8_t *p, size_t n, void *o)
+{
+    return ns_bid_decode(p, n, o);
+}
+static int s_dec_fetch(const uint8_t *p, size_t n, void *o)
+{
+    return ns_fetch_decode(p, n, o);
+}
+static int s_dec_chunk(const uint8_t *p, size_t n, void *o)
+{
+    return ns_chunk_decode(p, n, o);
+}
+static int s_dec_awarded(const uint8_t *p, size_t n, void *o)
+{
+    return ns_awarded_decode(p, n, o);
+}
+
+static void s_announce(ns_announce_t *a)
+{
+    memset(a, 0, sizeof *a);
+    randombytes_buf(a->job_id, sizeof a->job_id);
+    randombytes_buf(a->desc_id, sizeof a->desc_id);
+    randombytes_buf(a->requester, sizeof a->requester);
+    snprintf(a->endpoint, sizeof a->endpoint, "tcp://127.0.0.1:4567");
+    a->reqs.min_mem_bytes = UINT64_C(16) << 30;
+    a->reqs.device_type = NS_DEV_GPU;
+    a->reqs.min_cl_major = 1;
+    a->reqs.min_cl_minor = 2;
+    snprintf(a->reqs.region, sizeof a->reqs.region, "eu-west");
+    a->max_price = 100;
+    a->collateral = 50;
+    a->work_flops = UINT64_C(1) << 40;
+    a->n_items = 1 << 20;
+    a->input_bytes = 12345;
+    a->bid_window_ms = 300;
+    a->deadline_ms = UINT64_C(1800000000000);
+    a->round = 3;
+    a->n_excluded = 2;
+    randombytes_buf(a->excluded, 2 * NS_ID_BYTES);
+}
+
+TEST(announce_round_trip_and_caps)
+{
+    ns_announce_t a, b;
+    ns_buf_t buf;
+    ns_buf_init(&buf);
+    s_announce(&a);
+    CHECK_RC(ns_announce_encode(&a, &buf), NS_OK);
+    CHECK_RC(ns_announce_decode(buf.data, buf.len, &b), NS_OK);
+    CHECK(memcmp(&a, &b, sizeof a) == 0);
+    CHECK(s_prefixes_refused(s_dec_announce, &buf, &b));
+    /* the exclusion list at its cap, and one past it */
+    a.n_excluded = NS_MAX_EXCLUDED;
+    randombytes_buf(a.excluded, sizeof a.excluded);
+    CHECK_RC(ns_announce_encode(&a, &buf), NS_OK);
+    CHECK_RC(ns_announce_decode(buf.data, buf.len, &b), NS_OK);
+    CHECK(memcmp(&a, &b, sizeof a) == 0);
+    a.n_excluded = NS_MAX_EXCLUDED + 1;
+    CHECK_RC(ns_announce_encode(&a, &buf), NS_ERR_TOOBIG);
+    /* a window over the cap, an endpoint that is not one */
+    s_announce(&a);
+    a.bid_window_ms = 60001;
+    CHECK_RC(ns_announce_encode(&a, &buf), NS_OK);
+    CHECK_RC(ns_announce_decode(buf.data, buf.len, &b), NS_ERR_INVAL);
+    s_announce(&a);
+    snprintf(a.endpoint, sizeof a.endpoint, "not an endpoint");
+    CHECK_RC(ns_announce_encode(&a, &buf), NS_OK);
+    CHECK_RC(ns_announce_decode(buf.data, buf.len, &b), NS_ERR_INVAL);
+    ns_buf_release(&buf);
+}
+
+TEST(bid_round_trip)
+{
+    ns_bid_t a, b;
+    ns_buf_t buf;
+    ns_buf_init(&buf);
+    memset(&a, 0, sizeof a);
+    randombytes_buf(&a, sizeof a);
+    CHECK_RC(ns_bid_encode(&a, &buf), NS_OK);
+    CHECK_RC(ns_bid_decode(buf.data, buf.len, &b), NS_OK);
+    CHECK(memcmp(&a, &b, sizeof a) == 0);
+    CHECK(s_prefixes_refused(s_dec_bid, &buf, &b));
+    /* trailing bytes are refused */
+    CHECK_RC(ns_buf_append(&buf, "\xc0", 1), NS_OK);
+    CHECK(ns_bid_decode(buf.data, buf.len, &b) != NS_OK);
+    ns_buf_release(&buf);
+}
+
+TEST(fetch_and_chunk_round_trip_and_caps)
+{
+    ns_chunk_t f, g;
+    ns_buf_t buf;
+    ns_buf_init(&buf);
+    memset(&f, 0, sizeof f);
+    randombytes_buf(f.job_id, sizeof f.job_id);
+    f.blob = NS_BLOB_OUTPUT(3);
+    f.offset = 5 * (uint64_t)NS_CHUNK_BYTES;
+    f.len = NS_CHUNK_BYTES;
+    CHECK_RC(ns_fetch_encode(&f, &buf), NS_OK);
+    CHECK_RC(ns_fetch_decode(buf.data, buf.len, &g), NS_OK);
+    CHECK(memcmp(g.job_id, f.job_id, NS_HASH_BYTES) == 0 &&
+          g.blob == f.blob && g.offset == f.offset && g.len == f.len);
+    CHECK(s_prefixes_refused(s_dec_fetch, &buf, &g));
+    f.len = NS_CHUNK_BYTES + 1; /* asks for more than a chunk */
+    CHECK_RC(ns_fetch_encode(&f, &buf), NS_OK);
+    CHECK_RC(ns_fetch_decode(buf.data, buf.len, &g), NS_ERR_INVAL);
+    f.len = 0;
+    CHECK_RC(ns_fetch_encode(&f, &buf), NS_OK);
+    CHECK_RC(ns_fetch_decode(buf.data, buf.len, &g), NS_ERR_INVAL);
+
+    uint8_t *data = malloc(NS_CHUNK_BYTES + 1);
+    randombytes_buf(data, NS_CHUNK_BYTES + 1);
+    ns_chunk_t c = f;
+    c.total = 10 * (uint64_t)NS_CHUNK_BYTES;
+    c.data = data;
+    c.data_len = NS_CHUNK_BYTES;
+    CHECK_RC(ns_chunk_encode(&c, &buf), NS_OK);
+    CHECK_RC(ns_chunk_decode(buf.data, buf.len, &g), NS_OK);
+    CHECK(g.total == c.total && g.offset == c.offset &&
+          g.data_len == c.data_len &&
+          memcmp(g.data, data, c.data_len) == 0);
+    CHECK(s_prefixes_refused(s_dec_chunk, &buf, &g));
+    c.data_len = NS_CHUNK_BYTES + 1;
+    CHECK_RC(ns_chunk_encode(&c, &buf), NS_ERR_TOOBIG);
+    /* bytes past the blob's end */
+    c.data_len = NS_CHUNK_BYTES;
+    c.total = c.offset + NS_CHUNK_BYTES - 1;
+    CHECK_RC(ns_chunk_encode(&c, &buf), NS_OK);
+    CHECK_RC(ns_chunk_decode(buf.data, buf.len, &g), NS_ERR_INVAL);
+    c.offset = c.total + 1;
+    c.data_len = 0;
+    CHECK_RC(ns_chunk_encode(&c, &buf), NS_OK);
+    CHECK_RC(ns_chunk_decode(buf.data, buf.len, &g), NS_ERR_INVAL);
+    free(data);
+    ns_buf_release(&buf);
+}
+
+TEST(awarded_round_trip_and_caps)
+{
+    uint8_t je[300], ae[500];
+    randombytes_buf(je, sizeof je);
+    randombytes_buf(ae, sizeof ae);
+    ns_awarded_t a = {{0}, je, sizeof je, ae, sizeof ae}, b;
+    randombytes_buf(a.job_id, sizeof a.job_id);
+    ns_buf_t buf;
+    ns_buf_init(&buf);
+    CHECK_RC(ns_awarded_encode(&a, &buf), NS_OK);
+    CHECK_RC(ns_awarded_decode(buf.data, buf.len, &b), NS_OK);
+    CHECK(memcmp(a.job_id, b.job_id, NS_HASH_BYTES) == 0);
+    CHECK(b.job_entry_len == sizeof je &&
+          memcmp(b.job_entry, je, sizeof je) == 0);
+    CHECK(b.award_entry_len == sizeof ae &&
+          memcmp(b.award_entry, ae, sizeof ae) == 0);
+    CHECK(s_prefixes_refused(s_dec_awarded, &buf, &b));
+    /* empty entries, and entries over the ledger's cap */
+    a.job_entry_len = 0;
+    CHECK_RC(ns_awarded_encode(&a, &buf), NS_OK);
+    CHECK_RC(ns_awarded_decode(buf.data, buf.len, &b), NS_ERR_INVAL);
+    uint8_t *big = calloc(1, NS_MAX_ENTRY_BYTES + 1);
+    a.job_entry = big;
+    a.job_entry_len = NS_MAX_ENTRY_BYTES + 1;
+    CHECK_RC(ns_awarded_encode(&a, &buf), NS_ERR_TOOBIG);
+    a.job_entry_len = NS_MAX_ENTRY_BYTES;
+    CHECK_RC(ns_awarded_encode(&a, &buf), NS_OK);
+    CHECK_RC(ns_awarded_decode(buf.data, buf.len, &b), NS_OK);
+    free(big);
+    ns_buf_release(&buf);
+}
+
+TEST(offer_requirements)
+{
+    ns_devinfo_t dev[2];
+    memset(dev, 0, sizeof dev);
+    dev[0].type = NS_DEV_CPU;
+    dev[0].global_mem_bytes = UINT64_C(8) << 30;
+    dev[0].gflops = 100;
+    snprintf(dev[0].cl_c_version, sizeof dev[0].cl_c_version, "OpenCL C 1.2");
+    dev[1] = dev[0];
+    dev[1].type = NS_DEV_GPU;
+    dev[1].global_mem_bytes = UINT64_C(24) << 30;
+    ns_offer_t o = {dev, 2, 1000, 100, 1, "eu"};
+    ns_reqs_t r;
+    memset(&r, 0, sizeof r);
+    uint32_t d = 9;
+    CHECK_EQ_INT(ns_reqs_check(&r, &o, 50, 10, 1000, &d), 0);
+    r.min_mem_bytes = UINT64_C(16) << 30;
+    CHECK_EQ_INT(ns_reqs_check(&r, &o, 50, 10, 1000, &d), 0);
+    CHECK_EQ_INT(d, 1); /* the device that qualifies */
+    r.device_type = NS_DEV_CPU;
+    CHECK(ns_reqs_check(&r, &o, 50, 10, 1000, &d) != 0);
+    memset(&r, 0, sizeof r);
+    snprintf(r.region, sizeof r.region, "us");
+    CHECK_EQ_INT(ns_reqs_check(&r, &o, 50, 10, 1000, NULL), NS_REQ_REGION);
+    r.region[0] = '\0';
+    CHECK_EQ_INT(ns_reqs_check(&r, &o, 101, 10, 1000, NULL), NS_REQ_STAKE);
+    o.free_slots = 0;
+    CHECK_EQ_INT(ns_reqs_check(&r, &o, 50, 10, 1000, NULL), NS_REQ_SLOTS);
+    /* the heartbeat view of an offer is the same offer */
+    ns_heartbeat_t *hb = calloc(1, sizeof *hb);
+    hb->n_devices = 2;
+    memcpy(hb->devices, dev, sizeof dev);
+    hb->price = 1000;
+    hb->stake = 100;
+    hb->free_slots = 1;
+    ns_offer_t h;
+    ns_offer_from_heartbeat(&h, hb);
+    CHECK_EQ_INT(ns_reqs_check(&r, &h, 50, 10, 1000, NULL), 0);
+    free(hb);
+}
+
+TEST(requester_acceptance_rule)
+{
+    ns_account_t a;
+    memset(&a, 0, sizeof a);
+    CHECK(ns_requester_acceptable(&a));
+    a.jobs_posted = 4; /* within the grace */
+    CHECK(ns_requester_acceptable(&a));
+    a.jobs_posted = 10;
+    a.jobs_settled_as_requester = 4;
+    CHECK(!ns_requester_acceptable(&a));
+    a.jobs_settled_as_requester = 5;
+    CHECK(ns_requester_acceptable(&a));
+    a.banned = true;
+    CHECK(!ns_requester_acceptable(&a));
+}
+
+int main(void)
+{
+    if (sodium_init() < 0)
+        return 1;
+    RUN(announce_round_trip_and_caps);
+    RUN(bid_round_trip);
+    RUN(fetch_and_chunk_round_trip_and_caps);
+    RUN(awarded_round_trip_and_caps);
+    RUN(offer_requirements);
+    RUN(requester_acceptance_rule);
+    return ns_test_finish("market_messages");
+}

@@ -1,0 +1,688 @@
+/* test_market_sm.c - the requester and provider state machines (node/)
+ * driven by a fake monotonic clock and in-memory message queues, each
+ * party on its own real LMDB ledger, kernels on the real OpenCL device in
+ * the real sandboxed worker (this binary answers `worker`).
+ *
+ * The "network" delivers every queued message in order; a party's ledger
+ * append is ingested by every other party's ledger at once (gossip without
+ * delay). Filters drop chosen messages to make a provider miss an award.
+ *
+ * Scenarios: award -> accept -> result -> settle; accept timeout (the
+ * award is lost, the job goes to the next bidder); slash (a lazy provider
+ * is caught, slashed and the job completed by another); cancel (no bid:
+ * escrow refunded); deadline (a silent provider pays the penalty);
+ * resume (a new requester picks the job up from the ledger).
+ */
+#include "../check.h"
+#include "../market/ledger_fixture.h"
+
+#include "nightshift/log.h"
+#include "nightshift/market.h"
+#include "nightshift/policy.h"
+#include "nightshift/provider.h"
+#include "nightshift/requester.h"
+#include "nightshift/runner.h"
+#include "nightshift/slash.h"
+#include "nightshift/worker.h"
+
+#include <time.h>
+
+#define W_PARTIES 3 /* 0 = requester, 1 and 2 = providers */
+#define W_N 1024    /* floats in the vector_add job */
+
+typedef struct s_world s_world_t;
+
+typedef struct s_msg {
+    uint8_t type;
+    uint32_t from, to;
+    uint8_t *body;
+    size_t len;
+    struct s_msg *next;
+} s_msg_t;
+
+typedef struct {
+    s_world_t *w;
+    uint32_t idx;
+    ns_ledger_t *ledger;
+    ns_node_io_t io;
+    ns_provider_t *provider;
+    ns_requester_t *requester;
+    ns_config_t cfg;
+    ns_fault_t fault;
+    uint32_t drop_awarded; /* AWARDED messages to drop on the way in */
+    bool offline;          /* receives nothing */
+    uint32_t free_slots;   /* last announced */
+} s_party_t;
+
+struct s_world {
+    fx_t fx;
+    uint64_t mono;
+    s_party_t p[W_PARTIES];
+    s_msg_t *head, *tail;
+    ns_runner_t *runner;
+    ns_slash_ctx_t slash;
+    ns_devinfo_t dev;
+    /* the job */
+    ns_job_t job;
+    ns_buf_t packed;
+    float a[W_N], b[W_N], want[W_N];
+    ns_input_t inputs[NS_MAX_ARGS];
+    uint8_t *outputs[NS_MAX_ARGS];
+    char lines[64][160];
+    uint32_t n_lines;
+};
+
+static s_world_t *s_w;
+
+/* ---- the fake network --------------------------------------------------- */
+
+static uint32_t s_who(s_world_t *w, const uint8_t id[NS_ID_BYTES])
+{
+    for (uint32_t i = 0; i < W_PARTIES; i++)
+        if (memcmp(w->fx.acct[i].pk, id, NS_ID_BYTES) == 0)
+            return i;
+    return UINT32_MAX;
+}
+
+static int s_enqueue(s_world_t *w, uint32_t from, uint32_t to, uint8_t type,
+                     const uint8_t *body, size_t len)
+{
+    s_msg_t *m = calloc(1, sizeof *m);
+    if (!m || !(m->body = malloc(len ? len : 1))) {
+        free(m);
+        return NS_ERR_NOMEM;
+    }
+    memcpy(m->body, body, len);
+    m->len = len;
+    m->type = type;
+    m->from = from;
+    m->to = to;
+    if (w->tail)
+        w->tail->next = m;
+    else
+        w->head = m;
+    w->tail = m;
+    return NS_OK;
+}
+
+static int s_send(void *u, const uint8_t peer[NS_ID_BYTES], uint8_t type,
+                  const uint8_t *body, size_t len)
+{
+    s_party_t *p = u;
+    uint32_t to = s_who(p->w, peer);
+    if (to == UINT32_MAX)
+        return NS_ERR_NOTFOUND;
+    return s_enqueue(p->w, p->idx, to, type, body, len);
+}
+
+static int s_publish(void *u, uint8_t type, const uint8_t *body, size_t len)
+{
+    s_party_t *p = u;
+    for (uint32_t i = 0; i < W_PARTIES; i++)
+        if (i != p->idx) {
+            int rc = s_enqueue(p->w, p->idx, i, type, body, len);
+            if (rc != NS_OK)
+                return rc;
+        }
+    return NS_OK;
+}
+
+static int s_dial(void *u, const uint8_t peer[NS_ID_BYTES], const char *ep)
+{
+    (void)u;
+    (void)peer;
+    (void)ep;
+    return NS_OK;
+}
+
+/* Append to our ledger (claiming open credits, as the sync does), then
+ * every other ledger ingests the entry: gossip without delay. */
+static int s_append(void *u, uint8_t type, const ns_entry_body_t *b,
+                    ns_hash_t id)
+{
+    s_party_t *p = u;
+    s_world_t *w = p->w;
+    uint8_t refs[NS_MAX_REFS * NS_HASH_BYTES];
+    ns_buf_t entry;
+    ns_buf_init(&entry);
+    const ns_identity_t *me = w->fx.acct[p->idx].id;
+    uint32_t n_refs =
+        ns_ledger_unclaimed(p->ledger, ns_identity_pk(me), refs, NS_MAX_REFS);
+    int rc = ns_ledger_append(p->ledger, me, type, b, refs, n_refs, &entry,
+                              id);
+    for (uint32_t i = 0; rc == NS_OK && i < W_PARTIES; i++) {
+        if (i == p->idx)
+            continue;
+        int in = ns_ledger_ingest(w->p[i].ledger, entry.data, entry.len, NULL,
+                                  NULL);
+        if (in != NS_OK && in != NS_ERR_DUPLICATE)
+            fprintf(stderr, "party %u refused a %s of party %u: %s\n", i,
+                    ns_entry_type_name(type), p->idx, ns_errname(in));
+        if (ns_ledger_commit(w->p[i].ledger) != NS_OK)
+            rc = NS_ERR_IO;
+    }
+    ns_buf_release(&entry);
+    return rc;
+}
+
+static void s_set_offer(void *u, uint64_t stake, uint32_t free_slots)
+{
+    s_party_t *p = u;
+    (void)stake;
+    p->free_slots = free_slots;
+}
+
+static bool s_visit(void *u, ns_peer_visit_fn fn, void *fu)
+{
+    s_party_t *p = u;
+    ns_heartbeat_t *hb = calloc(1, sizeof *hb);
+    bool stop = false;
+    for (uint32_t i = 0; hb && i < W_PARTIES && !stop; i++) {
+        if (i == p->idx)
+            continue;
+        memset(hb, 0, sizeof *hb);
+        if (p->w->p[i].provider) {
+            hb->n_devices = 1;
+            hb->devices[0] = p->w->dev;
+            hb->free_slots = p->w->p[i].free_slots;
+            hb->price = p->w->p[i].cfg.price;
+        }
+        stop = fn(fu, p->w->fx.acct[i].pk, hb);
+    }
+    free(hb);
+    return stop;
+}
+
+static uint32_t s_live(void *u)
+{
+    (void)u;
+    return W_PARTIES - 1;
+}
+
+static uint64_t s_now(void *u)
+{
+    (void)u;
+    return ns_now_ms();
+}
+
+static uint64_t s_mono(void *u)
+{
+    s_party_t *p = u;
+    return p->w->mono;
+}
+
+typedef struct {
+    s_world_t *w;
+    uint32_t self, peer;
+} s_reply_ctx_t;
+
+static int s_reply(void *ctx, uint8_t type, const uint8_t *body, size_t len)
+{
+    s_reply_ctx_t *c = ctx;
+    return s_enqueue(c->w, c->self, c->peer, type, body, len);
+}
+
+/* Deliver every queued message (and those they cause). */
+static void s_deliver(s_world_t *w)
+{
+    while (w->head) {
+        s_msg_t *m = w->head;
+        w->head = m->next;
+        if (!w->head)
+            w->tail = NULL;
+        s_party_t *to = &w->p[m->to];
+        bool drop = to->offline;
+        if (!drop && m->type == NS_MSG_MKT_AWARDED && to->drop_awarded) {
+            to->drop_awarded--;
+            drop = true;
+        }
+        if (!drop) {
+            s_reply_ctx_t ctx = {w, m->to, m->from};
+            ns_node_msg_t nm = {m->type, w->fx.acct[m->from].pk,
+                                m->body, m->len,
+                                s_reply, &ctx};
+            if (to->requester && ns_requester_owns(to->requester, &nm))
+                (void)ns_requester_on_msg(to->requester, &nm);
+            else if (to->provider)
+                (void)ns_provider_on_msg(to->provider, &nm);
+        }
+        free(m->body);
+        free(m);
+    }
+}
+
+/* One step: deliver, tick everybody at the fake time, let real time pass a
+ * little for the worker. */
+static void s_step(s_world_t *w, uint64_t advance_ms)
+{
+    s_deliver(w);
+    w->mono += advance_ms;
+    for (uint32_t i = 0; i < W_PARTIES; i++) {
+        if (w->p[i].provider) {
+            ns_provider_tick(w->p[i].provider, w->mono);
+            if (w->mono % NS_POLICY_CLAIM_MS < advance_ms)
+                ns_provider_claim(w->p[i].provider);
+        }
+        if (w->p[i].requester)
+            ns_requester_tick(w->p[i].requester, w->mono);
+    }
+    s_deliver(w);
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+}
+
+/* Run until the requester is finished or max_steps of 5 ms pass. */
+static bool s_run(s_world_t *w, uint32_t max_steps)
+{
+    for (uint32_t i = 0; i < max_steps; i++) {
+        if (ns_requester_finished(w->p[0].requester))
+            return true;
+        s_step(w, 5);
+    }
+    return ns_requester_finished(w->p[0].requester);
+}
+
+/* ---- set-up ------------------------------------------------------------- */
+
+static void s_progress(void *u, const char *line)
+{
+    s_world_t *w = u;
+    if (w->n_lines < 64)
+        snprintf(w->lines[w->n_lines++], sizeof w->lines[0], "%s", line);
+}
+
+static bool s_said(s_world_t *w, const char *needle)
+{
+    for (uint32_t i = 0; i < w->n_lines; i++)
+        if (strstr(w->lines[i], needle))
+            return true;
+    return false;
+}
+
+static void s_job_setup(s_world_t *w)
+{
+    const ns_builtin_t *b = ns_builtin_find("vector_add");
+    ns_job_t *j = &w->job;
+    ns_job_init(j);
+    snprintf(j->builtin, sizeof j->builtin, "vector_add");
+    ns_hash(j->source_hash, b->source, b->source_len);
+    snprintf(j->entry, sizeof j->entry, "%s", b->entry);
+    j->dims = 1;
+    j->global[0] = W_N;
+    for (uint32_t i = 0; i < W_N; i++) {
+        w->a[i] = (float)i * 0.25f - 3.0f;
+        w->b[i] = 1.0f / (float)(i + 1);
+        w->want[i] = w->a[i] + w->b[i];
+    }
+    j->n_args = 4;
+    j->args[0].kind = NS_ARG_IN;
+    j->args[0].size = sizeof w->a;
+    ns_hash(j->args[0].hash, w->a, sizeof w->a);
+    j->args[1].kind = NS_ARG_IN;
+    j->args[1].size = sizeof w->b;
+    ns_hash(j->args[1].hash, w->b, sizeof w->b);
+    j->args[2].kind = NS_ARG_OUT;
+    j->args[2].size = sizeof w->want;
+    j->args[2].item_bytes = sizeof(float);
+    j->args[3].kind = NS_ARG_U32;
+    j->args[3].v.u32 = W_N;
+    w->inputs[0] = (ns_input_t){.data = (const uint8_t *)w->a,
+                                .len = sizeof w->a};
+    w->inputs[1] = (ns_input_t){.data = (const uint8_t *)w->b,
+                                .len = sizeof w->b};
+    w->outputs[2] = calloc(1, sizeof w->want);
+    ns_buf_init(&w->packed);
+    ns_mp_writer_t wr;
+    msgpack_packer pk;
+    ns_mp_writer_init(&wr, &pk, &w->packed);
+    ns_job_pack(&pk, j);
+}
+
+static ns_requester_opts_t s_req_opts(s_world_t *w, const uint8_t nonce[16])
+{
+    ns_requester_opts_t o;
+    memset(&o, 0, sizeof o);
+    o.job = &w->job;
+    o.packed = w->packed.data;
+    o.packed_len = w->packed.len;
+    o.inputs = w->inputs;
+    o.outputs = w->outputs;
+    if (ns_job_id(&w->job, o.desc_id) != NS_OK)
+        fprintf(stderr, "job id failed\n");
+    memcpy(o.nonce, nonce, 16);
+    ns_ledger_job_id(o.job_id, w->fx.acct[0].pk, o.desc_id, nonce);
+    o.max_price = 10;
+    o.collateral = 50;
+    o.bid_window_ms = 50;
+    o.deadline_s = 60;
+    o.timeout_s = 600;
+    o.endpoint = "tcp://127.0.0.1:1";
+    o.progress = s_progress;
+    o.progress_user = w;
+    return o;
+}
+
+/* Providers 1 and 2 with the given faults; the requester's job on top. */
+static s_world_t *s_world(const ns_fault_t *f1, const ns_fault_t *f2,
+                          uint32_t deadline_s)
+{
+    s_world_t *w = calloc(1, sizeof *w);
+    uint64_t credits[W_PARTIES] = {1000, 1000, 1000};
+    if (!w || fx_init(&w->fx, "sm", W_PARTIES, credits) != NS_OK)
+        return NULL;
+    int rc;
+    w->runner = ns_runner_new(0, NULL, &rc);
+    if (!w->runner) {
+        fprintf(stderr, "no OpenCL device: %s\n", ns_strerror(rc));
+        return NULL;
+    }
+    w->slash = (ns_slash_ctx_t){NULL, w->runner, NULL};
+    w->dev.type = NS_DEV_CPU;
+    w->dev.global_mem_bytes = UINT64_C(1) << 30;
+    w->dev.gflops = 10;
+    snprintf(w->dev.cl_c_version, sizeof w->dev.cl_c_version, "OpenCL C 1.2");
+    s_job_setup(w);
+    for (uint32_t i = 0; i < W_PARTIES; i++) {
+        s_party_t *p = &w->p[i];
+        char name[16];
+        snprintf(name, sizeof name, "p%u", i);
+        p->w = w;
+        p->idx = i;
+        p->ledger = i == 0 ? w->fx.l : fx_open_other(&w->fx, name);
+        ns_ledger_set_verifier(p->ledger, ns_slash_verify, &w->slash);
+        p->io = (ns_node_io_t){p,         s_send,      s_publish, s_dial,
+                               s_append,  s_set_offer, s_visit,   s_live,
+                               s_now,     s_mono};
+        ns_config_defaults(&p->cfg);
+        p->cfg.slots = 1;
+        p->cfg.stake = 100;
+    }
+    const ns_fault_t *faults[W_PARTIES] = {NULL, f1, f2};
+    for (uint32_t i = 1; i < W_PARTIES; i++) {
+        s_party_t *p = &w->p[i];
+        if (faults[i])
+            p->fault = *faults[i];
+        ns_provider_opts_t po = {p->ledger, w->fx.acct[i].id, &p->cfg, {0},
+                                 &w->dev,   1,                w->fx.root,
+                                 p->fault};
+        memcpy(po.network_id, w->fx.genesis.network_id, NS_HASH_BYTES);
+        p->provider = ns_provider_new(&po, &p->io, &rc);
+        if (!p->provider)
+            return NULL;
+    }
+    uint8_t nonce[16] = {1};
+    ns_requester_opts_t o = s_req_opts(w, nonce);
+    o.deadline_s = deadline_s;
+    w->p[0].requester =
+        ns_requester_new(&o, &w->p[0].io, w->p[0].ledger, w->runner,
+                         w->fx.acct[0].id, w->fx.genesis.network_id, &rc);
+    return w->p[0].requester ? w : NULL;
+}
+
+static void s_world_free(s_world_t *w)
+{
+    if (!w)
+        return;
+    while (w->head) {
+        s_msg_t *m = w->head;
+        w->head = m->next;
+        free(m->body);
+        free(m);
+    }
+    for (uint32_t i = 0; i < W_PARTIES; i++) {
+        ns_requester_destroy(&w->p[i].requester);
+        ns_provider_destroy(&w->p[i].provider);
+        if (i > 0)
+            ns_ledger_close(&w->p[i].ledger);
+    }
+    ns_runner_destroy(&w->runner);
+    ns_job_release(&w->job);
+    ns_buf_release(&w->packed);
+    free(w->outputs[2]);
+    fx_free(&w->fx);
+    free(w);
+}
+
+static ns_account_t s_acct(s_world_t *w, uint32_t ledger, uint32_t who)
+{
+    ns_account_t a;
+    memset(&a, 0, sizeof a);
+    if (ns_ledger_account(w->p[ledger].ledger, w->fx.acct[who].pk, &a) !=
+        NS_OK)
+        fprintf(stderr, "no account %u in ledger %u\n", who, ledger);
+    return a;
+}
+
+static uint8_t s_job_state(s_world_t *w, uint32_t ledger)
+{
+    ns_ledger_job_t lj;
+    const ns_receipt_t *r = ns_requester_receipt(w->p[0].requester);
+    (void)r;
+    uint8_t nonce[16] = {1};
+    ns_hash_t desc, id;
+    if (ns_job_id(&w->job, desc) != NS_OK)
+        return 0;
+    ns_ledger_job_id(id, w->fx.acct[0].pk, desc, nonce);
+    return ns_ledger_job(w->p[ledger].ledger, id, &lj) == NS_OK ? lj.state : 0;
+}
+
+/* Every party's ledger agrees on the totals (conservation). */
+static bool s_conserved(s_world_t *w)
+{
+    for (uint32_t i = 0; i < W_PARTIES; i++) {
+        uint64_t sum = 0;
+        if (ns_ledger_check_conservation(w->p[i].ledger, &sum) != NS_OK) {
+            fprintf(stderr, "ledger %u: balances sum to %llu\n", i,
+                    (unsigned long long)sum);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* ---- scenarios ---------------------------------------------------------- */
+
+TEST(award_accept_result_settle)
+{
+    s_world_t *w = s_world(NULL, NULL, 60);
+    if (!CHECK(w != NULL))
+        return;
+    /* provider 2 is busy elsewhere: one bid, so the winner is known */
+    w->p[2].offline = true;
+    ns_account_t r0 = s_acct(w, 0, 0), p0 = s_acct(w, 0, 1);
+    CHECK(s_run(w, 20000));
+    const ns_receipt_t *r = ns_requester_receipt(w->p[0].requester);
+    CHECK_EQ_INT(r->phase, NS_RQ_DONE);
+    CHECK_EQ_INT(r->rounds, 1);
+    CHECK_EQ_INT(r->slashed, 0);
+    CHECK(memcmp(r->provider, w->fx.acct[1].pk, NS_ID_BYTES) == 0);
+    CHECK(r->checked > 0);
+    CHECK(memcmp(w->outputs[2], w->want, sizeof w->want) == 0);
+    for (uint32_t l = 0; l < W_PARTIES; l++)
+        CHECK_EQ_INT(s_job_state(w, l), NS_JOB_SETTLED);
+    /* the provider takes its pay in with its next claim */
+    for (int i = 0; i < 500; i++)
+        s_step(w, 5);
+    ns_account_t r1 = s_acct(w, 1, 0), p1 = s_acct(w, 2, 1);
+    CHECK_EQ_INT(r1.free + r1.locked_escrow, r0.free - r->price);
+    CHECK_EQ_INT(r1.locked_escrow, 0);
+    CHECK_EQ_INT(p1.free + p1.staked + p1.locked_collateral,
+                 p0.free + p0.staked + r->price);
+    CHECK_EQ_INT(p1.locked_collateral, 0);
+    CHECK_EQ_INT(p1.jobs_settled, 1);
+    CHECK(s_said(w, "settled"));
+    CHECK(s_conserved(w));
+    s_world_free(w);
+}
+
+TEST(accept_timeout_moves_on)
+{
+    s_world_t *w = s_world(NULL, NULL, 60);
+    if (!CHECK(w != NULL))
+        return;
+    /* provider 1 never hears of its award; provider 2 only bids in the
+     * second round (it is offline for the first) */
+    w->p[1].drop_awarded = 1;
+    w->p[2].offline = true;
+    for (int i = 0; i < 40 && !w->p[1].drop_awarded == 0; i++)
+        s_step(w, 5);
+    /* run past the bid window and the award; then provider 2 comes up */
+    for (int i = 0; i < 40; i++)
+        s_step(w, 5);
+    w->p[2].offline = false;
+    CHECK(s_run(w, 40000));
+    const ns_receipt_t *r = ns_requester_receipt(w->p[0].requester);
+    CHECK_EQ_INT(r->phase, NS_RQ_DONE);
+    CHECK_EQ_INT(r->rounds, 2);
+    CHECK_EQ_INT(r->cancelled, 1);
+    CHECK(memcmp(r->provider, w->fx.acct[2].pk, NS_ID_BYTES) == 0);
+    CHECK(s_said(w, "did not accept in time"));
+    /* provider 1 never accepted: nothing of its stake moved */
+    ns_account_t p1 = s_acct(w, 0, 1);
+    CHECK_EQ_INT(p1.locked_collateral, 0);
+    CHECK_EQ_INT(p1.jobs_slashed, 0);
+    CHECK_EQ_INT(p1.free + p1.staked, 1000);
+    CHECK(memcmp(w->outputs[2], w->want, sizeof w->want) == 0);
+    CHECK(s_conserved(w));
+    s_world_free(w);
+}
+
+TEST(lazy_provider_slashed_job_completed_elsewhere)
+{
+    ns_fault_t lazy = {1.0, false, false, 0};
+    s_world_t *w = s_world(&lazy, NULL, 60);
+    if (!CHECK(w != NULL))
+        return;
+    w->p[2].offline = true; /* the lazy one wins the first round */
+    for (int i = 0; i < 40; i++)
+        s_step(w, 5);
+    w->p[2].offline = false;
+    CHECK(s_run(w, 60000));
+    const ns_receipt_t *r = ns_requester_receipt(w->p[0].requester);
+    CHECK_EQ_INT(r->phase, NS_RQ_DONE);
+    CHECK_EQ_INT(r->slashed, 1);
+    CHECK_EQ_INT(r->rounds, 2);
+    CHECK(memcmp(r->provider, w->fx.acct[2].pk, NS_ID_BYTES) == 0);
+    CHECK(s_said(w, "slashed with a fraud proof"));
+    CHECK(memcmp(w->outputs[2], w->want, sizeof w->want) == 0);
+    /* every ledger burned the cheater's collateral */
+    for (uint32_t l = 0; l < W_PARTIES; l++) {
+        ns_account_t p = s_acct(w, l, 1);
+        CHECK_EQ_INT(p.jobs_slashed, 1);
+        CHECK_EQ_INT(p.locked_collateral, 0);
+        CHECK_EQ_INT(p.free + p.staked, 1000 - 50);
+    }
+    CHECK(s_conserved(w));
+    s_world_free(w);
+}
+
+TEST(no_bid_cancels_and_refunds)
+{
+    s_world_t *w = s_world(NULL, NULL, 60);
+    if (!CHECK(w != NULL))
+        return;
+    w->p[1].offline = w->p[2].offline = true;
+    CHECK(s_run(w, 2000));
+    const ns_receipt_t *r = ns_requester_receipt(w->p[0].requester);
+    CHECK_EQ_INT(r->phase, NS_RQ_FAILED);
+    CHECK(strstr(r->error, "no provider bid") != NULL);
+    CHECK(strstr(r->error, "2 providers known") != NULL);
+    ns_account_t a = s_acct(w, 0, 0);
+    CHECK_EQ_INT(a.locked_escrow, 0);
+    CHECK_EQ_INT(a.free, 1000);
+    for (uint32_t l = 0; l < W_PARTIES; l++)
+        CHECK_EQ_INT(s_job_state(w, l), NS_JOB_CANCELLED);
+    CHECK(s_conserved(w));
+    s_world_free(w);
+}
+
+TEST(deadline_penalises_silent_provider)
+{
+    ns_fault_t silent = {0, false, true, 0};
+    s_world_t *w = s_world(&silent, NULL, 1);
+    if (!CHECK(w != NULL))
+        return;
+    w->p[2].offline = true; /* only the silent one bids */
+    /* the deadline is wall-clock time: let a real second pass */
+    uint64_t until = ns_now_ms() + 1300;
+    while (ns_now_ms() < until &&
+           !ns_requester_finished(w->p[0].requester))
+        s_step(w, 5);
+    CHECK(s_run(w, 4000));
+    const ns_receipt_t *r = ns_requester_receipt(w->p[0].requester);
+    CHECK(s_said(w, "missed the deadline"));
+    CHECK_EQ_INT(r->cancelled, 2); /* the late provider, the empty round */
+    CHECK_EQ_INT(r->phase, NS_RQ_FAILED);
+    for (int i = 0; i < 500; i++) /* the provider claims what is released */
+        s_step(w, 5);
+    ns_account_t p = s_acct(w, 0, 1), req = s_acct(w, 0, 0);
+    CHECK_EQ_INT(p.jobs_cancelled, 1);
+    CHECK_EQ_INT(p.locked_collateral, 0);
+    CHECK_EQ_INT(p.free + p.staked, 1000 - 50 / 10); /* a tenth burned */
+    CHECK_EQ_INT(req.locked_escrow, 0);
+    CHECK_EQ_INT(req.free, 1000);
+    CHECK(s_conserved(w));
+    s_world_free(w);
+}
+
+TEST(resume_picks_the_job_up)
+{
+    s_world_t *w = s_world(NULL, NULL, 60);
+    if (!CHECK(w != NULL))
+        return;
+    w->p[2].offline = true;
+    /* run until the job is accepted, then the requester "crashes" */
+    for (int i = 0; i < 2000 && ns_requester_receipt(w->p[0].requester)
+                                        ->phase < NS_RQ_RUNNING;
+         i++)
+        s_step(w, 5);
+    CHECK_EQ_INT(ns_requester_receipt(w->p[0].requester)->phase,
+                 NS_RQ_RUNNING);
+    ns_requester_destroy(&w->p[0].requester);
+    memset(w->outputs[2], 0, sizeof w->want);
+    uint8_t nonce[16] = {1};
+    ns_requester_opts_t o = s_req_opts(w, nonce);
+    o.resume = true;
+    int rc;
+    w->p[0].requester =
+        ns_requester_new(&o, &w->p[0].io, w->p[0].ledger, w->runner,
+                         w->fx.acct[0].id, w->fx.genesis.network_id, &rc);
+    if (!CHECK(w->p[0].requester != NULL))
+        return;
+    CHECK(s_run(w, 20000));
+    const ns_receipt_t *r = ns_requester_receipt(w->p[0].requester);
+    CHECK_EQ_INT(r->phase, NS_RQ_DONE);
+    CHECK(s_said(w, "resuming"));
+    CHECK(memcmp(w->outputs[2], w->want, sizeof w->want) == 0);
+    CHECK_EQ_INT(s_job_state(w, 1), NS_JOB_SETTLED);
+    /* a settled job cannot be resumed again */
+    ns_requester_destroy(&w->p[0].requester);
+    w->p[0].requester =
+        ns_requester_new(&o, &w->p[0].io, w->p[0].ledger, w->runner,
+                         w->fx.acct[0].id, w->fx.genesis.network_id, &rc);
+    CHECK(s_run(w, 10));
+    CHECK(strstr(ns_requester_receipt(w->p[0].requester)->error,
+                 "already settled") != NULL);
+    CHECK(s_conserved(w));
+    s_world_free(w);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "worker") == 0) {
+        if (sodium_init() < 0)
+            return 1;
+        return ns_worker_main(argc - 1, argv + 1);
+    }
+    if (sodium_init() < 0)
+        return 1;
+    ns_log_threshold = NS_LOG_ERROR;
+    RUN(award_accept_result_settle);
+    RUN(accept_timeout_moves_on);
+    RUN(lazy_provider_slashed_job_completed_elsewhere);
+    RUN(no_bid_cancels_and_refunds);
+    RUN(deadline_penalises_silent_provider);
+    RUN(resume_picks_the_job_up);
+    (void)s_w;
+    return ns_test_finish("node_market_sm");
+}
