@@ -11,10 +11,10 @@
  *
  * Worker: blocking reads and writes, one request at a time.
  */
-#include "nightshift/worker.h"
 #include "nightshift/log.h"
 #include "nightshift/mp.h"
 #include "nightshift/util.h"
+#include "nightshift/worker.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -44,35 +44,6 @@ extern char **environ;
 #define S_IO_CHUNK (1u << 30) /* bytes per read/write system call */
 #define S_MAX_REAPING 16      /* killed workers not yet reaped */
 
-/* ---- shared helpers ----------------------------------------------------- */
-
-static void s_put_be32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
-
-static uint32_t s_get_be32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 |
-           p[3];
-}
-
-/* "8.0 GiB", "512.0 MiB", "12 bytes" */
-static void s_fmt_bytes(char *out, size_t cap, uint64_t b)
-{
-    if (b >= (UINT64_C(1) << 30))
-        snprintf(out, cap, "%.1f GiB", (double)b / (double)(1u << 30));
-    else if (b >= (UINT64_C(1) << 20))
-        snprintf(out, cap, "%.1f MiB", (double)b / (double)(1u << 20));
-    else if (b >= 1024)
-        snprintf(out, cap, "%.1f KiB", (double)b / 1024.0);
-    else
-        snprintf(out, cap, "%" PRIu64 " bytes", b);
-}
-
 /* Error text from the other process: printable ASCII, newline and tab;
  * anything else becomes '?'. No trailing newlines. */
 static void s_sanitize(char *dst, size_t cap, const uint8_t *src, size_t n)
@@ -91,20 +62,6 @@ static void s_sanitize(char *dst, size_t cap, const uint8_t *src, size_t n)
 static bool s_valid_status(int64_t status)
 {
     return status <= 0 && status > -(int64_t)NS_ERR_COUNT;
-}
-
-/* A frame under construction: 4 bytes reserved for the length. */
-static void s_frame_begin(msgpack_sbuffer *sb, msgpack_packer *pk)
-{
-    static const char zero[4] = {0, 0, 0, 0};
-    msgpack_sbuffer_init(sb);
-    msgpack_packer_init(pk, sb, msgpack_sbuffer_write);
-    msgpack_sbuffer_write(sb, zero, sizeof zero);
-}
-
-static void s_frame_end(msgpack_sbuffer *sb)
-{
-    s_put_be32((uint8_t *)sb->data, (uint32_t)(sb->size - 4));
 }
 
 void ns_worker_opts_init(ns_worker_opts_t *o)
@@ -145,7 +102,7 @@ struct ns_worker {
 
     /* reader: length, head, then raw output segments */
     int rphase;
-    uint8_t lenbuf[4];
+    uint8_t lenbuf[NS_WORKER_FRAME_LEN];
     size_t len_got;
     uint8_t *head;
     size_t head_len, head_got;
@@ -169,11 +126,6 @@ struct ns_worker {
     ns_worker_result_t res; /* being built, then handed out */
     bool res_ready;
 };
-
-static const char *s_mode_name(int mode)
-{
-    return mode == NS_WORKER_MSG_ITEMS ? "items" : "run";
-}
 
 static void s_reader_reset(ns_worker_t *w)
 {
@@ -225,7 +177,7 @@ static void s_finish_keep(ns_worker_t *w, int status)
     if (status != NS_OK) {
         w->stats.failed++;
         ns_debug(NS_MOD_EXEC, "event=worker_job_failed mode=%s rc=%s",
-                 s_mode_name(w->mode), ns_errname(status));
+                 ns_worker_mode_name(w->mode), ns_errname(status));
     }
 }
 
@@ -536,8 +488,8 @@ static int s_check_device(const ns_worker_t *w, const ns_job_t *job, char *err,
             continue;
         total += arg->size;
         if (w->dev.max_alloc_bytes && arg->size > w->dev.max_alloc_bytes) {
-            s_fmt_bytes(a, sizeof a, arg->size);
-            s_fmt_bytes(b, sizeof b, w->dev.max_alloc_bytes);
+            ns_worker_fmt_bytes(a, sizeof a, arg->size);
+            ns_worker_fmt_bytes(b, sizeof b, w->dev.max_alloc_bytes);
             snprintf(err, errlen,
                      "arg %" PRIu32 " (%s): a buffer of %s (%" PRIu64
                      " bytes) is over the device's largest allocation, %s "
@@ -548,8 +500,8 @@ static int s_check_device(const ns_worker_t *w, const ns_job_t *job, char *err,
         }
     }
     if (w->dev.global_mem_bytes && total > w->dev.global_mem_bytes) {
-        s_fmt_bytes(a, sizeof a, total);
-        s_fmt_bytes(b, sizeof b, w->dev.global_mem_bytes);
+        ns_worker_fmt_bytes(a, sizeof a, total);
+        ns_worker_fmt_bytes(b, sizeof b, w->dev.global_mem_bytes);
         snprintf(err, errlen,
                  "the job's buffers (%s) are over the device's global "
                  "memory (%s)",
@@ -580,31 +532,19 @@ static void s_dispatch(ns_worker_t *w)
 
 static void s_on_hello(ns_worker_t *w)
 {
-    ns_mpr_t r;
-    uint32_t type = 0, proto = 0;
-    int64_t status = 0;
-    const uint8_t *etext = NULL;
-    size_t elen = 0;
-    ns_devinfo_t dev;
-
-    ns_mpr_init(&r, w->head, w->head_len);
-    ns_mpr_array_exact(&r, 5);
-    ns_mpr_u32(&r, &type);
-    ns_mpr_u32(&r, &proto);
-    ns_mpr_int(&r, &status);
-    ns_mpr_bin(&r, &etext, &elen, NS_WORKER_MAX_ERROR);
-    ns_devinfo_read(&r, &dev);
-    int rc = ns_mpr_end(&r);
-    if (rc == NS_OK && type != NS_WORKER_MSG_HELLO) {
-        s_violation(w, "message type %" PRIu32 " before HELLO", type);
+    ns_worker_hello_t h;
+    int rc = ns_worker_hello_read(w->head, w->head_len, &h);
+    int64_t status = h.status;
+    if (rc == NS_OK && h.type != NS_WORKER_MSG_HELLO) {
+        s_violation(w, "message type %" PRIu32 " before HELLO", h.type);
         return;
     }
     if (rc != NS_OK) {
         s_violation(w, "malformed HELLO: %s", ns_strerror(rc));
         return;
     }
-    if (proto != NS_WORKER_PROTOCOL) {
-        s_violation(w, "protocol %" PRIu32 ", expected %d", proto,
+    if (h.protocol != NS_WORKER_PROTOCOL) {
+        s_violation(w, "protocol %" PRIu32 ", expected %d", h.protocol,
                     NS_WORKER_PROTOCOL);
         return;
     }
@@ -614,7 +554,7 @@ static void s_on_hello(ns_worker_t *w)
     }
     if (status != NS_OK) {
         char text[NS_WORKER_MAX_ERROR + 1];
-        s_sanitize(text, sizeof text, etext, elen);
+        s_sanitize(text, sizeof text, h.error, h.error_len);
         ns_warn(NS_MOD_EXEC,
                 "event=worker_no_device device=%" PRIu32 " error=\"%s\"",
                 w->o.device_index, text);
@@ -624,12 +564,12 @@ static void s_on_hello(ns_worker_t *w)
                  text[0] ? text : ns_strerror((int)status));
         return;
     }
-    w->dev = dev;
+    w->dev = h.dev;
     w->have_dev = true;
     w->hello_ok = true;
     w->state = S_IDLE;
     ns_debug(NS_MOD_EXEC, "event=worker_ready pid=%ld device=\"%s\"",
-             (long)w->pid, dev.name);
+             (long)w->pid, h.dev.name);
     if (w->pending && !w->dispatched)
         s_dispatch(w);
 }
@@ -637,28 +577,13 @@ static void s_on_hello(ns_worker_t *w)
 static void s_on_result(ns_worker_t *w)
 {
     bool had_started;
-    ns_mpr_t r;
-    uint32_t type = 0;
-    int64_t status = 0;
-    const uint8_t *etext = NULL;
-    size_t elen = 0;
-    ns_timings_t t;
-    memset(&t, 0, sizeof t);
-
-    ns_mpr_init(&r, w->head, w->head_len);
-    ns_mpr_array_exact(&r, 4);
-    ns_mpr_u32(&r, &type);
-    ns_mpr_int(&r, &status);
-    ns_mpr_bin(&r, &etext, &elen, NS_WORKER_MAX_ERROR);
-    ns_mpr_array_exact(&r, 5);
-    ns_mpr_uint(&r, &t.build_us);
-    ns_mpr_uint(&r, &t.upload_us);
-    ns_mpr_uint(&r, &t.run_us);
-    ns_mpr_uint(&r, &t.download_us);
-    ns_mpr_bool(&r, &t.cache_hit);
-    int rc = ns_mpr_end(&r);
-    if (rc == NS_OK && type != NS_WORKER_MSG_RESULT) {
-        s_violation(w, "message type %" PRIu32 " instead of RESULT", type);
+    ns_worker_reply_t reply;
+    int rc = ns_worker_result_read(w->head, w->head_len, &reply);
+    int64_t status = reply.status;
+    const ns_timings_t t = reply.timings;
+    if (rc == NS_OK && reply.type != NS_WORKER_MSG_RESULT) {
+        s_violation(w, "message type %" PRIu32 " instead of RESULT",
+                    reply.type);
         return;
     }
     if (rc != NS_OK) {
@@ -676,7 +601,7 @@ static void s_on_result(ns_worker_t *w)
     }
 
     ns_worker_result_t *res = &w->res;
-    s_sanitize(res->error, sizeof res->error, etext, elen);
+    s_sanitize(res->error, sizeof res->error, reply.error, reply.error_len);
     free(w->head);
     w->head = NULL;
     if (status != NS_OK) {
@@ -764,7 +689,7 @@ static void s_pump_read(ns_worker_t *w, uint64_t *budget)
         size_t want;
         if (w->rphase == R_LEN) {
             dst = w->lenbuf + w->len_got;
-            want = 4 - w->len_got;
+            want = NS_WORKER_FRAME_LEN - w->len_got;
         } else if (w->rphase == R_HEAD) {
             dst = w->head + w->head_got;
             want = w->head_len - w->head_got;
@@ -798,9 +723,9 @@ static void s_pump_read(ns_worker_t *w, uint64_t *budget)
         *budget -= (uint64_t)n < *budget ? (uint64_t)n : *budget;
         if (w->rphase == R_LEN) {
             w->len_got += (size_t)n;
-            if (w->len_got < 4)
+            if (w->len_got < NS_WORKER_FRAME_LEN)
                 continue;
-            uint32_t len = s_get_be32(w->lenbuf);
+            uint32_t len = ns_worker_frame_len(w->lenbuf);
             if (len == 0 || len > NS_WORKER_MAX_REPLY) {
                 s_violation(w, "a frame of %" PRIu32 " bytes", len);
                 return;
@@ -1018,8 +943,8 @@ int ns_worker_submit(ns_worker_t *w, const ns_job_t *job,
     /* Size first: a huge source is refused before anything else looks at
      * it, and before any process is started for it. */
     if (job->source_len > w->o.max_source_bytes) {
-        s_fmt_bytes(a, sizeof a, job->source_len);
-        s_fmt_bytes(b, sizeof b, w->o.max_source_bytes);
+        ns_worker_fmt_bytes(a, sizeof a, job->source_len);
+        ns_worker_fmt_bytes(b, sizeof b, w->o.max_source_bytes);
         snprintf(err, errlen, "kernel source of %s is over the %s limit", a, b);
         return NS_ERR_TOOBIG;
     }
@@ -1063,30 +988,17 @@ int ns_worker_submit(ns_worker_t *w, const ns_job_t *job,
         return rc;
 
     /* The request frame: head, then the IN buffers raw. */
-    msgpack_packer pk;
-    s_frame_begin(&w->req, &pk);
-    w->req_live = true;
     bool verified = true; /* all inputs already hashed by the caller */
     for (uint32_t i = 0; i < job->n_args; i++)
         if (job->args[i].kind == NS_ARG_IN && !inputs[i].verified)
             verified = false;
-    msgpack_pack_array(&pk, 4);
-    msgpack_pack_uint32(&pk, items ? NS_WORKER_MSG_ITEMS : NS_WORKER_MSG_RUN);
-    ns_job_pack(&pk, job);
-    msgpack_pack_array(&pk, items ? n : 0);
-    for (uint32_t i = 0; items && i < n; i++)
-        msgpack_pack_uint64(&pk, items[i]);
-    if (verified)
-        msgpack_pack_true(&pk);
-    else
-        msgpack_pack_false(&pk);
-    if (!w->req.data || w->req.size - 4 > NS_WORKER_MAX_REQUEST) {
+    if (ns_worker_request_pack(&w->req, job, items, n, verified) != NS_OK) {
         s_request_free(w);
         snprintf(err, errlen, "the job descriptor is over %d bytes",
                  NS_WORKER_MAX_REQUEST);
         return NS_ERR_TOOBIG;
     }
-    s_frame_end(&w->req);
+    w->req_live = true;
     w->n_wseg = 0;
     w->wseg[w->n_wseg].p = (const uint8_t *)w->req.data;
     w->wseg[w->n_wseg++].len = w->req.size;
@@ -1290,15 +1202,7 @@ static int s_send_hello(int fd, int status, const char *error,
                         const ns_devinfo_t *dev)
 {
     msgpack_sbuffer sb;
-    msgpack_packer pk;
-    s_frame_begin(&sb, &pk);
-    msgpack_pack_array(&pk, 5);
-    msgpack_pack_uint32(&pk, NS_WORKER_MSG_HELLO);
-    msgpack_pack_uint32(&pk, NS_WORKER_PROTOCOL);
-    msgpack_pack_int(&pk, status);
-    ns_mp_bin(&pk, error, strnlen(error, NS_WORKER_MAX_ERROR));
-    ns_devinfo_pack(&pk, dev);
-    s_frame_end(&sb);
+    ns_worker_hello_pack(&sb, status, error, dev);
     int rc = s_write_full(fd, sb.data, sb.size);
     msgpack_sbuffer_destroy(&sb);
     return rc;
@@ -1308,22 +1212,7 @@ static int s_send_result(int fd, int status, const char *error,
                          const ns_timings_t *t)
 {
     msgpack_sbuffer sb;
-    msgpack_packer pk;
-    s_frame_begin(&sb, &pk);
-    msgpack_pack_array(&pk, 4);
-    msgpack_pack_uint32(&pk, NS_WORKER_MSG_RESULT);
-    msgpack_pack_int(&pk, status);
-    ns_mp_bin(&pk, error, strnlen(error, NS_WORKER_MAX_ERROR));
-    msgpack_pack_array(&pk, 5);
-    msgpack_pack_uint64(&pk, t->build_us);
-    msgpack_pack_uint64(&pk, t->upload_us);
-    msgpack_pack_uint64(&pk, t->run_us);
-    msgpack_pack_uint64(&pk, t->download_us);
-    if (t->cache_hit)
-        msgpack_pack_true(&pk);
-    else
-        msgpack_pack_false(&pk);
-    s_frame_end(&sb);
+    ns_worker_result_pack(&sb, status, error, t);
     int rc = s_write_full(fd, sb.data, sb.size);
     msgpack_sbuffer_destroy(&sb);
     return rc;
@@ -1488,30 +1377,28 @@ static void s_harden(const s_worker_args_t *a)
 static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
                        bool *eof)
 {
-    uint8_t lenbuf[4];
+    uint8_t lenbuf[NS_WORKER_FRAME_LEN];
     uint8_t *head = NULL;
     uint8_t *inbuf[NS_MAX_ARGS] = {NULL};
     ns_input_t inputs[NS_MAX_ARGS];
     uint8_t *outputs[NS_MAX_ARGS] = {NULL};
-    uint64_t *items = NULL;
+    ns_worker_request_t q;
     uint8_t *region = NULL;
     uint64_t region_len = 0;
     char err[NS_WORKER_MAX_ERROR + 1] = "";
     char sa[32], sb[32];
     ns_timings_t t;
-    ns_job_t job;
-    uint32_t type = 0, n_items = 0;
-    bool verified = false;
     int status = NS_OK;
     int rc;
 
     memset(inputs, 0, sizeof inputs);
     memset(&t, 0, sizeof t);
-    ns_job_init(&job);
-    rc = s_read_full(fd, lenbuf, 4, eof);
+    memset(&q, 0, sizeof q);
+    ns_job_init(&q.job);
+    rc = s_read_full(fd, lenbuf, sizeof lenbuf, eof);
     if (rc != NS_OK)
         goto out;
-    uint32_t len = s_get_be32(lenbuf);
+    uint32_t len = ns_worker_frame_len(lenbuf);
     rc = NS_ERR_TOOBIG;
     if (len == 0 || len > NS_WORKER_MAX_REQUEST) {
         ns_error(NS_MOD_EXEC, "event=worker_bad_frame bytes=%" PRIu32, len);
@@ -1524,41 +1411,25 @@ static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
     if (rc != NS_OK)
         goto out;
 
-    ns_mpr_t r;
-    ns_mpr_init(&r, head, len);
-    ns_mpr_array_exact(&r, 4);
-    ns_mpr_u32(&r, &type);
-    if (r.err == NS_OK && type != NS_WORKER_MSG_RUN &&
-        type != NS_WORKER_MSG_ITEMS)
-        r.err = NS_ERR_MSGTYPE;
-    if (r.err == NS_OK && ns_job_read(&r, &job, err, sizeof err) != NS_OK &&
-        r.err == NS_OK)
-        r.err = NS_ERR_INVAL;
-    ns_mpr_array(&r, &n_items, NS_WORKER_MAX_ITEMS);
-    if (r.err == NS_OK && n_items > 0) {
-        items = calloc(n_items, sizeof *items);
-        if (!items)
-            r.err = NS_ERR_NOMEM;
-    }
-    for (uint32_t i = 0; i < n_items && r.err == NS_OK; i++)
-        ns_mpr_uint(&r, &items[i]);
-    ns_mpr_bool(&r, &verified);
-    rc = ns_mpr_end(&r);
+    rc = ns_worker_request_read(head, len, &q, err, sizeof err);
     if (rc != NS_OK) {
         /* Without a valid job we cannot know how many bytes follow. */
         ns_error(NS_MOD_EXEC, "event=worker_bad_request rc=%s error=\"%s\"",
                  ns_errname(rc), err);
         goto out;
     }
+    const ns_job_t *job = &q.job;
+    const uint64_t *items = q.items;
+    uint32_t type = q.type, n_items = q.n_items;
 
-    for (uint32_t i = 0; i < job.n_args; i++) {
-        if (job.args[i].kind != NS_ARG_IN)
+    for (uint32_t i = 0; i < job->n_args; i++) {
+        if (job->args[i].kind != NS_ARG_IN)
             continue;
-        uint64_t size = job.args[i].size;
+        uint64_t size = job->args[i].size;
         inbuf[i] = status == NS_OK ? s_alloc(size) : NULL;
         if (!inbuf[i]) {
             if (status == NS_OK) {
-                s_fmt_bytes(sa, sizeof sa, size);
+                ns_worker_fmt_bytes(sa, sizeof sa, size);
                 snprintf(err, sizeof err,
                          "the worker ran out of memory holding input arg "
                          "%" PRIu32 " (%s)",
@@ -1573,20 +1444,20 @@ static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
             goto out;
         inputs[i].data = inbuf[i];
         inputs[i].len = size;
-        inputs[i].verified = verified;
+        inputs[i].verified = q.verified;
     }
 
-    uint64_t n_job_items = ns_job_items(&job);
-    if (status == NS_OK && job.source_len > a->max_source_bytes) {
-        s_fmt_bytes(sa, sizeof sa, job.source_len);
-        s_fmt_bytes(sb, sizeof sb, a->max_source_bytes);
+    uint64_t n_job_items = ns_job_items(job);
+    if (status == NS_OK && job->source_len > a->max_source_bytes) {
+        ns_worker_fmt_bytes(sa, sizeof sa, job->source_len);
+        ns_worker_fmt_bytes(sb, sizeof sb, a->max_source_bytes);
         snprintf(err, sizeof err, "kernel source of %s is over the %s limit",
                  sa, sb);
         status = NS_ERR_TOOBIG;
     }
     if (status == NS_OK && (type == NS_WORKER_MSG_RUN) != (n_items == 0)) {
         snprintf(err, sizeof err, "%s request with %" PRIu32 " items",
-                 s_mode_name((int)type), n_items);
+                 ns_worker_mode_name((int)type), n_items);
         status = NS_ERR_INVAL;
     }
     for (uint32_t i = 0; i < n_items && status == NS_OK; i++) {
@@ -1598,15 +1469,15 @@ static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
     }
     if (status == NS_OK) {
         if (type == NS_WORKER_MSG_RUN) {
-            for (uint32_t i = 0; i < job.n_args; i++)
-                if (job.args[i].kind == NS_ARG_OUT)
-                    region_len += s_round_up(job.args[i].size);
+            for (uint32_t i = 0; i < job->n_args; i++)
+                if (job->args[i].kind == NS_ARG_OUT)
+                    region_len += s_round_up(job->args[i].size);
         } else {
-            region_len = (uint64_t)n_items * ns_job_item_bytes(&job);
+            region_len = (uint64_t)n_items * ns_job_item_bytes(job);
         }
         region = s_alloc(region_len);
         if (!region) {
-            s_fmt_bytes(sa, sizeof sa, region_len);
+            ns_worker_fmt_bytes(sa, sizeof sa, region_len);
             snprintf(err, sizeof err,
                      "the worker ran out of memory allocating %s of output",
                      sa);
@@ -1616,16 +1487,16 @@ static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
     if (status == NS_OK) {
         if (type == NS_WORKER_MSG_RUN) {
             uint64_t off = 0;
-            for (uint32_t i = 0; i < job.n_args; i++) {
-                if (job.args[i].kind != NS_ARG_OUT)
+            for (uint32_t i = 0; i < job->n_args; i++) {
+                if (job->args[i].kind != NS_ARG_OUT)
                     continue;
                 outputs[i] = region + off;
-                off += s_round_up(job.args[i].size);
+                off += s_round_up(job->args[i].size);
             }
-            status = ns_runner_run(runner, &job, inputs, outputs, &t, err,
+            status = ns_runner_run(runner, job, inputs, outputs, &t, err,
                                    sizeof err);
         } else {
-            status = ns_runner_run_items(runner, &job, inputs, items, n_items,
+            status = ns_runner_run_items(runner, job, inputs, items, n_items,
                                          region, &t, err, sizeof err);
         }
     }
@@ -1635,9 +1506,9 @@ static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
     if (rc == NS_OK && status == NS_OK) {
         /* raw outputs, in argument order, without the alignment gaps */
         if (type == NS_WORKER_MSG_RUN) {
-            for (uint32_t i = 0; i < job.n_args && rc == NS_OK; i++)
-                if (job.args[i].kind == NS_ARG_OUT)
-                    rc = s_write_full(fd, outputs[i], job.args[i].size);
+            for (uint32_t i = 0; i < job->n_args && rc == NS_OK; i++)
+                if (job->args[i].kind == NS_ARG_OUT)
+                    rc = s_write_full(fd, outputs[i], job->args[i].size);
         } else {
             rc = s_write_full(fd, region, region_len);
         }
@@ -1646,9 +1517,9 @@ out:
     for (uint32_t i = 0; i < NS_MAX_ARGS; i++)
         free(inbuf[i]);
     free(region);
-    free(items);
+    free(q.items);
     free(head);
-    ns_job_release(&job);
+    ns_job_release(&q.job);
     return rc;
 }
 
