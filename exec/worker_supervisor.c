@@ -15,13 +15,12 @@
 #include "nightshift/mp.h"
 #include "nightshift/util.h"
 #include "nightshift/worker.h"
+#include "worker_process.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,16 +28,12 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
-
-extern char **environ;
 
 #define S_REAP_GRACE_MS 200     /* a worker that closed its socket exits */
 #define S_DESTROY_GRACE_MS 2000 /* an idle worker shuts its runtime down */
 #define S_MAX_TIMING_US (UINT64_C(86400) * 1000000) /* a day: sane timing */
 #define S_IO_CHUNK (1u << 30) /* bytes per read/write system call */
-#define S_MAX_REAPING 16      /* killed workers not yet reaped */
 
 /* Error text from the other process: printable ASCII, newline and tab;
  * anything else becomes '?'. No trailing newlines. */
@@ -93,8 +88,7 @@ struct ns_worker {
     bool have_dev;        /* dev holds the last good HELLO's device */
     ns_devinfo_t dev;
     ns_worker_stats_t stats;
-    pid_t reaping[S_MAX_REAPING]; /* killed, not yet reaped */
-    uint32_t n_reaping;
+    ns_worker_reaper_t reaper; /* killed, not yet reaped */
 
     /* reader: length, head, then raw output segments */
     int rphase;
@@ -190,52 +184,8 @@ s_finish(ns_worker_t *w, int status, const char *fmt, ...)
     s_finish_keep(w, status);
 }
 
-static void s_describe_status(char *out, size_t cap, int st)
-{
-    if (WIFSIGNALED(st))
-        snprintf(out, cap, "signal %d", WTERMSIG(st));
-    else if (WIFEXITED(st))
-        snprintf(out, cap, "exit status %d", WEXITSTATUS(st));
-    else
-        snprintf(out, cap, "wait status %d", st);
-}
-
-static void s_sleep_ms(unsigned ms)
-{
-    struct timespec ts = {0, (long)ms * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
-/* Reap killed workers that had not exited yet (a process killed inside a
- * driver call can take a while): never block the caller's loop on them. */
-static void s_reap_later(ns_worker_t *w, pid_t pid)
-{
-    if (w->n_reaping < S_MAX_REAPING) {
-        w->reaping[w->n_reaping++] = pid;
-        return;
-    }
-    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-        ;
-}
-
-static void s_reap_pending(ns_worker_t *w, bool block)
-{
-    uint32_t kept = 0;
-    for (uint32_t i = 0; i < w->n_reaping; i++) {
-        pid_t got;
-        while ((got = waitpid(w->reaping[i], NULL, block ? 0 : WNOHANG)) < 0 &&
-               errno == EINTR)
-            ;
-        if (got == 0)
-            w->reaping[kept++] = w->reaping[i];
-    }
-    w->n_reaping = kept;
-}
-
-/* Close the socket and collect the worker: wait up to grace_ms for it to
- * exit by itself, then SIGKILL it (reaped later if it does not die at
- * once). State DEAD. True with *st filled when its wait status is known. */
+/* Close the socket and collect the worker (ns_worker_process_reap). State
+ * DEAD. True with *st filled when its wait status is known. */
 static bool s_reap(ns_worker_t *w, unsigned grace_ms, int *st)
 {
     bool known = false;
@@ -244,26 +194,8 @@ static bool s_reap(ns_worker_t *w, unsigned grace_ms, int *st)
         close(w->fd);
         w->fd = -1;
     }
-    if (w->pid > 0) {
-        pid_t got = 0;
-        for (unsigned waited = 0;; waited++) {
-            while ((got = waitpid(w->pid, st, WNOHANG)) < 0 && errno == EINTR)
-                ;
-            if (got != 0 || waited >= grace_ms)
-                break;
-            s_sleep_ms(1);
-        }
-        if (got == 0) {
-            kill(w->pid, SIGKILL);
-            s_sleep_ms(1);
-            while ((got = waitpid(w->pid, st, WNOHANG)) < 0 && errno == EINTR)
-                ;
-            if (got == 0)
-                s_reap_later(w, w->pid);
-        }
-        /* got < 0: not our child any more (SIGCHLD ignored?) */
-        known = got > 0;
-    }
+    if (w->pid > 0)
+        known = ns_worker_process_reap(w->pid, grace_ms, &w->reaper, st);
     w->pid = -1;
     w->state = S_DEAD;
     s_reader_reset(w);
@@ -278,106 +210,16 @@ static void s_kill(ns_worker_t *w)
     s_reap(w, 0, &st);
 }
 
+/* A new worker process, STARTING. */
 static int s_spawn(ns_worker_t *w, char *err, size_t errlen)
 {
-    int sv[2] = {-1, -1};
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t attr;
-    bool fa_live = false, attr_live = false;
-    int rc = NS_ERR_IO;
-
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
-        snprintf(err, errlen, "cannot start the worker: socketpair: %s",
-                 strerror(errno));
-        goto out;
-    }
-    /* dup2 onto itself would keep FD_CLOEXEC: pick another number then */
-    int child_fd = sv[1] == 3 ? 4 : 3;
-    char fd_s[16], dev_s[16], mem_s[32], src_s[32], parent_s[32];
-    snprintf(fd_s, sizeof fd_s, "%d", child_fd);
-    snprintf(dev_s, sizeof dev_s, "%" PRIu32, w->o.device_index);
-    if (w->o.mem_limit_bytes == NS_WORKER_MEM_UNLIMITED)
-        snprintf(mem_s, sizeof mem_s, "unlimited");
-    else
-        snprintf(mem_s, sizeof mem_s, "%" PRIu64, w->o.mem_limit_bytes);
-    snprintf(src_s, sizeof src_s, "%zu", w->o.max_source_bytes);
-    snprintf(parent_s, sizeof parent_s, "%ld", (long)getpid());
-    char *argv[24];
-    int argc = 0;
-    argv[argc++] = w->exe;
-    argv[argc++] = (char *)"worker";
-    argv[argc++] = (char *)"--fd";
-    argv[argc++] = fd_s;
-    argv[argc++] = (char *)"--device";
-    argv[argc++] = dev_s;
-    argv[argc++] = (char *)"--mem-limit";
-    argv[argc++] = mem_s;
-    argv[argc++] = (char *)"--max-source";
-    argv[argc++] = src_s;
-    argv[argc++] = (char *)"--parent";
-    argv[argc++] = parent_s;
-    if (w->cache_dir) {
-        argv[argc++] = (char *)"--cache-dir";
-        argv[argc++] = w->cache_dir;
-    }
-    /* the worker logs like its supervisor */
-    static const char *const levels[] = {"error", "warn", "info", "debug"};
-    char level_s[8];
-    snprintf(level_s, sizeof level_s, "%s",
-             levels[ns_log_threshold <= NS_LOG_DEBUG ? ns_log_threshold
-                                                     : NS_LOG_DEBUG]);
-    argv[argc++] = (char *)"--log-level";
-    argv[argc++] = level_s;
-    if (ns_log_enabled(NS_LOG_DEBUG, NS_MOD_EXEC)) {
-        argv[argc++] = (char *)"--debug";
-        argv[argc++] = (char *)"exec";
-    }
-    argv[argc] = NULL;
-
-    int e = posix_spawn_file_actions_init(&fa);
-    if (e == 0) {
-        fa_live = true;
-        e = posix_spawn_file_actions_adddup2(&fa, sv[1], child_fd);
-    }
-    /* the worker never writes to stdout: it may be a JSON document */
-    if (e == 0)
-        e = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    if (e == 0)
-        e = posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    if (e == 0) {
-        e = posix_spawnattr_init(&attr);
-        attr_live = e == 0;
-    }
-    sigset_t none, all;
-    sigemptyset(&none);
-    sigfillset(&all);
-    if (e == 0)
-        e = posix_spawnattr_setsigmask(&attr, &none);
-    if (e == 0)
-        e = posix_spawnattr_setsigdefault(&attr, &all);
-    if (e == 0)
-        e = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK |
-                                                POSIX_SPAWN_SETSIGDEF);
     pid_t pid = -1;
-    if (e == 0)
-        e = posix_spawn(&pid, w->exe, &fa, &attr, argv, environ);
-    if (e != 0) {
-        snprintf(err, errlen, "cannot start the worker %s: %s", w->exe,
-                 strerror(e));
-        goto out;
-    }
-    int fl = fcntl(sv[0], F_GETFL);
-    if (fl < 0 || fcntl(sv[0], F_SETFL, fl | O_NONBLOCK) < 0) {
-        snprintf(err, errlen, "cannot start the worker: fcntl: %s",
-                 strerror(errno));
-        kill(pid, SIGKILL);
-        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-            ;
-        goto out;
-    }
+    int fd = -1;
+    int rc = ns_worker_process_spawn(&w->o, &pid, &fd, err, errlen);
+    if (rc != NS_OK)
+        return rc;
     w->pid = pid;
-    w->fd = sv[0];
-    sv[0] = -1;
+    w->fd = fd;
     w->state = S_STARTING;
     w->hello_ok = false;
     w->deadline_ms = ns_mono_ms() + w->o.start_timeout_ms;
@@ -385,17 +227,7 @@ static int s_spawn(ns_worker_t *w, char *err, size_t errlen)
     w->stats.starts++;
     ns_debug(NS_MOD_EXEC, "event=worker_spawned pid=%ld device=%" PRIu32,
              (long)pid, w->o.device_index);
-    rc = NS_OK;
-out:
-    if (attr_live)
-        posix_spawnattr_destroy(&attr);
-    if (fa_live)
-        posix_spawn_file_actions_destroy(&fa);
-    if (sv[0] >= 0)
-        close(sv[0]);
-    if (sv[1] >= 0)
-        close(sv[1]);
-    return rc;
+    return NS_OK;
 }
 
 /* After a job failure: a fresh worker, if the old one had started. */
@@ -435,7 +267,7 @@ static void s_on_death(ns_worker_t *w)
     int st = 0;
     char how[48] = "it closed its socket and was killed";
     if (s_reap(w, S_REAP_GRACE_MS, &st))
-        s_describe_status(how, sizeof how, st);
+        ns_worker_describe_status(how, sizeof how, st);
     else
         st = -1; /* neither exited nor signalled: no W* macro matches */
 
@@ -877,7 +709,7 @@ void ns_worker_destroy(ns_worker_t **wp)
         s_reap(w, S_DESTROY_GRACE_MS, &st); /* EOF: it shuts down */
     else
         s_kill(w);
-    s_reap_pending(w, true);
+    ns_worker_reaper_poll(&w->reaper, true);
     s_request_free(w);
     s_reader_reset(w);
     ns_worker_result_release(&w->res);
@@ -1031,8 +863,8 @@ int ns_worker_submit(ns_worker_t *w, const ns_job_t *job,
 int ns_worker_collect(ns_worker_t *w, ns_worker_result_t *res)
 {
     uint64_t budget = NS_WORKER_IO_SLICE;
-    if (w->n_reaping)
-        s_reap_pending(w, false);
+    if (w->reaper.n)
+        ns_worker_reaper_poll(&w->reaper, false);
     if (w->fd >= 0 && !w->res_ready) {
         s_pump_write(w, &budget);
         s_pump_read(w, &budget);
