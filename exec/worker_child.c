@@ -27,8 +27,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define S_IO_CHUNK (1u << 30) /* bytes per read/write system call */
-
 /* Read exactly n bytes. *eof set when the peer closed before the first
  * byte (a clean end between requests). */
 static int s_read_full(int fd, void *buf, size_t n, bool *eof)
@@ -38,7 +36,8 @@ static int s_read_full(int fd, void *buf, size_t n, bool *eof)
     if (eof)
         *eof = false;
     while (got < n) {
-        size_t want = n - got < S_IO_CHUNK ? n - got : S_IO_CHUNK;
+        size_t want =
+            n - got < NS_WORKER_IO_CHUNK ? n - got : NS_WORKER_IO_CHUNK;
         ssize_t r = read(fd, p + got, want);
         if (r < 0 && errno == EINTR)
             continue;
@@ -72,7 +71,7 @@ static int s_write_full(int fd, const void *buf, uint64_t n)
 {
     const uint8_t *p = buf;
     while (n > 0) {
-        size_t want = n < S_IO_CHUNK ? (size_t)n : S_IO_CHUNK;
+        size_t want = n < NS_WORKER_IO_CHUNK ? (size_t)n : NS_WORKER_IO_CHUNK;
         ssize_t r = send(fd, p, want, MSG_NOSIGNAL);
         if (r < 0 && errno == EINTR)
             continue;

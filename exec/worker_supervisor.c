@@ -32,7 +32,6 @@
 #define S_REAP_GRACE_MS 200     /* a worker that closed its socket exits */
 #define S_DESTROY_GRACE_MS 2000 /* an idle worker shuts its runtime down */
 #define S_MAX_TIMING_US (UINT64_C(86400) * 1000000) /* a day: sane timing */
-#define S_IO_CHUNK (1u << 30) /* bytes per read/write system call */
 
 /* Error text from the other process: printable ASCII, newline and tab;
  * anything else becomes '?'. No trailing newlines. */
@@ -527,8 +526,8 @@ static void s_pump_read(ns_worker_t *w, uint64_t *budget)
             dst = s->p + w->rseg_off;
             uint64_t left = s->len - w->rseg_off;
             want = (size_t)(left < *budget ? left : *budget);
-            if (want > S_IO_CHUNK)
-                want = S_IO_CHUNK;
+            if (want > NS_WORKER_IO_CHUNK)
+                want = NS_WORKER_IO_CHUNK;
         }
         ssize_t n = recv(w->fd, dst, want, MSG_DONTWAIT);
         if (n < 0) {
@@ -588,8 +587,8 @@ static void s_pump_write(ns_worker_t *w, uint64_t *budget)
         const s_wseg_t *s = &w->wseg[w->wseg_i];
         uint64_t left = s->len - w->wseg_off;
         size_t want = (size_t)(left < *budget ? left : *budget);
-        if (want > S_IO_CHUNK)
-            want = S_IO_CHUNK;
+        if (want > NS_WORKER_IO_CHUNK)
+            want = NS_WORKER_IO_CHUNK;
         if (want == 0) {
             w->wseg_i++;
             w->wseg_off = 0;

@@ -45,7 +45,8 @@
 #define NS_WORKER_MSG_ITEMS 3
 #define NS_WORKER_MSG_RESULT 4
 
-#define NS_WORKER_FRAME_LEN 4    /* bytes of the big-endian length prefix */
+#define NS_WORKER_FRAME_LEN 4 /* bytes of the big-endian length prefix */
+#define NS_WORKER_IO_CHUNK (1u << 30) /* bytes per read/write system call */
 #define NS_WORKER_MAX_ERROR 2048 /* error text in HELLO and RESULT, bytes */
 #define NS_WORKER_MAX_ITEMS NS_MAX_CHECKS /* items in one ITEMS request */
 /* Request head: the descriptor, up to 4096 items of 9 bytes, framing. */
