@@ -4,17 +4,13 @@
  * run them on the prover's device).
  */
 #include "nightshift/challenge.h"
+#include "nightshift/cl.h"
 #include "nightshift/devices.h"
 #include "nightshift/runner.h"
 #include "nightshift/util.h"
 #include "nightshift/verify.h"
 
-/* clCreateCommandQueue for OpenCL 1.x platforms, which lack the 2.0 call. */
-#define CL_USE_DEPRECATED_OPENCL_1_2_APIS
-#include <CL/cl.h>
-
 #include <sodium.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,19 +64,6 @@ static void s_put_le32(uint8_t *p, uint32_t v)
 static uint64_t s_le64(const uint8_t *p)
 {
     return (uint64_t)s_le32(p) | (uint64_t)s_le32(p + 4) << 32;
-}
-
-static void s_why(char *why, size_t whylen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void s_why(char *why, size_t whylen, const char *fmt, ...)
-{
-    if (!why || whylen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, whylen, fmt, ap);
-    va_end(ap);
 }
 
 /* Seconds at a claimed rate; a claim <= 0 counts as 1e-3 units/s. */
@@ -269,9 +252,9 @@ ns_chal_verdict ns_label_verify(const ns_label_params_t *p,
                                 uint64_t elapsed_us, uint64_t deadline_us,
                                 char *why, size_t whylen)
 {
-    s_why(why, whylen, "ok");
+    ns_cl_errf(why, whylen, "ok");
     if (ns_label_params_check(p) != NS_OK) {
-        s_why(why, whylen, "bad parameters");
+        ns_cl_errf(why, whylen, "bad parameters");
         return NS_CHAL_WRONG;
     }
     for (uint32_t i = 0; i < k; i++) {
@@ -279,13 +262,14 @@ ns_chal_verdict ns_label_verify(const ns_label_params_t *p,
         uint64_t v = positions[i];
         uint8_t want[NS_LABEL_BYTES];
         if (o->position != v || v >= ns_label_count(p)) {
-            s_why(why, whylen, "opening %u is for position %llu, not %llu", i,
-                  (unsigned long long)o->position, (unsigned long long)v);
+            ns_cl_errf(why, whylen, "opening %u is for position %llu, not %llu",
+                       i, (unsigned long long)o->position,
+                       (unsigned long long)v);
             return NS_CHAL_WRONG;
         }
         if (!s_chunk_ok(p, root, &o->at, v)) {
-            s_why(why, whylen, "label %llu: chunk not under the root",
-                  (unsigned long long)v);
+            ns_cl_errf(why, whylen, "label %llu: chunk not under the root",
+                       (unsigned long long)v);
             return NS_CHAL_WRONG;
         }
         if (v < p->lanes) {
@@ -293,28 +277,31 @@ ns_chal_verdict ns_label_verify(const ns_label_params_t *p,
         } else {
             uint64_t pv = v - p->lanes;
             if (!s_chunk_ok(p, root, &o->prev, pv)) {
-                s_why(why, whylen, "label %llu: prev chunk not under the root",
-                      (unsigned long long)v);
+                ns_cl_errf(why, whylen,
+                           "label %llu: prev chunk not under the root",
+                           (unsigned long long)v);
                 return NS_CHAL_WRONG;
             }
             const uint8_t *prev = s_in_chunk(&o->prev, pv);
             uint64_t rv = ns_label_ref(p, v, prev);
             if (!s_chunk_ok(p, root, &o->ref, rv)) {
-                s_why(why, whylen, "label %llu: ref chunk not under the root",
-                      (unsigned long long)v);
+                ns_cl_errf(why, whylen,
+                           "label %llu: ref chunk not under the root",
+                           (unsigned long long)v);
                 return NS_CHAL_WRONG;
             }
             ns_label_compute(seed, v, prev, s_in_chunk(&o->ref, rv), want);
         }
         if (memcmp(want, s_in_chunk(&o->at, v), NS_LABEL_BYTES) != 0) {
-            s_why(why, whylen, "label %llu does not follow the rule",
-                  (unsigned long long)v);
+            ns_cl_errf(why, whylen, "label %llu does not follow the rule",
+                       (unsigned long long)v);
             return NS_CHAL_WRONG;
         }
     }
     if (elapsed_us > deadline_us) {
-        s_why(why, whylen, "answer after %llu us, deadline %llu us",
-              (unsigned long long)elapsed_us, (unsigned long long)deadline_us);
+        ns_cl_errf(why, whylen, "answer after %llu us, deadline %llu us",
+                   (unsigned long long)elapsed_us,
+                   (unsigned long long)deadline_us);
         return NS_CHAL_LATE;
     }
     return NS_CHAL_PASSED;
@@ -546,16 +533,16 @@ int ns_imatmul_verify(const ns_imatmul_params_t *p, const uint32_t *c,
     uint64_t *r = NULL, *br = NULL, *abr = NULL, *cr = NULL;
     int rc = NS_OK;
     *verdict = NS_CHAL_WRONG;
-    s_why(why, whylen, "ok");
+    ns_cl_errf(why, whylen, "ok");
     if (ns_imatmul_params_check(p) != NS_OK || rounds < 1 ||
         rounds > NS_IMATMUL_MAX_ROUNDS) {
-        s_why(why, whylen, "bad parameters");
+        ns_cl_errf(why, whylen, "bad parameters");
         return NS_ERR_INVAL;
     }
     size_t n = p->n, nn = n * n;
     for (size_t i = 0; i < nn; i++)
         if (c[i] >= p->p) {
-            s_why(why, whylen, "entry %zu is not reduced mod p", i);
+            ns_cl_errf(why, whylen, "entry %zu is not reduced mod p", i);
             return NS_OK;
         }
     r = malloc(rounds * n * sizeof *r);
@@ -564,7 +551,7 @@ int ns_imatmul_verify(const ns_imatmul_params_t *p, const uint32_t *c,
     cr = malloc(rounds * n * sizeof *cr);
     uint8_t *stream = malloc(n * 8);
     if (!r || !br || !abr || !cr || !stream) {
-        s_why(why, whylen, "out of memory");
+        ns_cl_errf(why, whylen, "out of memory");
         rc = NS_ERR_NOMEM;
         goto out;
     }
@@ -587,13 +574,15 @@ int ns_imatmul_verify(const ns_imatmul_params_t *p, const uint32_t *c,
     for (uint32_t k = 0; k < rounds; k++)
         for (size_t i = 0; i < n; i++)
             if (abr[k * n + i] != cr[k * n + i]) {
-                s_why(why, whylen, "round %u: row %zu of C r differs", k, i);
+                ns_cl_errf(why, whylen, "round %u: row %zu of C r differs", k,
+                           i);
                 goto out;
             }
     if (elapsed_us > deadline_us) {
         *verdict = NS_CHAL_LATE;
-        s_why(why, whylen, "answer after %llu us, deadline %llu us",
-              (unsigned long long)elapsed_us, (unsigned long long)deadline_us);
+        ns_cl_errf(why, whylen, "answer after %llu us, deadline %llu us",
+                   (unsigned long long)elapsed_us,
+                   (unsigned long long)deadline_us);
     } else {
         *verdict = NS_CHAL_PASSED;
     }
@@ -634,70 +623,12 @@ struct ns_chal_prover {
     uint64_t tree_nodes;
 };
 
+/* The challenge keeps its own wording for a failed call ("what failed
+ * (OpenCL error N)"), which ns_cl_fail words otherwise. */
 static int s_cl_fail(char *err, size_t errlen, const char *what, cl_int cl)
 {
-    s_why(err, errlen, "%s failed (OpenCL error %d)", what, (int)cl);
+    ns_cl_errf(err, errlen, "%s failed (OpenCL error %d)", what, (int)cl);
     return NS_ERR_OPENCL;
-}
-
-static int s_cl_major(const char *version)
-{
-    static const char prefix[] = "OpenCL ";
-    if (strncmp(version, prefix, sizeof prefix - 1) != 0)
-        return 1;
-    int major = atoi(version + sizeof prefix - 1);
-    return major >= 1 ? major : 1;
-}
-
-/* Device number `index` in ns_devices_probe order. */
-static int s_find_device(uint32_t index, cl_device_id *id, int *major)
-{
-    ns_device_t devs[NS_MAX_DEVICES];
-    uint32_t n = 0;
-    cl_platform_id *plats = NULL;
-    cl_device_id *list = NULL;
-    cl_uint np = 0, nd = 0;
-    char version[64];
-    int rc = ns_devices_probe(devs, NS_MAX_DEVICES, &n);
-    if (rc != NS_OK)
-        return rc;
-    if (index >= n)
-        return NS_ERR_NOTFOUND;
-    const ns_device_t *d = &devs[index];
-    rc = NS_ERR_NOTFOUND;
-    if (clGetPlatformIDs(0, NULL, &np) != CL_SUCCESS || d->platform_index >= np)
-        goto out;
-    plats = calloc(np, sizeof *plats);
-    if (!plats) {
-        rc = NS_ERR_NOMEM;
-        goto out;
-    }
-    if (clGetPlatformIDs(np, plats, &np) != CL_SUCCESS ||
-        d->platform_index >= np)
-        goto out;
-    cl_platform_id plat = plats[d->platform_index];
-    if (clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 0, NULL, &nd) != CL_SUCCESS ||
-        d->device_index >= nd)
-        goto out;
-    list = calloc(nd, sizeof *list);
-    if (!list) {
-        rc = NS_ERR_NOMEM;
-        goto out;
-    }
-    if (clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, nd, list, &nd) != CL_SUCCESS ||
-        d->device_index >= nd)
-        goto out;
-    memset(version, 0, sizeof version);
-    if (clGetPlatformInfo(plat, CL_PLATFORM_VERSION, sizeof version - 1,
-                          version, NULL) != CL_SUCCESS)
-        version[0] = '\0';
-    *major = s_cl_major(version);
-    *id = list[d->device_index];
-    rc = NS_OK;
-out:
-    free(list);
-    free(plats);
-    return rc;
 }
 
 /* Build one embedded kernel file; err gets the log's first bytes. */
@@ -707,7 +638,7 @@ static int s_build(ns_chal_prover_t *pr, const char *name, cl_program *prog,
     const ns_builtin_t *b = ns_builtin_find(name);
     cl_int cl = CL_SUCCESS;
     if (!b) {
-        s_why(err, errlen, "kernel %s is not embedded", name);
+        ns_cl_errf(err, errlen, "kernel %s is not embedded", name);
         return NS_ERR_NOTFOUND;
     }
     const char *text = b->source;
@@ -726,7 +657,7 @@ static int s_build(ns_chal_prover_t *pr, const char *name, cl_program *prog,
         for (size_t i = 0; log[i]; i++)
             if ((unsigned char)log[i] < 0x20 || (unsigned char)log[i] >= 0x7f)
                 log[i] = ' ';
-        s_why(err, errlen, "building %s: %s", name, log);
+        ns_cl_errf(err, errlen, "building %s: %s", name, log);
         return NS_ERR_OPENCL;
     }
     return NS_OK;
@@ -784,20 +715,20 @@ ns_chal_prover_t *ns_chal_prover_new(uint32_t device_index, int *err,
     cl_int cl = CL_SUCCESS;
     cl_bool little = CL_FALSE;
     int major = 1, rc;
-    s_why(errbuf, errlen, "ok");
+    ns_cl_errf(errbuf, errlen, "ok");
     if (!pr) {
         rc = NS_ERR_NOMEM;
         goto fail;
     }
-    rc = s_find_device(device_index, &pr->dev, &major);
+    rc = ns_cl_device_at(device_index, NULL, &pr->dev, &major);
     if (rc != NS_OK) {
-        s_why(errbuf, errlen, "no OpenCL device %u", device_index);
+        ns_cl_errf(errbuf, errlen, "no OpenCL device %u", device_index);
         goto fail;
     }
     if (clGetDeviceInfo(pr->dev, CL_DEVICE_ENDIAN_LITTLE, sizeof little,
                         &little, NULL) != CL_SUCCESS ||
         !little) {
-        s_why(errbuf, errlen, "device is not little-endian");
+        ns_cl_errf(errbuf, errlen, "device is not little-endian");
         rc = NS_ERR_OPENCL;
         goto fail;
     }
@@ -810,18 +741,10 @@ ns_chal_prover_t *ns_chal_prover_new(uint32_t device_index, int *err,
         rc = s_cl_fail(errbuf, errlen, "clGetDeviceInfo", cl);
         goto fail;
     }
-    pr->ctx = clCreateContext(NULL, 1, &pr->dev, NULL, NULL, &cl);
-    if (!pr->ctx) {
-        rc = s_cl_fail(errbuf, errlen, "clCreateContext", cl);
-        goto fail;
-    }
-    if (major >= 2)
-        pr->queue =
-            clCreateCommandQueueWithProperties(pr->ctx, pr->dev, NULL, &cl);
-    else
-        pr->queue = clCreateCommandQueue(pr->ctx, pr->dev, 0, &cl);
-    if (!pr->queue) {
-        rc = s_cl_fail(errbuf, errlen, "clCreateCommandQueue", cl);
+    const char *call = NULL;
+    if (ns_cl_context_queue(pr->dev, major, 0, &pr->ctx, &pr->queue, &cl,
+                            &call) != NS_OK) {
+        rc = s_cl_fail(errbuf, errlen, call, cl);
         goto fail;
     }
     rc = s_build(pr, "challenge_label", &pr->label_prog, errbuf, errlen);
@@ -835,7 +758,7 @@ ns_chal_prover_t *ns_chal_prover_new(uint32_t device_index, int *err,
     pr->k_fill = s_kernel(pr->imm_prog, "challenge_imatmul_fill", &rc);
     pr->k_mm = s_kernel(pr->imm_prog, "challenge_imatmul", &rc);
     if (rc != NS_OK) {
-        s_why(errbuf, errlen, "clCreateKernel failed");
+        ns_cl_errf(errbuf, errlen, "clCreateKernel failed");
         goto fail;
     }
     rc = s_warm_up(pr, errbuf, errlen);
@@ -872,11 +795,11 @@ int ns_label_prove(ns_chal_prover_t *pr, const ns_label_params_t *p,
 {
     uint64_t t0 = ns_mono_us();
     cl_int cl = CL_SUCCESS;
-    s_why(err, errlen, "ok");
+    ns_cl_errf(err, errlen, "ok");
     s_release_label(pr);
     int rc = ns_label_params_check(p);
     if (rc != NS_OK) {
-        s_why(err, errlen, "bad labelling parameters");
+        ns_cl_errf(err, errlen, "bad labelling parameters");
         return rc;
     }
     uint64_t n_chunks = p->bytes / NS_LABEL_CHUNK_BYTES;
@@ -892,8 +815,8 @@ int ns_label_prove(ns_chal_prover_t *pr, const ns_label_params_t *p,
     uint64_t tree_bytes = pr->tree_nodes * NS_HASH_BYTES;
     if (p->bytes > pr->max_alloc || tree_bytes > pr->max_alloc ||
         p->bytes + tree_bytes > pr->global_mem) {
-        s_why(err, errlen, "%llu bytes of labels do not fit the device",
-              (unsigned long long)p->bytes);
+        ns_cl_errf(err, errlen, "%llu bytes of labels do not fit the device",
+                   (unsigned long long)p->bytes);
         return NS_ERR_TOOBIG;
     }
     pr->labels =
@@ -1018,9 +941,9 @@ int ns_label_open(ns_chal_prover_t *pr, const uint64_t *positions, uint32_t k,
 {
     const ns_label_params_t *p = &pr->params;
     cl_int cl = CL_SUCCESS;
-    s_why(err, errlen, "ok");
+    ns_cl_errf(err, errlen, "ok");
     if (!pr->proved) {
-        s_why(err, errlen, "nothing proved yet");
+        ns_cl_errf(err, errlen, "nothing proved yet");
         return NS_ERR_STATE;
     }
     if (k > NS_CHAL_MAX_OPENINGS)
@@ -1064,15 +987,15 @@ int ns_imatmul_prove(ns_chal_prover_t *pr, const ns_imatmul_params_t *p,
     cl_mem a = NULL, b = NULL, cm = NULL;
     cl_int cl = CL_SUCCESS;
     int rc = ns_imatmul_params_check(p);
-    s_why(err, errlen, "ok");
+    ns_cl_errf(err, errlen, "ok");
     if (rc != NS_OK) {
-        s_why(err, errlen, "bad matrix parameters");
+        ns_cl_errf(err, errlen, "bad matrix parameters");
         return rc;
     }
     size_t nn = (size_t)p->n * p->n, bytes = nn * sizeof(uint32_t);
     if (bytes > pr->max_alloc || 3 * (uint64_t)bytes > pr->global_mem) {
-        s_why(err, errlen, "three %zu-byte matrices do not fit the device",
-              bytes);
+        ns_cl_errf(err, errlen, "three %zu-byte matrices do not fit the device",
+                   bytes);
         return NS_ERR_TOOBIG;
     }
     a = clCreateBuffer(pr->ctx, CL_MEM_READ_WRITE, bytes, NULL, &cl);

@@ -3,13 +3,10 @@
  * every start (see devbench.h for what is measured and why).
  */
 #include "nightshift/devbench.h"
+#include "nightshift/cl.h"
 #include "nightshift/log.h"
 #include "nightshift/mp.h"
 #include "nightshift/util.h"
-
-/* clCreateCommandQueue for OpenCL 1.x platforms, which lack the 2.0 call. */
-#define CL_USE_DEPRECATED_OPENCL_1_2_APIS
-#include <CL/cl.h>
 
 #include <limits.h>
 #include <math.h>
@@ -146,63 +143,6 @@ static void s_bench_release(s_bench_t *b)
     memset(b, 0, sizeof *b);
 }
 
-/* Major version from "OpenCL <major>.<minor> ...", 1 if unreadable. */
-static int s_cl_major(const char *version)
-{
-    static const char prefix[] = "OpenCL ";
-    if (strncmp(version, prefix, sizeof prefix - 1) != 0)
-        return 1;
-    int major = atoi(version + sizeof prefix - 1);
-    return major >= 1 ? major : 1;
-}
-
-/* Device dev->device_index of platform dev->platform_index, and the
- * platform's OpenCL major version (for the queue entry point). */
-static int s_find_device(const ns_device_t *dev, cl_device_id *id,
-                         int *platform_major)
-{
-    cl_platform_id *plats = NULL;
-    cl_device_id *devs = NULL;
-    cl_uint np = 0, nd = 0;
-    char version[NS_MAX_DEVICE_NAME + 1];
-    int rc = NS_ERR_NOTFOUND;
-
-    if (clGetPlatformIDs(0, NULL, &np) != CL_SUCCESS ||
-        dev->platform_index >= np)
-        goto out;
-    plats = calloc(np, sizeof *plats);
-    if (!plats) {
-        rc = NS_ERR_NOMEM;
-        goto out;
-    }
-    if (clGetPlatformIDs(np, plats, &np) != CL_SUCCESS ||
-        dev->platform_index >= np)
-        goto out;
-    cl_platform_id plat = plats[dev->platform_index];
-    if (clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 0, NULL, &nd) != CL_SUCCESS ||
-        dev->device_index >= nd)
-        goto out;
-    devs = calloc(nd, sizeof *devs);
-    if (!devs) {
-        rc = NS_ERR_NOMEM;
-        goto out;
-    }
-    if (clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, nd, devs, &nd) != CL_SUCCESS ||
-        dev->device_index >= nd)
-        goto out;
-    memset(version, 0, sizeof version);
-    if (clGetPlatformInfo(plat, CL_PLATFORM_VERSION, sizeof version - 1,
-                          version, NULL) != CL_SUCCESS)
-        version[0] = '\0';
-    *platform_major = s_cl_major(version);
-    *id = devs[dev->device_index];
-    rc = NS_OK;
-out:
-    free(devs);
-    free(plats);
-    return rc;
-}
-
 static void s_log_build_failure(const s_bench_t *b, cl_int cl)
 {
     char excerpt[S_MAX_LOG_EXCERPT + 1];
@@ -240,18 +180,8 @@ static int s_bench_setup(s_bench_t *b, cl_device_id dev, int platform_major)
     if (!fma || !copy)
         return NS_ERR_NOTFOUND; /* the build embedded no such files */
     b->dev = dev;
-    b->ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &cl);
-    if (!b->ctx)
-        goto fail;
-    if (platform_major >= 2) {
-        const cl_queue_properties props[] = {CL_QUEUE_PROPERTIES,
-                                             CL_QUEUE_PROFILING_ENABLE, 0};
-        b->queue = clCreateCommandQueueWithProperties(b->ctx, dev, props, &cl);
-    } else {
-        b->queue =
-            clCreateCommandQueue(b->ctx, dev, CL_QUEUE_PROFILING_ENABLE, &cl);
-    }
-    if (!b->queue)
+    if (ns_cl_context_queue(dev, platform_major, CL_QUEUE_PROFILING_ENABLE,
+                            &b->ctx, &b->queue, &cl, NULL) != NS_OK)
         goto fail;
 
     const char *texts[] = {fma->text, copy->text};
@@ -538,7 +468,8 @@ int ns_devbench_measure(const ns_device_t *dev, const ns_devbench_opts_t *opts,
     b.target_s = target_ms * 1e-3;
 
     uint64_t t0 = ns_mono_us();
-    rc = s_find_device(dev, &id, &platform_major);
+    rc = ns_cl_device_find(dev->platform_index, dev->device_index, &id,
+                           &platform_major);
     if (rc == NS_OK)
         rc = s_bench_setup(&b, id, platform_major);
     if (rc == NS_OK)

@@ -14,17 +14,14 @@
  * that fails any check, or whose binary the driver refuses, is ignored,
  * rebuilt from source and overwritten.
  */
-#define CL_USE_DEPRECATED_OPENCL_1_2_APIS /* clCreateCommandQueue for 1.x */
 #include "nightshift/runner.h"
+#include "nightshift/cl.h"
 #include "nightshift/hash.h"
 #include "nightshift/log.h"
 #include "nightshift/util.h"
 
-#include <CL/cl.h>
-
 #include <assert.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,132 +57,7 @@ typedef struct {
     size_t n_events;
 } s_call_t;
 
-static void s_errf(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void s_errf(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
-static const char *s_clerr(cl_int e)
-{
-    switch (e) {
-    case CL_SUCCESS:
-        return "CL_SUCCESS";
-    case CL_DEVICE_NOT_FOUND:
-        return "CL_DEVICE_NOT_FOUND";
-    case CL_DEVICE_NOT_AVAILABLE:
-        return "CL_DEVICE_NOT_AVAILABLE";
-    case CL_COMPILER_NOT_AVAILABLE:
-        return "CL_COMPILER_NOT_AVAILABLE";
-    case CL_MEM_OBJECT_ALLOCATION_FAILURE:
-        return "CL_MEM_OBJECT_ALLOCATION_FAILURE";
-    case CL_OUT_OF_RESOURCES:
-        return "CL_OUT_OF_RESOURCES";
-    case CL_OUT_OF_HOST_MEMORY:
-        return "CL_OUT_OF_HOST_MEMORY";
-    case CL_PROFILING_INFO_NOT_AVAILABLE:
-        return "CL_PROFILING_INFO_NOT_AVAILABLE";
-    case CL_BUILD_PROGRAM_FAILURE:
-        return "CL_BUILD_PROGRAM_FAILURE";
-    case CL_MAP_FAILURE:
-        return "CL_MAP_FAILURE";
-    case CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST:
-        return "CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST";
-    case CL_INVALID_VALUE:
-        return "CL_INVALID_VALUE";
-    case CL_INVALID_DEVICE:
-        return "CL_INVALID_DEVICE";
-    case CL_INVALID_BINARY:
-        return "CL_INVALID_BINARY";
-    case CL_INVALID_BUILD_OPTIONS:
-        return "CL_INVALID_BUILD_OPTIONS";
-    case CL_INVALID_PROGRAM_EXECUTABLE:
-        return "CL_INVALID_PROGRAM_EXECUTABLE";
-    case CL_INVALID_KERNEL_NAME:
-        return "CL_INVALID_KERNEL_NAME";
-    case CL_INVALID_KERNEL_DEFINITION:
-        return "CL_INVALID_KERNEL_DEFINITION";
-    case CL_INVALID_ARG_INDEX:
-        return "CL_INVALID_ARG_INDEX";
-    case CL_INVALID_ARG_VALUE:
-        return "CL_INVALID_ARG_VALUE";
-    case CL_INVALID_ARG_SIZE:
-        return "CL_INVALID_ARG_SIZE";
-    case CL_INVALID_KERNEL_ARGS:
-        return "CL_INVALID_KERNEL_ARGS";
-    case CL_INVALID_WORK_DIMENSION:
-        return "CL_INVALID_WORK_DIMENSION";
-    case CL_INVALID_WORK_GROUP_SIZE:
-        return "CL_INVALID_WORK_GROUP_SIZE";
-    case CL_INVALID_WORK_ITEM_SIZE:
-        return "CL_INVALID_WORK_ITEM_SIZE";
-    case CL_INVALID_GLOBAL_OFFSET:
-        return "CL_INVALID_GLOBAL_OFFSET";
-    case CL_INVALID_BUFFER_SIZE:
-        return "CL_INVALID_BUFFER_SIZE";
-    case CL_INVALID_GLOBAL_WORK_SIZE:
-        return "CL_INVALID_GLOBAL_WORK_SIZE";
-    case CL_INVALID_HOST_PTR:
-        return "CL_INVALID_HOST_PTR";
-    case CL_INVALID_MEM_OBJECT:
-        return "CL_INVALID_MEM_OBJECT";
-    case CL_INVALID_OPERATION:
-        return "CL_INVALID_OPERATION";
-    default:
-        return "CL_ERROR";
-    }
-}
-
-/* NS_ERR_OPENCL with "what: NAME (code)" in err. */
-static int s_clfail(char *err, size_t errlen, const char *what, cl_int e)
-{
-    s_errf(err, errlen, "%s: %s (%d)", what, s_clerr(e), (int)e);
-    return NS_ERR_OPENCL;
-}
-
 /* ---- runner ----------------------------------------------------------- */
-
-static int s_find_device(const ns_device_t *d, cl_device_id *out)
-{
-    cl_platform_id *plats = NULL;
-    cl_device_id *devs = NULL;
-    cl_uint np = 0, nd = 0;
-    int rc = NS_ERR_NOTFOUND;
-
-    if (clGetPlatformIDs(0, NULL, &np) != CL_SUCCESS || d->platform_index >= np)
-        goto out;
-    plats = calloc(np, sizeof *plats);
-    if (!plats) {
-        rc = NS_ERR_NOMEM;
-        goto out;
-    }
-    if (clGetPlatformIDs(np, plats, NULL) != CL_SUCCESS)
-        goto out;
-    cl_platform_id p = plats[d->platform_index];
-    if (clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 0, NULL, &nd) != CL_SUCCESS ||
-        d->device_index >= nd)
-        goto out;
-    devs = calloc(nd, sizeof *devs);
-    if (!devs) {
-        rc = NS_ERR_NOMEM;
-        goto out;
-    }
-    if (clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, nd, devs, NULL) != CL_SUCCESS)
-        goto out;
-    *out = devs[d->device_index];
-    rc = NS_OK;
-out:
-    free(devs);
-    free(plats);
-    return rc;
-}
 
 /* The first three of CL_DEVICE_MAX_WORK_ITEM_SIZES (a device may report
  * more dimensions than the three a job can use). */
@@ -207,24 +79,14 @@ static cl_int s_max_item_sizes(cl_device_id dev, size_t out[3])
 ns_runner_t *ns_runner_new(uint32_t device_index, const char *cache_dir,
                            int *err)
 {
-    ns_device_t *devs = NULL;
     ns_runner_t *r = NULL;
-    uint32_t n = 0;
     cl_int e = CL_SUCCESS;
     int rc = NS_ERR_NOMEM;
 
-    devs = calloc(NS_MAX_DEVICES, sizeof *devs);
     r = calloc(1, sizeof *r);
-    if (!devs || !r)
+    if (!r)
         goto out;
-    rc = ns_devices_probe(devs, NS_MAX_DEVICES, &n);
-    if (rc != NS_OK)
-        goto out;
-    rc = NS_ERR_NOTFOUND;
-    if (device_index >= n)
-        goto out;
-    r->dev = devs[device_index];
-    rc = s_find_device(&r->dev, &r->device);
+    rc = ns_cl_device_at(device_index, &r->dev, &r->device, NULL);
     if (rc != NS_OK)
         goto out;
 
@@ -250,19 +112,12 @@ ns_runner_t *ns_runner_new(uint32_t device_index, const char *cache_dir,
         r->host_unified = false; /* the discrete-GPU path, for tests */
     r->local_mem_bytes = local_mem;
 
-    r->ctx = clCreateContext(NULL, 1, &r->device, NULL, NULL, &e);
-    if (!r->ctx)
-        goto out;
-    if (strncmp(r->dev.device_version, "OpenCL 1.", 9) == 0) {
-        r->queue = clCreateCommandQueue(r->ctx, r->device,
-                                        CL_QUEUE_PROFILING_ENABLE, &e);
-    } else {
-        cl_queue_properties props[] = {CL_QUEUE_PROPERTIES,
-                                       CL_QUEUE_PROFILING_ENABLE, 0};
-        r->queue =
-            clCreateCommandQueueWithProperties(r->ctx, r->device, props, &e);
-    }
-    if (!r->queue)
+    /* The runner picks the queue entry point by the device's version (the
+     * benchmark and the challenges go by the platform's). */
+    int api_major = strncmp(r->dev.device_version, "OpenCL 1.", 9) == 0 ? 1 : 2;
+    rc = ns_cl_context_queue(r->device, api_major, CL_QUEUE_PROFILING_ENABLE,
+                             &r->ctx, &r->queue, &e, NULL);
+    if (rc != NS_OK)
         goto out;
 
     if (cache_dir) {
@@ -282,7 +137,6 @@ out:
                     device_index, (int)e);
         ns_runner_destroy(&r);
     }
-    free(devs);
     if (err)
         *err = rc;
     return r;
@@ -481,7 +335,7 @@ static void s_build_log(const ns_runner_t *r, cl_program prog, char *err,
     char *log = NULL;
     if (!err || errlen == 0)
         return;
-    s_errf(err, errlen, "build failed: ");
+    ns_cl_errf(err, errlen, "build failed: ");
     if (clGetProgramBuildInfo(prog, r->device, CL_PROGRAM_BUILD_LOG, 0, NULL,
                               &size) != CL_SUCCESS ||
         size == 0)
@@ -521,14 +375,15 @@ static int s_job_source(const ns_job_t *job, const char **src, size_t *len,
     if (job->builtin[0] != '\0') {
         const ns_builtin_t *b = ns_builtin_find(job->builtin);
         if (!b) {
-            s_errf(err, errlen, "unknown built-in kernel '%s'", job->builtin);
+            ns_cl_errf(err, errlen, "unknown built-in kernel '%s'",
+                       job->builtin);
             return NS_ERR_NOTFOUND;
         }
         *src = b->source;
         *len = b->source_len;
     } else {
         if (!job->source || job->source_len == 0) {
-            s_errf(err, errlen, "job has neither source nor built-in");
+            ns_cl_errf(err, errlen, "job has neither source nor built-in");
             return NS_ERR_INVAL;
         }
         *src = (const char *)job->source;
@@ -538,13 +393,13 @@ static int s_job_source(const ns_job_t *job, const char **src, size_t *len,
     if (memcmp(h, job->source_hash, NS_HASH_BYTES) == 0)
         return NS_OK;
     if (job->builtin[0] != '\0') {
-        s_errf(err, errlen,
-               "built-in '%s' here differs from the job's (source hash): "
-               "another nightshift version",
-               job->builtin);
+        ns_cl_errf(err, errlen,
+                   "built-in '%s' here differs from the job's (source hash): "
+                   "another nightshift version",
+                   job->builtin);
         return NS_ERR_VERSION;
     }
-    s_errf(err, errlen, "source does not match its hash");
+    ns_cl_errf(err, errlen, "source does not match its hash");
     return NS_ERR_CORRUPT;
 }
 
@@ -574,7 +429,7 @@ static int s_program(ns_runner_t *r, const ns_job_t *job, ns_timings_t *t,
     } else {
         prog = clCreateProgramWithSource(r->ctx, 1, &src, &len, &e);
         if (!prog) {
-            rc = s_clfail(err, errlen, "clCreateProgramWithSource", e);
+            rc = ns_cl_fail(err, errlen, "clCreateProgramWithSource", e);
             goto out;
         }
         e = clBuildProgram(prog, 1, &r->device, job->options, NULL, NULL);
@@ -582,7 +437,7 @@ static int s_program(ns_runner_t *r, const ns_job_t *job, ns_timings_t *t,
             if (e == CL_BUILD_PROGRAM_FAILURE)
                 s_build_log(r, prog, err, errlen);
             else
-                s_clfail(err, errlen, "clBuildProgram", e);
+                ns_cl_fail(err, errlen, "clBuildProgram", e);
             ns_info(NS_MOD_EXEC, "event=build_failed cl_err=%d", (int)e);
             rc = NS_ERR_OPENCL;
             goto out;
@@ -612,12 +467,13 @@ static int s_check_inputs(const ns_job_t *job, const ns_input_t *inputs,
         if (a->kind != NS_ARG_IN)
             continue;
         if (!inputs || (inputs[i].len > 0 && !inputs[i].data)) {
-            s_errf(err, errlen, "arg %u: no input data", i);
+            ns_cl_errf(err, errlen, "arg %u: no input data", i);
             return NS_ERR_INVAL;
         }
         if ((uint64_t)inputs[i].len != a->size) {
-            s_errf(err, errlen, "arg %u: input is %zu bytes, the job says %llu",
-                   i, inputs[i].len, (unsigned long long)a->size);
+            ns_cl_errf(err, errlen,
+                       "arg %u: input is %zu bytes, the job says %llu", i,
+                       inputs[i].len, (unsigned long long)a->size);
             return NS_ERR_INVAL;
         }
         if (inputs[i].verified)
@@ -625,7 +481,7 @@ static int s_check_inputs(const ns_job_t *job, const ns_input_t *inputs,
         ns_hash_t h;
         ns_hash(h, inputs[i].data, inputs[i].len);
         if (memcmp(h, a->hash, NS_HASH_BYTES) != 0) {
-            s_errf(err, errlen, "arg %u: input does not match its hash", i);
+            ns_cl_errf(err, errlen, "arg %u: input does not match its hash", i);
             return NS_ERR_CORRUPT;
         }
     }
@@ -643,20 +499,20 @@ static int s_check_memory(const ns_runner_t *r, const ns_job_t *job, char *err,
         if (a->kind != NS_ARG_IN && a->kind != NS_ARG_OUT)
             continue;
         if (max_alloc != 0 && a->size > max_alloc) {
-            s_errf(err, errlen,
-                   "arg %u: buffer of %llu bytes is over the device's "
-                   "largest allocation (%llu bytes)",
-                   i, (unsigned long long)a->size,
-                   (unsigned long long)max_alloc);
+            ns_cl_errf(err, errlen,
+                       "arg %u: buffer of %llu bytes is over the device's "
+                       "largest allocation (%llu bytes)",
+                       i, (unsigned long long)a->size,
+                       (unsigned long long)max_alloc);
             return NS_ERR_TOOBIG;
         }
         total += a->size; /* each <= NS_MAX_BUFFER: no overflow */
     }
     if (global != 0 && total > global) {
-        s_errf(err, errlen,
-               "buffers total %llu bytes, over the device's global memory "
-               "(%llu bytes)",
-               (unsigned long long)total, (unsigned long long)global);
+        ns_cl_errf(err, errlen,
+                   "buffers total %llu bytes, over the device's global memory "
+                   "(%llu bytes)",
+                   (unsigned long long)total, (unsigned long long)global);
         return NS_ERR_TOOBIG;
     }
     return NS_OK;
@@ -707,18 +563,20 @@ static int s_kernel(ns_runner_t *r, const ns_job_t *job, s_call_t *c, char *err,
     c->kernel = clCreateKernel(r->prog, job->entry, &e);
     if (!c->kernel) {
         if (e == CL_INVALID_KERNEL_NAME) {
-            s_errf(err, errlen, "no kernel '%s' in the program", job->entry);
+            ns_cl_errf(err, errlen, "no kernel '%s' in the program",
+                       job->entry);
             return NS_ERR_INVAL;
         }
-        return s_clfail(err, errlen, "clCreateKernel", e);
+        return ns_cl_fail(err, errlen, "clCreateKernel", e);
     }
     e = clGetKernelInfo(c->kernel, CL_KERNEL_NUM_ARGS, sizeof n_args, &n_args,
                         NULL);
     if (e != CL_SUCCESS)
-        return s_clfail(err, errlen, "clGetKernelInfo", e);
+        return ns_cl_fail(err, errlen, "clGetKernelInfo", e);
     if (n_args != job->n_args) {
-        s_errf(err, errlen, "kernel '%s' takes %u arguments, the job gives %u",
-               job->entry, (unsigned)n_args, job->n_args);
+        ns_cl_errf(err, errlen,
+                   "kernel '%s' takes %u arguments, the job gives %u",
+                   job->entry, (unsigned)n_args, job->n_args);
         return NS_ERR_INVAL;
     }
     e = clGetKernelWorkGroupInfo(c->kernel, r->device,
@@ -729,24 +587,24 @@ static int s_kernel(ns_runner_t *r, const ns_job_t *job, s_call_t *c, char *err,
                                      CL_KERNEL_LOCAL_MEM_SIZE,
                                      sizeof kernel_local, &kernel_local, NULL);
     if (e != CL_SUCCESS)
-        return s_clfail(err, errlen, "clGetKernelWorkGroupInfo", e);
+        return ns_cl_fail(err, errlen, "clGetKernelWorkGroupInfo", e);
     if (s_has_local(job)) {
         uint64_t product = 1;
         for (uint32_t d = 0; d < job->dims; d++) {
             if (job->local[d] > r->max_item[d]) {
-                s_errf(err, errlen,
-                       "local[%u] = %llu is over the device's limit %zu", d,
-                       (unsigned long long)job->local[d], r->max_item[d]);
+                ns_cl_errf(err, errlen,
+                           "local[%u] = %llu is over the device's limit %zu", d,
+                           (unsigned long long)job->local[d], r->max_item[d]);
                 return NS_ERR_TOOBIG;
             }
             product *= job->local[d]; /* validated: <= NS_MAX_LOCAL_ITEMS */
         }
         size_t limit = kernel_wg < r->max_wg ? kernel_wg : r->max_wg;
         if (product > limit) {
-            s_errf(err, errlen,
-                   "work-group of %llu work-items is over the limit of %zu "
-                   "for this kernel on this device",
-                   (unsigned long long)product, limit);
+            ns_cl_errf(err, errlen,
+                       "work-group of %llu work-items is over the limit of %zu "
+                       "for this kernel on this device",
+                       (unsigned long long)product, limit);
             return NS_ERR_TOOBIG;
         }
     }
@@ -755,10 +613,10 @@ static int s_kernel(ns_runner_t *r, const ns_job_t *job, s_call_t *c, char *err,
         if (job->args[i].kind == NS_ARG_LOCAL)
             local += job->args[i].size;
     if (local > r->local_mem_bytes) {
-        s_errf(err, errlen,
-               "kernel needs %llu bytes of local memory, the device has %llu",
-               (unsigned long long)local,
-               (unsigned long long)r->local_mem_bytes);
+        ns_cl_errf(
+            err, errlen,
+            "kernel needs %llu bytes of local memory, the device has %llu",
+            (unsigned long long)local, (unsigned long long)r->local_mem_bytes);
         return NS_ERR_TOOBIG;
     }
     return NS_OK;
@@ -791,11 +649,11 @@ static int s_input_buffer(ns_runner_t *r, const ns_input_t *in, size_t size,
         *mem = clCreateBuffer(r->ctx, CL_MEM_READ_ONLY | CL_MEM_USE_HOST_PTR,
                               size, (void *)(uintptr_t)in->data, &e);
         return *mem ? NS_OK
-                    : s_clfail(err, errlen, "clCreateBuffer (input)", e);
+                    : ns_cl_fail(err, errlen, "clCreateBuffer (input)", e);
     }
     *mem = clCreateBuffer(r->ctx, CL_MEM_READ_ONLY, size, NULL, &e);
     if (!*mem)
-        return s_clfail(err, errlen, "clCreateBuffer (input)", e);
+        return ns_cl_fail(err, errlen, "clCreateBuffer (input)", e);
     e = clEnqueueWriteBuffer(r->queue, *mem, CL_TRUE, 0, size, in->data, 0,
                              NULL, &ev);
     if (ev) {
@@ -803,7 +661,7 @@ static int s_input_buffer(ns_runner_t *r, const ns_input_t *in, size_t size,
         clReleaseEvent(ev);
     }
     return e == CL_SUCCESS ? NS_OK
-                           : s_clfail(err, errlen, "clEnqueueWriteBuffer", e);
+                           : ns_cl_fail(err, errlen, "clEnqueueWriteBuffer", e);
 }
 
 /* Buffers and kernel arguments. outputs == NULL: output buffers of the
@@ -843,7 +701,7 @@ static int s_buffers(ns_runner_t *r, const ns_job_t *job,
                 c->mem[i] = clCreateBuffer(r->ctx, CL_MEM_WRITE_ONLY,
                                            (size_t)a->size, NULL, &e);
             if (!c->mem[i]) {
-                rc = s_clfail(err, errlen, "clCreateBuffer (output)", e);
+                rc = ns_cl_fail(err, errlen, "clCreateBuffer (output)", e);
                 goto out;
             }
             val = &c->mem[i];
@@ -878,7 +736,7 @@ static int s_buffers(ns_runner_t *r, const ns_job_t *job,
             size = (size_t)a->size;
             break;
         default:
-            s_errf(err, errlen, "arg %u: unknown kind %u", i, a->kind);
+            ns_cl_errf(err, errlen, "arg %u: unknown kind %u", i, a->kind);
             rc = NS_ERR_INVAL;
             goto out;
         }
@@ -886,7 +744,7 @@ static int s_buffers(ns_runner_t *r, const ns_job_t *job,
         if (e != CL_SUCCESS) {
             char what[48];
             snprintf(what, sizeof what, "arg %u: clSetKernelArg", i);
-            rc = s_clfail(err, errlen, what, e);
+            rc = ns_cl_fail(err, errlen, what, e);
             goto out;
         }
     }
@@ -943,7 +801,7 @@ int ns_runner_run(ns_runner_t *r, const ns_job_t *job, const ns_input_t *inputs,
         goto out;
     for (uint32_t i = 0; i < job->n_args; i++)
         if (job->args[i].kind == NS_ARG_OUT && (!outputs || !outputs[i])) {
-            s_errf(err, errlen, "arg %u: no output buffer", i);
+            ns_cl_errf(err, errlen, "arg %u: no output buffer", i);
             rc = NS_ERR_INVAL;
             goto out;
         }
@@ -967,7 +825,7 @@ int ns_runner_run(ns_runner_t *r, const ns_job_t *job, const ns_input_t *inputs,
                                s_has_local(job) ? local : NULL, 0, NULL,
                                &c.events[c.n_events++]);
     if (e != CL_SUCCESS) {
-        rc = s_clfail(err, errlen, "clEnqueueNDRangeKernel", e);
+        rc = ns_cl_fail(err, errlen, "clEnqueueNDRangeKernel", e);
         goto out;
     }
     for (uint32_t i = 0; i < job->n_args; i++) {
@@ -980,12 +838,12 @@ int ns_runner_run(ns_runner_t *r, const ns_job_t *job, const ns_input_t *inputs,
                 clEnqueueMapBuffer(r->queue, c.mem[i], CL_FALSE, CL_MAP_READ, 0,
                                    size, 0, NULL, &c.events[c.n_events++], &e);
             if (!p) {
-                rc = s_clfail(err, errlen, "clEnqueueMapBuffer", e);
+                rc = ns_cl_fail(err, errlen, "clEnqueueMapBuffer", e);
                 goto out;
             }
             e = clEnqueueUnmapMemObject(r->queue, c.mem[i], p, 0, NULL, NULL);
             if (e != CL_SUCCESS) {
-                rc = s_clfail(err, errlen, "clEnqueueUnmapMemObject", e);
+                rc = ns_cl_fail(err, errlen, "clEnqueueUnmapMemObject", e);
                 goto out;
             }
         } else {
@@ -993,20 +851,20 @@ int ns_runner_run(ns_runner_t *r, const ns_job_t *job, const ns_input_t *inputs,
                                     outputs[i], 0, NULL,
                                     &c.events[c.n_events++]);
             if (e != CL_SUCCESS) {
-                rc = s_clfail(err, errlen, "clEnqueueReadBuffer", e);
+                rc = ns_cl_fail(err, errlen, "clEnqueueReadBuffer", e);
                 goto out;
             }
         }
     }
     e = clFinish(r->queue);
     if (e != CL_SUCCESS) {
-        rc = s_clfail(err, errlen, "clFinish", e);
+        rc = ns_cl_fail(err, errlen, "clFinish", e);
         goto out;
     }
     for (size_t j = 0; j < c.n_events; j++) {
         cl_int st = s_event_status(c.events[j]);
         if (st < 0) {
-            rc = s_clfail(err, errlen, j == 0 ? "kernel" : "read back", st);
+            rc = ns_cl_fail(err, errlen, j == 0 ? "kernel" : "read back", st);
             goto out;
         }
         if (j == 0)
@@ -1074,7 +932,7 @@ int ns_runner_run_items(ns_runner_t *r, const ns_job_t *job,
     if (rc != NS_OK)
         goto out;
     if (job->item_kind == NS_ITEM_WORK_GROUP && !s_has_local(job)) {
-        s_errf(err, errlen, "work-group items need a local size");
+        ns_cl_errf(err, errlen, "work-group items need a local size");
         rc = NS_ERR_INVAL;
         goto out;
     }
@@ -1082,8 +940,9 @@ int ns_runner_run_items(ns_runner_t *r, const ns_job_t *job,
     uint64_t item_bytes = ns_job_item_bytes(job);
     for (uint32_t j = 0; j < n; j++)
         if (items[j] >= n_items) {
-            s_errf(err, errlen, "item %llu out of range (%llu items)",
-                   (unsigned long long)items[j], (unsigned long long)n_items);
+            ns_cl_errf(err, errlen, "item %llu out of range (%llu items)",
+                       (unsigned long long)items[j],
+                       (unsigned long long)n_items);
             rc = NS_ERR_INVAL;
             goto out;
         }
@@ -1122,7 +981,7 @@ int ns_runner_run_items(ns_runner_t *r, const ns_job_t *job,
                                        size, size, 0, NULL,
                                        &c.events[c.n_events++]);
             if (e != CL_SUCCESS) {
-                rc = s_clfail(err, errlen, "clEnqueueNDRangeKernel", e);
+                rc = ns_cl_fail(err, errlen, "clEnqueueNDRangeKernel", e);
                 goto out;
             }
             uint8_t *dst = out + (size_t)j * item_bytes;
@@ -1135,7 +994,7 @@ int ns_runner_run_items(ns_runner_t *r, const ns_job_t *job,
                                         a->item_bytes, dst, 0, NULL,
                                         &c.events[c.n_events++]);
                 if (e != CL_SUCCESS) {
-                    rc = s_clfail(err, errlen, "clEnqueueReadBuffer", e);
+                    rc = ns_cl_fail(err, errlen, "clEnqueueReadBuffer", e);
                     goto out;
                 }
                 dst += a->item_bytes;
@@ -1143,14 +1002,15 @@ int ns_runner_run_items(ns_runner_t *r, const ns_job_t *job,
         }
         e = clFinish(r->queue);
         if (e != CL_SUCCESS) {
-            rc = s_clfail(err, errlen, "clFinish", e);
+            rc = ns_cl_fail(err, errlen, "clFinish", e);
             goto out;
         }
         for (size_t k = 0; k < c.n_events; k++) {
             cl_int st = s_event_status(c.events[k]);
             bool launch = k % (1 + n_out) == 0;
             if (st < 0) {
-                rc = s_clfail(err, errlen, launch ? "kernel" : "read back", st);
+                rc = ns_cl_fail(err, errlen, launch ? "kernel" : "read back",
+                                st);
                 goto out;
             }
             if (launch)

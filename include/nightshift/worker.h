@@ -15,24 +15,9 @@
  * crashed the OpenCL runtime (signal 11)", "the job ran past its 30000 ms
  * limit") and the next job starts a fresh worker.
  *
- * Protocol over an AF_UNIX stream socketpair (docs/ARCHITECTURE.md,
- * "Sandbox"). Every message is a frame: a u32 big-endian length (1 ..
- * the cap of that message) and a msgpack head; bulk data follows the head
- * raw, with sizes both sides compute from the job descriptor, never from a
- * length the peer sends.
- *   worker -> supervisor, once, first:
- *     HELLO  [1, protocol, status, error (bin), devinfo]
- *            status != 0: the device could not be opened; the worker exits
- *   supervisor -> worker, one at a time:
- *     RUN    [2, job (ns_job_pack), [], verified]     then every IN
- *     ITEMS  [3, job, [item, ...], verified]          buffer raw, in
- *            argument order; verified: the caller set ns_input_t.verified
- *            on every input, so the runner skips hashing them
- *   worker -> supervisor, one per request:
- *     RESULT [4, status, error (bin), [build_us, upload_us, run_us,
- *            download_us, cache_hit]]
- *            status 0: then raw output: RUN every OUT buffer in argument
- *            order; ITEMS n * ns_job_item_bytes(job) bytes
+ * Protocol: frames over an AF_UNIX stream socketpair, a u32 big-endian
+ * length and a msgpack head, bulk data raw after it; the message kinds,
+ * caps and codecs are in worker_frame.h.
  * The supervisor treats everything from the worker as hostile: exact types
  * and counts, status a known ns_err, error text at most NS_WORKER_MAX_ERROR
  * bytes (control characters other than newline and tab replaced), no byte
@@ -50,24 +35,11 @@
 #include "nightshift/err.h"
 #include "nightshift/job.h"
 #include "nightshift/runner.h"
+#include "nightshift/worker_frame.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#define NS_WORKER_PROTOCOL 1 /* second element of HELLO */
-
-#define NS_WORKER_MSG_HELLO 1
-#define NS_WORKER_MSG_RUN 2
-#define NS_WORKER_MSG_ITEMS 3
-#define NS_WORKER_MSG_RESULT 4
-
-#define NS_WORKER_MAX_ERROR 2048 /* error text in HELLO and RESULT, bytes */
-#define NS_WORKER_MAX_ITEMS NS_MAX_CHECKS /* items in one ITEMS request */
-/* Request head: the descriptor, up to 4096 items of 9 bytes, framing. */
-#define NS_WORKER_MAX_REQUEST (NS_MAX_JOB_MSG + 9 * NS_WORKER_MAX_ITEMS + 64)
-/* HELLO and RESULT heads: error text, a devinfo or timings, framing. */
-#define NS_WORKER_MAX_REPLY (NS_WORKER_MAX_ERROR + 1024)
 
 #define NS_WORKER_DEFAULT_TIMEOUT_MS 30000 /* one job, wall clock */
 #define NS_WORKER_DEFAULT_START_MS 30000   /* start-up up to HELLO */

@@ -1,0 +1,83 @@
+/* worker_blocking.c - the blocking worker calls (worker.h): the
+ * non-blocking API of worker_supervisor.c plus poll(2), nothing else.
+ */
+#include "nightshift/worker.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Submit and wait: the blocking API is the non-blocking one plus poll. */
+static int s_run_wait(ns_worker_t *w, ns_worker_result_t *res, char *err,
+                      size_t errlen)
+{
+    for (;;) {
+        if (ns_worker_collect(w, res) == 1)
+            break;
+        int fd = ns_worker_fd(w);
+        if (fd < 0) { /* cannot happen with a job pending; be safe */
+            ns_worker_cancel(w);
+            snprintf(err, errlen, "the worker is gone");
+            return NS_ERR_STATE;
+        }
+        struct pollfd p = {fd, POLLIN, 0};
+        if (ns_worker_wants_write(w))
+            p.events |= POLLOUT;
+        if (poll(&p, 1, ns_worker_timeout_ms(w)) < 0 && errno != EINTR) {
+            ns_worker_cancel(w);
+            snprintf(err, errlen, "poll: %s", strerror(errno));
+            return NS_ERR_IO;
+        }
+    }
+    if (res->status != NS_OK) {
+        snprintf(err, errlen, "%s", res->error);
+        int rc = res->status;
+        ns_worker_result_release(res);
+        return rc;
+    }
+    return NS_OK;
+}
+
+int ns_worker_run(ns_worker_t *w, const ns_job_t *job, const ns_input_t *inputs,
+                  uint8_t **outputs, ns_timings_t *t, char *err, size_t errlen)
+{
+    ns_worker_result_t res;
+    int rc = ns_worker_submit(w, job, inputs, NULL, 0, err, errlen);
+    if (rc != NS_OK)
+        return rc;
+    rc = s_run_wait(w, &res, err, errlen);
+    if (rc != NS_OK)
+        return rc;
+    for (uint32_t i = 0; i < job->n_args; i++) {
+        outputs[i] = res.outputs[i];
+        res.outputs[i] = NULL;
+    }
+    if (t)
+        *t = res.timings;
+    ns_worker_result_release(&res);
+    return NS_OK;
+}
+
+int ns_worker_run_items(ns_worker_t *w, const ns_job_t *job,
+                        const ns_input_t *inputs, const uint64_t *items,
+                        uint32_t n, uint8_t *out, ns_timings_t *t, char *err,
+                        size_t errlen)
+{
+    ns_worker_result_t res;
+    if (!items) {
+        snprintf(err, errlen, "no items to re-run");
+        return NS_ERR_INVAL;
+    }
+    int rc = ns_worker_submit(w, job, inputs, items, n, err, errlen);
+    if (rc != NS_OK)
+        return rc;
+    rc = s_run_wait(w, &res, err, errlen);
+    if (rc != NS_OK)
+        return rc;
+    memcpy(out, res.items, res.items_len);
+    if (t)
+        *t = res.timings;
+    ns_worker_result_release(&res);
+    return NS_OK;
+}

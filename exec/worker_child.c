@@ -1,0 +1,522 @@
+/* worker_child.c - the sandboxed worker process (worker.h): `nightshift
+ * worker` opens one OpenCL device, then serves RUN and ITEMS requests from
+ * its supervisor (worker_supervisor.c) until EOF.
+ *
+ * Blocking reads and writes, one request at a time. Before it opens
+ * OpenCL it closes inherited descriptors, sets RLIMIT_CORE 0, asks to die
+ * with its parent and raises its oom_score_adj; after opening the device
+ * it caps its address space (RLIMIT_AS).
+ */
+#include "nightshift/log.h"
+#include "nightshift/runner.h"
+#include "nightshift/util.h"
+#include "nightshift/worker.h"
+#include "nightshift/worker_frame.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* Read exactly n bytes. *eof set when the peer closed before the first
+ * byte (a clean end between requests). */
+static int s_read_full(int fd, void *buf, size_t n, bool *eof)
+{
+    uint8_t *p = buf;
+    size_t got = 0;
+    if (eof)
+        *eof = false;
+    while (got < n) {
+        size_t want =
+            n - got < NS_WORKER_IO_CHUNK ? n - got : NS_WORKER_IO_CHUNK;
+        ssize_t r = read(fd, p + got, want);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return NS_ERR_IO;
+        if (r == 0) {
+            if (got == 0 && eof)
+                *eof = true;
+            return NS_ERR_TRUNCATED;
+        }
+        got += (size_t)r;
+    }
+    return NS_OK;
+}
+
+/* Read and throw away n bytes (an input we could not hold). */
+static int s_drain(int fd, uint64_t n)
+{
+    uint8_t scratch[65536];
+    while (n > 0) {
+        size_t want = n < sizeof scratch ? (size_t)n : sizeof scratch;
+        int rc = s_read_full(fd, scratch, want, NULL);
+        if (rc != NS_OK)
+            return rc;
+        n -= want;
+    }
+    return NS_OK;
+}
+
+static int s_write_full(int fd, const void *buf, uint64_t n)
+{
+    const uint8_t *p = buf;
+    while (n > 0) {
+        size_t want = n < NS_WORKER_IO_CHUNK ? (size_t)n : NS_WORKER_IO_CHUNK;
+        ssize_t r = send(fd, p, want, MSG_NOSIGNAL);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return NS_ERR_IO;
+        p += r;
+        n -= (uint64_t)r;
+    }
+    return NS_OK;
+}
+
+static int s_send_hello(int fd, int status, const char *error,
+                        const ns_devinfo_t *dev)
+{
+    msgpack_sbuffer sb;
+    ns_worker_hello_pack(&sb, status, error, dev);
+    int rc = s_write_full(fd, sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+    return rc;
+}
+
+static int s_send_result(int fd, int status, const char *error,
+                         const ns_timings_t *t)
+{
+    msgpack_sbuffer sb;
+    ns_worker_result_pack(&sb, status, error, t);
+    int rc = s_write_full(fd, sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+    return rc;
+}
+
+/* Buffers the device may wrap in place (CL_MEM_USE_HOST_PTR) want more
+ * than malloc's alignment: PoCL copies a misaligned host pointer. */
+#define S_BUF_ALIGN 4096
+
+static uint64_t s_round_up(uint64_t n)
+{
+    return (n + S_BUF_ALIGN - 1) / S_BUF_ALIGN * S_BUF_ALIGN;
+}
+
+static uint8_t *s_alloc(uint64_t n)
+{
+    if (n == 0 || n > SIZE_MAX - S_BUF_ALIGN)
+        n = 1;
+    return aligned_alloc(S_BUF_ALIGN, (size_t)s_round_up(n));
+}
+
+typedef struct {
+    int fd;
+    uint32_t device_index;
+    const char *cache_dir;
+    uint64_t mem_limit_bytes; /* 0 = physical memory */
+    size_t max_source_bytes;
+    long parent; /* 0 = not given */
+} s_worker_args_t;
+
+/* Every descriptor but 0-2 and the socket goes: the node's LMDB, sockets
+ * and key files have no business in a process that runs strangers' code. */
+static void s_close_inherited(int keep)
+{
+    /* a pass closes at most 256; repeat until one finds nothing */
+    for (int pass = 0; pass < 1024; pass++) {
+        DIR *d = opendir("/proc/self/fd");
+        if (!d)
+            return;
+        int dfd = dirfd(d);
+        int fds[256];
+        size_t n = 0;
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL && n < sizeof fds / sizeof fds[0]) {
+            char *end;
+            long v = strtol(e->d_name, &end, 10);
+            if (*end == '\0' && end != e->d_name && v > 2 && v != keep &&
+                v != dfd)
+                fds[n++] = (int)v;
+        }
+        closedir(d);
+        for (size_t i = 0; i < n; i++)
+            close(fds[i]);
+        if (n == 0)
+            return;
+    }
+}
+
+/* Address space now (VmSize), bytes. 0 if unknown. */
+static uint64_t s_vm_bytes(void)
+{
+    unsigned long long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f)
+        return 0;
+    if (fscanf(f, "%llu", &pages) != 1)
+        pages = 0;
+    fclose(f);
+    long page = sysconf(_SC_PAGESIZE);
+    return page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+}
+
+/* RLIMIT_AS = what the runtime took at start-up + headroom. Relative,
+ * because GPU runtimes reserve huge virtual ranges at init (and so does
+ * ASan): an absolute cap would break them, while growth after start-up
+ * is exactly what a job's buffers and the compiler use. */
+static void s_limit_memory(uint64_t headroom)
+{
+    if (headroom == NS_WORKER_MEM_UNLIMITED)
+        return;
+    if (headroom == 0) {
+        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+        if (pages <= 0 || page <= 0)
+            return;
+        headroom = (uint64_t)pages * (uint64_t)page;
+    }
+    uint64_t vm = s_vm_bytes();
+    if (vm == 0)
+        return;
+    uint64_t limit = vm + headroom < vm ? RLIM_INFINITY : vm + headroom;
+    struct rlimit rl = {(rlim_t)limit, (rlim_t)limit};
+    if (setrlimit(RLIMIT_AS, &rl) != 0)
+        ns_warn(NS_MOD_EXEC, "event=worker_rlimit_failed what=as error=\"%s\"",
+                strerror(errno));
+    else
+        ns_debug(NS_MOD_EXEC,
+                 "event=worker_rlimit as_bytes=%" PRIu64 " vm_bytes=%" PRIu64,
+                 limit, vm);
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+#define S_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define S_ASAN 1
+#endif
+#endif
+
+/* OpenCL runtimes and their compilers write to descriptor 2 ("3 errors
+ * generated.", driver chatter): the build log already reaches the
+ * requester, and the supervisor's stderr is a log stream (or the CLI's one
+ * error line). Our own log lines go to a copy of the real stderr; fd 2
+ * becomes /dev/null, unless exec debugging is on (then the runtime's own
+ * words may help) or this is an ASan build (its reports go to fd 2). */
+static void s_quiet_stderr(void)
+{
+#ifndef S_ASAN
+    if (ns_log_enabled(NS_LOG_DEBUG, NS_MOD_EXEC))
+        return;
+    int logfd = fcntl(2, F_DUPFD_CLOEXEC, 3);
+    if (logfd < 0)
+        return;
+    FILE *f = fdopen(logfd, "w");
+    int nul = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (!f || nul < 0 || dup2(nul, 2) < 0) {
+        if (f)
+            fclose(f);
+        else
+            close(logfd);
+        if (nul >= 0)
+            close(nul);
+        return;
+    }
+    close(nul);
+    setvbuf(f, NULL, _IOLBF, 0);
+    stderr = f; /* glibc: stderr is an assignable FILE * */
+#endif
+}
+
+static void s_harden(const s_worker_args_t *a)
+{
+    struct rlimit core = {0, 0};
+    if (setrlimit(RLIMIT_CORE, &core) != 0)
+        ns_warn(NS_MOD_EXEC, "event=worker_rlimit_failed what=core");
+    /* Die with the supervisor, also while a kernel loops. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (a->parent > 0 && getppid() != (pid_t)a->parent)
+        _exit(0); /* the supervisor is already gone */
+    /* Under memory pressure the OOM killer takes us, not the node. */
+    int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        if (write(fd, "1000", 4) != 4)
+            ns_debug(NS_MOD_EXEC, "event=worker_oom_adj_failed");
+        close(fd);
+    }
+    signal(SIGPIPE, SIG_IGN);
+}
+
+/* One request: read it whole (inputs included, even the ones we cannot
+ * hold, so the stream stays in step), run it, reply. NS_OK to go on;
+ * anything else ends the worker. */
+static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
+                       bool *eof)
+{
+    uint8_t lenbuf[NS_WORKER_FRAME_LEN];
+    uint8_t *head = NULL;
+    uint8_t *inbuf[NS_MAX_ARGS] = {NULL};
+    ns_input_t inputs[NS_MAX_ARGS];
+    uint8_t *outputs[NS_MAX_ARGS] = {NULL};
+    ns_worker_request_t q;
+    uint8_t *region = NULL;
+    uint64_t region_len = 0;
+    char err[NS_WORKER_MAX_ERROR + 1] = "";
+    char sa[32], sb[32];
+    ns_timings_t t;
+    int status = NS_OK;
+    int rc;
+
+    memset(inputs, 0, sizeof inputs);
+    memset(&t, 0, sizeof t);
+    memset(&q, 0, sizeof q);
+    ns_job_init(&q.job);
+    rc = s_read_full(fd, lenbuf, sizeof lenbuf, eof);
+    if (rc != NS_OK)
+        goto out;
+    uint32_t len = ns_worker_frame_len(lenbuf);
+    rc = NS_ERR_TOOBIG;
+    if (len == 0 || len > NS_WORKER_MAX_REQUEST) {
+        ns_error(NS_MOD_EXEC, "event=worker_bad_frame bytes=%" PRIu32, len);
+        goto out;
+    }
+    rc = NS_ERR_NOMEM;
+    if (!(head = malloc(len)))
+        goto out;
+    rc = s_read_full(fd, head, len, NULL);
+    if (rc != NS_OK)
+        goto out;
+
+    rc = ns_worker_request_read(head, len, &q, err, sizeof err);
+    if (rc != NS_OK) {
+        /* Without a valid job we cannot know how many bytes follow. */
+        ns_error(NS_MOD_EXEC, "event=worker_bad_request rc=%s error=\"%s\"",
+                 ns_errname(rc), err);
+        goto out;
+    }
+    const ns_job_t *job = &q.job;
+    const uint64_t *items = q.items;
+    uint32_t type = q.type, n_items = q.n_items;
+
+    for (uint32_t i = 0; i < job->n_args; i++) {
+        if (job->args[i].kind != NS_ARG_IN)
+            continue;
+        uint64_t size = job->args[i].size;
+        inbuf[i] = status == NS_OK ? s_alloc(size) : NULL;
+        if (!inbuf[i]) {
+            if (status == NS_OK) {
+                ns_worker_fmt_bytes(sa, sizeof sa, size);
+                snprintf(err, sizeof err,
+                         "the worker ran out of memory holding input arg "
+                         "%" PRIu32 " (%s)",
+                         i, sa);
+                status = NS_ERR_NOMEM;
+            }
+            rc = s_drain(fd, size);
+        } else {
+            rc = s_read_full(fd, inbuf[i], size, NULL);
+        }
+        if (rc != NS_OK)
+            goto out;
+        inputs[i].data = inbuf[i];
+        inputs[i].len = size;
+        inputs[i].verified = q.verified;
+    }
+
+    uint64_t n_job_items = ns_job_items(job);
+    if (status == NS_OK && job->source_len > a->max_source_bytes) {
+        ns_worker_fmt_bytes(sa, sizeof sa, job->source_len);
+        ns_worker_fmt_bytes(sb, sizeof sb, a->max_source_bytes);
+        snprintf(err, sizeof err, "kernel source of %s is over the %s limit",
+                 sa, sb);
+        status = NS_ERR_TOOBIG;
+    }
+    if (status == NS_OK && (type == NS_WORKER_MSG_RUN) != (n_items == 0)) {
+        snprintf(err, sizeof err, "%s request with %" PRIu32 " items",
+                 ns_worker_mode_name((int)type), n_items);
+        status = NS_ERR_INVAL;
+    }
+    for (uint32_t i = 0; i < n_items && status == NS_OK; i++) {
+        if (items[i] >= n_job_items) {
+            snprintf(err, sizeof err, "item %" PRIu64 " is out of range",
+                     items[i]);
+            status = NS_ERR_INVAL;
+        }
+    }
+    if (status == NS_OK) {
+        if (type == NS_WORKER_MSG_RUN) {
+            for (uint32_t i = 0; i < job->n_args; i++)
+                if (job->args[i].kind == NS_ARG_OUT)
+                    region_len += s_round_up(job->args[i].size);
+        } else {
+            region_len = (uint64_t)n_items * ns_job_item_bytes(job);
+        }
+        region = s_alloc(region_len);
+        if (!region) {
+            ns_worker_fmt_bytes(sa, sizeof sa, region_len);
+            snprintf(err, sizeof err,
+                     "the worker ran out of memory allocating %s of output",
+                     sa);
+            status = NS_ERR_NOMEM;
+        }
+    }
+    if (status == NS_OK) {
+        if (type == NS_WORKER_MSG_RUN) {
+            uint64_t off = 0;
+            for (uint32_t i = 0; i < job->n_args; i++) {
+                if (job->args[i].kind != NS_ARG_OUT)
+                    continue;
+                outputs[i] = region + off;
+                off += s_round_up(job->args[i].size);
+            }
+            status = ns_runner_run(runner, job, inputs, outputs, &t, err,
+                                   sizeof err);
+        } else {
+            status = ns_runner_run_items(runner, job, inputs, items, n_items,
+                                         region, &t, err, sizeof err);
+        }
+    }
+    if (status != NS_OK && err[0] == '\0')
+        snprintf(err, sizeof err, "%s", ns_strerror(status));
+    rc = s_send_result(fd, status, err, &t);
+    if (rc == NS_OK && status == NS_OK) {
+        /* raw outputs, in argument order, without the alignment gaps */
+        if (type == NS_WORKER_MSG_RUN) {
+            for (uint32_t i = 0; i < job->n_args && rc == NS_OK; i++)
+                if (job->args[i].kind == NS_ARG_OUT)
+                    rc = s_write_full(fd, outputs[i], job->args[i].size);
+        } else {
+            rc = s_write_full(fd, region, region_len);
+        }
+    }
+out:
+    for (uint32_t i = 0; i < NS_MAX_ARGS; i++)
+        free(inbuf[i]);
+    free(region);
+    free(q.items);
+    free(head);
+    ns_job_release(&q.job);
+    return rc;
+}
+
+static int s_parse_worker_args(int argc, char **argv, s_worker_args_t *a)
+{
+    memset(a, 0, sizeof *a);
+    a->fd = -1;
+    a->max_source_bytes = NS_MAX_SOURCE;
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i];
+        if (i + 1 >= argc) {
+            fprintf(stderr, "nightshift worker: %s needs a value\n", f);
+            return NS_ERR_INVAL;
+        }
+        const char *v = argv[++i];
+        uint64_t u = 0;
+        if (strcmp(f, "--cache-dir") == 0) {
+            a->cache_dir = v;
+            continue;
+        }
+        if (strcmp(f, "--log-level") == 0) {
+            if (ns_log_parse_level(v, &ns_log_threshold) != NS_OK) {
+                fprintf(stderr, "nightshift worker: bad --log-level '%s'\n", v);
+                return NS_ERR_INVAL;
+            }
+            continue;
+        }
+        if (strcmp(f, "--debug") == 0) {
+            if (ns_log_set_debug(v) != NS_OK) {
+                fprintf(stderr, "nightshift worker: bad --debug '%s'\n", v);
+                return NS_ERR_INVAL;
+            }
+            continue;
+        }
+        if (strcmp(f, "--mem-limit") == 0 && strcmp(v, "unlimited") == 0) {
+            a->mem_limit_bytes = NS_WORKER_MEM_UNLIMITED;
+            continue;
+        }
+        if (ns_parse_u64(v, &u) != NS_OK) {
+            fprintf(stderr, "nightshift worker: bad value for %s: '%s'\n", f,
+                    v);
+            return NS_ERR_INVAL;
+        }
+        if (strcmp(f, "--fd") == 0 && u <= INT32_MAX)
+            a->fd = (int)u;
+        else if (strcmp(f, "--device") == 0 && u <= UINT32_MAX)
+            a->device_index = (uint32_t)u;
+        else if (strcmp(f, "--mem-limit") == 0 && u != UINT64_MAX)
+            a->mem_limit_bytes = u;
+        else if (strcmp(f, "--max-source") == 0 && u >= 1 && u <= NS_MAX_SOURCE)
+            a->max_source_bytes = (size_t)u;
+        else if (strcmp(f, "--parent") == 0 && u >= 1 && u <= INT32_MAX)
+            a->parent = (long)u;
+        else {
+            fprintf(stderr, "nightshift worker: bad flag or value: %s %s\n", f,
+                    v);
+            return NS_ERR_INVAL;
+        }
+    }
+    if (a->fd < 3) {
+        fprintf(stderr, "nightshift worker: --fd N (N >= 3) is required\n");
+        return NS_ERR_INVAL;
+    }
+    return NS_OK;
+}
+
+int ns_worker_main(int argc, char **argv)
+{
+    s_worker_args_t a;
+    ns_runner_t *runner = NULL;
+    ns_devinfo_t none;
+    char msg[NS_WORKER_MAX_ERROR + 1];
+    int status = 2;
+
+    if (s_parse_worker_args(argc, argv, &a) != NS_OK)
+        return 2;
+    s_close_inherited(a.fd);
+    s_harden(&a);
+    s_quiet_stderr();
+    if (sodium_init() < 0) {
+        fprintf(stderr, "nightshift worker: libsodium failed to initialise\n");
+        return 1;
+    }
+    memset(&none, 0, sizeof none);
+    int rc = NS_OK;
+    runner = ns_runner_new(a.device_index, a.cache_dir, &rc);
+    if (!runner) {
+        if (rc == NS_OK)
+            rc = NS_ERR_OPENCL;
+        snprintf(msg, sizeof msg, "cannot open OpenCL device %" PRIu32 ": %s",
+                 a.device_index, ns_strerror(rc));
+        if (s_send_hello(a.fd, rc, msg, &none) != NS_OK)
+            ns_debug(NS_MOD_EXEC, "event=worker_hello_failed");
+        status = 1;
+        goto out;
+    }
+    s_limit_memory(a.mem_limit_bytes);
+    if (s_send_hello(a.fd, NS_OK, "", &ns_runner_device(runner)->info) !=
+        NS_OK) {
+        status = 0; /* the supervisor went away: nothing to do */
+        goto out;
+    }
+    for (;;) {
+        bool eof = false;
+        rc = s_serve_one(a.fd, runner, &a, &eof);
+        if (rc == NS_OK)
+            continue;
+        status = eof ? 0 : 3;
+        break;
+    }
+out:
+    ns_runner_destroy(&runner);
+    close(a.fd);
+    return status;
+}

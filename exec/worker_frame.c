@@ -1,0 +1,175 @@
+/* worker_frame.c - the one codec of each message between the sandbox
+ * worker and its supervisor (worker_frame.h).
+ */
+#include "nightshift/worker_frame.h"
+#include "nightshift/mp.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void s_put_be32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+uint32_t ns_worker_frame_len(const uint8_t p[NS_WORKER_FRAME_LEN])
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 |
+           p[3];
+}
+
+/* A frame under construction: 4 bytes reserved for the length. */
+static void s_frame_begin(msgpack_sbuffer *sb, msgpack_packer *pk)
+{
+    static const char zero[NS_WORKER_FRAME_LEN] = {0, 0, 0, 0};
+    msgpack_sbuffer_init(sb);
+    msgpack_packer_init(pk, sb, msgpack_sbuffer_write);
+    msgpack_sbuffer_write(sb, zero, sizeof zero);
+}
+
+static void s_frame_end(msgpack_sbuffer *sb)
+{
+    s_put_be32((uint8_t *)sb->data, (uint32_t)(sb->size - NS_WORKER_FRAME_LEN));
+}
+
+void ns_worker_hello_pack(msgpack_sbuffer *sb, int status, const char *error,
+                          const ns_devinfo_t *dev)
+{
+    msgpack_packer pk;
+    s_frame_begin(sb, &pk);
+    msgpack_pack_array(&pk, 5);
+    msgpack_pack_uint32(&pk, NS_WORKER_MSG_HELLO);
+    msgpack_pack_uint32(&pk, NS_WORKER_PROTOCOL);
+    msgpack_pack_int(&pk, status);
+    ns_mp_bin(&pk, error, strnlen(error, NS_WORKER_MAX_ERROR));
+    ns_devinfo_pack(&pk, dev);
+    s_frame_end(sb);
+}
+
+int ns_worker_hello_read(const uint8_t *head, size_t len, ns_worker_hello_t *h)
+{
+    ns_mpr_t r;
+    memset(h, 0, sizeof *h);
+    ns_mpr_init(&r, head, len);
+    ns_mpr_array_exact(&r, 5);
+    ns_mpr_u32(&r, &h->type);
+    ns_mpr_u32(&r, &h->protocol);
+    ns_mpr_int(&r, &h->status);
+    ns_mpr_bin(&r, &h->error, &h->error_len, NS_WORKER_MAX_ERROR);
+    ns_devinfo_read(&r, &h->dev);
+    return ns_mpr_end(&r);
+}
+
+int ns_worker_request_pack(msgpack_sbuffer *sb, const ns_job_t *job,
+                           const uint64_t *items, uint32_t n, bool verified)
+{
+    msgpack_packer pk;
+    s_frame_begin(sb, &pk);
+    msgpack_pack_array(&pk, 4);
+    msgpack_pack_uint32(&pk, items ? NS_WORKER_MSG_ITEMS : NS_WORKER_MSG_RUN);
+    ns_job_pack(&pk, job);
+    msgpack_pack_array(&pk, items ? n : 0);
+    for (uint32_t i = 0; items && i < n; i++)
+        msgpack_pack_uint64(&pk, items[i]);
+    if (verified)
+        msgpack_pack_true(&pk);
+    else
+        msgpack_pack_false(&pk);
+    if (!sb->data || sb->size - NS_WORKER_FRAME_LEN > NS_WORKER_MAX_REQUEST) {
+        msgpack_sbuffer_destroy(sb);
+        return NS_ERR_TOOBIG;
+    }
+    s_frame_end(sb);
+    return NS_OK;
+}
+
+int ns_worker_request_read(const uint8_t *head, size_t len,
+                           ns_worker_request_t *q, char *err, size_t errlen)
+{
+    ns_mpr_t r;
+    q->type = 0;
+    q->items = NULL;
+    q->n_items = 0;
+    q->verified = false;
+    ns_mpr_init(&r, head, len);
+    ns_mpr_array_exact(&r, 4);
+    ns_mpr_u32(&r, &q->type);
+    if (r.err == NS_OK && q->type != NS_WORKER_MSG_RUN &&
+        q->type != NS_WORKER_MSG_ITEMS)
+        r.err = NS_ERR_MSGTYPE;
+    if (r.err == NS_OK && ns_job_read(&r, &q->job, err, errlen) != NS_OK &&
+        r.err == NS_OK)
+        r.err = NS_ERR_INVAL;
+    ns_mpr_array(&r, &q->n_items, NS_WORKER_MAX_ITEMS);
+    if (r.err == NS_OK && q->n_items > 0) {
+        q->items = calloc(q->n_items, sizeof *q->items);
+        if (!q->items)
+            r.err = NS_ERR_NOMEM;
+    }
+    for (uint32_t i = 0; i < q->n_items && r.err == NS_OK; i++)
+        ns_mpr_uint(&r, &q->items[i]);
+    ns_mpr_bool(&r, &q->verified);
+    return ns_mpr_end(&r);
+}
+
+void ns_worker_result_pack(msgpack_sbuffer *sb, int status, const char *error,
+                           const ns_timings_t *t)
+{
+    msgpack_packer pk;
+    s_frame_begin(sb, &pk);
+    msgpack_pack_array(&pk, 4);
+    msgpack_pack_uint32(&pk, NS_WORKER_MSG_RESULT);
+    msgpack_pack_int(&pk, status);
+    ns_mp_bin(&pk, error, strnlen(error, NS_WORKER_MAX_ERROR));
+    msgpack_pack_array(&pk, 5);
+    msgpack_pack_uint64(&pk, t->build_us);
+    msgpack_pack_uint64(&pk, t->upload_us);
+    msgpack_pack_uint64(&pk, t->run_us);
+    msgpack_pack_uint64(&pk, t->download_us);
+    if (t->cache_hit)
+        msgpack_pack_true(&pk);
+    else
+        msgpack_pack_false(&pk);
+    s_frame_end(sb);
+}
+
+int ns_worker_result_read(const uint8_t *head, size_t len,
+                          ns_worker_reply_t *out)
+{
+    ns_mpr_t r;
+    memset(out, 0, sizeof *out);
+    ns_mpr_init(&r, head, len);
+    ns_mpr_array_exact(&r, 4);
+    ns_mpr_u32(&r, &out->type);
+    ns_mpr_int(&r, &out->status);
+    ns_mpr_bin(&r, &out->error, &out->error_len, NS_WORKER_MAX_ERROR);
+    ns_mpr_array_exact(&r, 5);
+    ns_mpr_uint(&r, &out->timings.build_us);
+    ns_mpr_uint(&r, &out->timings.upload_us);
+    ns_mpr_uint(&r, &out->timings.run_us);
+    ns_mpr_uint(&r, &out->timings.download_us);
+    ns_mpr_bool(&r, &out->timings.cache_hit);
+    return ns_mpr_end(&r);
+}
+
+void ns_worker_fmt_bytes(char *out, size_t cap, uint64_t b)
+{
+    if (b >= (UINT64_C(1) << 30))
+        snprintf(out, cap, "%.1f GiB", (double)b / (double)(1u << 30));
+    else if (b >= (UINT64_C(1) << 20))
+        snprintf(out, cap, "%.1f MiB", (double)b / (double)(1u << 20));
+    else if (b >= 1024)
+        snprintf(out, cap, "%.1f KiB", (double)b / 1024.0);
+    else
+        snprintf(out, cap, "%" PRIu64 " bytes", b);
+}
+
+const char *ns_worker_mode_name(int type)
+{
+    return type == NS_WORKER_MSG_ITEMS ? "items" : "run";
+}

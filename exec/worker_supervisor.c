@@ -1,0 +1,893 @@
+/* worker_supervisor.c - the supervisor of the sandboxed worker process
+ * (worker.h; the process itself is worker_child.c, the frames between
+ * them worker_frame.c).
+ *
+ * A small state machine over one non-blocking socket.
+ *   DEAD -(spawn)-> STARTING -(HELLO ok)-> IDLE -(dispatch)-> BUSY
+ *   BUSY -(RESULT + outputs)-> IDLE
+ *   BUSY -(EOF, deadline, violation)-> killed, job failed, respawned
+ *   STARTING -(HELLO error, EOF, deadline)-> DEAD, pending job failed
+ * Respawning right after a job failure hides the runtime's start-up from
+ * the next job; a worker that never said HELLO is not respawned until the
+ * next submit, so a broken device cannot make us spin.
+ */
+#include "nightshift/log.h"
+#include "nightshift/mp.h"
+#include "nightshift/util.h"
+#include "nightshift/worker.h"
+#include "worker_process.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define S_REAP_GRACE_MS 200     /* a worker that closed its socket exits */
+#define S_DESTROY_GRACE_MS 2000 /* an idle worker shuts its runtime down */
+#define S_MAX_TIMING_US (UINT64_C(86400) * 1000000) /* a day: sane timing */
+
+/* Error text from the other process: printable ASCII, newline and tab;
+ * anything else becomes '?'. No trailing newlines. */
+static void s_sanitize(char *dst, size_t cap, const uint8_t *src, size_t n)
+{
+    size_t j = 0;
+    for (size_t i = 0; i < n && j + 1 < cap; i++) {
+        uint8_t c = src[i];
+        dst[j++] =
+            (c == '\n' || c == '\t' || (c >= 0x20 && c < 0x7f)) ? (char)c : '?';
+    }
+    while (j > 0 && (dst[j - 1] == '\n' || dst[j - 1] == ' '))
+        j--;
+    dst[j] = '\0';
+}
+
+static bool s_valid_status(int64_t status)
+{
+    return status <= 0 && status > -(int64_t)NS_ERR_COUNT;
+}
+
+void ns_worker_opts_init(ns_worker_opts_t *o)
+{
+    memset(o, 0, sizeof *o);
+}
+
+/* ---- supervisor ----------------------------------------------------------
+ */
+
+enum { S_DEAD, S_STARTING, S_IDLE, S_BUSY };
+enum { R_LEN, R_HEAD, R_DATA };
+
+typedef struct {
+    const uint8_t *p;
+    uint64_t len;
+} s_wseg_t;
+
+typedef struct {
+    uint8_t *p;
+    uint64_t len;
+} s_rseg_t;
+
+struct ns_worker {
+    ns_worker_opts_t o; /* exe and cache_dir point at the copies below */
+    char *exe;
+    char *cache_dir;
+    pid_t pid;            /* worker process, -1 when none */
+    int fd;               /* our end of the socketpair, -1 when none */
+    int state;            /* S_* */
+    uint64_t deadline_ms; /* STARTING: start-up; BUSY: the job (mono) */
+    bool hello_ok;        /* this worker process sent a good HELLO */
+    bool have_dev;        /* dev holds the last good HELLO's device */
+    ns_devinfo_t dev;
+    ns_worker_stats_t stats;
+    ns_worker_reaper_t reaper; /* killed, not yet reaped */
+
+    /* reader: length, head, then raw output segments */
+    int rphase;
+    uint8_t lenbuf[NS_WORKER_FRAME_LEN];
+    size_t len_got;
+    uint8_t *head;
+    size_t head_len, head_got;
+    s_rseg_t rseg[NS_MAX_ARGS];
+    uint32_t n_rseg, rseg_i;
+    uint64_t rseg_off;
+
+    /* the job between submit and result */
+    bool pending;         /* submitted, result not delivered yet */
+    bool dispatched;      /* its request is being (or was) written */
+    bool sent_all;        /* the whole request is written */
+    int mode;             /* NS_WORKER_MSG_RUN or NS_WORKER_MSG_ITEMS */
+    ns_job_t job;         /* shallow copy, source NULL: sizes for the reply */
+    uint64_t items_bytes; /* ITEMS: n * item_bytes */
+    msgpack_sbuffer req;  /* request frame (head) */
+    bool req_live;
+    s_wseg_t wseg[1 + NS_MAX_ARGS];
+    uint32_t n_wseg, wseg_i;
+    uint64_t wseg_off;
+    uint64_t submit_us;
+    ns_worker_result_t res; /* being built, then handed out */
+    bool res_ready;
+};
+
+static void s_reader_reset(ns_worker_t *w)
+{
+    free(w->head);
+    w->head = NULL;
+    w->rphase = R_LEN;
+    w->len_got = 0;
+    w->head_len = w->head_got = 0;
+    w->n_rseg = w->rseg_i = 0;
+    w->rseg_off = 0;
+}
+
+static void s_request_free(ns_worker_t *w)
+{
+    if (w->req_live)
+        msgpack_sbuffer_destroy(&w->req);
+    w->req_live = false;
+    w->n_wseg = w->wseg_i = 0;
+    w->wseg_off = 0;
+}
+
+/* Deliver the pending job's result, res.error as it stands (ns_strerror
+ * for an error without text). */
+static void s_finish_keep(ns_worker_t *w, int status)
+{
+    if (!w->pending)
+        return;
+    ns_worker_result_t *res = &w->res;
+    res->status = status;
+    if (status != NS_OK && res->error[0] == '\0')
+        snprintf(res->error, sizeof res->error, "%s", ns_strerror(status));
+    if (status != NS_OK) {
+        for (uint32_t i = 0; i < NS_MAX_ARGS; i++) {
+            free(res->outputs[i]);
+            res->outputs[i] = NULL;
+        }
+        free(res->items);
+        res->items = NULL;
+        res->items_len = 0;
+        memset(&res->timings, 0, sizeof res->timings);
+    }
+    res->wall_us = ns_mono_us() - w->submit_us;
+    w->res_ready = true;
+    w->pending = false;
+    w->dispatched = false;
+    w->sent_all = false;
+    s_request_free(w);
+    w->stats.jobs++;
+    if (status != NS_OK) {
+        w->stats.failed++;
+        ns_debug(NS_MOD_EXEC, "event=worker_job_failed mode=%s rc=%s",
+                 ns_worker_mode_name(w->mode), ns_errname(status));
+    }
+}
+
+/* The same with a new error text. */
+__attribute__((format(printf, 3, 4))) static void
+s_finish(ns_worker_t *w, int status, const char *fmt, ...)
+{
+    if (!w->pending)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(w->res.error, sizeof w->res.error, fmt, ap);
+    va_end(ap);
+    s_finish_keep(w, status);
+}
+
+/* Close the socket and collect the worker (ns_worker_process_reap). State
+ * DEAD. True with *st filled when its wait status is known. */
+static bool s_reap(ns_worker_t *w, unsigned grace_ms, int *st)
+{
+    bool known = false;
+    *st = 0;
+    if (w->fd >= 0) {
+        close(w->fd);
+        w->fd = -1;
+    }
+    if (w->pid > 0)
+        known = ns_worker_process_reap(w->pid, grace_ms, &w->reaper, st);
+    w->pid = -1;
+    w->state = S_DEAD;
+    s_reader_reset(w);
+    return known;
+}
+
+static void s_kill(ns_worker_t *w)
+{
+    int st;
+    if (w->pid > 0)
+        kill(w->pid, SIGKILL);
+    s_reap(w, 0, &st);
+}
+
+/* A new worker process, STARTING. */
+static int s_spawn(ns_worker_t *w, char *err, size_t errlen)
+{
+    pid_t pid = -1;
+    int fd = -1;
+    int rc = ns_worker_process_spawn(&w->o, &pid, &fd, err, errlen);
+    if (rc != NS_OK)
+        return rc;
+    w->pid = pid;
+    w->fd = fd;
+    w->state = S_STARTING;
+    w->hello_ok = false;
+    w->deadline_ms = ns_mono_ms() + w->o.start_timeout_ms;
+    s_reader_reset(w);
+    w->stats.starts++;
+    ns_debug(NS_MOD_EXEC, "event=worker_spawned pid=%ld device=%" PRIu32,
+             (long)pid, w->o.device_index);
+    return NS_OK;
+}
+
+/* After a job failure: a fresh worker, if the old one had started. */
+static void s_respawn(ns_worker_t *w, bool had_started)
+{
+    char err[256];
+    if (!had_started || w->state != S_DEAD)
+        return;
+    if (s_spawn(w, err, sizeof err) != NS_OK)
+        ns_warn(NS_MOD_EXEC, "event=worker_respawn_failed error=\"%s\"", err);
+}
+
+/* The worker broke the protocol: kill it, fail the job, start afresh. */
+__attribute__((format(printf, 2, 3))) static void
+s_violation(ns_worker_t *w, const char *fmt, ...)
+{
+    char what[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    bool had_started = w->hello_ok;
+    ns_warn(NS_MOD_EXEC, "event=worker_protocol_violation pid=%ld what=\"%s\"",
+            (long)w->pid, what);
+    s_kill(w);
+    w->stats.protocol++;
+    s_finish(w, NS_ERR_CORRUPT, "the worker broke the protocol (%s)", what);
+    s_respawn(w, had_started);
+}
+
+/* EOF or a reset on the socket: the worker is gone or going. */
+static void s_on_death(ns_worker_t *w)
+{
+    int prev = w->state;
+    bool had_started = w->hello_ok;
+    pid_t pid = w->pid;
+    int st = 0;
+    char how[48] = "it closed its socket and was killed";
+    if (s_reap(w, S_REAP_GRACE_MS, &st))
+        ns_worker_describe_status(how, sizeof how, st);
+    else
+        st = -1; /* neither exited nor signalled: no W* macro matches */
+
+    if (prev == S_BUSY) {
+        w->stats.crashes++;
+        ns_warn(NS_MOD_EXEC, "event=worker_crashed pid=%ld how=\"%s\"",
+                (long)pid, how);
+        if (st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL)
+            s_finish(w, NS_ERR_NOMEM,
+                     "the worker was killed (signal 9) while running the "
+                     "job, most likely out of memory");
+        else if (st != -1 && WIFSIGNALED(st))
+            s_finish(w, NS_ERR_OPENCL,
+                     "the kernel crashed the OpenCL runtime (signal %d)",
+                     WTERMSIG(st));
+        else
+            s_finish(w, NS_ERR_OPENCL,
+                     "the kernel crashed the OpenCL runtime (the worker "
+                     "ended with %s)",
+                     how);
+        s_respawn(w, had_started);
+    } else if (prev == S_STARTING) {
+        ns_warn(NS_MOD_EXEC, "event=worker_start_failed pid=%ld how=\"%s\"",
+                (long)pid, how);
+        s_finish(w, NS_ERR_OPENCL,
+                 "the worker died while opening OpenCL device %" PRIu32 " (%s)",
+                 w->o.device_index, how);
+    } else {
+        ns_warn(NS_MOD_EXEC, "event=worker_died_idle pid=%ld how=\"%s\"",
+                (long)pid, how);
+        s_respawn(w, had_started);
+    }
+}
+
+/* Buffers over the device's limits fail before anything is sent. */
+static int s_check_device(const ns_worker_t *w, const ns_job_t *job, char *err,
+                          size_t errlen)
+{
+    if (!w->have_dev)
+        return NS_OK;
+    uint64_t total = 0;
+    char a[32], b[32];
+    for (uint32_t i = 0; i < job->n_args; i++) {
+        const ns_arg_t *arg = &job->args[i];
+        if (arg->kind != NS_ARG_IN && arg->kind != NS_ARG_OUT)
+            continue;
+        total += arg->size;
+        if (w->dev.max_alloc_bytes && arg->size > w->dev.max_alloc_bytes) {
+            ns_worker_fmt_bytes(a, sizeof a, arg->size);
+            ns_worker_fmt_bytes(b, sizeof b, w->dev.max_alloc_bytes);
+            snprintf(err, errlen,
+                     "arg %" PRIu32 " (%s): a buffer of %s (%" PRIu64
+                     " bytes) is over the device's largest allocation, %s "
+                     "(%" PRIu64 " bytes)",
+                     i, arg->kind == NS_ARG_IN ? "in" : "out", a, arg->size, b,
+                     w->dev.max_alloc_bytes);
+            return NS_ERR_TOOBIG;
+        }
+    }
+    if (w->dev.global_mem_bytes && total > w->dev.global_mem_bytes) {
+        ns_worker_fmt_bytes(a, sizeof a, total);
+        ns_worker_fmt_bytes(b, sizeof b, w->dev.global_mem_bytes);
+        snprintf(err, errlen,
+                 "the job's buffers (%s) are over the device's global "
+                 "memory (%s)",
+                 a, b);
+        return NS_ERR_TOOBIG;
+    }
+    return NS_OK;
+}
+
+static void s_pump_write(ns_worker_t *w, uint64_t *budget);
+
+/* IDLE with a job waiting: check it against the device, start writing. */
+static void s_dispatch(ns_worker_t *w)
+{
+    char err[NS_WORKER_MAX_ERROR + 1];
+    int rc = s_check_device(w, &w->job, err, sizeof err);
+    if (rc != NS_OK) {
+        s_finish(w, rc, "%s", err);
+        return;
+    }
+    w->state = S_BUSY;
+    w->dispatched = true;
+    w->sent_all = false;
+    w->deadline_ms = ns_mono_ms() + w->o.timeout_ms;
+    uint64_t budget = NS_WORKER_IO_SLICE;
+    s_pump_write(w, &budget);
+}
+
+static void s_on_hello(ns_worker_t *w)
+{
+    ns_worker_hello_t h;
+    int rc = ns_worker_hello_read(w->head, w->head_len, &h);
+    int64_t status = h.status;
+    if (rc == NS_OK && h.type != NS_WORKER_MSG_HELLO) {
+        s_violation(w, "message type %" PRIu32 " before HELLO", h.type);
+        return;
+    }
+    if (rc != NS_OK) {
+        s_violation(w, "malformed HELLO: %s", ns_strerror(rc));
+        return;
+    }
+    if (h.protocol != NS_WORKER_PROTOCOL) {
+        s_violation(w, "protocol %" PRIu32 ", expected %d", h.protocol,
+                    NS_WORKER_PROTOCOL);
+        return;
+    }
+    if (!s_valid_status(status)) {
+        s_violation(w, "unknown status %" PRId64, status);
+        return;
+    }
+    if (status != NS_OK) {
+        char text[NS_WORKER_MAX_ERROR + 1];
+        s_sanitize(text, sizeof text, h.error, h.error_len);
+        ns_warn(NS_MOD_EXEC,
+                "event=worker_no_device device=%" PRIu32 " error=\"%s\"",
+                w->o.device_index, text);
+        int st;
+        s_reap(w, S_REAP_GRACE_MS, &st);
+        s_finish(w, (int)status, "%s",
+                 text[0] ? text : ns_strerror((int)status));
+        return;
+    }
+    w->dev = h.dev;
+    w->have_dev = true;
+    w->hello_ok = true;
+    w->state = S_IDLE;
+    ns_debug(NS_MOD_EXEC, "event=worker_ready pid=%ld device=\"%s\"",
+             (long)w->pid, h.dev.name);
+    if (w->pending && !w->dispatched)
+        s_dispatch(w);
+}
+
+static void s_on_result(ns_worker_t *w)
+{
+    bool had_started;
+    ns_worker_reply_t reply;
+    int rc = ns_worker_result_read(w->head, w->head_len, &reply);
+    int64_t status = reply.status;
+    const ns_timings_t t = reply.timings;
+    if (rc == NS_OK && reply.type != NS_WORKER_MSG_RESULT) {
+        s_violation(w, "message type %" PRIu32 " instead of RESULT",
+                    reply.type);
+        return;
+    }
+    if (rc != NS_OK) {
+        s_violation(w, "malformed RESULT: %s", ns_strerror(rc));
+        return;
+    }
+    if (!s_valid_status(status)) {
+        s_violation(w, "unknown status %" PRId64, status);
+        return;
+    }
+    if (t.build_us > S_MAX_TIMING_US || t.upload_us > S_MAX_TIMING_US ||
+        t.run_us > S_MAX_TIMING_US || t.download_us > S_MAX_TIMING_US) {
+        s_violation(w, "implausible timings");
+        return;
+    }
+
+    ns_worker_result_t *res = &w->res;
+    s_sanitize(res->error, sizeof res->error, reply.error, reply.error_len);
+    free(w->head);
+    w->head = NULL;
+    if (status != NS_OK) {
+        w->state = S_IDLE;
+        w->rphase = R_LEN;
+        s_finish_keep(w, (int)status);
+        return;
+    }
+    res->timings = t;
+    /* Output sizes come from our copy of the job, never from the worker. */
+    w->n_rseg = w->rseg_i = 0;
+    w->rseg_off = 0;
+    if (w->mode == NS_WORKER_MSG_RUN) {
+        for (uint32_t i = 0; i < w->job.n_args; i++) {
+            if (w->job.args[i].kind != NS_ARG_OUT)
+                continue;
+            uint64_t size = w->job.args[i].size;
+            res->outputs[i] = malloc(size ? size : 1);
+            if (!res->outputs[i])
+                goto nomem;
+            w->rseg[w->n_rseg].p = res->outputs[i];
+            w->rseg[w->n_rseg].len = size;
+            w->n_rseg++;
+        }
+    } else {
+        res->items = malloc(w->items_bytes ? w->items_bytes : 1);
+        if (!res->items)
+            goto nomem;
+        res->items_len = w->items_bytes;
+        w->rseg[0].p = res->items;
+        w->rseg[0].len = w->items_bytes;
+        w->n_rseg = 1;
+    }
+    w->rphase = R_DATA;
+    return;
+nomem:
+    had_started = w->hello_ok;
+    s_kill(w);
+    s_finish(w, NS_ERR_NOMEM, "out of memory receiving the job's outputs");
+    s_respawn(w, had_started);
+}
+
+static void s_on_head(ns_worker_t *w)
+{
+    if (w->state == S_STARTING)
+        s_on_hello(w);
+    else
+        s_on_result(w);
+    if (w->state != S_DEAD && w->rphase != R_DATA) {
+        free(w->head);
+        w->head = NULL;
+        w->rphase = R_LEN;
+        w->len_got = 0;
+    }
+}
+
+/* Bytes are welcome only while starting (HELLO) or once the request is
+ * fully written (RESULT). */
+static bool s_expecting(const ns_worker_t *w)
+{
+    return w->state == S_STARTING ||
+           (w->state == S_BUSY && w->pending && w->sent_all);
+}
+
+/* Step past filled output segments; true (and the job finished) when the
+ * last one is full. */
+static bool s_data_advance(ns_worker_t *w)
+{
+    while (w->rseg_i < w->n_rseg && w->rseg_off == w->rseg[w->rseg_i].len) {
+        w->rseg_i++;
+        w->rseg_off = 0;
+    }
+    if (w->rseg_i < w->n_rseg)
+        return false;
+    w->state = S_IDLE;
+    s_reader_reset(w);
+    s_finish_keep(w, NS_OK);
+    return true;
+}
+
+static void s_pump_read(ns_worker_t *w, uint64_t *budget)
+{
+    while (w->fd >= 0 && *budget > 0 && !w->res_ready) {
+        uint8_t *dst;
+        size_t want;
+        if (w->rphase == R_LEN) {
+            dst = w->lenbuf + w->len_got;
+            want = NS_WORKER_FRAME_LEN - w->len_got;
+        } else if (w->rphase == R_HEAD) {
+            dst = w->head + w->head_got;
+            want = w->head_len - w->head_got;
+        } else {
+            if (s_data_advance(w))
+                return;
+            s_rseg_t *s = &w->rseg[w->rseg_i];
+            dst = s->p + w->rseg_off;
+            uint64_t left = s->len - w->rseg_off;
+            want = (size_t)(left < *budget ? left : *budget);
+            if (want > NS_WORKER_IO_CHUNK)
+                want = NS_WORKER_IO_CHUNK;
+        }
+        ssize_t n = recv(w->fd, dst, want, MSG_DONTWAIT);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return;
+            s_on_death(w); /* ECONNRESET and friends */
+            return;
+        }
+        if (n == 0) {
+            s_on_death(w);
+            return;
+        }
+        if (!s_expecting(w)) {
+            s_violation(w, "%zd unsolicited bytes", n);
+            return;
+        }
+        *budget -= (uint64_t)n < *budget ? (uint64_t)n : *budget;
+        if (w->rphase == R_LEN) {
+            w->len_got += (size_t)n;
+            if (w->len_got < NS_WORKER_FRAME_LEN)
+                continue;
+            uint32_t len = ns_worker_frame_len(w->lenbuf);
+            if (len == 0 || len > NS_WORKER_MAX_REPLY) {
+                s_violation(w, "a frame of %" PRIu32 " bytes", len);
+                return;
+            }
+            w->head = malloc(len);
+            if (!w->head) {
+                s_violation(w, "no memory for a frame");
+                return;
+            }
+            w->head_len = len;
+            w->head_got = 0;
+            w->rphase = R_HEAD;
+        } else if (w->rphase == R_HEAD) {
+            w->head_got += (size_t)n;
+            if (w->head_got == w->head_len)
+                s_on_head(w);
+        } else {
+            w->rseg_off += (uint64_t)n;
+            if (s_data_advance(w))
+                return;
+        }
+    }
+}
+
+static void s_pump_write(ns_worker_t *w, uint64_t *budget)
+{
+    while (w->fd >= 0 && w->state == S_BUSY && !w->sent_all && *budget > 0) {
+        if (w->wseg_i == w->n_wseg) {
+            w->sent_all = true;
+            s_request_free(w);
+            return;
+        }
+        const s_wseg_t *s = &w->wseg[w->wseg_i];
+        uint64_t left = s->len - w->wseg_off;
+        size_t want = (size_t)(left < *budget ? left : *budget);
+        if (want > NS_WORKER_IO_CHUNK)
+            want = NS_WORKER_IO_CHUNK;
+        if (want == 0) {
+            w->wseg_i++;
+            w->wseg_off = 0;
+            continue;
+        }
+        ssize_t n =
+            send(w->fd, s->p + w->wseg_off, want, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return;
+            {
+                s_on_death(w); /* EPIPE: it died under us */
+                return;
+            }
+        }
+        *budget -= (uint64_t)n < *budget ? (uint64_t)n : *budget;
+        w->wseg_off += (uint64_t)n;
+        if (w->wseg_off == s->len) {
+            w->wseg_i++;
+            w->wseg_off = 0;
+        }
+    }
+}
+
+static void s_check_deadline(ns_worker_t *w)
+{
+    if (w->state != S_BUSY && w->state != S_STARTING)
+        return;
+    if (ns_mono_ms() < w->deadline_ms)
+        return;
+    if (w->state == S_BUSY) {
+        bool had_started = w->hello_ok;
+        ns_warn(NS_MOD_EXEC, "event=worker_timeout pid=%ld limit_ms=%" PRIu32,
+                (long)w->pid, w->o.timeout_ms);
+        s_kill(w);
+        w->stats.timeouts++;
+        s_finish(w, NS_ERR_TIMEOUT, "the job ran past its %" PRIu32 " ms limit",
+                 w->o.timeout_ms);
+        s_respawn(w, had_started);
+    } else {
+        ns_warn(NS_MOD_EXEC,
+                "event=worker_start_timeout pid=%ld limit_ms=%" PRIu32,
+                (long)w->pid, w->o.start_timeout_ms);
+        s_kill(w);
+        s_finish(w, NS_ERR_TIMEOUT,
+                 "the worker did not open OpenCL device %" PRIu32
+                 " within %" PRIu32 " ms",
+                 w->o.device_index, w->o.start_timeout_ms);
+    }
+}
+
+ns_worker_t *ns_worker_new(const ns_worker_opts_t *o, int *err)
+{
+    char msg[256];
+    ns_worker_t *w = calloc(1, sizeof *w);
+    int rc = NS_ERR_NOMEM;
+    if (!w)
+        goto fail;
+    w->pid = -1;
+    w->fd = -1;
+    w->state = S_DEAD;
+    w->o = *o;
+    if (w->o.timeout_ms == 0)
+        w->o.timeout_ms = NS_WORKER_DEFAULT_TIMEOUT_MS;
+    if (w->o.start_timeout_ms == 0)
+        w->o.start_timeout_ms = NS_WORKER_DEFAULT_START_MS;
+    if (w->o.max_source_bytes == 0)
+        w->o.max_source_bytes = NS_MAX_SOURCE;
+    rc = NS_ERR_INVAL;
+    if (w->o.max_source_bytes > NS_MAX_SOURCE)
+        goto fail;
+    rc = NS_ERR_NOMEM;
+    w->exe = strdup(o->exe ? o->exe : "/proc/self/exe");
+    if (!w->exe)
+        goto fail;
+    if (o->cache_dir && !(w->cache_dir = strdup(o->cache_dir)))
+        goto fail;
+    w->o.exe = w->exe;
+    w->o.cache_dir = w->cache_dir;
+    rc = s_spawn(w, msg, sizeof msg);
+    if (rc != NS_OK) {
+        ns_error(NS_MOD_EXEC, "event=worker_spawn_failed error=\"%s\"", msg);
+        goto fail;
+    }
+    return w;
+fail:
+    if (w) {
+        free(w->exe);
+        free(w->cache_dir);
+        free(w);
+    }
+    if (err)
+        *err = rc;
+    return NULL;
+}
+
+void ns_worker_result_release(ns_worker_result_t *res)
+{
+    if (!res)
+        return;
+    for (uint32_t i = 0; i < NS_MAX_ARGS; i++)
+        free(res->outputs[i]);
+    free(res->items);
+    memset(res, 0, sizeof *res);
+}
+
+void ns_worker_destroy(ns_worker_t **wp)
+{
+    if (!wp || !*wp)
+        return;
+    ns_worker_t *w = *wp;
+    int st;
+    if (w->state == S_IDLE)
+        s_reap(w, S_DESTROY_GRACE_MS, &st); /* EOF: it shuts down */
+    else
+        s_kill(w);
+    ns_worker_reaper_poll(&w->reaper, true);
+    s_request_free(w);
+    s_reader_reset(w);
+    ns_worker_result_release(&w->res);
+    free(w->exe);
+    free(w->cache_dir);
+    free(w);
+    *wp = NULL;
+}
+
+const ns_devinfo_t *ns_worker_device(const ns_worker_t *w)
+{
+    return w->have_dev ? &w->dev : NULL;
+}
+
+int ns_worker_fd(const ns_worker_t *w)
+{
+    return w->fd;
+}
+
+bool ns_worker_wants_write(const ns_worker_t *w)
+{
+    return w->fd >= 0 && w->state == S_BUSY && !w->sent_all;
+}
+
+int ns_worker_timeout_ms(const ns_worker_t *w)
+{
+    if (w->res_ready)
+        return 0;
+    if (w->state != S_BUSY && w->state != S_STARTING)
+        return -1;
+    uint64_t now = ns_mono_ms();
+    if (now >= w->deadline_ms)
+        return 0;
+    uint64_t left = w->deadline_ms - now;
+    return left > INT32_MAX ? INT32_MAX : (int)left;
+}
+
+bool ns_worker_busy(const ns_worker_t *w)
+{
+    return w->pending || w->res_ready;
+}
+
+void ns_worker_stats(const ns_worker_t *w, ns_worker_stats_t *out)
+{
+    *out = w->stats;
+}
+
+int ns_worker_submit(ns_worker_t *w, const ns_job_t *job,
+                     const ns_input_t *inputs, const uint64_t *items,
+                     uint32_t n, char *err, size_t errlen)
+{
+    char a[32], b[32];
+    int rc;
+
+    if (ns_worker_busy(w)) {
+        snprintf(err, errlen, "a job is already running in this worker");
+        return NS_ERR_STATE;
+    }
+    /* Size first: a huge source is refused before anything else looks at
+     * it, and before any process is started for it. */
+    if (job->source_len > w->o.max_source_bytes) {
+        ns_worker_fmt_bytes(a, sizeof a, job->source_len);
+        ns_worker_fmt_bytes(b, sizeof b, w->o.max_source_bytes);
+        snprintf(err, errlen, "kernel source of %s is over the %s limit", a, b);
+        return NS_ERR_TOOBIG;
+    }
+    rc = ns_job_validate(job, err, errlen);
+    if (rc != NS_OK)
+        return rc;
+    for (uint32_t i = 0; i < job->n_args; i++) {
+        if (job->args[i].kind != NS_ARG_IN)
+            continue;
+        if (!inputs || !inputs[i].data || inputs[i].len != job->args[i].size) {
+            snprintf(err, errlen,
+                     "arg %" PRIu32 " (in): %zu bytes of input data for a "
+                     "buffer of %" PRIu64 " bytes",
+                     i, inputs && inputs[i].data ? inputs[i].len : 0,
+                     job->args[i].size);
+            return NS_ERR_INVAL;
+        }
+    }
+    uint64_t n_items = ns_job_items(job);
+    if (items) {
+        if (n == 0 || n > NS_WORKER_MAX_ITEMS) {
+            snprintf(err, errlen, "%" PRIu32 " items to re-run: must be 1..%d",
+                     n, NS_WORKER_MAX_ITEMS);
+            return NS_ERR_INVAL;
+        }
+        for (uint32_t i = 0; i < n; i++) {
+            if (items[i] >= n_items) {
+                snprintf(err, errlen,
+                         "item %" PRIu64
+                         " is out of range (the job has %" PRIu64 " items)",
+                         items[i], n_items);
+                return NS_ERR_INVAL;
+            }
+        }
+    } else if (n != 0) {
+        snprintf(err, errlen, "%" PRIu32 " items given without a list", n);
+        return NS_ERR_INVAL;
+    }
+    rc = s_check_device(w, job, err, errlen);
+    if (rc != NS_OK)
+        return rc;
+
+    /* The request frame: head, then the IN buffers raw. */
+    bool verified = true; /* all inputs already hashed by the caller */
+    for (uint32_t i = 0; i < job->n_args; i++)
+        if (job->args[i].kind == NS_ARG_IN && !inputs[i].verified)
+            verified = false;
+    if (ns_worker_request_pack(&w->req, job, items, n, verified) != NS_OK) {
+        s_request_free(w);
+        snprintf(err, errlen, "the job descriptor is over %d bytes",
+                 NS_WORKER_MAX_REQUEST);
+        return NS_ERR_TOOBIG;
+    }
+    w->req_live = true;
+    w->n_wseg = 0;
+    w->wseg[w->n_wseg].p = (const uint8_t *)w->req.data;
+    w->wseg[w->n_wseg++].len = w->req.size;
+    for (uint32_t i = 0; i < job->n_args; i++) {
+        if (job->args[i].kind != NS_ARG_IN)
+            continue;
+        w->wseg[w->n_wseg].p = inputs[i].data;
+        w->wseg[w->n_wseg++].len = job->args[i].size;
+    }
+    w->wseg_i = 0;
+    w->wseg_off = 0;
+
+    if (w->state == S_DEAD) {
+        rc = s_spawn(w, err, errlen);
+        if (rc != NS_OK) {
+            s_request_free(w);
+            return rc;
+        }
+    }
+    w->job = *job;
+    w->job.source = NULL; /* a shallow copy: never freed, never read */
+    w->mode = items ? NS_WORKER_MSG_ITEMS : NS_WORKER_MSG_RUN;
+    w->items_bytes = items ? (uint64_t)n * ns_job_item_bytes(job) : 0;
+    memset(&w->res, 0, sizeof w->res);
+    w->pending = true;
+    w->dispatched = false;
+    w->sent_all = false;
+    w->submit_us = ns_mono_us();
+    if (w->state == S_IDLE)
+        s_dispatch(w);
+    return NS_OK;
+}
+
+int ns_worker_collect(ns_worker_t *w, ns_worker_result_t *res)
+{
+    uint64_t budget = NS_WORKER_IO_SLICE;
+    if (w->reaper.n)
+        ns_worker_reaper_poll(&w->reaper, false);
+    if (w->fd >= 0 && !w->res_ready) {
+        s_pump_write(w, &budget);
+        s_pump_read(w, &budget);
+    }
+    if (!w->res_ready)
+        s_check_deadline(w);
+    if (!w->res_ready)
+        return 0;
+    *res = w->res;
+    memset(&w->res, 0, sizeof w->res);
+    w->res_ready = false;
+    return 1;
+}
+
+void ns_worker_cancel(ns_worker_t *w)
+{
+    if (w->pending && w->dispatched) {
+        bool had_started = w->hello_ok;
+        s_kill(w);
+        s_respawn(w, had_started);
+    }
+    w->pending = false;
+    w->dispatched = false;
+    w->sent_all = false;
+    s_request_free(w);
+    ns_worker_result_release(&w->res);
+    w->res_ready = false;
+}

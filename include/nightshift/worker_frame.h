@@ -1,0 +1,139 @@
+/* worker_frame.h - the frames between the sandbox worker and its
+ * supervisor (exec layer): message kinds, caps, and the one codec of each
+ * message, shared by exec/worker_supervisor.c and exec/worker_child.c.
+ *
+ * Over an AF_UNIX stream socketpair (docs/ARCHITECTURE.md, "The sandbox
+ * worker"), every message is a frame: a u32 big-endian length (1 .. the
+ * cap of that message) and a msgpack head; bulk data follows the head
+ * raw, with sizes both sides compute from the job descriptor, never from a
+ * length the peer sends.
+ *   worker -> supervisor, once, first:
+ *     HELLO  [1, protocol, status, error (bin), devinfo]
+ *            status != 0: the device could not be opened; the worker exits
+ *   supervisor -> worker, one at a time:
+ *     RUN    [2, job (ns_job_pack), [], verified]     then every IN
+ *     ITEMS  [3, job, [item, ...], verified]          buffer raw, in
+ *            argument order; verified: the caller set ns_input_t.verified
+ *            on every input, so the runner skips hashing them
+ *   worker -> supervisor, one per request:
+ *     RESULT [4, status, error (bin), [build_us, upload_us, run_us,
+ *            download_us, cache_hit]]
+ *            status 0: then raw output: RUN every OUT buffer in argument
+ *            order; ITEMS n * ns_job_item_bytes(job) bytes
+ *
+ * The readers check shape only (exact types and counts, caps on the error
+ * text and the item list); what a value means (the protocol number, a
+ * known status, plausible timings) is the receiving side's to judge.
+ */
+#ifndef NIGHTSHIFT_WORKER_FRAME_H
+#define NIGHTSHIFT_WORKER_FRAME_H
+
+#include "nightshift/devinfo.h"
+#include "nightshift/err.h"
+#include "nightshift/job.h"
+#include "nightshift/runner.h"
+
+#include <msgpack.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define NS_WORKER_PROTOCOL 1 /* second element of HELLO */
+
+#define NS_WORKER_MSG_HELLO 1
+#define NS_WORKER_MSG_RUN 2
+#define NS_WORKER_MSG_ITEMS 3
+#define NS_WORKER_MSG_RESULT 4
+
+#define NS_WORKER_FRAME_LEN 4 /* bytes of the big-endian length prefix */
+#define NS_WORKER_IO_CHUNK (1u << 30) /* bytes per read/write system call */
+#define NS_WORKER_MAX_ERROR 2048 /* error text in HELLO and RESULT, bytes */
+#define NS_WORKER_MAX_ITEMS NS_MAX_CHECKS /* items in one ITEMS request */
+/* Request head: the descriptor, up to 4096 items of 9 bytes, framing. */
+#define NS_WORKER_MAX_REQUEST (NS_MAX_JOB_MSG + 9 * NS_WORKER_MAX_ITEMS + 64)
+/* HELLO and RESULT heads: error text, a devinfo or timings, framing. */
+#define NS_WORKER_MAX_REPLY (NS_WORKER_MAX_ERROR + 1024)
+
+/* The head length in a frame's 4-byte prefix (not checked against a cap:
+ * the reader knows which message, and so which cap, it expects). */
+uint32_t ns_worker_frame_len(const uint8_t prefix[NS_WORKER_FRAME_LEN]);
+
+/* ---- HELLO -------------------------------------------------------------- */
+
+typedef struct {
+    uint32_t type;        /* NS_WORKER_MSG_HELLO in a well-formed one */
+    uint32_t protocol;    /* NS_WORKER_PROTOCOL */
+    int64_t status;       /* NS_OK, or why the device did not open */
+    const uint8_t *error; /* error text, borrowed from the head; not
+                             NUL-terminated, at most NS_WORKER_MAX_ERROR */
+    size_t error_len;
+    ns_devinfo_t dev; /* the device (zero when status != NS_OK) */
+} ns_worker_hello_t;
+
+/* The whole HELLO frame (prefix and head) into sb, which this initialises
+ * and the caller destroys. error is cut at NS_WORKER_MAX_ERROR bytes. */
+void ns_worker_hello_pack(msgpack_sbuffer *sb, int status, const char *error,
+                          const ns_devinfo_t *dev);
+
+/* Read a head of len bytes (the prefix stripped) into *h, which borrows
+ * from head. Errors of ns_mpr_end (NS_ERR_TYPE, NS_ERR_TRUNCATED,
+ * NS_ERR_TOOBIG, NS_ERR_TRAILING...); h->type is filled when the head
+ * starts right even if the rest fails. */
+int ns_worker_hello_read(const uint8_t *head, size_t len,
+                         ns_worker_hello_t *h) NS_MUST_CHECK;
+
+/* ---- RUN and ITEMS ------------------------------------------------------ */
+
+/* The whole request frame for job into sb (initialised here; the caller
+ * destroys it on NS_OK): RUN when items is NULL, else ITEMS with items[0..n)
+ * (the caller has checked n and each item). On NS_ERR_TOOBIG (a head over
+ * NS_WORKER_MAX_REQUEST, or no memory for it) sb is already destroyed. */
+int ns_worker_request_pack(msgpack_sbuffer *sb, const ns_job_t *job,
+                           const uint64_t *items, uint32_t n,
+                           bool verified) NS_MUST_CHECK;
+
+typedef struct {
+    uint32_t type;    /* NS_WORKER_MSG_RUN or NS_WORKER_MSG_ITEMS */
+    ns_job_t job;     /* validated (ns_job_read); ns_job_init'ed first */
+    uint64_t *items;  /* malloc'd, n_items entries; NULL when none */
+    uint32_t n_items; /* at most NS_WORKER_MAX_ITEMS */
+    bool verified;    /* the inputs are known to match their hashes */
+} ns_worker_request_t;
+
+/* Read a request head of len bytes into *q. The caller has ns_job_init'ed
+ * q->job and releases it and frees q->items whatever this returns.
+ * NS_ERR_MSGTYPE for another kind, NS_ERR_INVAL for a job that fails
+ * ns_job_read (err says why), NS_ERR_NOMEM, the errors of ns_mpr_end. */
+int ns_worker_request_read(const uint8_t *head, size_t len,
+                           ns_worker_request_t *q, char *err,
+                           size_t errlen) NS_MUST_CHECK;
+
+/* ---- RESULT ------------------------------------------------------------- */
+
+typedef struct {
+    uint32_t type;        /* NS_WORKER_MSG_RESULT in a well-formed one */
+    int64_t status;       /* NS_OK or the job's error */
+    const uint8_t *error; /* borrowed from the head, not NUL-terminated */
+    size_t error_len;     /* at most NS_WORKER_MAX_ERROR */
+    ns_timings_t timings;
+} ns_worker_reply_t;
+
+/* The whole RESULT frame into sb (initialised here, the caller destroys
+ * it). error is cut at NS_WORKER_MAX_ERROR bytes. */
+void ns_worker_result_pack(msgpack_sbuffer *sb, int status, const char *error,
+                           const ns_timings_t *t);
+
+/* Read a RESULT head into *r (borrows from head), as ns_worker_hello_read
+ * does. */
+int ns_worker_result_read(const uint8_t *head, size_t len,
+                          ns_worker_reply_t *r) NS_MUST_CHECK;
+
+/* ---- text both ends put in error lines ---------------------------------- */
+
+/* "8.0 GiB", "512.0 MiB", "12 bytes" into out[cap]. */
+void ns_worker_fmt_bytes(char *out, size_t cap, uint64_t bytes);
+
+/* "run" or "items" for a request kind. Static text. */
+const char *ns_worker_mode_name(int type);
+
+#endif
