@@ -207,5 +207,11 @@ int ns_p2p_sign(ns_p2p_t *p, uint8_t type, const uint8_t *body, size_t len,
 /* Count a drop and log it at most a few times per link per minute. */
 void ns_p2p_drop(ns_p2p_t *p, ns_link_t *link, int reason,
                  const uint8_t *sender, const char *detail);
+/* Sign our heartbeat, remember it and gossip it. */
+void ns_p2p_send_heartbeat(ns_p2p_t *p);
+/* Receive and ingest one message from the ROUTER / from a peer's DEALER;
+ * false when there was none. */
+bool ns_p2p_recv_router(ns_p2p_t *p);
+bool ns_p2p_recv_dealer(ns_p2p_t *p, void *dealer);
 
 #endif
