@@ -1,4 +1,5 @@
-/* p2p.c - message ingest, the built-in p2p message types and receiving. */
+/* p2p.c - message ingest, the built-in p2p message types, receiving, and
+ * what the p2p runs on its loop (loop.h). */
 #include "p2p_internal.h"
 
 #include "nightshift/util.h"
@@ -18,6 +19,9 @@ struct ns_p2p_src {
     ns_peer_t *peer; /* set when it came on our DEALER to this peer */
 };
 typedef struct ns_p2p_src s_src_t;
+
+static void s_on_zap(void *user, void *socket);
+static void s_on_router(void *user, void *socket);
 
 /* ---- construction ------------------------------------------------------ */
 
@@ -49,11 +53,21 @@ ns_p2p_t *ns_p2p_new(const ns_p2p_opts_t *opts, int *err)
     ns_buf_init(&p->scratch);
     ns_buf_init(&p->body);
 
+    rc = NS_ERR_NOMEM;
+    p->loop =
+        ns_loop_new(S_OWN_SOCKETS + NS_P2P_MAX_SOCKETS + p->cfg->max_peers,
+                    S_OWN_TIMERS + NS_P2P_MAX_TIMERS);
+    if (!p->loop)
+        goto fail;
     p->ctx = zmq_ctx_new();
     rc = NS_ERR_ZMQ;
     if (!p->ctx)
         goto fail;
     if ((rc = ns_tr_bind(p)) != NS_OK)
+        goto fail;
+    /* The ZAP socket first: handshakes are answered before messages. */
+    if ((rc = ns_loop_add_socket(p->loop, p->zap, s_on_zap, p)) != NS_OK ||
+        (rc = ns_loop_add_socket(p->loop, p->router, s_on_router, p)) != NS_OK)
         goto fail;
 
     /* Advertise: configured, else the bound endpoint (a wildcard host is
@@ -107,6 +121,7 @@ void ns_p2p_destroy(ns_p2p_t **pp)
     }
     ns_tr_close(&p->router);
     ns_tr_close(&p->zap);
+    ns_loop_destroy(&p->loop);
     if (p->ctx)
         zmq_ctx_term(p->ctx);
     ns_seen_release(&p->seen);
@@ -141,6 +156,14 @@ int ns_p2p_register(ns_p2p_t *p, uint8_t type, bool gossiped, ns_p2p_msg_fn fn,
         return NS_ERR_EXISTS;
     ns_wire_register_type(type);
     p->handlers[type] = (ns_handler_t){fn, user, gossiped};
+    return NS_OK;
+}
+
+int ns_p2p_unregister(ns_p2p_t *p, uint8_t type)
+{
+    if (!p->handlers[type].fn)
+        return NS_ERR_NOTFOUND;
+    memset(&p->handlers[type], 0, sizeof p->handlers[type]);
     return NS_OK;
 }
 
@@ -188,7 +211,7 @@ int ns_p2p_publish(ns_p2p_t *p, uint8_t type, const uint8_t *body, size_t len)
     return rc;
 }
 
-void ns_p2p_send_heartbeat(ns_p2p_t *p)
+static void s_send_heartbeat(ns_p2p_t *p)
 {
     ns_hash_t id;
     p->my_hb.sent_us = ns_now_us();
@@ -599,7 +622,7 @@ static void s_drain_more(void *socket)
 }
 
 /* One message from the ROUTER: [routing id][payload]. false when empty. */
-bool ns_p2p_recv_router(ns_p2p_t *p)
+static bool s_recv_router(ns_p2p_t *p)
 {
     zmq_msg_t rid, payload;
     zmq_msg_init(&rid);
@@ -640,7 +663,7 @@ bool ns_p2p_recv_router(ns_p2p_t *p)
 }
 
 /* One message from a DEALER. false when empty. */
-bool ns_p2p_recv_dealer(ns_p2p_t *p, void *dealer)
+static bool s_recv_dealer(ns_p2p_t *p, void *dealer)
 {
     ns_peer_t *peer = NULL;
     for (uint32_t i = 0; i < p->n_peers; i++)
@@ -676,6 +699,150 @@ bool ns_p2p_recv_dealer(ns_p2p_t *p, void *dealer)
     }
     zmq_msg_close(&m);
     return true;
+}
+
+/* ---- on the loop ---------------------------------------------------------
+ */
+
+/* Bounded batches so one busy socket cannot starve the others. */
+static void s_on_router(void *user, void *socket)
+{
+    (void)socket;
+    for (int k = 0; k < S_ROUTER_BATCH && s_recv_router(user); k++)
+        ;
+}
+
+void ns_p2p_on_dealer(void *user, void *dealer)
+{
+    for (int k = 0; k < S_DEALER_BATCH && s_recv_dealer(user, dealer); k++)
+        ;
+}
+
+static void s_on_zap(void *user, void *socket)
+{
+    (void)socket;
+    ns_tr_handle_zap(user);
+}
+
+ns_loop_t *ns_p2p_loop(ns_p2p_t *p)
+{
+    return p->loop;
+}
+
+static bool s_own_socket(const ns_p2p_t *p, const void *socket)
+{
+    if (socket == p->router || socket == p->zap)
+        return true;
+    for (uint32_t i = 0; i < p->n_peers; i++)
+        if (p->peers[i].dealer == socket)
+            return true;
+    return false;
+}
+
+int ns_p2p_add_socket(ns_p2p_t *p, void *socket, ns_p2p_io_fn fn, void *user)
+{
+    uint32_t theirs = ns_loop_sockets(p->loop) - S_OWN_SOCKETS - p->n_peers;
+    if (theirs >= NS_P2P_MAX_SOCKETS)
+        return NS_ERR_TOOBIG;
+    return ns_loop_add_socket(p->loop, socket, fn, user);
+}
+
+int ns_p2p_remove_socket(ns_p2p_t *p, void *socket)
+{
+    if (s_own_socket(p, socket))
+        return NS_ERR_NOTFOUND;
+    return ns_loop_remove_socket(p->loop, socket);
+}
+
+static bool s_own_timer(const ns_p2p_t *p, uint32_t id)
+{
+    return id &&
+           (id == p->hb_timer || id == p->pull_timer || id == p->maint_timer);
+}
+
+int ns_p2p_timer_start(ns_p2p_t *p, uint32_t interval_ms, bool repeat,
+                       ns_p2p_timer_fn fn, void *user, uint32_t *id)
+{
+    uint32_t own = s_own_timer(p, p->hb_timer) + s_own_timer(p, p->pull_timer) +
+                   s_own_timer(p, p->maint_timer);
+    if (ns_loop_timers(p->loop) - own >= NS_P2P_MAX_TIMERS)
+        return NS_ERR_TOOBIG;
+    return ns_loop_timer_start(p->loop, interval_ms, repeat, fn, user, id);
+}
+
+int ns_p2p_add_timer(ns_p2p_t *p, uint32_t interval_ms, ns_p2p_timer_fn fn,
+                     void *user)
+{
+    return ns_p2p_timer_start(p, interval_ms, true, fn, user, NULL);
+}
+
+int ns_p2p_timer_cancel(ns_p2p_t *p, uint32_t id)
+{
+    if (s_own_timer(p, id))
+        return NS_ERR_NOTFOUND;
+    return ns_loop_timer_cancel(p->loop, id);
+}
+
+/* A one-shot timer that starts the next one: the first is jittered (see
+ * ns_p2p_run), the later ones a whole interval apart. */
+static void s_on_heartbeat_timer(void *user, uint64_t now_ms)
+{
+    (void)now_ms;
+    ns_p2p_t *p = user;
+    s_send_heartbeat(p);
+    p->hb_timer = 0;
+    if (ns_loop_timer_start(p->loop, p->cfg->heartbeat_interval_ms, false,
+                            s_on_heartbeat_timer, p, &p->hb_timer) != NS_OK)
+        ns_warn(NS_MOD_NET, "event=heartbeat_timer_failed");
+}
+
+static void s_on_pull_timer(void *user, uint64_t now_ms)
+{
+    (void)now_ms;
+    ns_gossip_send_pull(user);
+}
+
+static void s_on_maintain_timer(void *user, uint64_t now_ms)
+{
+    ns_p2p_t *p = user;
+    ns_peers_maintain(p, now_ms);
+    ns_seen_expire(&p->seen, now_ms, p->cfg->seen_ttl_ms, S_PULL_WINDOW_MS);
+}
+
+static void s_cancel_own_timers(ns_p2p_t *p)
+{
+    uint32_t *ids[] = {&p->hb_timer, &p->pull_timer, &p->maint_timer};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        if (*ids[i])
+            (void)ns_loop_timer_cancel(p->loop, *ids[i]);
+        *ids[i] = 0;
+    }
+}
+
+int ns_p2p_run(ns_p2p_t *p, volatile sig_atomic_t *stop)
+{
+    if (p->running)
+        return NS_ERR_STATE;
+    p->running = true;
+    uint32_t hb_ms = p->cfg->heartbeat_interval_ms;
+    /* A first heartbeat at once, so the HELLOs to the bootstrap peers carry
+     * it and they see us live without waiting a whole interval; later ones
+     * are jittered so nodes started together spread out. */
+    s_send_heartbeat(p);
+    int rc = ns_loop_timer_start(p->loop, hb_ms - ns_rand_below(hb_ms / 4 + 1),
+                                 false, s_on_heartbeat_timer, p, &p->hb_timer);
+    if (rc == NS_OK)
+        rc = ns_loop_timer_start(p->loop, p->cfg->pull_interval_ms, true,
+                                 s_on_pull_timer, p, &p->pull_timer);
+    if (rc == NS_OK)
+        rc = ns_loop_timer_start(p->loop, S_MAINTAIN_MS, true,
+                                 s_on_maintain_timer, p, &p->maint_timer);
+    ns_peers_maintain(p, ns_mono_ms()); /* dial bootstrap peers */
+    if (rc == NS_OK)
+        rc = ns_loop_run(p->loop, stop);
+    s_cancel_own_timers(p);
+    p->running = false;
+    return rc;
 }
 
 /* ---- documents for the control socket ---------------------------------- */

@@ -282,6 +282,111 @@ TEST(bind_in_use)
     s_teardown(&f);
 }
 
+/* ---- the p2p on its loop ------------------------------------------------ */
+
+static void s_on_any_socket(void *user, void *socket)
+{
+    (void)user;
+    (void)socket;
+}
+
+static void s_on_stop_p2p(void *user, uint64_t now)
+{
+    (void)now;
+    ns_loop_stop(ns_p2p_loop(user));
+}
+
+static void s_on_count(void *user, uint64_t now)
+{
+    (void)now;
+    (*(int *)user)++;
+}
+
+static int s_on_msg(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
+{
+    (void)user;
+    (void)env;
+    (void)src;
+    return NS_OK;
+}
+
+TEST(loop_sockets_timers_handlers)
+{
+    s_fix_t f;
+    s_setup(&f, 100);
+    if (!f.p)
+        return;
+    /* the upper layers' share of sockets, and the p2p's own are not
+     * theirs to remove */
+    void *ctx = ns_p2p_zmq_context(f.p);
+    void *socks[NS_P2P_MAX_SOCKETS + 1];
+    for (int i = 0; i <= NS_P2P_MAX_SOCKETS; i++) {
+        socks[i] = zmq_socket(ctx, ZMQ_PAIR);
+        int linger = 0;
+        zmq_setsockopt(socks[i], ZMQ_LINGER, &linger, sizeof linger);
+    }
+    for (int i = 0; i < NS_P2P_MAX_SOCKETS; i++)
+        CHECK_RC(ns_p2p_add_socket(f.p, socks[i], s_on_any_socket, NULL),
+                 NS_OK);
+    CHECK_RC(ns_p2p_add_socket(f.p, socks[NS_P2P_MAX_SOCKETS], s_on_any_socket,
+                               NULL),
+             NS_ERR_TOOBIG);
+    CHECK_RC(ns_p2p_remove_socket(f.p, socks[0]), NS_OK);
+    CHECK_RC(ns_p2p_remove_socket(f.p, socks[0]), NS_ERR_NOTFOUND);
+    CHECK_RC(ns_p2p_add_socket(f.p, socks[NS_P2P_MAX_SOCKETS], s_on_any_socket,
+                               NULL),
+             NS_OK);
+    CHECK_RC(ns_p2p_remove_socket(f.p, f.p->router), NS_ERR_NOTFOUND);
+    CHECK_RC(ns_p2p_remove_socket(f.p, f.p->zap), NS_ERR_NOTFOUND);
+    for (int i = 1; i <= NS_P2P_MAX_SOCKETS; i++)
+        CHECK_RC(ns_p2p_remove_socket(f.p, socks[i]), NS_OK);
+    for (int i = 0; i <= NS_P2P_MAX_SOCKETS; i++)
+        zmq_close(socks[i]);
+
+    /* timers: the share, cancel, and a run that a timer stops */
+    uint32_t ids[NS_P2P_MAX_TIMERS];
+    int count = 0;
+    for (int i = 0; i < NS_P2P_MAX_TIMERS; i++)
+        CHECK_RC(
+            ns_p2p_timer_start(f.p, 100000, true, s_on_count, &count, &ids[i]),
+            NS_OK);
+    CHECK_RC(ns_p2p_add_timer(f.p, 100000, s_on_count, &count), NS_ERR_TOOBIG);
+    for (int i = 0; i < NS_P2P_MAX_TIMERS; i++)
+        CHECK_RC(ns_p2p_timer_cancel(f.p, ids[i]), NS_OK);
+    CHECK_RC(ns_p2p_timer_cancel(f.p, ids[0]), NS_ERR_NOTFOUND);
+    CHECK_RC(ns_p2p_add_timer(f.p, 0, s_on_count, &count), NS_ERR_INVAL);
+    CHECK_RC(ns_p2p_add_timer(f.p, 5, s_on_count, &count), NS_OK);
+    CHECK_RC(ns_p2p_timer_start(f.p, 60, false, s_on_stop_p2p, f.p, NULL),
+             NS_OK);
+    volatile sig_atomic_t stop = 0;
+    CHECK_RC(ns_p2p_run(f.p, &stop), NS_OK);
+    CHECK(count >= 3);
+    /* the p2p's own timers are gone after the run: only ours is left */
+    CHECK_EQ_INT(ns_loop_timers(ns_p2p_loop(f.p)), 1);
+
+    /* handlers: a registered type is known, an unregistered one not */
+    ns_buf_t m;
+    ns_buf_init(&m);
+    CHECK_RC(ns_p2p_register(f.p, 150, false, s_on_msg, NULL), NS_OK);
+    CHECK_RC(ns_p2p_register(f.p, 150, false, s_on_msg, NULL), NS_ERR_EXISTS);
+    CHECK_RC(ns_p2p_register(f.p, NS_MSG_PULL, false, s_on_msg, NULL),
+             NS_ERR_EXISTS);
+    CHECK_RC(ns_envelope_encode(f.other, 150, ns_now_ms(), (const uint8_t *)"x",
+                                1, &m, NULL),
+             NS_OK);
+    CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_OK);
+    CHECK_RC(ns_p2p_unregister(f.p, 150), NS_OK);
+    CHECK_RC(ns_p2p_unregister(f.p, 150), NS_ERR_NOTFOUND);
+    CHECK_RC(ns_p2p_unregister(f.p, NS_MSG_HELLO), NS_ERR_NOTFOUND);
+    CHECK_RC(ns_envelope_encode(f.other, 150, ns_now_ms() + 1,
+                                (const uint8_t *)"x", 1, &m, NULL),
+             NS_OK);
+    CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_ERR_MSGTYPE);
+    CHECK_RC(ns_p2p_register(f.p, 150, true, s_on_msg, NULL), NS_OK);
+    ns_buf_release(&m);
+    s_teardown(&f);
+}
+
 int main(void)
 {
     if (sodium_init() < 0)
@@ -293,5 +398,6 @@ int main(void)
     RUN(ingest_verdicts);
     RUN(ingest_rate_limit);
     RUN(bind_in_use);
+    RUN(loop_sockets_timers_handlers);
     return ns_test_finish("p2p");
 }
