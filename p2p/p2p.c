@@ -49,6 +49,7 @@ ns_p2p_t *ns_p2p_new(const ns_p2p_opts_t *opts, int *err)
         goto fail;
     if ((rc = ns_seen_init(&p->seen, S_SEEN_CAP)) != NS_OK)
         goto fail;
+    ns_wire_types_init(&p->types);
     ns_buf_init(&p->last_hb);
     ns_buf_init(&p->scratch);
     ns_buf_init(&p->body);
@@ -154,7 +155,7 @@ int ns_p2p_register(ns_p2p_t *p, uint8_t type, bool gossiped, ns_p2p_msg_fn fn,
 {
     if (type <= NS_MSG_PULL || p->handlers[type].fn)
         return NS_ERR_EXISTS;
-    ns_wire_register_type(type);
+    ns_wire_types_add(&p->types, type);
     p->handlers[type] = (ns_handler_t){fn, user, gossiped};
     return NS_OK;
 }
@@ -164,6 +165,7 @@ int ns_p2p_unregister(ns_p2p_t *p, uint8_t type)
     if (!p->handlers[type].fn)
         return NS_ERR_NOTFOUND;
     memset(&p->handlers[type], 0, sizeof p->handlers[type]);
+    ns_wire_types_remove(&p->types, type);
     return NS_OK;
 }
 
@@ -532,7 +534,7 @@ static int s_ingest(ns_p2p_t *p, s_src_t *src, const uint8_t *buf, size_t len)
             return NS_ERR_RATE;
         }
     }
-    int rc = ns_envelope_decode(buf, len, &env);
+    int rc = ns_envelope_decode(buf, len, &p->types, &env);
     if (rc != NS_OK) {
         ns_p2p_drop(p, src->link, rc, NULL, "envelope");
         return rc;

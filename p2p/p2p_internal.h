@@ -130,6 +130,7 @@ struct ns_p2p {
 
     ns_seen_t seen;
     ns_handler_t handlers[256];
+    ns_wire_types_t types; /* built-in types + those with a handler */
 
     ns_heartbeat_t my_hb;     /* what we announce */
     ns_heartbeat_t *spare_hb; /* decode buffer reused across heartbeats */
