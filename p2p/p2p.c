@@ -10,14 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Where a message came from, and how to answer it. */
-struct ns_p2p_src {
-    ns_link_t *link;
-    const uint8_t *key; /* CURVE key of the connection */
-    const uint8_t *rid; /* ROUTER routing id, or NULL */
-    size_t rid_len;
-    ns_peer_t *peer; /* set when it came on our DEALER to this peer */
-};
 typedef struct ns_p2p_src s_src_t;
 
 static void s_on_zap(void *user, void *socket);
@@ -229,13 +221,16 @@ static void s_send_heartbeat(ns_p2p_t *p)
     ns_gossip_forward(p, p->last_hb.data, p->last_hb.len, NULL, NULL);
 }
 
-static void s_reply(ns_p2p_t *p, const s_src_t *src, const uint8_t *buf,
-                    size_t len)
+/* Over the connection it came on; a message fed by ns_p2p_ingest has
+ * none. */
+static int s_reply(ns_p2p_t *p, const s_src_t *src, const uint8_t *buf,
+                   size_t len)
 {
     if (src->rid)
-        ns_tr_reply(p, src->rid, src->rid_len, buf, len);
-    else if (src->peer)
-        ns_tr_send(p, src->peer->dealer, buf, len);
+        return ns_tr_reply(p, src->rid, src->rid_len, buf, len);
+    if (src->peer)
+        return ns_tr_send(p, src->peer->dealer, buf, len);
+    return NS_ERR_NOTFOUND;
 }
 
 int ns_p2p_reply(ns_p2p_t *p, ns_p2p_src_t *src, uint8_t type,
@@ -249,10 +244,7 @@ int ns_p2p_reply(ns_p2p_t *p, ns_p2p_src_t *src, uint8_t type,
         bool alive = !src->peer;
         for (uint32_t i = 0; i < p->n_peers && !alive; i++)
             alive = &p->peers[i] == src->peer;
-        if (alive)
-            s_reply(p, src, msg.data, msg.len);
-        else
-            rc = NS_ERR_NOTFOUND;
+        rc = alive ? s_reply(p, src, msg.data, msg.len) : NS_ERR_NOTFOUND;
     }
     ns_buf_release(&msg);
     return rc;
@@ -267,8 +259,8 @@ int ns_p2p_send(ns_p2p_t *p, const uint8_t peer[NS_ID_BYTES], uint8_t type,
     ns_buf_t msg;
     ns_buf_init(&msg);
     int rc = ns_p2p_sign(p, type, body, len, &msg, NULL);
-    if (rc == NS_OK && !ns_tr_send(p, q->dealer, msg.data, msg.len))
-        rc = NS_ERR_IO;
+    if (rc == NS_OK)
+        rc = ns_tr_send(p, q->dealer, msg.data, msg.len);
     ns_buf_release(&msg);
     return rc;
 }
@@ -414,9 +406,9 @@ static int s_on_hello(ns_p2p_t *p, const ns_envelope_t *env, const s_src_t *src)
     if (ns_peers_encode(&reply, &p->body) == NS_OK &&
         ns_p2p_sign(p, NS_MSG_PEERS, p->body.data, p->body.len, &p->scratch,
                     NULL) == NS_OK)
-        s_reply(p, src, p->scratch.data, p->scratch.len);
+        (void)s_reply(p, src, p->scratch.data, p->scratch.len);
     if (p->last_hb.len)
-        s_reply(p, src, p->last_hb.data, p->last_hb.len);
+        (void)s_reply(p, src, p->last_hb.data, p->last_hb.len);
     return NS_OK;
 }
 

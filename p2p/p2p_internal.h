@@ -151,16 +151,27 @@ struct ns_p2p {
     ns_ratelimit_t global_log; /* warnings from links we cannot name */
 };
 
+/* Where a message came from, and how to answer it (ns_p2p_src_t). */
+struct ns_p2p_src {
+    ns_link_t *link;
+    const uint8_t *key; /* CURVE key of the connection */
+    const uint8_t *rid; /* ROUTER routing id, or NULL */
+    size_t rid_len;
+    ns_peer_t *peer; /* set when it came on our DEALER to this peer */
+};
+
 /* transport.c */
 int ns_tr_bind(ns_p2p_t *p) NS_MUST_CHECK;
 void *ns_tr_connect(ns_p2p_t *p, const uint8_t peer_curve_pk[32],
                     const char *endpoint);
 void ns_tr_close(void **socket);
-/* Send one frame on a DEALER; false if it would block or failed. */
-bool ns_tr_send(ns_p2p_t *p, void *dealer, const uint8_t *buf, size_t len);
-/* Reply on the ROUTER to a routing id. */
-bool ns_tr_reply(ns_p2p_t *p, const uint8_t *rid, size_t rid_len,
-                 const uint8_t *buf, size_t len);
+/* Send one frame on a DEALER, or reply on the ROUTER to a routing id,
+ * without waiting. NS_ERR_NOTFOUND when the ROUTER has no such connection
+ * (any more), NS_ERR_IO when the queue is full or the send failed; each
+ * failure is counted in stats.send_failed. */
+int ns_tr_send(ns_p2p_t *p, void *dealer, const uint8_t *buf, size_t len);
+int ns_tr_reply(ns_p2p_t *p, const uint8_t *rid, size_t rid_len,
+                const uint8_t *buf, size_t len);
 void ns_tr_handle_zap(ns_p2p_t *p);
 void ns_tr_ban(ns_p2p_t *p, const uint8_t key[32]);
 void ns_tr_ban_for(ns_p2p_t *p, const uint8_t key[32], uint64_t ms);

@@ -102,10 +102,10 @@ void ns_peers_send_hello(ns_p2p_t *p, ns_peer_t *peer)
         ns_p2p_sign(p, NS_MSG_HELLO, p->body.data, p->body.len, &p->scratch,
                     NULL) != NS_OK)
         return;
-    ns_tr_send(p, peer->dealer, p->scratch.data, p->scratch.len);
+    (void)ns_tr_send(p, peer->dealer, p->scratch.data, p->scratch.len);
     /* Our latest heartbeat too, so the peer sees us live at once. */
     if (p->last_hb.len)
-        ns_tr_send(p, peer->dealer, p->last_hb.data, p->last_hb.len);
+        (void)ns_tr_send(p, peer->dealer, p->last_hb.data, p->last_hb.len);
     peer->hello_ms = ns_mono_ms();
 }
 

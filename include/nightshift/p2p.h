@@ -107,12 +107,17 @@ typedef struct ns_p2p_src ns_p2p_src_t;
 typedef int (*ns_p2p_msg_fn)(void *user, const ns_envelope_t *env,
                              ns_p2p_src_t *src);
 
-/* Sign and send a direct message back over the connection it came from. */
+/* Sign and send a direct message back over the connection it came from,
+ * without waiting. NS_OK once the message is queued there;
+ * NS_ERR_NOTFOUND when that connection is gone (its peer was dropped, or
+ * the ROUTER no longer has the route) or there is none (a message fed
+ * with ns_p2p_ingest); NS_ERR_IO when its send queue is full or the send
+ * failed. Failed sends are counted in the status's send_failed. */
 int ns_p2p_reply(ns_p2p_t *p, ns_p2p_src_t *src, uint8_t type,
                  const uint8_t *body, size_t len) NS_MUST_CHECK;
 
 /* Sign and send a direct message to one peer of the table.
- * NS_ERR_NOTFOUND if it is not there. */
+ * NS_ERR_NOTFOUND if it is not there, NS_ERR_IO as for ns_p2p_reply. */
 int ns_p2p_send(ns_p2p_t *p, const uint8_t peer[NS_ID_BYTES], uint8_t type,
                 const uint8_t *body, size_t len) NS_MUST_CHECK;
 
