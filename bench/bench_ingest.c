@@ -68,6 +68,8 @@ int main(int argc, char **argv)
     hb.devices[0].type = NS_DEV_GPU;
     ns_buf_t body;
     ns_buf_init(&body);
+    ns_wire_types_t types;
+    ns_wire_types_init(&types);
     uint64_t t0 = ns_now_ms();
     size_t total_bytes = 0;
     for (uint32_t i = 0; i < n_msgs; i++) {
@@ -79,7 +81,8 @@ int main(int argc, char **argv)
         if (ns_heartbeat_encode(&hb, &body) != NS_OK ||
             ns_envelope_encode(senders[s], NS_MSG_HEARTBEAT, t0 + i / n_senders,
                                body.data, body.len, &msgs[i], NULL) != NS_OK ||
-            ns_envelope_decode(msgs[i].data, msgs[i].len, &envs[i]) != NS_OK)
+            ns_envelope_decode(msgs[i].data, msgs[i].len, &types, &envs[i]) !=
+                NS_OK)
             return 1;
         /* the exact bytes a verifier checks: domain || signed part */
         size_t dl = sizeof(NS_WIRE_DOMAIN) - 1;

@@ -6,23 +6,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- type registry ---------------------------------------------------- */
+/* ---- type table ---------------------------------------------------------- */
 
-static uint8_t s_known[256] = {
-    [NS_MSG_HELLO] = 1,
-    [NS_MSG_HEARTBEAT] = 1,
-    [NS_MSG_PEERS] = 1,
-    [NS_MSG_PULL] = 1,
-};
-
-bool ns_wire_type_known(uint32_t type)
+void ns_wire_types_init(ns_wire_types_t *types)
 {
-    return type < 256 && s_known[type];
+    memset(types, 0, sizeof *types);
+    for (uint8_t t = NS_MSG_HELLO; t <= NS_MSG_PULL; t++)
+        ns_wire_types_add(types, t);
 }
 
-void ns_wire_register_type(uint8_t type)
+void ns_wire_types_add(ns_wire_types_t *types, uint8_t type)
 {
-    s_known[type] = 1;
+    types->bits[type / 64] |= UINT64_C(1) << (type % 64);
+}
+
+void ns_wire_types_remove(ns_wire_types_t *types, uint8_t type)
+{
+    types->bits[type / 64] &= ~(UINT64_C(1) << (type % 64));
+}
+
+bool ns_wire_types_has(const ns_wire_types_t *types, uint32_t type)
+{
+    return type < 256 && (types->bits[type / 64] >> (type % 64) & 1);
 }
 
 const char *ns_wire_type_name(uint32_t type)
@@ -37,7 +42,7 @@ const char *ns_wire_type_name(uint32_t type)
     case NS_MSG_PULL:
         return "pull";
     default:
-        return ns_wire_type_known(type) ? "other" : "unknown";
+        return "other";
     }
 }
 
@@ -87,7 +92,8 @@ int ns_envelope_encode(const ns_identity_t *id, uint8_t type,
     return w.err;
 }
 
-int ns_envelope_decode(const uint8_t *buf, size_t len, ns_envelope_t *env)
+int ns_envelope_decode(const uint8_t *buf, size_t len,
+                       const ns_wire_types_t *types, ns_envelope_t *env)
 {
     memset(env, 0, sizeof *env);
     if (len > NS_MAX_MSG)
@@ -110,7 +116,7 @@ int ns_envelope_decode(const uint8_t *buf, size_t len, ns_envelope_t *env)
         return NS_ERR_TYPE;
     if (ns_mpr_uint(&r, &type) != NS_OK)
         return r.err;
-    if (!ns_wire_type_known(type > 255 ? 0 : (uint32_t)type))
+    if (type > 255 || !ns_wire_types_has(types, (uint32_t)type))
         return NS_ERR_MSGTYPE;
     ns_mpr_bin_exact(&r, env->sender, NS_ID_BYTES);
     ns_mpr_uint(&r, &env->timestamp_ms);

@@ -191,7 +191,7 @@ void ns_gossip_forward(ns_p2p_t *p, const uint8_t *buf, size_t len,
         uint32_t t = cand[i];
         cand[i] = cand[j];
         cand[j] = t;
-        if (ns_tr_send(p, p->peers[cand[i]].dealer, buf, len))
+        if (ns_tr_send(p, p->peers[cand[i]].dealer, buf, len) == NS_OK)
             p->stats.forwarded++;
     }
 }
@@ -227,7 +227,7 @@ void ns_gossip_send_pull(ns_p2p_t *p)
     if (ns_pull_encode(c.ids, c.n, &p->body) == NS_OK &&
         ns_p2p_sign(p, NS_MSG_PULL, p->body.data, p->body.len, &p->scratch,
                     NULL) == NS_OK)
-        ns_tr_send(p, peer->dealer, p->scratch.data, p->scratch.len);
+        (void)ns_tr_send(p, peer->dealer, p->scratch.data, p->scratch.len);
     free(c.ids);
 }
 
@@ -250,7 +250,7 @@ static bool s_answer(void *u, const ns_seen_entry_t *e)
     /* The ids were sorted by ns_gossip_answer_pull. */
     if (bsearch(e->id, a->pull->ids, a->pull->n, NS_HASH_BYTES, s_cmp_id))
         return true;
-    if (!ns_tr_reply(a->p, a->rid, a->rid_len, e->msg, e->len))
+    if (ns_tr_reply(a->p, a->rid, a->rid_len, e->msg, e->len) != NS_OK)
         return false;
     return ++a->sent < S_PULL_MAX_REPLY;
 }

@@ -1,5 +1,5 @@
-/* p2p.c - message ingest, the built-in p2p message types, timers and the
- * event loop. */
+/* p2p.c - message ingest, the built-in p2p message types, receiving, and
+ * what the p2p runs on its loop (loop.h). */
 #include "p2p_internal.h"
 
 #include "nightshift/util.h"
@@ -10,15 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Where a message came from, and how to answer it. */
-struct ns_p2p_src {
-    ns_link_t *link;
-    const uint8_t *key; /* CURVE key of the connection */
-    const uint8_t *rid; /* ROUTER routing id, or NULL */
-    size_t rid_len;
-    ns_peer_t *peer; /* set when it came on our DEALER to this peer */
-};
 typedef struct ns_p2p_src s_src_t;
+
+static void s_on_zap(void *user, void *socket);
+static void s_on_router(void *user, void *socket);
 
 /* ---- construction ------------------------------------------------------ */
 
@@ -46,15 +41,26 @@ ns_p2p_t *ns_p2p_new(const ns_p2p_opts_t *opts, int *err)
         goto fail;
     if ((rc = ns_seen_init(&p->seen, S_SEEN_CAP)) != NS_OK)
         goto fail;
+    ns_wire_types_init(&p->types);
     ns_buf_init(&p->last_hb);
     ns_buf_init(&p->scratch);
     ns_buf_init(&p->body);
 
+    rc = NS_ERR_NOMEM;
+    p->loop =
+        ns_loop_new(S_OWN_SOCKETS + NS_P2P_MAX_SOCKETS + p->cfg->max_peers,
+                    S_OWN_TIMERS + NS_P2P_MAX_TIMERS);
+    if (!p->loop)
+        goto fail;
     p->ctx = zmq_ctx_new();
     rc = NS_ERR_ZMQ;
     if (!p->ctx)
         goto fail;
     if ((rc = ns_tr_bind(p)) != NS_OK)
+        goto fail;
+    /* The ZAP socket first: handshakes are answered before messages. */
+    if ((rc = ns_loop_add_socket(p->loop, p->zap, s_on_zap, p)) != NS_OK ||
+        (rc = ns_loop_add_socket(p->loop, p->router, s_on_router, p)) != NS_OK)
         goto fail;
 
     /* Advertise: configured, else the bound endpoint (a wildcard host is
@@ -108,6 +114,7 @@ void ns_p2p_destroy(ns_p2p_t **pp)
     }
     ns_tr_close(&p->router);
     ns_tr_close(&p->zap);
+    ns_loop_destroy(&p->loop);
     if (p->ctx)
         zmq_ctx_term(p->ctx);
     ns_seen_release(&p->seen);
@@ -135,31 +142,22 @@ void *ns_p2p_zmq_context(ns_p2p_t *p)
     return p->ctx;
 }
 
-int ns_p2p_add_socket(ns_p2p_t *p, void *socket, ns_p2p_io_fn fn, void *user)
-{
-    if (p->n_extra >= S_MAX_EXTRA_SOCKETS)
-        return NS_ERR_TOOBIG;
-    p->extra[p->n_extra++] = (ns_extra_socket_t){socket, fn, user};
-    return NS_OK;
-}
-
-int ns_p2p_add_timer(ns_p2p_t *p, uint32_t interval_ms, ns_p2p_timer_fn fn,
-                     void *user)
-{
-    if (p->n_timers >= S_MAX_TIMERS || interval_ms == 0)
-        return NS_ERR_TOOBIG;
-    p->timers[p->n_timers++] =
-        (ns_timer_t){interval_ms, ns_mono_ms() + interval_ms, fn, user};
-    return NS_OK;
-}
-
 int ns_p2p_register(ns_p2p_t *p, uint8_t type, bool gossiped, ns_p2p_msg_fn fn,
                     void *user)
 {
     if (type <= NS_MSG_PULL || p->handlers[type].fn)
         return NS_ERR_EXISTS;
-    ns_wire_register_type(type);
+    ns_wire_types_add(&p->types, type);
     p->handlers[type] = (ns_handler_t){fn, user, gossiped};
+    return NS_OK;
+}
+
+int ns_p2p_unregister(ns_p2p_t *p, uint8_t type)
+{
+    if (!p->handlers[type].fn)
+        return NS_ERR_NOTFOUND;
+    memset(&p->handlers[type], 0, sizeof p->handlers[type]);
+    ns_wire_types_remove(&p->types, type);
     return NS_OK;
 }
 
@@ -223,13 +221,16 @@ static void s_send_heartbeat(ns_p2p_t *p)
     ns_gossip_forward(p, p->last_hb.data, p->last_hb.len, NULL, NULL);
 }
 
-static void s_reply(ns_p2p_t *p, const s_src_t *src, const uint8_t *buf,
-                    size_t len)
+/* Over the connection it came on; a message fed by ns_p2p_ingest has
+ * none. */
+static int s_reply(ns_p2p_t *p, const s_src_t *src, const uint8_t *buf,
+                   size_t len)
 {
     if (src->rid)
-        ns_tr_reply(p, src->rid, src->rid_len, buf, len);
-    else if (src->peer)
-        ns_tr_send(p, src->peer->dealer, buf, len);
+        return ns_tr_reply(p, src->rid, src->rid_len, buf, len);
+    if (src->peer)
+        return ns_tr_send(p, src->peer->dealer, buf, len);
+    return NS_ERR_NOTFOUND;
 }
 
 int ns_p2p_reply(ns_p2p_t *p, ns_p2p_src_t *src, uint8_t type,
@@ -243,10 +244,7 @@ int ns_p2p_reply(ns_p2p_t *p, ns_p2p_src_t *src, uint8_t type,
         bool alive = !src->peer;
         for (uint32_t i = 0; i < p->n_peers && !alive; i++)
             alive = &p->peers[i] == src->peer;
-        if (alive)
-            s_reply(p, src, msg.data, msg.len);
-        else
-            rc = NS_ERR_NOTFOUND;
+        rc = alive ? s_reply(p, src, msg.data, msg.len) : NS_ERR_NOTFOUND;
     }
     ns_buf_release(&msg);
     return rc;
@@ -261,8 +259,8 @@ int ns_p2p_send(ns_p2p_t *p, const uint8_t peer[NS_ID_BYTES], uint8_t type,
     ns_buf_t msg;
     ns_buf_init(&msg);
     int rc = ns_p2p_sign(p, type, body, len, &msg, NULL);
-    if (rc == NS_OK && !ns_tr_send(p, q->dealer, msg.data, msg.len))
-        rc = NS_ERR_IO;
+    if (rc == NS_OK)
+        rc = ns_tr_send(p, q->dealer, msg.data, msg.len);
     ns_buf_release(&msg);
     return rc;
 }
@@ -408,9 +406,9 @@ static int s_on_hello(ns_p2p_t *p, const ns_envelope_t *env, const s_src_t *src)
     if (ns_peers_encode(&reply, &p->body) == NS_OK &&
         ns_p2p_sign(p, NS_MSG_PEERS, p->body.data, p->body.len, &p->scratch,
                     NULL) == NS_OK)
-        s_reply(p, src, p->scratch.data, p->scratch.len);
+        (void)s_reply(p, src, p->scratch.data, p->scratch.len);
     if (p->last_hb.len)
-        s_reply(p, src, p->last_hb.data, p->last_hb.len);
+        (void)s_reply(p, src, p->last_hb.data, p->last_hb.len);
     return NS_OK;
 }
 
@@ -528,7 +526,7 @@ static int s_ingest(ns_p2p_t *p, s_src_t *src, const uint8_t *buf, size_t len)
             return NS_ERR_RATE;
         }
     }
-    int rc = ns_envelope_decode(buf, len, &env);
+    int rc = ns_envelope_decode(buf, len, &p->types, &env);
     if (rc != NS_OK) {
         ns_p2p_drop(p, src->link, rc, NULL, "envelope");
         return rc;
@@ -697,93 +695,147 @@ static bool s_recv_dealer(ns_p2p_t *p, void *dealer)
     return true;
 }
 
-/* ---- the loop --------------------------------------------------------------
+/* ---- on the loop ---------------------------------------------------------
  */
 
-static void s_maintain(ns_p2p_t *p, uint64_t now_ms)
+/* Bounded batches so one busy socket cannot starve the others. */
+static void s_on_router(void *user, void *socket)
 {
+    (void)socket;
+    for (int k = 0; k < S_ROUTER_BATCH && s_recv_router(user); k++)
+        ;
+}
+
+void ns_p2p_on_dealer(void *user, void *dealer)
+{
+    for (int k = 0; k < S_DEALER_BATCH && s_recv_dealer(user, dealer); k++)
+        ;
+}
+
+static void s_on_zap(void *user, void *socket)
+{
+    (void)socket;
+    ns_tr_handle_zap(user);
+}
+
+ns_loop_t *ns_p2p_loop(ns_p2p_t *p)
+{
+    return p->loop;
+}
+
+static bool s_own_socket(const ns_p2p_t *p, const void *socket)
+{
+    if (socket == p->router || socket == p->zap)
+        return true;
+    for (uint32_t i = 0; i < p->n_peers; i++)
+        if (p->peers[i].dealer == socket)
+            return true;
+    return false;
+}
+
+int ns_p2p_add_socket(ns_p2p_t *p, void *socket, ns_p2p_io_fn fn, void *user)
+{
+    uint32_t theirs = ns_loop_sockets(p->loop) - S_OWN_SOCKETS - p->n_peers;
+    if (theirs >= NS_P2P_MAX_SOCKETS)
+        return NS_ERR_TOOBIG;
+    return ns_loop_add_socket(p->loop, socket, fn, user);
+}
+
+int ns_p2p_remove_socket(ns_p2p_t *p, void *socket)
+{
+    if (s_own_socket(p, socket))
+        return NS_ERR_NOTFOUND;
+    return ns_loop_remove_socket(p->loop, socket);
+}
+
+static bool s_own_timer(const ns_p2p_t *p, uint32_t id)
+{
+    return id &&
+           (id == p->hb_timer || id == p->pull_timer || id == p->maint_timer);
+}
+
+int ns_p2p_timer_start(ns_p2p_t *p, uint32_t interval_ms, bool repeat,
+                       ns_p2p_timer_fn fn, void *user, uint32_t *id)
+{
+    uint32_t own = s_own_timer(p, p->hb_timer) + s_own_timer(p, p->pull_timer) +
+                   s_own_timer(p, p->maint_timer);
+    if (ns_loop_timers(p->loop) - own >= NS_P2P_MAX_TIMERS)
+        return NS_ERR_TOOBIG;
+    return ns_loop_timer_start(p->loop, interval_ms, repeat, fn, user, id);
+}
+
+int ns_p2p_add_timer(ns_p2p_t *p, uint32_t interval_ms, ns_p2p_timer_fn fn,
+                     void *user)
+{
+    return ns_p2p_timer_start(p, interval_ms, true, fn, user, NULL);
+}
+
+int ns_p2p_timer_cancel(ns_p2p_t *p, uint32_t id)
+{
+    if (s_own_timer(p, id))
+        return NS_ERR_NOTFOUND;
+    return ns_loop_timer_cancel(p->loop, id);
+}
+
+/* A one-shot timer that starts the next one: the first is jittered (see
+ * ns_p2p_run), the later ones a whole interval apart. */
+static void s_on_heartbeat_timer(void *user, uint64_t now_ms)
+{
+    (void)now_ms;
+    ns_p2p_t *p = user;
+    s_send_heartbeat(p);
+    p->hb_timer = 0;
+    if (ns_loop_timer_start(p->loop, p->cfg->heartbeat_interval_ms, false,
+                            s_on_heartbeat_timer, p, &p->hb_timer) != NS_OK)
+        ns_warn(NS_MOD_NET, "event=heartbeat_timer_failed");
+}
+
+static void s_on_pull_timer(void *user, uint64_t now_ms)
+{
+    (void)now_ms;
+    ns_gossip_send_pull(user);
+}
+
+static void s_on_maintain_timer(void *user, uint64_t now_ms)
+{
+    ns_p2p_t *p = user;
     ns_peers_maintain(p, now_ms);
     ns_seen_expire(&p->seen, now_ms, p->cfg->seen_ttl_ms, S_PULL_WINDOW_MS);
 }
 
+static void s_cancel_own_timers(ns_p2p_t *p)
+{
+    uint32_t *ids[] = {&p->hb_timer, &p->pull_timer, &p->maint_timer};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        if (*ids[i])
+            (void)ns_loop_timer_cancel(p->loop, *ids[i]);
+        *ids[i] = 0;
+    }
+}
+
 int ns_p2p_run(ns_p2p_t *p, volatile sig_atomic_t *stop)
 {
-    zmq_pollitem_t *items =
-        calloc(2 + S_MAX_EXTRA_SOCKETS + p->cfg->max_peers, sizeof *items);
-    if (!items)
-        return NS_ERR_NOMEM;
-    uint64_t now = ns_mono_ms();
+    if (p->running)
+        return NS_ERR_STATE;
+    p->running = true;
+    uint32_t hb_ms = p->cfg->heartbeat_interval_ms;
     /* A first heartbeat at once, so the HELLOs to the bootstrap peers carry
      * it and they see us live without waiting a whole interval; later ones
      * are jittered so nodes started together spread out. */
     s_send_heartbeat(p);
-    uint64_t next_hb = now + p->cfg->heartbeat_interval_ms -
-                       ns_rand_below(p->cfg->heartbeat_interval_ms / 4 + 1);
-    uint64_t next_pull = now + p->cfg->pull_interval_ms;
-    uint64_t next_maint = now + 1000;
-    ns_peers_maintain(p, now); /* dial bootstrap peers */
-    int rc = NS_OK;
-
-    while (!*stop) {
-        int n = 0;
-        items[n++] = (zmq_pollitem_t){p->router, 0, ZMQ_POLLIN, 0};
-        items[n++] = (zmq_pollitem_t){p->zap, 0, ZMQ_POLLIN, 0};
-        for (uint32_t i = 0; i < p->n_extra; i++)
-            items[n++] = (zmq_pollitem_t){p->extra[i].socket, 0, ZMQ_POLLIN, 0};
-        int first_dealer = n;
-        for (uint32_t i = 0; i < p->n_peers; i++)
-            items[n++] = (zmq_pollitem_t){p->peers[i].dealer, 0, ZMQ_POLLIN, 0};
-
-        now = ns_mono_ms();
-        uint64_t due = next_hb < next_pull ? next_hb : next_pull;
-        if (next_maint < due)
-            due = next_maint;
-        for (uint32_t i = 0; i < p->n_timers; i++)
-            if (p->timers[i].due_ms < due)
-                due = p->timers[i].due_ms;
-        long timeout = due > now ? (long)(due - now) : 0;
-
-        if (zmq_poll(items, n, timeout) < 0) {
-            if (zmq_errno() == EINTR)
-                continue;
-            rc = NS_ERR_ZMQ;
-            break;
-        }
-        if (items[1].revents & ZMQ_POLLIN)
-            ns_tr_handle_zap(p);
-        /* Bounded batches so one busy socket cannot starve the others. */
-        if (items[0].revents & ZMQ_POLLIN)
-            for (int k = 0; k < 256 && s_recv_router(p); k++)
-                ;
-        for (int i = first_dealer; i < n; i++)
-            if (items[i].revents & ZMQ_POLLIN)
-                for (int k = 0; k < 64 && s_recv_dealer(p, items[i].socket);
-                     k++)
-                    ;
-        for (uint32_t i = 0; i < p->n_extra; i++)
-            if (items[2 + i].revents & ZMQ_POLLIN)
-                p->extra[i].fn(p->extra[i].user, p->extra[i].socket);
-
-        now = ns_mono_ms();
-        if (now >= next_hb) {
-            s_send_heartbeat(p);
-            next_hb = now + p->cfg->heartbeat_interval_ms;
-        }
-        if (now >= next_pull) {
-            ns_gossip_send_pull(p);
-            next_pull = now + p->cfg->pull_interval_ms;
-        }
-        if (now >= next_maint) {
-            s_maintain(p, now);
-            next_maint = now + 1000;
-        }
-        for (uint32_t i = 0; i < p->n_timers; i++)
-            if (now >= p->timers[i].due_ms) {
-                p->timers[i].due_ms = now + p->timers[i].interval_ms;
-                p->timers[i].fn(p->timers[i].user, now);
-            }
-    }
-    free(items);
+    int rc = ns_loop_timer_start(p->loop, hb_ms - ns_rand_below(hb_ms / 4 + 1),
+                                 false, s_on_heartbeat_timer, p, &p->hb_timer);
+    if (rc == NS_OK)
+        rc = ns_loop_timer_start(p->loop, p->cfg->pull_interval_ms, true,
+                                 s_on_pull_timer, p, &p->pull_timer);
+    if (rc == NS_OK)
+        rc = ns_loop_timer_start(p->loop, S_MAINTAIN_MS, true,
+                                 s_on_maintain_timer, p, &p->maint_timer);
+    ns_peers_maintain(p, ns_mono_ms()); /* dial bootstrap peers */
+    if (rc == NS_OK)
+        rc = ns_loop_run(p->loop, stop);
+    s_cancel_own_timers(p);
+    p->running = false;
     return rc;
 }
 

@@ -7,9 +7,12 @@
 
 #include <zmq.h>
 
-#define S_MAX_LINKS 256       /* inbound connections tracked for limits */
-#define S_MAX_EXTRA_SOCKETS 8 /* sockets added by the layers above */
-#define S_MAX_TIMERS 16
+#define S_MAX_LINKS 256        /* inbound connections tracked for limits */
+#define S_OWN_SOCKETS 2        /* the ROUTER and the ZAP socket */
+#define S_OWN_TIMERS 3         /* heartbeat, pull, maintenance */
+#define S_MAINTAIN_MS 1000     /* peer expiry and seen-cache expiry */
+#define S_ROUTER_BATCH 256     /* messages read from the ROUTER per turn */
+#define S_DEALER_BATCH 64      /* and from each DEALER */
 #define S_LATENCY_RING 8192    /* heartbeat latency samples kept */
 #define S_SEEN_CAP 65536       /* message ids remembered (ring) */
 #define S_PULL_WINDOW_MS 30000 /* gossiped messages kept for pull repair */
@@ -94,19 +97,6 @@ typedef struct {
     bool gossiped;
 } ns_handler_t;
 
-typedef struct {
-    void *socket;
-    ns_p2p_io_fn fn;
-    void *user;
-} ns_extra_socket_t;
-
-typedef struct {
-    uint32_t interval_ms;
-    uint64_t due_ms; /* monotonic */
-    ns_p2p_timer_fn fn;
-    void *user;
-} ns_timer_t;
-
 struct ns_p2p {
     const ns_config_t *cfg;
     const ns_identity_t *identity;
@@ -124,6 +114,9 @@ struct ns_p2p {
     void *ctx;
     void *router;
     void *zap;
+    ns_loop_t *loop; /* polls router, zap, the DEALERs and upper layers */
+    uint32_t hb_timer, pull_timer, maint_timer; /* ids while running */
+    bool running;                               /* inside ns_p2p_run */
 
     ns_peer_t *peers; /* array of cfg->max_peers */
     uint32_t n_peers;
@@ -137,10 +130,7 @@ struct ns_p2p {
 
     ns_seen_t seen;
     ns_handler_t handlers[256];
-    ns_extra_socket_t extra[S_MAX_EXTRA_SOCKETS];
-    uint32_t n_extra;
-    ns_timer_t timers[S_MAX_TIMERS];
-    uint32_t n_timers;
+    ns_wire_types_t types; /* built-in types + those with a handler */
 
     ns_heartbeat_t my_hb;     /* what we announce */
     ns_heartbeat_t *spare_hb; /* decode buffer reused across heartbeats */
@@ -161,16 +151,27 @@ struct ns_p2p {
     ns_ratelimit_t global_log; /* warnings from links we cannot name */
 };
 
+/* Where a message came from, and how to answer it (ns_p2p_src_t). */
+struct ns_p2p_src {
+    ns_link_t *link;
+    const uint8_t *key; /* CURVE key of the connection */
+    const uint8_t *rid; /* ROUTER routing id, or NULL */
+    size_t rid_len;
+    ns_peer_t *peer; /* set when it came on our DEALER to this peer */
+};
+
 /* transport.c */
 int ns_tr_bind(ns_p2p_t *p) NS_MUST_CHECK;
 void *ns_tr_connect(ns_p2p_t *p, const uint8_t peer_curve_pk[32],
                     const char *endpoint);
 void ns_tr_close(void **socket);
-/* Send one frame on a DEALER; false if it would block or failed. */
-bool ns_tr_send(ns_p2p_t *p, void *dealer, const uint8_t *buf, size_t len);
-/* Reply on the ROUTER to a routing id. */
-bool ns_tr_reply(ns_p2p_t *p, const uint8_t *rid, size_t rid_len,
-                 const uint8_t *buf, size_t len);
+/* Send one frame on a DEALER, or reply on the ROUTER to a routing id,
+ * without waiting. NS_ERR_NOTFOUND when the ROUTER has no such connection
+ * (any more), NS_ERR_IO when the queue is full or the send failed; each
+ * failure is counted in stats.send_failed. */
+int ns_tr_send(ns_p2p_t *p, void *dealer, const uint8_t *buf, size_t len);
+int ns_tr_reply(ns_p2p_t *p, const uint8_t *rid, size_t rid_len,
+                const uint8_t *buf, size_t len);
 void ns_tr_handle_zap(ns_p2p_t *p);
 void ns_tr_ban(ns_p2p_t *p, const uint8_t key[32]);
 void ns_tr_ban_for(ns_p2p_t *p, const uint8_t key[32], uint64_t ms);
@@ -207,5 +208,9 @@ int ns_p2p_sign(ns_p2p_t *p, uint8_t type, const uint8_t *body, size_t len,
 /* Count a drop and log it at most a few times per link per minute. */
 void ns_p2p_drop(ns_p2p_t *p, ns_link_t *link, int reason,
                  const uint8_t *sender, const char *detail);
+/* Sign our heartbeat, remember it and gossip it. */
+void ns_p2p_send_heartbeat(ns_p2p_t *p);
+/* Loop handler of a peer's DEALER (user = the p2p). */
+void ns_p2p_on_dealer(void *user, void *dealer);
 
 #endif

@@ -45,6 +45,11 @@ ns_peer_t *ns_peers_add(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES],
     void *dealer = ns_tr_connect(p, curve, endpoint);
     if (!dealer)
         return NULL;
+    if (ns_loop_add_socket(p->loop, dealer, ns_p2p_on_dealer, p) != NS_OK) {
+        p->stats.table_full++; /* the loop's room was taken by others */
+        ns_tr_close(&dealer);
+        return NULL;
+    }
     ns_peer_t *peer = &p->peers[p->n_peers++];
     memset(peer, 0, sizeof *peer);
     memcpy(peer->id, id, NS_ID_BYTES);
@@ -76,6 +81,7 @@ void ns_peers_remove(ns_p2p_t *p, ns_peer_t *peer, const char *why)
     else
         ns_debug(NS_MOD_PEERS, "event=peer_dropped id=%s reason=%s", idtext,
                  why);
+    (void)ns_loop_remove_socket(p->loop, peer->dealer);
     ns_tr_close(&peer->dealer);
     free(peer->hb);
     size_t idx = (size_t)(peer - p->peers);
@@ -96,10 +102,10 @@ void ns_peers_send_hello(ns_p2p_t *p, ns_peer_t *peer)
         ns_p2p_sign(p, NS_MSG_HELLO, p->body.data, p->body.len, &p->scratch,
                     NULL) != NS_OK)
         return;
-    ns_tr_send(p, peer->dealer, p->scratch.data, p->scratch.len);
+    (void)ns_tr_send(p, peer->dealer, p->scratch.data, p->scratch.len);
     /* Our latest heartbeat too, so the peer sees us live at once. */
     if (p->last_hb.len)
-        ns_tr_send(p, peer->dealer, p->last_hb.data, p->last_hb.len);
+        (void)ns_tr_send(p, peer->dealer, p->last_hb.data, p->last_hb.len);
     peer->hello_ms = ns_mono_ms();
 }
 

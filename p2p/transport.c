@@ -110,29 +110,34 @@ void ns_tr_close(void **socket)
     }
 }
 
-bool ns_tr_send(ns_p2p_t *p, void *dealer, const uint8_t *buf, size_t len)
+/* Count a send and say how it went: with ROUTER_MANDATORY an unknown
+ * routing id is EHOSTUNREACH (the connection is gone); a full queue is
+ * EAGAIN (ZMQ_DONTWAIT). */
+static int s_sent(ns_p2p_t *p, bool ok, size_t len)
 {
-    if (zmq_send(dealer, buf, len, ZMQ_DONTWAIT) != (int)len) {
+    if (!ok) {
         p->stats.send_failed++;
-        return false;
+        return zmq_errno() == EHOSTUNREACH ? NS_ERR_NOTFOUND : NS_ERR_IO;
     }
     p->stats.tx_msgs++;
     p->stats.tx_bytes += len;
-    return true;
+    return NS_OK;
 }
 
-bool ns_tr_reply(ns_p2p_t *p, const uint8_t *rid, size_t rid_len,
-                 const uint8_t *buf, size_t len)
+int ns_tr_send(ns_p2p_t *p, void *dealer, const uint8_t *buf, size_t len)
 {
-    if (zmq_send(p->router, rid, rid_len, ZMQ_DONTWAIT | ZMQ_SNDMORE) !=
-            (int)rid_len ||
-        zmq_send(p->router, buf, len, ZMQ_DONTWAIT) != (int)len) {
-        p->stats.send_failed++;
-        return false;
-    }
-    p->stats.tx_msgs++;
-    p->stats.tx_bytes += len;
-    return true;
+    return s_sent(p, zmq_send(dealer, buf, len, ZMQ_DONTWAIT) == (int)len, len);
+}
+
+int ns_tr_reply(ns_p2p_t *p, const uint8_t *rid, size_t rid_len,
+                const uint8_t *buf, size_t len)
+{
+    /* The routing frame is where ROUTER decides; once it is taken, the
+     * payload goes into the same pipe. */
+    bool ok = zmq_send(p->router, rid, rid_len, ZMQ_DONTWAIT | ZMQ_SNDMORE) ==
+                  (int)rid_len &&
+              zmq_send(p->router, buf, len, ZMQ_DONTWAIT) == (int)len;
+    return s_sent(p, ok, len);
 }
 
 void ns_tr_ban(ns_p2p_t *p, const uint8_t key[32])

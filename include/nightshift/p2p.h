@@ -19,6 +19,7 @@
 #include "nightshift/err.h"
 #include "nightshift/hash.h"
 #include "nightshift/identity.h"
+#include "nightshift/loop.h"
 #include "nightshift/wire.h"
 
 #include <msgpack.h>
@@ -49,14 +50,49 @@ void ns_p2p_destroy(ns_p2p_t **p);
 const char *ns_p2p_endpoint(const ns_p2p_t *p);
 const char *ns_p2p_address(const ns_p2p_t *p);
 
-/* Extra sockets and timers for the layers above (control socket, ledger
- * sync...). fn runs when socket is readable / when the timer is due. */
-typedef void (*ns_p2p_io_fn)(void *user, void *socket);
-typedef void (*ns_p2p_timer_fn)(void *user, uint64_t now_mono_ms);
+/* Sockets and timers for the layers above (control socket, ledger sync,
+ * the provider...), run by the p2p's loop (loop.h) besides its own ROUTER,
+ * ZAP socket, one DEALER per peer and its heartbeat, pull and maintenance
+ * timers. The loop has room for NS_P2P_MAX_SOCKETS sockets and
+ * NS_P2P_MAX_TIMERS timers of the layers above, whatever the peer table
+ * holds; going over is NS_ERR_TOOBIG. */
+#define NS_P2P_MAX_SOCKETS 8
+#define NS_P2P_MAX_TIMERS 16
+
+typedef ns_loop_socket_fn ns_p2p_io_fn;
+typedef ns_loop_timer_fn ns_p2p_timer_fn;
+
+/* Call fn(user, socket) when socket is readable (borrowed: it must stay
+ * open until removed or the p2p is destroyed). NS_ERR_EXISTS if it is
+ * there already, NS_ERR_TOOBIG when NS_P2P_MAX_SOCKETS are. */
 int ns_p2p_add_socket(ns_p2p_t *p, void *socket, ns_p2p_io_fn fn,
                       void *user) NS_MUST_CHECK;
+/* Stop polling a socket added with ns_p2p_add_socket (the p2p's own
+ * sockets are not removable). NS_ERR_NOTFOUND if it is not there. Safe
+ * from inside any handler or timer; the socket gets no further call. */
+int ns_p2p_remove_socket(ns_p2p_t *p, void *socket);
+
+/* A repeating timer, every interval_ms (> 0, else NS_ERR_INVAL), that
+ * cannot be cancelled: ns_p2p_timer_start(p, interval_ms, true, fn, user,
+ * NULL). */
 int ns_p2p_add_timer(ns_p2p_t *p, uint32_t interval_ms, ns_p2p_timer_fn fn,
                      void *user) NS_MUST_CHECK;
+/* Start a one-shot or repeating timer (ns_loop_timer_start); *id (may be
+ * NULL) gets its id for ns_p2p_timer_cancel. NS_ERR_TOOBIG when
+ * NS_P2P_MAX_TIMERS are running. */
+int ns_p2p_timer_start(ns_p2p_t *p, uint32_t interval_ms, bool repeat,
+                       ns_p2p_timer_fn fn, void *user,
+                       uint32_t *id) NS_MUST_CHECK;
+/* Cancel a timer started with ns_p2p_timer_start; safe from inside any
+ * callback, the timer's own included. NS_ERR_NOTFOUND if it is not
+ * running (or is one of the p2p's own). */
+int ns_p2p_timer_cancel(ns_p2p_t *p, uint32_t id);
+
+/* The loop itself, for what the calls above do not cover (plain file
+ * descriptors: ns_loop_add_fd). What is added to it directly shares the
+ * room of NS_P2P_MAX_SOCKETS and NS_P2P_MAX_TIMERS; more would take the
+ * room of the peers' DEALERs. Borrowed: it lives as long as the p2p. */
+ns_loop_t *ns_p2p_loop(ns_p2p_t *p);
 
 /* The ZeroMQ context, for the layers above to create their sockets in. */
 void *ns_p2p_zmq_context(ns_p2p_t *p);
@@ -71,12 +107,17 @@ typedef struct ns_p2p_src ns_p2p_src_t;
 typedef int (*ns_p2p_msg_fn)(void *user, const ns_envelope_t *env,
                              ns_p2p_src_t *src);
 
-/* Sign and send a direct message back over the connection it came from. */
+/* Sign and send a direct message back over the connection it came from,
+ * without waiting. NS_OK once the message is queued there;
+ * NS_ERR_NOTFOUND when that connection is gone (its peer was dropped, or
+ * the ROUTER no longer has the route) or there is none (a message fed
+ * with ns_p2p_ingest); NS_ERR_IO when its send queue is full or the send
+ * failed. Failed sends are counted in the status's send_failed. */
 int ns_p2p_reply(ns_p2p_t *p, ns_p2p_src_t *src, uint8_t type,
                  const uint8_t *body, size_t len) NS_MUST_CHECK;
 
 /* Sign and send a direct message to one peer of the table.
- * NS_ERR_NOTFOUND if it is not there. */
+ * NS_ERR_NOTFOUND if it is not there, NS_ERR_IO as for ns_p2p_reply. */
 int ns_p2p_send(ns_p2p_t *p, const uint8_t peer[NS_ID_BYTES], uint8_t type,
                 const uint8_t *body, size_t len) NS_MUST_CHECK;
 
@@ -95,14 +136,26 @@ int ns_p2p_pick_peer(ns_p2p_t *p,
                      bool (*want)(void *u, const uint8_t id[NS_ID_BYTES],
                                   const ns_heartbeat_t *hb),
                      void *u, uint8_t out[NS_ID_BYTES]) NS_MUST_CHECK;
+/* Handle messages of a type of the layers above (> NS_MSG_PULL): until
+ * then they are refused as unknown (NS_ERR_MSGTYPE). gossiped: accepted
+ * ones are forwarded and kept for pull repair. NS_ERR_EXISTS if the type
+ * is built in or has a handler. */
 int ns_p2p_register(ns_p2p_t *p, uint8_t type, bool gossiped, ns_p2p_msg_fn fn,
                     void *user) NS_MUST_CHECK;
+/* Remove the handler of a type: its messages are unknown again. Safe from
+ * inside any handler, that type's own included. NS_ERR_NOTFOUND if it has
+ * none (the built-in types never have one). */
+int ns_p2p_unregister(ns_p2p_t *p, uint8_t type);
 
 /* Sign and gossip a message of a gossiped type to fanout peers. */
 int ns_p2p_publish(ns_p2p_t *p, uint8_t type, const uint8_t *body,
                    size_t len) NS_MUST_CHECK;
 
-/* Run the loop until *stop becomes non-zero. */
+/* Send a first heartbeat, dial the bootstrap peers, then run the loop
+ * until *stop becomes non-zero (or ns_loop_stop(ns_p2p_loop(p))). The
+ * p2p's own timers run only inside this call. NS_OK when stopped,
+ * NS_ERR_ZMQ when polling fails, NS_ERR_TOOBIG if its timers find no
+ * room, NS_ERR_STATE when called from inside the loop. */
 int ns_p2p_run(ns_p2p_t *p, volatile sig_atomic_t *stop) NS_MUST_CHECK;
 
 /* Feed one raw message as if it came from an inbound link with the given

@@ -41,10 +41,20 @@ typedef enum {
     NS_MSG_PULL = 4,      /* direct: ids I have; send me what I lack */
 } ns_msg_type;
 
-/* True for the types this build understands; others are NS_ERR_MSGTYPE.
- * Later layers register their types with ns_wire_register_type(). */
-bool ns_wire_type_known(uint32_t type);
-void ns_wire_register_type(uint8_t type);
+/* The message types a decoder accepts, one bit per type (0..255). Owned
+ * by the caller (the p2p keeps one and adds the types of the layers above
+ * as they register handlers); a plain value, no allocation. */
+typedef struct {
+    uint64_t bits[4]; /* bit t % 64 of bits[t / 64]: type t is known */
+} ns_wire_types_t;
+
+/* Exactly the built-in p2p types, NS_MSG_HELLO .. NS_MSG_PULL. */
+void ns_wire_types_init(ns_wire_types_t *types);
+void ns_wire_types_add(ns_wire_types_t *types, uint8_t type);
+void ns_wire_types_remove(ns_wire_types_t *types, uint8_t type);
+/* False for any type above 255. */
+bool ns_wire_types_has(const ns_wire_types_t *types, uint32_t type);
+/* "hello", "heartbeat", "peers", "pull"; "other" for any other type. */
 const char *ns_wire_type_name(uint32_t type);
 
 typedef struct {
@@ -67,9 +77,11 @@ int ns_envelope_encode(const ns_identity_t *id, uint8_t type,
                        ns_hash_t id_out) NS_MUST_CHECK;
 
 /* Strict structural decode and message id; does NOT check the signature.
+ * A type that is not in types (borrowed, not NULL) is NS_ERR_MSGTYPE.
  * Errors: NS_ERR_TOOBIG, NS_ERR_TRUNCATED, NS_ERR_TYPE, NS_ERR_VERSION,
  * NS_ERR_MSGTYPE, NS_ERR_TRAILING. env borrows from buf. */
 int ns_envelope_decode(const uint8_t *buf, size_t len,
+                       const ns_wire_types_t *types,
                        ns_envelope_t *env) NS_MUST_CHECK;
 
 /* NS_OK or NS_ERR_SIG. */

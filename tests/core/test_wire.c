@@ -20,8 +20,10 @@
 
 #define DOMAIN_LEN (sizeof(NS_WIRE_DOMAIN) - 1)
 
-static ns_identity_t *s_id;  /* signs every envelope of this suite */
-static ns_identity_t *s_id2; /* someone else */
+static ns_identity_t *s_id;     /* signs every envelope of this suite */
+static ns_identity_t *s_id2;    /* someone else */
+static ns_wire_types_t s_types; /* what the decoder accepts; main sets the
+                                   built-in types, register_type adds one */
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -175,7 +177,7 @@ static int s_decode_spec(const s_spec_t *sp)
     ns_envelope_t env;
     s_build(&sb, sp);
     uint8_t *copy = s_dup(s_u8(&sb), sb.size);
-    int rc = ns_envelope_decode(copy, sb.size, &env);
+    int rc = ns_envelope_decode(copy, sb.size, &s_types, &env);
     free(copy);
     msgpack_sbuffer_destroy(&sb);
     return rc;
@@ -195,7 +197,8 @@ static int s_seal_open(uint8_t type, const ns_buf_t *body, ns_buf_t *out,
                   NS_OK))
         return 0;
     CHECK(out->len <= NS_MAX_MSG);
-    if (!CHECK_RC(ns_envelope_decode(out->data, out->len, env), NS_OK))
+    if (!CHECK_RC(ns_envelope_decode(out->data, out->len, &s_types, env),
+                  NS_OK))
         return 0;
     CHECK_RC(ns_envelope_verify(env), NS_OK);
     CHECK_EQ_INT(env->version, NS_WIRE_VERSION);
@@ -390,24 +393,39 @@ static int s_hb_decode_spec(const s_hb_spec_t *sp)
 
 /* ---- type registry ---------------------------------------------------- */
 
-TEST(type_registry)
+TEST(type_table)
 {
-    CHECK(ns_wire_type_known(NS_MSG_HELLO));
-    CHECK(ns_wire_type_known(NS_MSG_HEARTBEAT));
-    CHECK(ns_wire_type_known(NS_MSG_PEERS));
-    CHECK(ns_wire_type_known(NS_MSG_PULL));
-    CHECK(!ns_wire_type_known(0));
-    CHECK(!ns_wire_type_known(5));
-    CHECK(!ns_wire_type_known(200));
-    CHECK(!ns_wire_type_known(255));
-    CHECK(!ns_wire_type_known(256));
-    CHECK(!ns_wire_type_known(UINT32_MAX));
+    ns_wire_types_t types;
+    memset(&types, 0xff, sizeof types);
+    ns_wire_types_init(&types);
+    CHECK(ns_wire_types_has(&types, NS_MSG_HELLO));
+    CHECK(ns_wire_types_has(&types, NS_MSG_HEARTBEAT));
+    CHECK(ns_wire_types_has(&types, NS_MSG_PEERS));
+    CHECK(ns_wire_types_has(&types, NS_MSG_PULL));
+    CHECK(!ns_wire_types_has(&types, 0));
+    CHECK(!ns_wire_types_has(&types, 5));
+    CHECK(!ns_wire_types_has(&types, 200));
+    CHECK(!ns_wire_types_has(&types, 255));
+    CHECK(!ns_wire_types_has(&types, 256));
+    CHECK(!ns_wire_types_has(&types, UINT32_MAX));
+    /* every bit on its own: 63, 64 and 255 sit at word edges */
+    const uint8_t edges[] = {5, 63, 64, 127, 128, 255};
+    for (size_t i = 0; i < sizeof edges; i++) {
+        ns_wire_types_add(&types, edges[i]);
+        CHECK(ns_wire_types_has(&types, edges[i]));
+        CHECK(!ns_wire_types_has(&types, (uint32_t)edges[i] + 256));
+        ns_wire_types_remove(&types, edges[i]);
+        CHECK(!ns_wire_types_has(&types, edges[i]));
+    }
+    ns_wire_types_remove(&types, NS_MSG_PULL);
+    CHECK(!ns_wire_types_has(&types, NS_MSG_PULL));
+    CHECK(ns_wire_types_has(&types, NS_MSG_PEERS));
     CHECK_STR(ns_wire_type_name(NS_MSG_HELLO), "hello");
     CHECK_STR(ns_wire_type_name(NS_MSG_HEARTBEAT), "heartbeat");
     CHECK_STR(ns_wire_type_name(NS_MSG_PEERS), "peers");
     CHECK_STR(ns_wire_type_name(NS_MSG_PULL), "pull");
-    CHECK_STR(ns_wire_type_name(200), "unknown");
-    CHECK_STR(ns_wire_type_name(UINT32_MAX), "unknown");
+    CHECK_STR(ns_wire_type_name(200), "other");
+    CHECK_STR(ns_wire_type_name(UINT32_MAX), "other");
 }
 
 TEST(buf)
@@ -610,10 +628,10 @@ TEST(envelope_id)
                                 NULL),
              NS_OK);
 
-    if (!CHECK_RC(ns_envelope_decode(a.data, a.len, &env), NS_OK))
+    if (!CHECK_RC(ns_envelope_decode(a.data, a.len, &s_types, &env), NS_OK))
         goto out;
     CHECK_MEM(env.id, id_a, NS_HASH_BYTES);
-    CHECK_RC(ns_envelope_decode(a.data, a.len, &env2), NS_OK);
+    CHECK_RC(ns_envelope_decode(a.data, a.len, &s_types, &env2), NS_OK);
     CHECK_MEM(env2.id, env.id, NS_HASH_BYTES);
     /* signed part: elements 1..5 exactly as on the wire */
     CHECK(env.signed_part == a.data + 1);
@@ -662,7 +680,8 @@ TEST(envelope_timestamps_and_empty_body)
         CHECK_RC(ns_envelope_encode(s_id, NS_MSG_HELLO, stamps[i], NULL, 0, &b,
                                     NULL),
                  NS_OK);
-        if (CHECK_RC(ns_envelope_decode(b.data, b.len, &env), NS_OK)) {
+        if (CHECK_RC(ns_envelope_decode(b.data, b.len, &s_types, &env),
+                     NS_OK)) {
             CHECK(env.timestamp_ms == stamps[i]);
             CHECK_EQ_INT(env.body_len, 0);
             CHECK_RC(ns_envelope_verify(&env), NS_OK);
@@ -684,7 +703,7 @@ TEST(envelope_body_caps)
                                     NULL),
                  NS_OK)) {
         CHECK(b.len <= NS_MAX_MSG);
-        CHECK_RC(ns_envelope_decode(b.data, b.len, &env), NS_OK);
+        CHECK_RC(ns_envelope_decode(b.data, b.len, &s_types, &env), NS_OK);
         CHECK_RC(ns_envelope_verify(&env), NS_OK);
     }
     CHECK_RC(ns_envelope_encode(s_id, NS_MSG_PULL, 1, body, NS_MAX_BODY + 1, &b,
@@ -711,7 +730,7 @@ TEST(envelope_body_caps)
     hdr[n++] = 0xc6;
     memset(hdr + n, 0xff, 4);
     n += 4;
-    CHECK_RC(ns_envelope_decode(hdr, n, &env), NS_ERR_TOOBIG);
+    CHECK_RC(ns_envelope_decode(hdr, n, &s_types, &env), NS_ERR_TOOBIG);
 
     /* a whole message one byte over NS_MAX_MSG, whatever it holds */
     uint8_t *big = calloc(1, NS_MAX_MSG + 1);
@@ -719,8 +738,10 @@ TEST(envelope_body_caps)
         CHECK_RC(ns_envelope_encode(s_id, NS_MSG_PULL, 1, body, 10, &b, NULL),
                  NS_OK);
         memcpy(big, b.data, b.len);
-        CHECK_RC(ns_envelope_decode(big, NS_MAX_MSG + 1, &env), NS_ERR_TOOBIG);
-        CHECK_RC(ns_envelope_decode(big, NS_MAX_MSG, &env), NS_ERR_TRAILING);
+        CHECK_RC(ns_envelope_decode(big, NS_MAX_MSG + 1, &s_types, &env),
+                 NS_ERR_TOOBIG);
+        CHECK_RC(ns_envelope_decode(big, NS_MAX_MSG, &s_types, &env),
+                 NS_ERR_TRAILING);
         free(big);
     }
     ns_buf_release(&b);
@@ -741,7 +762,7 @@ TEST(envelope_every_prefix_truncated)
     size_t bad = 0;
     for (size_t k = 0; k < b.len; k++) {
         uint8_t *copy = s_dup(b.data, k);
-        int rc = ns_envelope_decode(copy, k, &env);
+        int rc = ns_envelope_decode(copy, k, &s_types, &env);
         free(copy);
         if (rc != NS_ERR_TRUNCATED && bad++ < 5)
             ns_test_fail(__FILE__, __LINE__,
@@ -762,7 +783,8 @@ TEST(envelope_trailing)
              NS_OK);
     uint8_t zero = 0;
     CHECK_RC(ns_buf_append(&b, &zero, 1), NS_OK);
-    CHECK_RC(ns_envelope_decode(b.data, b.len, &env), NS_ERR_TRAILING);
+    CHECK_RC(ns_envelope_decode(b.data, b.len, &s_types, &env),
+             NS_ERR_TRAILING);
     ns_buf_release(&b);
 }
 
@@ -819,11 +841,11 @@ TEST(envelope_wrong_types)
     static const uint8_t str[] = {0xa1, 'x'};
     static const uint8_t bin[] = {0xc4, 0x00};
     ns_envelope_t env;
-    CHECK_RC(ns_envelope_decode(map, sizeof map, &env), NS_ERR_TYPE);
-    CHECK_RC(ns_envelope_decode(nil, sizeof nil, &env), NS_ERR_TYPE);
-    CHECK_RC(ns_envelope_decode(str, sizeof str, &env), NS_ERR_TYPE);
-    CHECK_RC(ns_envelope_decode(bin, sizeof bin, &env), NS_ERR_TYPE);
-    CHECK_RC(ns_envelope_decode(map, 0, &env), NS_ERR_TRUNCATED);
+    CHECK_RC(ns_envelope_decode(map, sizeof map, &s_types, &env), NS_ERR_TYPE);
+    CHECK_RC(ns_envelope_decode(nil, sizeof nil, &s_types, &env), NS_ERR_TYPE);
+    CHECK_RC(ns_envelope_decode(str, sizeof str, &s_types, &env), NS_ERR_TYPE);
+    CHECK_RC(ns_envelope_decode(bin, sizeof bin, &s_types, &env), NS_ERR_TYPE);
+    CHECK_RC(ns_envelope_decode(map, 0, &s_types, &env), NS_ERR_TRUNCATED);
 }
 
 TEST(envelope_version_and_type)
@@ -864,7 +886,7 @@ TEST(envelope_version_and_type)
     ns_envelope_t env;
     ns_buf_init(&b);
     CHECK_RC(ns_envelope_encode(s_id, 200, 1, NULL, 0, &b, NULL), NS_OK);
-    CHECK_RC(ns_envelope_decode(b.data, b.len, &env), NS_ERR_MSGTYPE);
+    CHECK_RC(ns_envelope_decode(b.data, b.len, &s_types, &env), NS_ERR_MSGTYPE);
     ns_buf_release(&b);
 }
 
@@ -888,13 +910,14 @@ TEST(envelope_flipped_bytes)
      * but does not verify; any change to the signed part changes the id */
     for (size_t i = 0; i < NS_SIG_BYTES; i++) {
         b.data[sig_off + i] ^= 0x01;
-        if (CHECK_RC(ns_envelope_decode(b.data, b.len, &env), NS_OK))
+        if (CHECK_RC(ns_envelope_decode(b.data, b.len, &s_types, &env), NS_OK))
             CHECK_RC(ns_envelope_verify(&env), NS_ERR_SIG);
         b.data[sig_off + i] ^= 0x01;
     }
     for (size_t i = 0; i < sizeof body; i++) {
         b.data[body_off + i] ^= 0x80;
-        if (CHECK_RC(ns_envelope_decode(b.data, b.len, &env), NS_OK)) {
+        if (CHECK_RC(ns_envelope_decode(b.data, b.len, &s_types, &env),
+                     NS_OK)) {
             CHECK_RC(ns_envelope_verify(&env), NS_ERR_SIG);
             CHECK(memcmp(env.id, id0, NS_HASH_BYTES) != 0);
         }
@@ -902,23 +925,23 @@ TEST(envelope_flipped_bytes)
     }
     for (size_t i = 0; i < NS_ID_BYTES; i++) {
         b.data[sender_off + i] ^= 0x04;
-        if (CHECK_RC(ns_envelope_decode(b.data, b.len, &env), NS_OK))
+        if (CHECK_RC(ns_envelope_decode(b.data, b.len, &s_types, &env), NS_OK))
             CHECK_RC(ns_envelope_verify(&env), NS_ERR_SIG);
         b.data[sender_off + i] ^= 0x04;
     }
     /* timestamp: 0xcf and 8 bytes after the sender */
     for (size_t i = 0; i < 8; i++) {
         b.data[sender_off + NS_ID_BYTES + 1 + i] ^= 0x10;
-        if (CHECK_RC(ns_envelope_decode(b.data, b.len, &env), NS_OK))
+        if (CHECK_RC(ns_envelope_decode(b.data, b.len, &s_types, &env), NS_OK))
             CHECK_RC(ns_envelope_verify(&env), NS_ERR_SIG);
         b.data[sender_off + NS_ID_BYTES + 1 + i] ^= 0x10;
     }
     /* another key's id as sender */
     memcpy(b.data + sender_off, ns_identity_pk(s_id2), NS_ID_BYTES);
-    if (CHECK_RC(ns_envelope_decode(b.data, b.len, &env), NS_OK))
+    if (CHECK_RC(ns_envelope_decode(b.data, b.len, &s_types, &env), NS_OK))
         CHECK_RC(ns_envelope_verify(&env), NS_ERR_SIG);
     memcpy(b.data + sender_off, ns_identity_pk(s_id), NS_ID_BYTES);
-    CHECK_RC(ns_envelope_decode(b.data, b.len, &env), NS_OK);
+    CHECK_RC(ns_envelope_decode(b.data, b.len, &s_types, &env), NS_OK);
     CHECK_RC(ns_envelope_verify(&env), NS_OK);
 
     /* every byte, several masks: decode may fail (any error, no crash) but
@@ -929,7 +952,7 @@ TEST(envelope_flipped_bytes)
         for (size_t m = 0; m < sizeof masks; m++) {
             b.data[i] ^= masks[m];
             uint8_t *copy = s_dup(b.data, b.len);
-            if (ns_envelope_decode(copy, b.len, &env) == NS_OK &&
+            if (ns_envelope_decode(copy, b.len, &s_types, &env) == NS_OK &&
                 ns_envelope_verify(&env) == NS_OK)
                 forged++;
             free(copy);
@@ -946,10 +969,10 @@ TEST(envelope_huge_array_header)
      * allocated for them (ASan would report a huge allocation) */
     uint8_t buf[16] = {0xdd, 0xff, 0xff, 0xff, 0xff, NS_WIRE_VERSION};
     ns_envelope_t env;
-    CHECK_RC(ns_envelope_decode(buf, sizeof buf, &env), NS_ERR_TYPE);
-    CHECK_RC(ns_envelope_decode(buf, 5, &env), NS_ERR_TYPE);
+    CHECK_RC(ns_envelope_decode(buf, sizeof buf, &s_types, &env), NS_ERR_TYPE);
+    CHECK_RC(ns_envelope_decode(buf, 5, &s_types, &env), NS_ERR_TYPE);
     buf[0] = 0xdc; /* array16 of 65535 */
-    CHECK_RC(ns_envelope_decode(buf, sizeof buf, &env), NS_ERR_TYPE);
+    CHECK_RC(ns_envelope_decode(buf, sizeof buf, &s_types, &env), NS_ERR_TYPE);
     /* array32 that claims exactly 6 is just a wide header */
     msgpack_sbuffer sb;
     s_spec_t sp = s_good_spec();
@@ -960,7 +983,7 @@ TEST(envelope_huge_array_header)
         wide[1] = wide[2] = wide[3] = 0;
         wide[4] = 6;
         memcpy(wide + 5, s_u8(&sb) + 1, sb.size - 1);
-        CHECK_RC(ns_envelope_decode(wide, sb.size + 4, &env), NS_OK);
+        CHECK_RC(ns_envelope_decode(wide, sb.size + 4, &s_types, &env), NS_OK);
         free(wide);
     }
     msgpack_sbuffer_destroy(&sb);
@@ -1307,17 +1330,20 @@ TEST(pull_bad_input)
     free(ids);
 }
 
-/* Last: registering a type changes global state. */
+/* A type the caller adds is accepted by the decoder given that table, and
+ * only by it: a second table knows nothing of it. */
 TEST(register_type)
 {
     s_spec_t sp = s_good_spec();
     sp.type = 201;
     CHECK_RC(s_decode_spec(&sp), NS_ERR_MSGTYPE);
-    ns_wire_register_type(201);
-    CHECK(ns_wire_type_known(201));
-    CHECK_STR(ns_wire_type_name(201), "other");
+    ns_wire_types_t before = s_types;
+    ns_wire_types_add(&s_types, 201);
     CHECK_RC(s_decode_spec(&sp), NS_OK);
     sp.type = 200;
+    CHECK_RC(s_decode_spec(&sp), NS_ERR_MSGTYPE);
+    s_types = before;
+    sp.type = 201;
     CHECK_RC(s_decode_spec(&sp), NS_ERR_MSGTYPE);
 }
 
@@ -1333,7 +1359,8 @@ int main(void)
         fprintf(stderr, "cannot generate identities\n");
         return 1;
     }
-    RUN(type_registry);
+    ns_wire_types_init(&s_types);
+    RUN(type_table);
     RUN(buf);
     RUN(hello_round_trip);
     RUN(heartbeat_round_trip_no_devices);

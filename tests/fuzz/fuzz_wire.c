@@ -137,11 +137,13 @@ static void s_body(uint8_t type, const uint8_t *p, size_t n)
 static void s_envelope(const uint8_t *data, size_t size)
 {
     ns_envelope_t env;
-    if (ns_envelope_decode(data, size, &env) != NS_OK)
+    ns_wire_types_t types;
+    ns_wire_types_init(&types);
+    if (ns_envelope_decode(data, size, &types, &env) != NS_OK)
         return;
     S_ASSERT(size <= NS_MAX_MSG);
     S_ASSERT(env.version == NS_WIRE_VERSION);
-    S_ASSERT(ns_wire_type_known(env.type));
+    S_ASSERT(ns_wire_types_has(&types, env.type));
     S_ASSERT(env.body_len <= NS_MAX_BODY);
     S_ASSERT(s_inside(env.signed_part, env.signed_len, data, size));
     S_ASSERT(env.body_len == 0 ||

@@ -282,6 +282,233 @@ TEST(bind_in_use)
     s_teardown(&f);
 }
 
+/* ---- the p2p on its loop ------------------------------------------------ */
+
+static void s_on_any_socket(void *user, void *socket)
+{
+    (void)user;
+    (void)socket;
+}
+
+static void s_on_stop_p2p(void *user, uint64_t now)
+{
+    (void)now;
+    ns_loop_stop(ns_p2p_loop(user));
+}
+
+static void s_on_count(void *user, uint64_t now)
+{
+    (void)now;
+    (*(int *)user)++;
+}
+
+static int s_on_msg(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
+{
+    (void)user;
+    (void)env;
+    (void)src;
+    return NS_OK;
+}
+
+TEST(loop_sockets_timers_handlers)
+{
+    s_fix_t f;
+    s_setup(&f, 100);
+    if (!f.p)
+        return;
+    /* the upper layers' share of sockets, and the p2p's own are not
+     * theirs to remove */
+    void *ctx = ns_p2p_zmq_context(f.p);
+    void *socks[NS_P2P_MAX_SOCKETS + 1];
+    for (int i = 0; i <= NS_P2P_MAX_SOCKETS; i++) {
+        socks[i] = zmq_socket(ctx, ZMQ_PAIR);
+        int linger = 0;
+        zmq_setsockopt(socks[i], ZMQ_LINGER, &linger, sizeof linger);
+    }
+    for (int i = 0; i < NS_P2P_MAX_SOCKETS; i++)
+        CHECK_RC(ns_p2p_add_socket(f.p, socks[i], s_on_any_socket, NULL),
+                 NS_OK);
+    CHECK_RC(ns_p2p_add_socket(f.p, socks[NS_P2P_MAX_SOCKETS], s_on_any_socket,
+                               NULL),
+             NS_ERR_TOOBIG);
+    CHECK_RC(ns_p2p_remove_socket(f.p, socks[0]), NS_OK);
+    CHECK_RC(ns_p2p_remove_socket(f.p, socks[0]), NS_ERR_NOTFOUND);
+    CHECK_RC(ns_p2p_add_socket(f.p, socks[NS_P2P_MAX_SOCKETS], s_on_any_socket,
+                               NULL),
+             NS_OK);
+    CHECK_RC(ns_p2p_remove_socket(f.p, f.p->router), NS_ERR_NOTFOUND);
+    CHECK_RC(ns_p2p_remove_socket(f.p, f.p->zap), NS_ERR_NOTFOUND);
+    for (int i = 1; i <= NS_P2P_MAX_SOCKETS; i++)
+        CHECK_RC(ns_p2p_remove_socket(f.p, socks[i]), NS_OK);
+    for (int i = 0; i <= NS_P2P_MAX_SOCKETS; i++)
+        zmq_close(socks[i]);
+
+    /* timers: the share, cancel, and a run that a timer stops */
+    uint32_t ids[NS_P2P_MAX_TIMERS];
+    int count = 0;
+    for (int i = 0; i < NS_P2P_MAX_TIMERS; i++)
+        CHECK_RC(
+            ns_p2p_timer_start(f.p, 100000, true, s_on_count, &count, &ids[i]),
+            NS_OK);
+    CHECK_RC(ns_p2p_add_timer(f.p, 100000, s_on_count, &count), NS_ERR_TOOBIG);
+    for (int i = 0; i < NS_P2P_MAX_TIMERS; i++)
+        CHECK_RC(ns_p2p_timer_cancel(f.p, ids[i]), NS_OK);
+    CHECK_RC(ns_p2p_timer_cancel(f.p, ids[0]), NS_ERR_NOTFOUND);
+    CHECK_RC(ns_p2p_add_timer(f.p, 0, s_on_count, &count), NS_ERR_INVAL);
+    CHECK_RC(ns_p2p_add_timer(f.p, 5, s_on_count, &count), NS_OK);
+    CHECK_RC(ns_p2p_timer_start(f.p, 60, false, s_on_stop_p2p, f.p, NULL),
+             NS_OK);
+    volatile sig_atomic_t stop = 0;
+    CHECK_RC(ns_p2p_run(f.p, &stop), NS_OK);
+    CHECK(count >= 3);
+    /* the p2p's own timers are gone after the run: only ours is left */
+    CHECK_EQ_INT(ns_loop_timers(ns_p2p_loop(f.p)), 1);
+
+    /* handlers: a registered type is known, an unregistered one not */
+    ns_buf_t m;
+    ns_buf_init(&m);
+    CHECK_RC(ns_p2p_register(f.p, 150, false, s_on_msg, NULL), NS_OK);
+    CHECK_RC(ns_p2p_register(f.p, 150, false, s_on_msg, NULL), NS_ERR_EXISTS);
+    CHECK_RC(ns_p2p_register(f.p, NS_MSG_PULL, false, s_on_msg, NULL),
+             NS_ERR_EXISTS);
+    CHECK_RC(ns_envelope_encode(f.other, 150, ns_now_ms(), (const uint8_t *)"x",
+                                1, &m, NULL),
+             NS_OK);
+    CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_OK);
+    CHECK_RC(ns_p2p_unregister(f.p, 150), NS_OK);
+    CHECK_RC(ns_p2p_unregister(f.p, 150), NS_ERR_NOTFOUND);
+    CHECK_RC(ns_p2p_unregister(f.p, NS_MSG_HELLO), NS_ERR_NOTFOUND);
+    CHECK_RC(ns_envelope_encode(f.other, 150, ns_now_ms() + 1,
+                                (const uint8_t *)"x", 1, &m, NULL),
+             NS_OK);
+    CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_ERR_MSGTYPE);
+    CHECK_RC(ns_p2p_register(f.p, 150, true, s_on_msg, NULL), NS_OK);
+    ns_buf_release(&m);
+    s_teardown(&f);
+}
+
+/* ---- replies report their send ------------------------------------------ */
+
+#define S_REPLY_BODY (200 * 1024) /* bytes: a few fill the socket buffers */
+
+typedef struct {
+    ns_p2p_t *p;
+    uint8_t *body;
+    int first_rc, last_rc; /* first and last verdicts of ns_p2p_reply */
+    int sent;              /* replies that returned NS_OK */
+    bool timed_out;
+} s_replier_t;
+
+/* Reply until a send fails: the client never reads, so the queue fills. */
+static int s_on_ask(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
+{
+    (void)env;
+    s_replier_t *r = user;
+    for (int i = 0; i < 10000; i++) {
+        r->last_rc = ns_p2p_reply(r->p, src, 151, r->body, S_REPLY_BODY);
+        if (i == 0)
+            r->first_rc = r->last_rc;
+        if (r->last_rc != NS_OK)
+            break;
+        r->sent++;
+    }
+    ns_loop_stop(ns_p2p_loop(r->p));
+    return NS_OK;
+}
+
+static void s_on_reply_guard(void *user, uint64_t now)
+{
+    (void)now;
+    s_replier_t *r = user;
+    r->timed_out = true;
+    ns_loop_stop(ns_p2p_loop(r->p));
+}
+
+/* A client of the node's ROUTER with other's keys, reading at most one
+ * message into its own queue. */
+static void *s_client(void *ctx, const s_fix_t *f)
+{
+    uint8_t pub[32], server[32];
+    uint8_t *sec = sodium_malloc(32);
+    void *s = zmq_socket(ctx, ZMQ_DEALER);
+    int linger = 0, hwm = 1;
+    if (!sec || !s || ns_identity_curve(f->other, pub, sec) != NS_OK ||
+        ns_id_curve_pk(ns_identity_pk(f->me), server) != NS_OK) {
+        if (s)
+            zmq_close(s);
+        sodium_free(sec);
+        return NULL;
+    }
+    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(s, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, server, 32);
+    zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, pub, 32);
+    zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, sec, 32);
+    sodium_free(sec);
+    if (zmq_connect(s, ns_p2p_endpoint(f->p)) != 0) {
+        zmq_close(s);
+        return NULL;
+    }
+    return s;
+}
+
+TEST(reply_reports_send_failure)
+{
+    s_fix_t f;
+    s_setup(&f, 100);
+    if (!f.p)
+        return;
+    /* a routing id the ROUTER does not know (ROUTER_MANDATORY) */
+    struct ns_p2p_src gone = {ns_link_get(f.p, f.link, ns_mono_ms()), f.link,
+                              (const uint8_t *)"\0gone", 5, NULL};
+    CHECK_RC(ns_p2p_reply(f.p, &gone, 151, (const uint8_t *)"x", 1),
+             NS_ERR_NOTFOUND);
+    CHECK_EQ_INT(f.p->stats.send_failed, 1);
+    /* no connection at all (as for ns_p2p_ingest) */
+    struct ns_p2p_src none = {gone.link, f.link, NULL, 0, NULL};
+    CHECK_RC(ns_p2p_reply(f.p, &none, 151, (const uint8_t *)"x", 1),
+             NS_ERR_NOTFOUND);
+
+    /* a real client that stops reading: replies succeed, then the queue
+     * is full and the reply says so. A one-message pipe on our side. */
+    int hwm = 1;
+    CHECK(zmq_setsockopt(f.p->router, ZMQ_SNDHWM, &hwm, sizeof hwm) == 0);
+    s_replier_t r = {f.p, calloc(1, S_REPLY_BODY), 1, 1, 0, false};
+    void *ctx = zmq_ctx_new();
+    void *client = s_client(ctx, &f);
+    CHECK(r.body && client);
+    ns_buf_t m;
+    ns_buf_init(&m);
+    CHECK_RC(ns_p2p_register(f.p, 150, false, s_on_ask, &r), NS_OK);
+    CHECK_RC(ns_envelope_encode(f.other, 150, ns_now_ms(), (const uint8_t *)"?",
+                                1, &m, NULL),
+             NS_OK);
+    if (r.body && client && zmq_send(client, m.data, m.len, 0) == (int)m.len) {
+        CHECK_RC(
+            ns_p2p_timer_start(f.p, 10000, false, s_on_reply_guard, &r, NULL),
+            NS_OK);
+        volatile sig_atomic_t stop = 0;
+        CHECK_RC(ns_p2p_run(f.p, &stop), NS_OK);
+        CHECK(!r.timed_out);
+        CHECK_RC(r.first_rc, NS_OK);
+        CHECK_RC(r.last_rc, NS_ERR_IO);
+        CHECK(r.sent >= 1);
+        /* what was reported sent does arrive */
+        int timeout = 5000;
+        zmq_setsockopt(client, ZMQ_RCVTIMEO, &timeout, sizeof timeout);
+        zmq_msg_t got;
+        zmq_msg_init(&got);
+        CHECK(zmq_msg_recv(&got, client, 0) > S_REPLY_BODY);
+        zmq_msg_close(&got);
+    }
+    ns_buf_release(&m);
+    if (client)
+        zmq_close(client);
+    zmq_ctx_term(ctx);
+    free(r.body);
+    s_teardown(&f);
+}
+
 int main(void)
 {
     if (sodium_init() < 0)
@@ -293,5 +520,7 @@ int main(void)
     RUN(ingest_verdicts);
     RUN(ingest_rate_limit);
     RUN(bind_in_use);
+    RUN(loop_sockets_timers_handlers);
+    RUN(reply_reports_send_failure);
     return ns_test_finish("p2p");
 }
