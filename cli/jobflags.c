@@ -178,14 +178,6 @@ static int s_read_kernel(ns_job_t *job, const char *path, char *err,
 static int s_parse_arg(ns_job_t *job, char *v, const char **in_paths,
                        const char **out_paths, char *err, size_t errlen)
 {
-    static const struct {
-        const char *name;
-        uint8_t kind;
-    } kinds[] = {
-        {"in", NS_ARG_IN},   {"out", NS_ARG_OUT}, {"u32", NS_ARG_U32},
-        {"i32", NS_ARG_I32}, {"u64", NS_ARG_U64}, {"i64", NS_ARG_I64},
-        {"f32", NS_ARG_F32}, {"f64", NS_ARG_F64}, {"local", NS_ARG_LOCAL},
-    };
     if (job->n_args >= NS_MAX_ARGS)
         return s_fail(NS_ERR_INVAL, err, errlen,
                       "--arg '%s': more than %d arguments", v, NS_MAX_ARGS);
@@ -196,9 +188,10 @@ static int s_parse_arg(ns_job_t *job, char *v, const char **in_paths,
     size_t kn = (size_t)(colon - v);
     ns_arg_t a;
     memset(&a, 0, sizeof a);
-    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
-        if (s_token_is(v, kn, kinds[k].name))
-            a.kind = kinds[k].kind;
+    /* KIND is the name core gives the kind (ns_arg_kind_name) */
+    for (uint8_t k = NS_ARG_IN; k <= NS_ARG_LOCAL; k++)
+        if (s_token_is(v, kn, ns_arg_kind_name(k)))
+            a.kind = k;
     if (a.kind == 0)
         return s_fail(NS_ERR_INVAL, err, errlen,
                       "--arg '%s': unknown kind '%.*s' (in, out, u32, i32, "
