@@ -2,6 +2,7 @@
  * and `submit`: built-in resolution, input files, output files. */
 #include "jobspec.h"
 #include "cli.h"
+#include "jobflags.h"
 
 #include "nightshift/util.h"
 

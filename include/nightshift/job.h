@@ -39,6 +39,7 @@
 #define NS_MAX_ITEM_BYTES (1024 * 1024)       /* output bytes per item */
 #define NS_MAX_LOCAL_BYTES (1024 * 1024)      /* one __local argument */
 #define NS_MAX_CHECKS 4096                    /* spot-checks k */
+#define NS_MAX_ULP (1u << 20)                 /* ULP tolerance */
 #define NS_JOB_DEFAULT_CHECKS 64          /* k when checks = 0 (DESIGN.md) */
 #define NS_JOB_VERSION 1                  /* first element of the encoding */
 #define NS_JOB_DOMAIN "nightshift/job/v1" /* job id domain, no NUL */
@@ -149,6 +150,16 @@ uint64_t ns_job_item_bytes(const ns_job_t *job);
  * caller caps it at ns_job_items()). */
 uint32_t ns_job_checks(const ns_job_t *job);
 
+/* Rules of ns_job_validate, for text checked before it becomes a job (the
+ * command line's flags): an entry point is a C identifier of exactly n
+ * bytes; a built-in's name is n >= 1 bytes of [a-z0-9_]. Neither checks
+ * the caps NS_MAX_ENTRY and NS_MAX_BUILTIN. */
+bool ns_job_entry_ok(const char *s, size_t n);
+bool ns_job_builtin_ok(const char *s, size_t n);
+/* An argument kind's name ("in", "out", "u32"... "local"), as in error
+ * lines and the CLI's --arg KIND:VALUE; "?" for an unknown kind. Static. */
+const char *ns_arg_kind_name(uint8_t kind);
+
 /* msgpack form (docs/PROTOCOL.md, "Job descriptor"). pack writes any job
  * whose dims <= 3 and n_args <= NS_MAX_ARGS (asserted): validate first.
  * read releases *job (which must have been initialised), reads one
@@ -165,39 +176,6 @@ int ns_job_read(ns_mpr_t *r, ns_job_t *job, char *err,
 /* Job id: BLAKE2b-256 of NS_JOB_DOMAIN || the packed descriptor. The job
  * must validate (NS_ERR_INVAL / NS_ERR_TOOBIG otherwise). */
 int ns_job_id(const ns_job_t *job, ns_hash_t id) NS_MUST_CHECK;
-
-/* Parse the CLI's job flags (DESIGN.md "Interfaces") starting at argv[*i];
- * returns 1 and advances *i past a recognised flag and its value, 0 if
- * argv[*i] is not a job flag (--min-mem, --device... belong to the
- * caller), negative on a bad value (err says why; NS_ERR_NOTFOUND,
- * NS_ERR_TOOBIG or NS_ERR_IO for --kernel's file, NS_ERR_INVAL otherwise).
- *
- *   --kernel FILE.cl   read here, at most NS_MAX_SOURCE bytes
- *   --builtin NAME     the caller fills source_hash (and entry, unless
- *                      --entry is given) from the embedded kernel
- *   --entry FN  --global X[,Y[,Z]]  --local X[,Y[,Z]]
- *   --arg in:FILE | out:BYTES:FILE[:ITEM_BYTES] | u32:V | i32:V | u64:V |
- *         i64:V | f32:V | f64:V | local:BYTES     (one per kernel argument)
- *   --tolerance exact | ulp:N | abs:X | rel:X    --checks K (0 = default)
- *   --item-kind item|group  --options "TEXT"  --work FLOPS
- *
- * Numbers are strict (decimal integers, no sign where none is allowed, no
- * junk, overflow is an error; f32/f64 values are finite strtod numbers).
- * --kernel, --builtin, --entry, --global and --local may appear once;
- * later --tolerance, --checks, --item-kind, --options, --work override
- * earlier ones.
- *
- * Paths borrow from argv: in_paths[k] / out_paths[k] for argument k (either
- * array may be NULL; otherwise NS_MAX_ARGS entries). For
- * out:BYTES:FILE:ITEM_BYTES the ':' before ITEM_BYTES is overwritten with
- * a NUL in argv so that out_paths can point at FILE; a FILE whose name
- * ends in ":DIGITS" must then be followed by an explicit :ITEM_BYTES.
- * Input files are not read here: an IN argument keeps size 0 and a zero
- * hash until the caller reads the file and fills both, before
- * ns_job_finalize. */
-int ns_job_parse_flag(ns_job_t *job, int argc, char **argv, int *i,
-                      const char **in_paths, const char **out_paths, char *err,
-                      size_t errlen);
 
 /* After all flags (and after the caller has filled IN sizes and hashes and
  * a builtin's source_hash and default entry): give every OUT argument with
