@@ -41,7 +41,8 @@ static const char s_usage[] =
     "net,peers,gossip,node,ctl,market,all\n"
     "  --fault F          test networks only: lazy=R (fake a fraction R of\n"
     "                     the output items), garbage, silent (accept, never\n"
-    "                     return), slow=X (hold results X times the run)\n";
+    "                     return), slow=X (hold results X times the run),\n"
+    "                     fail (report every run as crashed)\n";
 
 int ns_cmd_node(int argc, char **argv)
 {

@@ -4,6 +4,7 @@
 #include "nightshift/policy.h"
 
 #include <math.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -193,6 +194,98 @@ int ns_awarded_decode(const uint8_t *buf, size_t len, ns_awarded_t *a)
     if (ns_mpr_end(&r) != NS_OK)
         return r.err;
     return a->job_entry_len && a->award_entry_len ? NS_OK : NS_ERR_INVAL;
+}
+
+static const char *const s_fail_names[] = {
+    "other", "build", "arguments", "crash", "timeout", "memory", "input"};
+
+const char *ns_fail_kind_name(uint32_t kind)
+{
+    return kind <= NS_FAIL_KIND_MAX ? s_fail_names[kind] : "?";
+}
+
+bool ns_fail_kind_is_jobs(uint32_t kind)
+{
+    return kind == NS_FAIL_BUILD || kind == NS_FAIL_ARGS;
+}
+
+#define S_FAILED_TAG "nightshift/failed/v1"
+
+static void s_failure_digest(const ns_failure_t *f, const ns_hash_t network,
+                             ns_hash_t digest)
+{
+    crypto_generichash_state st;
+    uint8_t be[12];
+    crypto_generichash_init(&st, NULL, 0, NS_HASH_BYTES);
+    crypto_generichash_update(&st, (const uint8_t *)S_FAILED_TAG,
+                              sizeof S_FAILED_TAG - 1);
+    crypto_generichash_update(&st, network, NS_HASH_BYTES);
+    crypto_generichash_update(&st, f->job_id, NS_HASH_BYTES);
+    crypto_generichash_update(&st, f->award_id, NS_HASH_BYTES);
+    for (int i = 0; i < 4; i++)
+        be[i] = (uint8_t)(f->kind >> (24 - 8 * i));
+    for (int i = 0; i < 8; i++)
+        be[4 + i] = (uint8_t)(f->timestamp_ms >> (56 - 8 * i));
+    crypto_generichash_update(&st, be, sizeof be);
+    crypto_generichash_update(&st, (const uint8_t *)f->reason,
+                              strlen(f->reason));
+    crypto_generichash_final(&st, digest, NS_HASH_BYTES);
+}
+
+void ns_failure_sign(ns_failure_t *f, const ns_identity_t *provider,
+                     const ns_hash_t network_id)
+{
+    ns_hash_t d;
+    memcpy(f->provider, ns_identity_pk(provider), NS_ID_BYTES);
+    s_failure_digest(f, network_id, d);
+    ns_identity_sign(provider, d, NS_HASH_BYTES, f->sig);
+}
+
+int ns_failure_verify(const ns_failure_t *f, const ns_hash_t network_id)
+{
+    ns_hash_t d;
+    s_failure_digest(f, network_id, d);
+    return ns_sig_verify(f->provider, d, NS_HASH_BYTES, f->sig);
+}
+
+int ns_failure_encode(const ns_failure_t *f, ns_buf_t *out)
+{
+    if (f->kind > NS_FAIL_KIND_MAX ||
+        strnlen(f->reason, sizeof f->reason) > NS_MAX_FAIL_REASON)
+        return NS_ERR_INVAL;
+    S_PACKER(out, w, pk);
+    msgpack_pack_array(&pk, 7);
+    ns_mp_bin(&pk, f->job_id, NS_HASH_BYTES);
+    ns_mp_bin(&pk, f->award_id, NS_HASH_BYTES);
+    ns_mp_bin(&pk, f->provider, NS_ID_BYTES);
+    msgpack_pack_uint32(&pk, f->kind);
+    msgpack_pack_uint64(&pk, f->timestamp_ms);
+    ns_mp_str(&pk, f->reason);
+    ns_mp_bin(&pk, f->sig, NS_SIG_BYTES);
+    return w.err;
+}
+
+int ns_failure_decode(const uint8_t *buf, size_t len, ns_failure_t *f)
+{
+    ns_mpr_t r;
+    memset(f, 0, sizeof *f);
+    ns_mpr_init(&r, buf, len);
+    ns_mpr_array_exact(&r, 7);
+    ns_mpr_bin_exact(&r, f->job_id, NS_HASH_BYTES);
+    ns_mpr_bin_exact(&r, f->award_id, NS_HASH_BYTES);
+    ns_mpr_bin_exact(&r, f->provider, NS_ID_BYTES);
+    ns_mpr_u32(&r, &f->kind);
+    ns_mpr_uint(&r, &f->timestamp_ms);
+    ns_mpr_str(&r, f->reason, NS_MAX_FAIL_REASON);
+    ns_mpr_bin_exact(&r, f->sig, NS_SIG_BYTES);
+    if (ns_mpr_end(&r) != NS_OK)
+        return r.err;
+    if (f->kind > NS_FAIL_KIND_MAX)
+        return NS_ERR_INVAL;
+    for (const char *c = f->reason; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            return NS_ERR_INVAL; /* one printable line */
+    return NS_OK;
 }
 
 /* ---- offers and decisions ----------------------------------------------- */

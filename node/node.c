@@ -227,7 +227,8 @@ static int s_load(ns_node_t *n, char *err, size_t errlen)
                      why, n->c.datadir);
     if (n->c.fault && ns_fault_parse(n->c.fault, &n->fault) != NS_OK)
         return s_err(err, errlen,
-                     "bad --fault '%s': lazy=R, garbage, silent or slow=X",
+                     "bad --fault '%s': lazy=R, garbage, silent, fail or "
+                     "slow=X",
                      n->c.fault);
     if (n->c.fault && !n->genesis.test_network)
         return s_err(err, errlen,
@@ -263,6 +264,8 @@ static int s_start_market(ns_node_t *n, char *err, size_t errlen)
         (rc = ns_p2p_register(n->p2p, NS_MSG_MKT_FETCH, false, s_on_market,
                               n)) ||
         (rc = ns_p2p_register(n->p2p, NS_MSG_MKT_CHUNK, false, s_on_market,
+                              n)) ||
+        (rc = ns_p2p_register(n->p2p, NS_MSG_MKT_FAILED, false, s_on_market,
                               n)))
         return s_err(err, errlen, "cannot start the market: %s",
                      ns_strerror(rc));

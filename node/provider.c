@@ -80,6 +80,10 @@ int ns_fault_parse(const char *spec, ns_fault_t *f)
         f->silent = true;
         return NS_OK;
     }
+    if (strcmp(spec, "fail") == 0) {
+        f->fail = true;
+        return NS_OK;
+    }
     return NS_ERR_INVAL;
 }
 
@@ -135,14 +139,89 @@ static void s_update_offer(ns_provider_t *p)
                      busy < p->o.cfg->slots ? p->o.cfg->slots - busy : 0);
 }
 
-static void s_fail(ns_provider_t *p, s_job_t *j, const char *why)
+/* One line of text for a log value or a failure reason: newlines and
+ * other control characters become spaces, double quotes single ones. */
+static void s_one_line(char *out, size_t cap, const char *in)
+{
+    size_t n = 0;
+    for (; *in && n + 1 < cap; in++) {
+        char c = *in;
+        if ((unsigned char)c < 0x20 || c == 0x7f)
+            c = ' ';
+        else if (c == '"')
+            c = '\'';
+        if (c == ' ' && n > 0 && out[n - 1] == ' ')
+            continue;
+        out[n++] = c;
+    }
+    out[n] = '\0';
+}
+
+/* What kind of failure a worker's status and text describe. */
+static uint32_t s_fail_kind(int status, const char *err)
+{
+    switch (status) {
+    case NS_ERR_TIMEOUT:
+        return NS_FAIL_TIMEOUT;
+    case NS_ERR_NOMEM:
+    case NS_ERR_TOOBIG:
+        return NS_FAIL_MEMORY;
+    case NS_ERR_INVAL:
+    case NS_ERR_NOTFOUND:
+    case NS_ERR_VERSION:
+        return NS_FAIL_ARGS;
+    case NS_ERR_CORRUPT:
+        return NS_FAIL_INPUT;
+    case NS_ERR_OPENCL:
+        if (strstr(err, "build failed"))
+            return NS_FAIL_BUILD;
+        if (strstr(err, "clSetKernelArg") || strstr(err, "arguments"))
+            return NS_FAIL_ARGS;
+        if (strstr(err, "crashed"))
+            return NS_FAIL_CRASH;
+        return NS_FAIL_OTHER;
+    default:
+        return NS_FAIL_OTHER;
+    }
+}
+
+/* The job failed here: log it, tell the requester at once when we had
+ * accepted it (a signed FAILED), free the slot. */
+static void s_fail_as(ns_provider_t *p, s_job_t *j, uint32_t kind,
+                      const char *why)
 {
     char jid[17];
+    ns_failure_t f;
+    memset(&f, 0, sizeof f);
     s_job_hex(jid, j->ann.job_id);
-    ns_warn(NS_MOD_MARKET, "event=job_failed job=%s reason=\"%s\"", jid, why);
+    s_one_line(f.reason, sizeof f.reason, why);
+    bool accepted = j->state == PJ_FETCH || j->state == PJ_RUN ||
+                    j->state == PJ_HOLD;
+    int sent = NS_ERR_STATE;
+    if (accepted) {
+        memcpy(f.job_id, j->ann.job_id, NS_HASH_BYTES);
+        memcpy(f.award_id, j->award_id, NS_HASH_BYTES);
+        f.kind = kind;
+        f.timestamp_ms = p->io->now_ms(p->io->user);
+        ns_failure_sign(&f, p->o.me, p->o.network_id);
+        sent = ns_failure_encode(&f, &p->body);
+        if (sent == NS_OK)
+            sent = p->io->send(p->io->user, j->ann.requester,
+                               NS_MSG_MKT_FAILED, p->body.data, p->body.len);
+    }
+    ns_warn(NS_MOD_MARKET,
+            "event=job_failed job=%s kind=%s reported=%s reason=\"%s\"", jid,
+            ns_fail_kind_name(kind),
+            !accepted ? "no" : sent == NS_OK ? "yes" : ns_errname(sent),
+            f.reason);
     p->stats.failed++;
     s_job_clear(j);
     s_update_offer(p);
+}
+
+static void s_fail(ns_provider_t *p, s_job_t *j, const char *why)
+{
+    s_fail_as(p, j, NS_FAIL_OTHER, why);
 }
 
 /* ---- bidding
@@ -330,7 +409,7 @@ static int s_input_done(ns_provider_t *p, s_job_t *j, uint32_t arg)
     ns_hash_t h;
     ns_hash(h, in->data, in->total);
     if (memcmp(h, j->job.args[arg].hash, NS_HASH_BYTES)) {
-        s_fail(p, j, "input does not match its hash");
+        s_fail_as(p, j, NS_FAIL_INPUT, "input does not match its hash");
         return NS_ERR_CORRUPT;
     }
     j->inputs[arg].data = in->data;
@@ -351,11 +430,11 @@ static int s_on_chunk(ns_provider_t *p, const ns_node_msg_t *m)
         return NS_OK;
     rc = ns_fetch_on_chunk(&j->fetch, &c, &done);
     if (rc == NS_ERR_TOOBIG) {
-        s_fail(p, j, "descriptor size out of range");
+        s_fail_as(p, j, NS_FAIL_INPUT, "descriptor size out of range");
         return rc;
     }
     if (rc == NS_ERR_NOMEM) {
-        s_fail(p, j, "out of memory for inputs");
+        s_fail_as(p, j, NS_FAIL_MEMORY, "out of memory for inputs");
         return rc;
     }
     if (rc != NS_OK)
@@ -405,7 +484,7 @@ static void s_start_run(ns_provider_t *p, s_job_t *j)
     int rc = ns_worker_submit(p->worker, &j->job, j->inputs, NULL, 0, err,
                               sizeof err);
     if (rc != NS_OK) {
-        s_fail(p, j, err);
+        s_fail_as(p, j, s_fail_kind(rc, err), err);
         return;
     }
     s_set(p, j, PJ_RUN);
@@ -526,7 +605,13 @@ void ns_provider_tick(ns_provider_t *p, uint64_t now)
             if (got <= 0)
                 break;
             if (j->res.status != NS_OK) {
-                s_fail(p, j, j->res.error);
+                s_fail_as(p, j, s_fail_kind(j->res.status, j->res.error),
+                          j->res.error);
+                break;
+            }
+            if (p->o.fault.fail) {
+                s_fail_as(p, j, NS_FAIL_CRASH,
+                          "fault injection: the run is reported as crashed");
                 break;
             }
             if (p->o.fault.silent) {

@@ -44,6 +44,7 @@ struct ns_requester {
     uint32_t join_peers;     /* live peers at the last look */
     uint64_t join_stable_ms; /* since when that count holds */
     bool finished;
+    char last_failure[NS_MAX_FAIL_REASON + 128]; /* the last round's */
     ns_receipt_t rc;
 };
 
@@ -176,6 +177,9 @@ static void s_explain(ns_requester_t *q, char *out, size_t cap)
         used += (size_t)snprintf(out + used, cap - used, "%s %s: %u of %u",
                                  b ? ";" : "", what, x.failing[b], x.seen);
     }
+    if (q->last_failure[0] && used < cap)
+        snprintf(out + used, cap - used, "; the last round: %s",
+                 q->last_failure);
 }
 
 /* ---- messages ----------------------------------------------------------- */
@@ -253,6 +257,71 @@ static int s_on_chunk(ns_requester_t *q, const ns_node_msg_t *m)
     return NS_OK;
 }
 
+static void s_restart(ns_requester_t *q, const char *why);
+
+/* Run unit 0 here: does the job fail on our device too? NS_OK when it
+ * runs; otherwise the error, with err saying why. */
+static int s_reproduce(ns_requester_t *q, char *err, size_t errlen)
+{
+    uint64_t unit = 0;
+    uint64_t bytes = ns_job_item_bytes(q->o.job);
+    uint8_t *out = malloc(bytes ? bytes : 1);
+    if (!out) {
+        snprintf(err, errlen, "out of memory");
+        return NS_ERR_NOMEM;
+    }
+    int rc = ns_runner_run_items(q->runner, q->o.job, q->o.inputs, &unit, 1,
+                                 out, NULL, err, errlen);
+    free(out);
+    return rc;
+}
+
+/* The winner says the job failed on its side. A failure the job itself
+ * causes (it does not build, its arguments do not fit) and that we
+ * reproduce on our own device ends the job: escrow refunded, collateral
+ * released, no penalty to anyone. Anything else moves the job to the next
+ * bidder (collateral released: the provider told us at once). */
+static void s_provider_failed(ns_requester_t *q, const ns_failure_t *f)
+{
+    char who[NS_ID_SHORT_LEN + 1], err[400];
+    ns_id_short(who, f->provider);
+    q->rc.failures++;
+    snprintf(q->last_failure, sizeof q->last_failure,
+             "provider %s reported %s: %s", who, ns_fail_kind_name(f->kind),
+             f->reason);
+    if (ns_fail_kind_is_jobs(f->kind) &&
+        s_reproduce(q, err, sizeof err) != NS_OK) {
+        s_cancel(q, NULL, false);
+        s_fail(q, "the job fails: %s (here too: %s)", q->last_failure, err);
+        return;
+    }
+    s_cancel(q, NULL, true);
+    char why[sizeof q->last_failure + 32];
+    snprintf(why, sizeof why, "reported a failure (%s: %s)",
+             ns_fail_kind_name(f->kind), f->reason);
+    s_restart(q, why);
+}
+
+static int s_on_failed(ns_requester_t *q, const ns_node_msg_t *m)
+{
+    ns_failure_t f;
+    int rc = ns_failure_decode(m->body, m->len, &f);
+    if (rc != NS_OK)
+        return rc;
+    if (memcmp(f.provider, m->sender, NS_ID_BYTES) ||
+        ns_failure_verify(&f, q->network_id) != NS_OK)
+        return NS_ERR_SIG;
+    ns_ledger_job_t lj;
+    if ((q->phase != NS_RQ_ACCEPT && q->phase != NS_RQ_RUNNING) ||
+        memcmp(f.job_id, q->o.job_id, NS_HASH_BYTES) ||
+        memcmp(f.provider, q->winner.provider, NS_ID_BYTES) ||
+        ns_ledger_job(q->ledger, q->o.job_id, &lj) != NS_OK ||
+        memcmp(lj.award_id, f.award_id, NS_HASH_BYTES))
+        return NS_OK; /* about an earlier round, or late */
+    s_provider_failed(q, &f);
+    return NS_OK;
+}
+
 bool ns_requester_owns(const ns_requester_t *q, const ns_node_msg_t *m)
 {
     /* Every message a requester takes starts [job_id (bin 32), ...] or,
@@ -269,6 +338,11 @@ bool ns_requester_owns(const ns_requester_t *q, const ns_node_msg_t *m)
     case NS_MSG_MKT_CHUNK:
         return ns_chunk_decode(m->body, m->len, &c) == NS_OK &&
                memcmp(c.job_id, q->o.job_id, NS_HASH_BYTES) == 0;
+    case NS_MSG_MKT_FAILED: {
+        ns_failure_t f;
+        return ns_failure_decode(m->body, m->len, &f) == NS_OK &&
+               memcmp(f.job_id, q->o.job_id, NS_HASH_BYTES) == 0;
+    }
     default:
         return false;
     }
@@ -283,6 +357,8 @@ int ns_requester_on_msg(ns_requester_t *q, const ns_node_msg_t *m)
         return s_on_fetch(q, m);
     case NS_MSG_MKT_CHUNK:
         return s_on_chunk(q, m);
+    case NS_MSG_MKT_FAILED:
+        return s_on_failed(q, m);
     default:
         return NS_OK;
     }

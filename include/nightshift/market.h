@@ -10,6 +10,8 @@
  *   34 AWARDED  direct    requester -> provider: the AWARD entry
  *   35 FETCH    direct    [job_id, blob, offset, len]: send me a chunk
  *   36 CHUNK    direct    [job_id, blob, offset, total, bytes]
+ *   37 FAILED   direct    provider -> requester: a signed ns_failure_t,
+ *                         sent as soon as a job fails on the provider
  * Blobs: 0 = the packed job descriptor, 1 + i = input argument i,
  * 255 = the provider's signed result statement, 256 + i = output argument
  * i (served by the provider after RESULT).
@@ -36,6 +38,7 @@
 #define NS_MSG_MKT_AWARDED 34
 #define NS_MSG_MKT_FETCH 35
 #define NS_MSG_MKT_CHUNK 36
+#define NS_MSG_MKT_FAILED 37
 
 #define NS_CHUNK_BYTES (128 * 1024) /* data per CHUNK */
 #define NS_BLOB_DESCRIPTOR 0
@@ -109,6 +112,45 @@ typedef struct {
 int ns_awarded_encode(const ns_awarded_t *a, ns_buf_t *out) NS_MUST_CHECK;
 int ns_awarded_decode(const uint8_t *buf, size_t len,
                       ns_awarded_t *a) NS_MUST_CHECK;
+
+/* FAILED: why a job failed on the provider, signed by it so that the
+ * requester (and, inside a CANCEL entry, every node) can hold it to it.
+ * Signature over "nightshift/failed/v1" || network_id || job_id ||
+ * award_id || kind (u32 BE) || timestamp_ms (u64 BE) || reason. */
+typedef enum {
+    NS_FAIL_OTHER = 0,
+    NS_FAIL_BUILD = 1,   /* the kernel does not build */
+    NS_FAIL_ARGS = 2,    /* arguments do not fit the kernel or the job */
+    NS_FAIL_CRASH = 3,   /* the kernel crashed the runtime */
+    NS_FAIL_TIMEOUT = 4, /* ran past its limit */
+    NS_FAIL_MEMORY = 5,  /* out of device or host memory */
+    NS_FAIL_INPUT = 6,   /* inputs could not be fetched or did not match */
+} ns_fail_kind;
+#define NS_FAIL_KIND_MAX 6
+#define NS_MAX_FAIL_REASON 240 /* bytes of reason text */
+
+typedef struct {
+    ns_hash_t job_id;
+    ns_hash_t award_id; /* the award the provider failed under */
+    uint8_t provider[NS_ID_BYTES];
+    uint32_t kind; /* ns_fail_kind */
+    uint64_t timestamp_ms;
+    char reason[NS_MAX_FAIL_REASON + 1]; /* one line, NUL-terminated */
+    uint8_t sig[NS_SIG_BYTES];
+} ns_failure_t;
+
+const char *ns_fail_kind_name(uint32_t kind);
+/* Whether a failure of this kind can be the job's own fault (and so be
+ * reproduced on the requester's device). */
+bool ns_fail_kind_is_jobs(uint32_t kind);
+void ns_failure_sign(ns_failure_t *f, const ns_identity_t *provider,
+                     const ns_hash_t network_id);
+int ns_failure_verify(const ns_failure_t *f,
+                      const ns_hash_t network_id) NS_MUST_CHECK;
+int ns_failure_encode(const ns_failure_t *f, ns_buf_t *out) NS_MUST_CHECK;
+/* Strict; the reason must be printable text without newlines. */
+int ns_failure_decode(const uint8_t *buf, size_t len,
+                      ns_failure_t *f) NS_MUST_CHECK;
 
 /* ---- offers ----------------------------------------------------------- */
 

@@ -26,10 +26,11 @@ typedef struct {
     double lazy;  /* fraction of output items faked (0 = honest) */
     bool garbage; /* every output byte random */
     bool silent;  /* accepts, never returns a result */
+    bool fail;    /* runs, then reports the run as crashed (FAILED) */
     double slow;  /* result held back for slow x the run time */
 } ns_fault_t;
 
-/* Parse "lazy=R", "garbage", "silent", "slow=X". */
+/* Parse "lazy=R", "garbage", "silent", "slow=X", "fail". */
 int ns_fault_parse(const char *spec, ns_fault_t *f) NS_MUST_CHECK;
 
 typedef struct {

@@ -83,6 +83,7 @@ typedef struct {
     uint64_t price, refund;        /* credits */
     uint32_t checked;              /* units re-run */
     uint32_t rounds, slashed, cancelled;
+    uint32_t failures; /* FAILED reports from providers */
     uint64_t match_ms, run_ms, verify_ms;
     char error[512]; /* FAILED: why, one line */
 } ns_receipt_t;

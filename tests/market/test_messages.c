@@ -3,6 +3,7 @@
  * truncated input at every length. */
 #include "../check.h"
 
+#include "nightshift/identity.h"
 #include "nightshift/market.h"
 
 #include <sodium.h>
@@ -192,6 +193,59 @@ TEST(awarded_round_trip_and_caps)
     ns_buf_release(&buf);
 }
 
+static int s_dec_failure(const uint8_t *p, size_t n, void *o)
+{
+    return ns_failure_decode(p, n, o);
+}
+
+TEST(failure_round_trip_signature_and_caps)
+{
+    ns_identity_t *id = ns_identity_generate();
+    ns_hash_t net = {1, 2, 3};
+    ns_failure_t f, g;
+    memset(&f, 0, sizeof f);
+    randombytes_buf(f.job_id, sizeof f.job_id);
+    randombytes_buf(f.award_id, sizeof f.award_id);
+    f.kind = NS_FAIL_BUILD;
+    f.timestamp_ms = 1800000000000;
+    snprintf(f.reason, sizeof f.reason, "build failed: <source>:3:17: error");
+    ns_failure_sign(&f, id, net);
+    CHECK_RC(ns_failure_verify(&f, net), NS_OK);
+    ns_buf_t buf;
+    ns_buf_init(&buf);
+    CHECK_RC(ns_failure_encode(&f, &buf), NS_OK);
+    CHECK_RC(ns_failure_decode(buf.data, buf.len, &g), NS_OK);
+    CHECK(memcmp(&f, &g, sizeof f) == 0);
+    CHECK_RC(ns_failure_verify(&g, net), NS_OK);
+    CHECK(s_prefixes_refused(s_dec_failure, &buf, &g));
+    /* every signed field counts */
+    g.kind = NS_FAIL_CRASH;
+    CHECK_RC(ns_failure_verify(&g, net), NS_ERR_SIG);
+    g = f;
+    g.reason[0] = 'B';
+    CHECK_RC(ns_failure_verify(&g, net), NS_ERR_SIG);
+    ns_hash_t other = {9};
+    CHECK_RC(ns_failure_verify(&f, other), NS_ERR_SIG);
+    /* an unknown kind; a reason with a newline; the longest reason */
+    g = f;
+    g.kind = NS_FAIL_KIND_MAX + 1;
+    CHECK_RC(ns_failure_encode(&g, &buf), NS_ERR_INVAL);
+    g = f;
+    g.reason[3] = '\n';
+    CHECK_RC(ns_failure_encode(&g, &buf), NS_OK);
+    CHECK_RC(ns_failure_decode(buf.data, buf.len, &g), NS_ERR_INVAL);
+    g = f;
+    memset(g.reason, 'x', NS_MAX_FAIL_REASON);
+    g.reason[NS_MAX_FAIL_REASON] = '\0';
+    CHECK_RC(ns_failure_encode(&g, &buf), NS_OK);
+    CHECK_RC(ns_failure_decode(buf.data, buf.len, &f), NS_OK);
+    CHECK(ns_fail_kind_is_jobs(NS_FAIL_BUILD) &&
+          ns_fail_kind_is_jobs(NS_FAIL_ARGS) &&
+          !ns_fail_kind_is_jobs(NS_FAIL_CRASH));
+    ns_buf_release(&buf);
+    ns_identity_destroy(&id);
+}
+
 TEST(offer_requirements)
 {
     ns_devinfo_t dev[2];
@@ -257,6 +311,7 @@ int main(void)
     RUN(bid_round_trip);
     RUN(fetch_and_chunk_round_trip_and_caps);
     RUN(awarded_round_trip_and_caps);
+    RUN(failure_round_trip_signature_and_caps);
     RUN(offer_requirements);
     RUN(requester_acceptance_rule);
     return ns_test_finish("market_messages");

@@ -73,6 +73,9 @@ struct s_world {
 };
 
 static s_world_t *s_w;
+/* When set, the job is this source (vector_add's signature) instead of the
+ * built-in. */
+static const char *s_source;
 
 /* ---- the fake network --------------------------------------------------- */
 
@@ -304,9 +307,15 @@ static void s_job_setup(s_world_t *w)
     const ns_builtin_t *b = ns_builtin_find("vector_add");
     ns_job_t *j = &w->job;
     ns_job_init(j);
-    snprintf(j->builtin, sizeof j->builtin, "vector_add");
-    ns_hash(j->source_hash, b->source, b->source_len);
-    snprintf(j->entry, sizeof j->entry, "%s", b->entry);
+    if (s_source) {
+        if (ns_job_set_source(j, s_source, strlen(s_source)) != NS_OK)
+            fprintf(stderr, "bad test source\n");
+        snprintf(j->entry, sizeof j->entry, "broken");
+    } else {
+        snprintf(j->builtin, sizeof j->builtin, "vector_add");
+        ns_hash(j->source_hash, b->source, b->source_len);
+        snprintf(j->entry, sizeof j->entry, "%s", b->entry);
+    }
     j->dims = 1;
     j->global[0] = W_N;
     for (uint32_t i = 0; i < W_N; i++) {
@@ -549,7 +558,7 @@ TEST(accept_timeout_moves_on)
 
 TEST(lazy_provider_slashed_job_completed_elsewhere)
 {
-    ns_fault_t lazy = {1.0, false, false, 0};
+    ns_fault_t lazy = {.lazy = 1.0};
     s_world_t *w = s_world(&lazy, NULL, 60);
     if (!CHECK(w != NULL))
         return;
@@ -598,7 +607,7 @@ TEST(no_bid_cancels_and_refunds)
 
 TEST(deadline_penalises_silent_provider)
 {
-    ns_fault_t silent = {0, false, true, 0};
+    ns_fault_t silent = {.silent = true};
     s_world_t *w = s_world(&silent, NULL, 1);
     if (!CHECK(w != NULL))
         return;
@@ -667,6 +676,105 @@ TEST(resume_picks_the_job_up)
     s_world_free(w);
 }
 
+TEST(provider_failure_moves_on_without_penalty)
+{
+    ns_fault_t fail = {.fail = true};
+    s_world_t *w = s_world(&fail, NULL, 60);
+    if (!CHECK(w != NULL))
+        return;
+    w->p[2].offline = true; /* the failing one wins the first round */
+    for (int i = 0; i < 40; i++)
+        s_step(w, 5);
+    w->p[2].offline = false;
+    CHECK(s_run(w, 40000));
+    const ns_receipt_t *r = ns_requester_receipt(w->p[0].requester);
+    CHECK_EQ_INT(r->phase, NS_RQ_DONE);
+    CHECK_EQ_INT(r->failures, 1);
+    CHECK_EQ_INT(r->rounds, 2);
+    CHECK_EQ_INT(r->slashed, 0);
+    CHECK(memcmp(r->provider, w->fx.acct[2].pk, NS_ID_BYTES) == 0);
+    CHECK(s_said(w, "reported a failure (crash"));
+    CHECK(memcmp(w->outputs[2], w->want, sizeof w->want) == 0);
+    for (int i = 0; i < 500; i++)
+        s_step(w, 5);
+    ns_account_t p = s_acct(w, 0, 1);
+    CHECK_EQ_INT(p.locked_collateral, 0);
+    CHECK_EQ_INT(p.free + p.staked, 1000); /* it told us at once */
+    CHECK(s_conserved(w));
+    s_world_free(w);
+}
+
+TEST(broken_kernel_ends_the_job_at_once)
+{
+    s_source = "kernel void broken(global const float *a, global const "
+               "float *b,\n global float *c, uint n)\n{\n  c[0] = a[0] + "
+               ";\n}\n";
+    s_world_t *w = s_world(NULL, NULL, 60);
+    s_source = NULL;
+    if (!CHECK(w != NULL))
+        return;
+    w->p[2].offline = true;
+    /* award, accept, fetch, build in the worker: the failure comes back
+     * as soon as the build fails, long before the 60 s deadline */
+    CHECK(s_run(w, 20000));
+    const ns_receipt_t *r = ns_requester_receipt(w->p[0].requester);
+    CHECK_EQ_INT(r->phase, NS_RQ_FAILED);
+    CHECK_EQ_INT(r->failures, 1);
+    CHECK_EQ_INT(r->rounds, 1);
+    CHECK(strstr(r->error, "build") != NULL);
+    CHECK(strstr(r->error, "here too") != NULL);
+    for (int i = 0; i < 500; i++)
+        s_step(w, 5);
+    ns_account_t req = s_acct(w, 0, 0), p = s_acct(w, 0, 1);
+    CHECK_EQ_INT(req.free, 1000); /* escrow refunded */
+    CHECK_EQ_INT(req.locked_escrow, 0);
+    CHECK_EQ_INT(p.free + p.staked, 1000); /* no penalty */
+    CHECK_EQ_INT(p.locked_collateral, 0);
+    for (uint32_t l = 0; l < W_PARTIES; l++)
+        CHECK_EQ_INT(s_job_state(w, l), NS_JOB_CANCELLED);
+    CHECK(s_conserved(w));
+    s_world_free(w);
+}
+
+TEST(forged_failure_is_ignored)
+{
+    s_world_t *w = s_world(NULL, NULL, 60);
+    if (!CHECK(w != NULL))
+        return;
+    w->p[2].offline = true;
+    for (int i = 0; i < 3000 && ns_requester_receipt(w->p[0].requester)
+                                        ->phase < NS_RQ_RUNNING;
+         i++)
+        s_step(w, 5);
+    /* provider 2 (not the winner) claims the job failed, signed by
+     * itself; then a FAILED from the winner's id signed by another key */
+    ns_ledger_job_t lj;
+    uint8_t nonce[16] = {1};
+    ns_requester_opts_t o = s_req_opts(w, nonce);
+    CHECK_RC(ns_ledger_job(w->p[0].ledger, o.job_id, &lj), NS_OK);
+    ns_failure_t f;
+    memset(&f, 0, sizeof f);
+    memcpy(f.job_id, o.job_id, NS_HASH_BYTES);
+    memcpy(f.award_id, lj.award_id, NS_HASH_BYTES);
+    f.kind = NS_FAIL_BUILD;
+    snprintf(f.reason, sizeof f.reason, "forged");
+    ns_failure_sign(&f, w->fx.acct[2].id, w->fx.genesis.network_id);
+    ns_buf_t b;
+    ns_buf_init(&b);
+    CHECK_RC(ns_failure_encode(&f, &b), NS_OK);
+    ns_node_msg_t m = {NS_MSG_MKT_FAILED, w->fx.acct[2].pk, b.data, b.len,
+                       NULL, NULL};
+    CHECK_RC(ns_requester_on_msg(w->p[0].requester, &m), NS_OK);
+    m.sender = w->fx.acct[1].pk; /* the winner's id, another's signature */
+    CHECK_RC(ns_requester_on_msg(w->p[0].requester, &m), NS_ERR_SIG);
+    ns_buf_release(&b);
+    CHECK(s_run(w, 20000));
+    const ns_receipt_t *r = ns_requester_receipt(w->p[0].requester);
+    CHECK_EQ_INT(r->phase, NS_RQ_DONE);
+    CHECK_EQ_INT(r->failures, 0);
+    s_world_free(w);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "worker") == 0) {
@@ -683,6 +791,9 @@ int main(int argc, char **argv)
     RUN(no_bid_cancels_and_refunds);
     RUN(deadline_penalises_silent_provider);
     RUN(resume_picks_the_job_up);
+    RUN(provider_failure_moves_on_without_penalty);
+    RUN(broken_kernel_ends_the_job_at_once);
+    RUN(forged_failure_is_ignored);
     (void)s_w;
     return ns_test_finish("node_market_sm");
 }
