@@ -72,7 +72,7 @@ int ns_cmd_node(int argc, char **argv)
         ns_cli_error(cmd, "unknown module in debug list '%s'", cfg.log_debug);
         return 2;
     }
-    ns_node_conf_t c = {o.datadir, &cfg, false, o.fault, NULL};
+    ns_node_conf_t c = {.datadir = o.datadir, .cfg = &cfg, .fault = o.fault};
     ns_node_t *node = ns_node_open(&c, err, sizeof err);
     if (!node) {
         ns_cli_error(cmd, "%s", err);

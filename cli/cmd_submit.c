@@ -232,13 +232,19 @@ static void s_print_receipt(s_submit_t *q, const ns_receipt_t *rc,
         ns_cli_error("submit", "%s", rc->error);
         return;
     }
+    char checks[64];
+    if (rc->checked)
+        snprintf(checks, sizeof checks, "%u items re-run, all matched",
+                 rc->checked);
+    else
+        snprintf(checks, sizeof checks, "verified when it was settled");
     printf("receipt\n  job       %s\n  provider  %s\n  price     %llu "
-           "credits (refund %llu)\n  checks    %u items re-run, all "
-           "matched\n  rounds    %u (slashed %u, cancelled %u)\n  timings "
+           "credits (refund %llu)\n  checks    %s\n  rounds    %u "
+           "(slashed %u, cancelled %u, failures reported %u)\n  timings "
            "  match %llu ms, run %llu ms, verify %llu ms, total %llu ms\n",
            job_hex, who, (unsigned long long)rc->price,
-           (unsigned long long)rc->refund, rc->checked, rc->rounds,
-           rc->slashed, rc->cancelled, (unsigned long long)rc->match_ms,
+           (unsigned long long)rc->refund, checks, rc->rounds, rc->slashed,
+           rc->cancelled, rc->failures, (unsigned long long)rc->match_ms,
            (unsigned long long)rc->run_ms, (unsigned long long)rc->verify_ms,
            (unsigned long long)total);
 }
@@ -313,8 +319,10 @@ static int s_submit(s_submit_t *q)
         return status;
     char cache[PATH_MAX];
     ns_cache_dir(cache, sizeof cache);
-    ns_node_conf_t c = {q->datadir, &cfg, true, NULL,
-                        cache[0] ? cache : NULL};
+    ns_node_conf_t c = {.datadir = q->datadir,
+                        .cfg = &cfg,
+                        .light = true,
+                        .cache_dir = cache[0] ? cache : NULL};
     ns_node_t *node = ns_node_open(&c, err, sizeof err);
     if (!node) {
         ns_cli_error("submit", "%s", err);

@@ -25,6 +25,7 @@ static const struct {
     {"stake", ns_cmd_stake, "stake credits (collateral for jobs)"},
     {"unstake", ns_cmd_unstake, "release stake that is not locked"},
     {"submit", ns_cmd_submit, "post a job to the network and verify it"},
+    {"cancel", ns_cmd_cancel, "end one of your jobs: escrow refunded"},
     {"connect", ns_cmd_connect, "make a running node dial a peer now"},
     {"block", ns_cmd_block, "test networks: cut traffic with a peer"},
 };

@@ -20,6 +20,7 @@ static const char *const s_names[] = {
     [NS_CTL_LATENCY] = "latency",   [NS_CTL_CONNECT] = "connect",
     [NS_CTL_BLOCK] = "block",       [NS_CTL_TRANSFER] = "transfer",
     [NS_CTL_STAKE] = "stake",       [NS_CTL_UNSTAKE] = "unstake",
+    [NS_CTL_CANCEL] = "cancel",
 };
 #define S_N_KINDS (sizeof s_names / sizeof s_names[0])
 
@@ -30,6 +31,7 @@ static uint32_t s_nargs(ns_ctl_kind_t k)
     case NS_CTL_CONNECT:
     case NS_CTL_STAKE:
     case NS_CTL_UNSTAKE:
+    case NS_CTL_CANCEL:
         return 1;
     case NS_CTL_BLOCK:
     case NS_CTL_TRANSFER:
@@ -81,6 +83,9 @@ int ns_ctl_req_pack(const ns_ctl_req_t *r, ns_buf_t *out)
     case NS_CTL_UNSTAKE:
         msgpack_pack_uint64(&pk, r->amount);
         break;
+    case NS_CTL_CANCEL:
+        ns_mp_bin(&pk, r->job_id, NS_HASH_BYTES);
+        break;
     default:
         break;
     }
@@ -123,6 +128,9 @@ int ns_ctl_req_read(const uint8_t *buf, size_t len, ns_ctl_req_t *r)
     case NS_CTL_STAKE:
     case NS_CTL_UNSTAKE:
         ns_mpr_uint(&rd, &r->amount);
+        break;
+    case NS_CTL_CANCEL:
+        ns_mpr_bin_exact(&rd, r->job_id, NS_HASH_BYTES);
         break;
     default:
         break;
@@ -253,6 +261,18 @@ void ns_control_handle(ns_node_t *n, const uint8_t *req, size_t len,
     case NS_CTL_UNSTAKE:
         s_ledger(n, &r, &pk);
         break;
+    case NS_CTL_CANCEL: {
+        ns_cancel_result_t res;
+        char err[256], what[300];
+        if (ns_node_cancel(n, r.job_id, &res, err, sizeof err) != NS_OK) {
+            s_fail(&pk, err);
+            break;
+        }
+        ns_cancel_describe(&res, what, sizeof what);
+        msgpack_pack_true(&pk);
+        ns_mp_str(&pk, what);
+        break;
+    }
     }
 }
 

@@ -2,9 +2,11 @@
  * one loop (node.h). */
 #include "nightshift/node.h"
 
+#include "nightshift/cancel.h"
 #include "nightshift/control.h"
 #include "nightshift/devices.h"
 #include "nightshift/identity.h"
+#include "nightshift/join.h"
 #include "nightshift/ledger_sync.h"
 #include "nightshift/log.h"
 #include "nightshift/policy.h"
@@ -42,6 +44,10 @@ struct ns_node {
     ns_requester_t *req[NS_NODE_MAX_REQUESTERS];
     uint32_t n_req;
     bool req_timer; /* the requesters' timer is registered */
+    /* ns_node_join / ns_node_linger */
+    ns_join_t join;
+    int join_rc;
+    uint64_t linger_until;
 };
 
 static int s_err(char *err, size_t errlen, const char *fmt, ...)
@@ -307,7 +313,7 @@ ns_node_t *ns_node_open(const ns_node_conf_t *c, char *err, size_t errlen)
         goto fail;
     if (c->light) {
         n->runner = ns_runner_new(0, c->cache_dir, &rc);
-        if (!n->runner) {
+        if (!n->runner && !c->runner_optional) {
             s_err(err, errlen, "no OpenCL device to check results on: %s",
                   ns_strerror(rc));
             goto fail;
@@ -418,6 +424,66 @@ ns_requester_t *ns_node_add_requester(ns_node_t *n, ns_requester_opts_t *o,
     if (q)
         n->req[n->n_req++] = q;
     return q;
+}
+
+static void s_on_join_tick(void *user, uint64_t now)
+{
+    ns_node_t *n = user;
+    n->join_rc = ns_join_check(&n->join, n->ledger, &n->io, now);
+    if (n->join_rc != 0)
+        n->stop = 1;
+}
+
+int ns_node_join(ns_node_t *n, char *err, size_t errlen)
+{
+    uint32_t id;
+    ns_join_start(&n->join, ns_mono_ms());
+    n->join_rc = 0;
+    int rc = ns_p2p_timer_start(n->p2p, 20, true, s_on_join_tick, n, &id);
+    if (rc != NS_OK) {
+        snprintf(err, errlen, "cannot start: %s", ns_strerror(rc));
+        return rc;
+    }
+    n->stop = 0;
+    rc = ns_p2p_run(n->p2p, &n->stop);
+    (void)ns_p2p_timer_cancel(n->p2p, id);
+    if (rc == NS_OK && n->join_rc == NS_ERR_TIMEOUT) {
+        snprintf(err, errlen,
+                 "could not reach any peer through the bootstrap address");
+        return NS_ERR_TIMEOUT;
+    }
+    if (rc == NS_OK && n->join_rc != 1) {
+        snprintf(err, errlen, "interrupted");
+        return NS_ERR_STATE;
+    }
+    n->stop = 0;
+    return rc;
+}
+
+static void s_on_linger_tick(void *user, uint64_t now)
+{
+    ns_node_t *n = user;
+    if (now >= n->linger_until)
+        n->stop = 1;
+}
+
+int ns_node_linger(ns_node_t *n, uint32_t ms)
+{
+    uint32_t id;
+    n->linger_until = ns_mono_ms() + ms;
+    int rc = ns_p2p_timer_start(n->p2p, 10, true, s_on_linger_tick, n, &id);
+    if (rc != NS_OK)
+        return rc;
+    rc = ns_p2p_run(n->p2p, &n->stop);
+    (void)ns_p2p_timer_cancel(n->p2p, id);
+    return rc;
+}
+
+int ns_node_cancel(ns_node_t *n, const ns_hash_t job_id,
+                   ns_cancel_result_t *res, char *err, size_t errlen)
+{
+    return ns_cancel_job(n->ledger, &n->io, ns_identity_pk(n->me), job_id,
+                         res, err, errlen);
 }
 
 const ns_identity_t *ns_node_identity(const ns_node_t *n)

@@ -1,6 +1,8 @@
 /* requester.c - one job from escrow to settlement (requester.h). */
 #include "nightshift/requester.h"
 
+#include "nightshift/cancel.h"
+#include "nightshift/join.h"
 #include "nightshift/log.h"
 #include "nightshift/policy.h"
 #include "nightshift/slash.h"
@@ -41,8 +43,7 @@ struct ns_requester {
     uint8_t secret[32];
     /* timings */
     uint64_t t_start_ms, t_announce_ms, t_accept_ms, t_last_tick_s;
-    uint32_t join_peers;     /* live peers at the last look */
-    uint64_t join_stable_ms; /* since when that count holds */
+    ns_join_t join;
     bool finished;
     char last_failure[NS_MAX_FAIL_REASON + 128]; /* the last round's */
     ns_receipt_t rc;
@@ -579,38 +580,22 @@ static void s_verify(ns_requester_t *q)
         s_slash(q, &lj);
 }
 
-static bool s_ledger_current(void *u, const uint8_t *id,
-                             const ns_heartbeat_t *hb)
-{
-    (void)id;
-    const ns_hash_t *digest = u;
-    return memcmp(hb->ledger_digest, *digest, NS_HASH_BYTES) == 0;
-}
-
 /* At least one peer, and our ledger agreeing with one of them (or a few
  * seconds of sync). */
 static void s_join(ns_requester_t *q, uint64_t now)
 {
+    int rc = ns_join_check(&q->join, q->ledger, q->io, now);
+    if (rc == NS_ERR_TIMEOUT) {
+        s_fail(q, "could not reach any peer through the bootstrap "
+                  "address");
+        return;
+    }
+    if (rc != 1)
+        return;
     ns_ledger_stats_t st;
     ns_ledger_stats(q->ledger, &st);
-    uint32_t live = q->io->live_peers(q->io->user);
-    if (live == 0) {
-        if (now - q->phase_ms > NS_POLICY_JOIN_GIVEUP_MS)
-            s_fail(q, "could not reach any peer through the bootstrap "
-                      "address");
-        return;
-    }
-    if (live != q->join_peers) {
-        q->join_peers = live;
-        q->join_stable_ms = now;
-    }
-    bool settled = now - q->join_stable_ms >= NS_POLICY_JOIN_STABLE_MS;
-    bool current =
-        q->io->visit_peers(q->io->user, s_ledger_current, st.digest);
-    if ((!settled || !current) && now - q->phase_ms < NS_POLICY_JOIN_MAX_MS)
-        return;
-    s_say(q, "joined: %u peers, ledger at %llu entries", live,
-          (unsigned long long)st.entries);
+    s_say(q, "joined: %u peers, ledger at %llu entries",
+          q->io->live_peers(q->io->user), (unsigned long long)st.entries);
     s_phase(q, NS_RQ_ANNOUNCE);
 }
 
@@ -628,9 +613,17 @@ static void s_resume(ns_requester_t *q)
         memcpy(q->rc.provider, lj.provider, NS_ID_BYTES);
         s_phase(q, NS_RQ_RUNNING);
         s_say(q, "resuming: job already awarded, waiting for its result");
+    } else if (lj.state == NS_JOB_SETTLED) {
+        memcpy(q->rc.provider, lj.provider, NS_ID_BYTES);
+        q->rc.price = lj.price;
+        q->rc.refund = lj.escrow - lj.price;
+        q->rc.rounds = lj.round;
+        q->rc.slashed = lj.slashed;
+        s_say(q, "job %.16s was settled before: its receipt", q->job_hex);
+        s_phase(q, NS_RQ_DONE);
+        q->finished = true;
     } else if (lj.state != NS_JOB_OPEN) {
-        s_fail(q, "job %.16s is already %s", q->job_hex,
-               lj.state == NS_JOB_SETTLED ? "settled" : "cancelled");
+        s_fail(q, "job %.16s is already cancelled", q->job_hex);
     } else {
         s_announce(q);
     }
@@ -693,16 +686,28 @@ static void s_running(ns_requester_t *q, uint64_t now)
     }
 }
 
+/* --timeout-s ran out: end the job so nothing stays locked. */
+static void s_give_up(ns_requester_t *q)
+{
+    char err[256], what[300] = "nothing was posted";
+    ns_cancel_result_t res;
+    const char *phase = ns_rq_phase_name(q->phase);
+    int rc = ns_cancel_job(q->ledger, q->io, ns_identity_pk(q->me),
+                           q->o.job_id, &res, err, sizeof err);
+    if (rc == NS_OK)
+        ns_cancel_describe(&res, what, sizeof what);
+    else if (rc != NS_ERR_NOTFOUND)
+        snprintf(what, sizeof what, "%s", err);
+    s_fail(q, "gave up after %llu s in phase %s; job cancelled: %s",
+           (unsigned long long)q->o.timeout_s, phase, what);
+}
+
 void ns_requester_tick(ns_requester_t *q, uint64_t now)
 {
     if (q->finished)
         return;
     if (q->o.timeout_s && now - q->t_start_ms > q->o.timeout_s * 1000) {
-        s_fail(q,
-               "gave up after %llu s in phase %s (resume with --resume "
-               "%s)",
-               (unsigned long long)q->o.timeout_s,
-               ns_rq_phase_name(q->phase), q->job_hex);
+        s_give_up(q);
         return;
     }
     ns_ledger_job_t lj;
@@ -805,6 +810,7 @@ ns_requester_t *ns_requester_new(const ns_requester_opts_t *o,
         }
     }
     s_phase(q, NS_RQ_JOIN);
+    ns_join_start(&q->join, q->t_start_ms);
     if (!o->join) {
         s_phase(q, NS_RQ_ANNOUNCE);
         if (o->resume)

@@ -9,12 +9,14 @@
  *   ["block", id (bin 32), ms]           test networks only, ms <= 1 h
  *   ["transfer", to (bin 32), credits]
  *   ["stake", credits] / ["unstake", credits]
+ *   ["cancel", job_id (bin 32)]          one of the node's own jobs
  * Reply: one frame, a msgpack array [ok bool, document]; on error the
  * document is a str with the reason.
  */
 #ifndef NIGHTSHIFT_CONTROL_H
 #define NIGHTSHIFT_CONTROL_H
 
+#include "nightshift/hash.h"
 #include "nightshift/identity.h"
 #include "nightshift/mp.h"
 
@@ -36,6 +38,7 @@ typedef enum {
     NS_CTL_TRANSFER,
     NS_CTL_STAKE,
     NS_CTL_UNSTAKE,
+    NS_CTL_CANCEL,
 } ns_ctl_kind_t;
 
 typedef struct {
@@ -44,6 +47,7 @@ typedef struct {
     uint8_t peer[NS_ID_BYTES]; /* BLOCK: the peer; TRANSFER: the payee */
     uint64_t ms;               /* BLOCK */
     uint64_t amount;           /* TRANSFER, STAKE, UNSTAKE: credits */
+    ns_hash_t job_id;          /* CANCEL */
 } ns_ctl_req_t;
 
 /* The command's name ("status", "transfer", ...). */

@@ -16,6 +16,7 @@
 #ifndef NIGHTSHIFT_NODE_H
 #define NIGHTSHIFT_NODE_H
 
+#include "nightshift/cancel.h"
 #include "nightshift/config.h"
 #include "nightshift/genesis.h"
 #include "nightshift/ledger.h"
@@ -35,6 +36,9 @@ typedef struct {
     bool light;             /* a requester-only peer (see above) */
     const char *fault;      /* full node, test networks: ns_fault_parse */
     const char *cache_dir;  /* program binaries for the runner, or NULL */
+    bool runner_optional;   /* light peer that checks no results
+                               (cancel): it works without an OpenCL
+                               device too */
 } ns_node_conf_t;
 
 /* Lock the datadir, load key and genesis, open the ledger, start p2p and
@@ -56,6 +60,19 @@ void ns_node_stop(ns_node_t *n);
  * device for the checks, NS_ERR_NOMEM). */
 ns_requester_t *ns_node_add_requester(ns_node_t *n, ns_requester_opts_t *o,
                                       int *err);
+
+/* A light peer that just started: run the loop until it has joined the
+ * network (join.h). NS_ERR_TIMEOUT without a peer, NS_ERR_STATE when
+ * stopped first; one line in err. */
+int ns_node_join(ns_node_t *n, char *err, size_t errlen) NS_MUST_CHECK;
+/* Run the loop for ms (or until stopped): gossip carries out what we
+ * appended before a light peer leaves. */
+int ns_node_linger(ns_node_t *n, uint32_t ms) NS_MUST_CHECK;
+
+/* End one of our jobs (cancel.h). */
+int ns_node_cancel(ns_node_t *n, const ns_hash_t job_id,
+                   ns_cancel_result_t *res, char *err,
+                   size_t errlen) NS_MUST_CHECK;
 
 /* Borrowed views for the layers above. */
 const ns_identity_t *ns_node_identity(const ns_node_t *n);

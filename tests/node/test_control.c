@@ -12,7 +12,7 @@ TEST(every_request_round_trips)
 {
     ns_buf_t b;
     ns_buf_init(&b);
-    for (int k = NS_CTL_STATUS; k <= NS_CTL_UNSTAKE; k++) {
+    for (int k = NS_CTL_STATUS; k <= NS_CTL_CANCEL; k++) {
         ns_ctl_req_t r, back;
         memset(&r, 0, sizeof r);
         r.kind = (ns_ctl_kind_t)k;
@@ -22,8 +22,10 @@ TEST(every_request_round_trips)
             randombytes_buf(r.peer, sizeof r.peer);
         if (k == NS_CTL_BLOCK)
             r.ms = 1234;
-        if (k >= NS_CTL_TRANSFER)
+        if (k >= NS_CTL_TRANSFER && k <= NS_CTL_UNSTAKE)
             r.amount = 77;
+        if (k == NS_CTL_CANCEL)
+            randombytes_buf(r.job_id, sizeof r.job_id);
         CHECK_RC(ns_ctl_req_pack(&r, &b), NS_OK);
         CHECK_RC(ns_ctl_req_read(b.data, b.len, &back), NS_OK);
         CHECK(memcmp(&r, &back, sizeof r) == 0);

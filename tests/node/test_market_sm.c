@@ -670,8 +670,11 @@ TEST(resume_picks_the_job_up)
         ns_requester_new(&o, &w->p[0].io, w->p[0].ledger, w->runner,
                          w->fx.acct[0].id, w->fx.genesis.network_id, &rc);
     CHECK(s_run(w, 10));
-    CHECK(strstr(ns_requester_receipt(w->p[0].requester)->error,
-                 "already settled") != NULL);
+    r = ns_requester_receipt(w->p[0].requester);
+    CHECK_EQ_INT(r->phase, NS_RQ_DONE); /* its receipt, from the ledger */
+    CHECK(memcmp(r->provider, w->fx.acct[1].pk, NS_ID_BYTES) == 0);
+    CHECK(r->price > 0 && r->price + r->refund == 10);
+    CHECK(s_said(w, "settled before"));
     CHECK(s_conserved(w));
     s_world_free(w);
 }
@@ -775,6 +778,40 @@ TEST(forged_failure_is_ignored)
     s_world_free(w);
 }
 
+TEST(giving_up_cancels_and_releases)
+{
+    ns_fault_t silent = {.silent = true};
+    s_world_t *w = s_world(&silent, NULL, 60);
+    if (!CHECK(w != NULL))
+        return;
+    w->p[2].offline = true;
+    for (int i = 0; i < 3000 && ns_requester_receipt(w->p[0].requester)
+                                        ->phase < NS_RQ_RUNNING;
+         i++)
+        s_step(w, 5);
+    CHECK_EQ_INT(ns_requester_receipt(w->p[0].requester)->phase,
+                 NS_RQ_RUNNING);
+    /* --timeout-s 600 runs out on the fake clock, long before the
+     * deadline: the job ends, nothing stays locked, nobody is penalised */
+    s_step(w, 600 * 1000);
+    CHECK(s_run(w, 10));
+    const ns_receipt_t *r = ns_requester_receipt(w->p[0].requester);
+    CHECK_EQ_INT(r->phase, NS_RQ_FAILED);
+    CHECK(strstr(r->error, "gave up") != NULL);
+    CHECK(strstr(r->error, "refunded") != NULL);
+    CHECK(strstr(r->error, "collateral released") != NULL);
+    for (int i = 0; i < 500; i++)
+        s_step(w, 5);
+    ns_account_t req = s_acct(w, 0, 0), p = s_acct(w, 0, 1);
+    CHECK_EQ_INT(req.free, 1000);
+    CHECK_EQ_INT(req.locked_escrow, 0);
+    CHECK_EQ_INT(p.locked_collateral, 0);
+    CHECK_EQ_INT(p.free + p.staked, 1000);
+    CHECK_EQ_INT(s_job_state(w, 2), NS_JOB_CANCELLED);
+    CHECK(s_conserved(w));
+    s_world_free(w);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "worker") == 0) {
@@ -794,6 +831,7 @@ int main(int argc, char **argv)
     RUN(provider_failure_moves_on_without_penalty);
     RUN(broken_kernel_ends_the_job_at_once);
     RUN(forged_failure_is_ignored);
+    RUN(giving_up_cancels_and_releases);
     (void)s_w;
     return ns_test_finish("node_market_sm");
 }
