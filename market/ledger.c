@@ -1,61 +1,24 @@
-/* ledger.c - the LMDB store, validation rules and derived state.
+/* ledger.c - the ledger's public API: validation rules, derived state,
+ * ingest, append, commit and queries over the LMDB store
+ * (ledger_store.c).
  *
- * Databases (one LMDB environment in <datadir>/ledger):
- *   entries   id -> encoded entry
- *   chain     author || seq (u64 BE) -> id
- *   accounts  author -> s_account_rec
- *   credits   source id || recipient -> s_credit_rec
- *   locks     provider || award id -> s_lock_rec (collateral)
- *   pjobs     provider || award id -> s_pjob_rec (provider's side)
- *   jobs      job id -> ns_ledger_job_t (requester's side)
- *   forks     author -> s_fork_rec; forkentries: id -> encoded entry
- *   meta      "network_id", "totals"
  * Every entry is validated and applied in a nested transaction of the
  * current batch: a rejected entry leaves no trace. ns_ledger_commit makes
  * the batch durable with one synced commit.
  */
+#include "ledger_store.h"
+
 #include "nightshift/ledger.h"
 #include "nightshift/log.h"
 #include "nightshift/util.h"
 
 #include <errno.h>
 #include <limits.h>
-#include <lmdb.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-enum { CREDIT_OPEN = 0, CREDIT_CLAIMED = 1 };
-enum { LOCK_LOCKED = 1, LOCK_RELEASED = 2, LOCK_BURNED = 3 };
-
-typedef struct {
-    uint64_t amount;         /* free credits */
-    ns_hash_t release_award; /* zero, or: release the lock of this award */
-    uint8_t state;           /* CREDIT_* */
-} s_credit_rec;
-
-typedef struct {
-    uint64_t amount; /* collateral still locked (after penalties) */
-    uint8_t state;   /* LOCK_* */
-} s_lock_rec;
-
-typedef struct {
-    ns_hash_t job_id;
-    ns_hash_t accept_id;
-    ns_hash_t result_id; /* zero until RESULT */
-} s_pjob_rec;
-
-typedef struct {
-    uint64_t seq;
-    ns_hash_t first, second; /* the two entry ids */
-} s_fork_rec;
-
-typedef struct {
-    uint64_t total, burned, pending, entries, forks;
-    ns_hash_t digest;
-} s_totals_t;
 
 typedef struct {
     uint8_t *bytes;
@@ -66,14 +29,11 @@ typedef struct {
 } s_pending_t;
 
 struct ns_ledger {
-    MDB_env *env;
-    MDB_dbi entries, chain, accounts, credits, locks, pjobs, jobs, forks,
-        forkentries, meta;
-    MDB_txn *batch; /* open write transaction, or NULL */
-    bool dirty;     /* the batch holds changes */
-    bool readonly;  /* opened with ns_ledger_open_readonly */
-    ns_hash_t network_id;
-    s_totals_t totals; /* as of the open batch */
+    ns_lstore_t store;
+    MDB_txn *batch;            /* open write transaction, or NULL */
+    bool dirty;                /* the batch holds changes */
+    bool readonly;             /* opened with ns_ledger_open_readonly */
+    ns_ledger_totals_t totals; /* as of the open batch */
     ns_slash_verifier_fn verifier;
     void *verifier_user;
     s_pending_t *pending;
@@ -84,118 +44,29 @@ struct ns_ledger {
 
 static const ns_hash_t s_zero;
 
-/* MDB_val holds a non-const pointer even for keys LMDB only reads. */
-static void *s_unconst(const void *p)
-{
-    union {
-        const void *c;
-        void *v;
-    } u = {p};
-    return u.v;
-}
-
 static bool s_is_zero(const ns_hash_t h)
 {
     return sodium_is_zero(h, NS_HASH_BYTES);
 }
 
-static int s_mdb(int rc)
-{
-    switch (rc) {
-    case MDB_SUCCESS:
-        return NS_OK;
-    case MDB_NOTFOUND:
-        return NS_ERR_NOTFOUND;
-    case MDB_MAP_FULL:
-    case ENOMEM:
-        return NS_ERR_NOMEM;
-    case MDB_CORRUPTED:
-    case MDB_PAGE_NOTFOUND:
-    case MDB_INVALID:
-    case MDB_VERSION_MISMATCH:
-        return NS_ERR_CORRUPT;
-    default:
-        return NS_ERR_IO;
-    }
-}
-
-/* ---- typed get/put ------------------------------------------------------- */
-
-static int s_get(MDB_txn *t, MDB_dbi db, const void *k, size_t kl, void *v,
-                 size_t vl)
-{
-    MDB_val key = {kl, s_unconst(k)}, val;
-    int rc = mdb_get(t, db, &key, &val);
-    if (rc != MDB_SUCCESS)
-        return s_mdb(rc);
-    if (val.mv_size != vl)
-        return NS_ERR_CORRUPT;
-    memcpy(v, val.mv_data, vl);
-    return NS_OK;
-}
-
-static int s_put(MDB_txn *t, MDB_dbi db, const void *k, size_t kl,
-                 const void *v, size_t vl)
-{
-    MDB_val key = {kl, s_unconst(k)}, val = {vl, s_unconst(v)};
-    return s_mdb(mdb_put(t, db, &key, &val, 0));
-}
-
-static void s_key2(uint8_t out[64], const uint8_t *a, const uint8_t *b)
-{
-    memcpy(out, a, 32);
-    memcpy(out + 32, b, 32);
-}
-
-static void s_chain_key(uint8_t out[40], const uint8_t *author, uint64_t seq)
-{
-    memcpy(out, author, 32);
-    for (int i = 0; i < 8; i++)
-        out[32 + i] = (uint8_t)(seq >> (56 - 8 * i));
-}
-
-static int s_account_get(MDB_txn *t, ns_ledger_t *l, const uint8_t *id,
-                         ns_account_t *a)
-{
-    int rc = s_get(t, l->accounts, id, NS_ID_BYTES, a, sizeof *a);
-    if (rc == NS_ERR_NOTFOUND) {
-        memset(a, 0, sizeof *a);
-        memcpy(a->id, id, NS_ID_BYTES);
-        return NS_OK; /* a new account: all zero */
-    }
-    return rc;
-}
-
-static int s_account_put(MDB_txn *t, ns_ledger_t *l, const ns_account_t *a)
-{
-    return s_put(t, l->accounts, a->id, NS_ID_BYTES, a, sizeof *a);
-}
-
-/* Decode a stored entry (already verified when stored). *bytes must be
- * kept while e is used: it points into the transaction's memory. */
+/* A stored entry named by id; NS_ERR_MISSING (and l->missing) if unknown.
+ * e borrows the transaction's memory. */
 static int s_entry_load(MDB_txn *t, ns_ledger_t *l, const ns_hash_t id,
                         ns_entry_t *e, ns_entry_body_t *b)
 {
-    MDB_val key = {NS_HASH_BYTES, s_unconst(id)}, val;
-    int rc = mdb_get(t, l->entries, &key, &val);
-    if (rc == MDB_NOTFOUND) {
+    int rc = ns_lstore_entry_load(&l->store, t, id, e, b);
+    if (rc == NS_ERR_NOTFOUND) {
         memcpy(l->missing, id, NS_HASH_BYTES);
         return NS_ERR_MISSING;
     }
-    if (rc != MDB_SUCCESS)
-        return s_mdb(rc);
-    /* Verified when it was stored: no second signature check. */
-    rc = ns_entry_parse(val.mv_data, val.mv_size, l->network_id, e);
-    if (rc == NS_OK && b)
-        rc = ns_entry_body_decode(e, b);
-    return rc == NS_OK ? NS_OK : NS_ERR_CORRUPT;
+    return rc;
 }
 
 static void s_digest_step(ns_hash_t digest, const uint8_t *author, uint64_t seq,
                           const ns_hash_t head)
 {
     uint8_t buf[72], h[NS_HASH_BYTES];
-    s_chain_key(buf, author, seq);
+    ns_ledger_chain_key(buf, author, seq);
     memcpy(buf + 40, head, 32);
     ns_hash(h, buf, sizeof buf);
     for (int i = 0; i < NS_HASH_BYTES; i++)
@@ -215,13 +86,13 @@ static int s_apply_refs(MDB_txn *t, ns_ledger_t *l, const ns_entry_t *e,
             if (memcmp(ref, e->refs + (size_t)j * NS_HASH_BYTES,
                        NS_HASH_BYTES) == 0)
                 return NS_ERR_CLAIMED; /* the same credit twice in one */
-        uint8_t key[64];
-        s_key2(key, ref, e->author);
-        s_credit_rec c;
-        int rc = s_get(t, l->credits, key, sizeof key, &c, sizeof c);
+        ns_credit_rec_t c;
+        int rc = ns_lstore_credit_get(&l->store, t, ref, e->author, &c);
         if (rc == NS_ERR_NOTFOUND) {
-            MDB_val k = {NS_HASH_BYTES, s_unconst(ref)}, v;
-            if (mdb_get(t, l->entries, &k, &v) == MDB_NOTFOUND) {
+            const uint8_t *eb;
+            size_t el;
+            if (ns_lstore_entry_bytes(&l->store, t, ref, &eb, &el) ==
+                NS_ERR_NOTFOUND) {
                 memcpy(l->missing, ref, NS_HASH_BYTES);
                 return NS_ERR_MISSING;
             }
@@ -229,37 +100,39 @@ static int s_apply_refs(MDB_txn *t, ns_ledger_t *l, const ns_entry_t *e,
         }
         if (rc != NS_OK)
             return rc;
-        if (c.state == CREDIT_CLAIMED)
+        if (c.state == NS_CREDIT_CLAIMED)
             return NS_ERR_CLAIMED;
-        c.state = CREDIT_CLAIMED;
+        c.state = NS_CREDIT_CLAIMED;
         if (a->free > UINT64_MAX - c.amount || l->totals.pending < c.amount)
             return NS_ERR_CORRUPT;
         a->free += c.amount;
         l->totals.pending -= c.amount;
         if (!s_is_zero(c.release_award)) {
-            uint8_t lk[64];
-            s_lock_rec lock;
-            s_key2(lk, e->author, c.release_award);
-            rc = s_get(t, l->locks, lk, sizeof lk, &lock, sizeof lock);
-            if (rc == NS_OK && lock.state == LOCK_LOCKED) {
+            ns_lock_rec_t lock;
+            rc = ns_lstore_lock_get(&l->store, t, e->author, c.release_award,
+                                    &lock);
+            if (rc == NS_OK && lock.state == NS_LOCK_LOCKED) {
                 if (a->locked_collateral < lock.amount)
                     return NS_ERR_CORRUPT;
                 a->locked_collateral -= lock.amount;
                 a->staked += lock.amount;
-                lock.state = LOCK_RELEASED;
-                rc = s_put(t, l->locks, lk, sizeof lk, &lock, sizeof lock);
+                lock.state = NS_LOCK_RELEASED;
+                rc = ns_lstore_lock_put(&l->store, t, e->author,
+                                        c.release_award, &lock);
             } else if (rc == NS_ERR_NOTFOUND) {
                 /* Never accepted: nothing to release, but the award is
                  * over for this provider -- a later ACCEPT of it would
                  * lock collateral nothing could ever free. */
                 lock.amount = 0;
-                lock.state = LOCK_RELEASED;
-                rc = s_put(t, l->locks, lk, sizeof lk, &lock, sizeof lock);
+                lock.state = NS_LOCK_RELEASED;
+                rc = ns_lstore_lock_put(&l->store, t, e->author,
+                                        c.release_award, &lock);
             }
             if (rc != NS_OK)
                 return rc;
         }
-        if ((rc = s_put(t, l->credits, key, sizeof key, &c, sizeof c)) != NS_OK)
+        if ((rc = ns_lstore_credit_put(&l->store, t, ref, e->author, &c)) !=
+            NS_OK)
             return rc;
     }
     return NS_OK;
@@ -269,34 +142,32 @@ static int s_credit(MDB_txn *t, ns_ledger_t *l, const ns_hash_t src,
                     const uint8_t *to, uint64_t amount,
                     const ns_hash_t release_award)
 {
-    uint8_t key[64];
-    s_credit_rec c;
+    ns_credit_rec_t c;
     memset(&c, 0, sizeof c);
-    s_key2(key, src, to);
     c.amount = amount;
     if (release_award)
         memcpy(c.release_award, release_award, NS_HASH_BYTES);
     l->totals.pending += amount;
-    return s_put(t, l->credits, key, sizeof key, &c, sizeof c);
+    return ns_lstore_credit_put(&l->store, t, src, to, &c);
 }
 
 static int s_job_get(MDB_txn *t, ns_ledger_t *l, const ns_hash_t job_id,
                      ns_ledger_job_t *j)
 {
-    int rc = s_get(t, l->jobs, job_id, NS_HASH_BYTES, j, sizeof *j);
+    int rc = ns_lstore_job_get(&l->store, t, job_id, j);
     return rc == NS_ERR_NOTFOUND ? NS_ERR_JOBSTATE : rc;
 }
 
 static int s_job_put(MDB_txn *t, ns_ledger_t *l, const ns_ledger_job_t *j)
 {
-    return s_put(t, l->jobs, j->job_id, NS_HASH_BYTES, j, sizeof *j);
+    return ns_lstore_job_put(&l->store, t, j);
 }
 
 /* Load another account, apply fn's change, store it. */
 static int s_other_account(MDB_txn *t, ns_ledger_t *l, const uint8_t *id,
                            ns_account_t *out)
 {
-    return s_account_get(t, l, id, out);
+    return ns_lstore_account_get(&l->store, t, id, out);
 }
 
 /* The award behind a RESULT entry: returns its job and award ids. */
@@ -396,7 +267,7 @@ static int s_apply_body(MDB_txn *t, ns_ledger_t *l, const ns_entry_t *e,
             memcmp(b.bid.provider, e->author, NS_ID_BYTES) == 0 ||
             b.bid.price > job.max_price)
             return NS_ERR_INVAL;
-        if (ns_bid_verify(&b.bid, l->network_id) != NS_OK)
+        if (ns_bid_verify(&b.bid, l->store.network_id) != NS_OK)
             return NS_ERR_SIG;
         job.state = NS_JOB_AWARDED;
         job.round++;
@@ -419,23 +290,24 @@ static int s_apply_body(MDB_txn *t, ns_ledger_t *l, const ns_entry_t *e,
             return NS_ERR_INVAL;
         if ((rc = s_job_get(t, l, b.job_id, &job)) != NS_OK)
             return rc;
-        uint8_t key[64];
-        s_pjob_rec pj;
-        s_key2(key, e->author, b.ref_id);
-        s_lock_rec prior;
-        if (s_get(t, l->pjobs, key, sizeof key, &pj, sizeof pj) == NS_OK ||
-            s_get(t, l->locks, key, sizeof key, &prior, sizeof prior) == NS_OK)
+        ns_pjob_rec_t pj;
+        ns_lock_rec_t prior;
+        if (ns_lstore_pjob_get(&l->store, t, e->author, b.ref_id, &pj) ==
+                NS_OK ||
+            ns_lstore_lock_get(&l->store, t, e->author, b.ref_id, &prior) ==
+                NS_OK)
             return NS_ERR_JOBSTATE; /* accepted already, or released */
         if (a->staked < job.collateral)
             return NS_ERR_FUNDS;
         a->staked -= job.collateral;
         a->locked_collateral += job.collateral;
-        s_lock_rec lock = {job.collateral, LOCK_LOCKED};
+        ns_lock_rec_t lock = {job.collateral, NS_LOCK_LOCKED};
         memset(&pj, 0, sizeof pj);
         memcpy(pj.job_id, b.job_id, NS_HASH_BYTES);
         memcpy(pj.accept_id, e->id, NS_HASH_BYTES);
-        if ((rc = s_put(t, l->locks, key, sizeof key, &lock, sizeof lock)) ||
-            (rc = s_put(t, l->pjobs, key, sizeof key, &pj, sizeof pj)))
+        if ((rc = ns_lstore_lock_put(&l->store, t, e->author, b.ref_id,
+                                     &lock)) ||
+            (rc = ns_lstore_pjob_put(&l->store, t, e->author, b.ref_id, &pj)))
             return rc;
         if (memcmp(job.award_id, b.ref_id, NS_HASH_BYTES) == 0) {
             memcpy(job.accept_id, e->id, NS_HASH_BYTES); /* for queries */
@@ -452,15 +324,14 @@ static int s_apply_body(MDB_txn *t, ns_ledger_t *l, const ns_entry_t *e,
             memcmp(ae.author, e->author, NS_ID_BYTES) ||
             memcmp(ab.job_id, b.job_id, NS_HASH_BYTES) || b.n_items == 0)
             return NS_ERR_INVAL;
-        uint8_t key[64];
-        s_pjob_rec pj;
-        s_key2(key, e->author, ab.ref_id);
-        if ((rc = s_get(t, l->pjobs, key, sizeof key, &pj, sizeof pj)) != NS_OK)
+        ns_pjob_rec_t pj;
+        if ((rc = ns_lstore_pjob_get(&l->store, t, e->author, ab.ref_id,
+                                     &pj)) != NS_OK)
             return rc == NS_ERR_NOTFOUND ? NS_ERR_JOBSTATE : rc;
         if (!s_is_zero(pj.result_id))
             return NS_ERR_JOBSTATE; /* one RESULT per accept */
         memcpy(pj.result_id, e->id, NS_HASH_BYTES);
-        if ((rc = s_put(t, l->pjobs, key, sizeof key, &pj, sizeof pj)))
+        if ((rc = ns_lstore_pjob_put(&l->store, t, e->author, ab.ref_id, &pj)))
             return rc;
         if ((rc = s_job_get(t, l, b.job_id, &job)) != NS_OK)
             return rc;
@@ -505,17 +376,16 @@ static int s_apply_body(MDB_txn *t, ns_ledger_t *l, const ns_entry_t *e,
             if (l->verifier(l->verifier_user, &job, job.provider, rb.root,
                             rb.n_items, b.proof, b.proof_len) != NS_OK)
                 return NS_ERR_PROOF;
-            uint8_t lk[64];
-            s_lock_rec lock;
-            s_key2(lk, job.provider, award);
-            if ((rc = s_get(t, l->locks, lk, sizeof lk, &lock, sizeof lock)))
+            ns_lock_rec_t lock;
+            if ((rc = ns_lstore_lock_get(&l->store, t, job.provider, award,
+                                         &lock)))
                 return rc == NS_ERR_NOTFOUND ? NS_ERR_CORRUPT : rc;
-            if (lock.state == LOCK_LOCKED) {
+            if (lock.state == NS_LOCK_LOCKED) {
                 prov.locked_collateral -= lock.amount;
                 l->totals.burned += lock.amount;
-                lock.state = LOCK_BURNED;
-                if ((rc =
-                         s_put(t, l->locks, lk, sizeof lk, &lock, sizeof lock)))
+                lock.state = NS_LOCK_BURNED;
+                if ((rc = ns_lstore_lock_put(&l->store, t, job.provider, award,
+                                             &lock)))
                     return rc;
             }
             prov.jobs_slashed++;
@@ -523,7 +393,7 @@ static int s_apply_body(MDB_txn *t, ns_ledger_t *l, const ns_entry_t *e,
             job.state = NS_JOB_OPEN; /* the job moves on */
             s_job_end_award(&job);
         }
-        if ((rc = s_account_put(t, l, &prov)) != NS_OK)
+        if ((rc = ns_lstore_account_put(&l->store, t, &prov)) != NS_OK)
             return rc;
         return s_job_put(t, l, &job);
     }
@@ -549,25 +419,24 @@ static int s_apply_body(MDB_txn *t, ns_ledger_t *l, const ns_entry_t *e,
                 return NS_ERR_JOBSTATE;
             if (e->timestamp_ms < job.deadline_ms)
                 return NS_ERR_JOBSTATE; /* deadline not reached */
-            uint8_t lk[64];
-            s_lock_rec lock;
-            s_key2(lk, job.provider, job.award_id);
-            if ((rc = s_get(t, l->locks, lk, sizeof lk, &lock, sizeof lock)))
+            ns_lock_rec_t lock;
+            if ((rc = ns_lstore_lock_get(&l->store, t, job.provider,
+                                         job.award_id, &lock)))
                 return rc == NS_ERR_NOTFOUND ? NS_ERR_CORRUPT : rc;
             ns_account_t prov;
             if ((rc = s_other_account(t, l, job.provider, &prov)) != NS_OK)
                 return rc;
-            if (lock.state == LOCK_LOCKED) {
+            if (lock.state == NS_LOCK_LOCKED) {
                 uint64_t penalty = lock.amount / 10;
                 prov.locked_collateral -= penalty;
                 lock.amount -= penalty;
                 l->totals.burned += penalty;
-                if ((rc =
-                         s_put(t, l->locks, lk, sizeof lk, &lock, sizeof lock)))
+                if ((rc = ns_lstore_lock_put(&l->store, t, job.provider,
+                                             job.award_id, &lock)))
                     return rc;
             }
             prov.jobs_cancelled++;
-            if ((rc = s_account_put(t, l, &prov)) != NS_OK)
+            if ((rc = ns_lstore_account_put(&l->store, t, &prov)) != NS_OK)
                 return rc;
         }
         if (job.state == NS_JOB_AWARDED &&
@@ -596,14 +465,12 @@ static int s_apply(MDB_txn *t, ns_ledger_t *l, const ns_entry_t *e,
                    const uint8_t *buf, size_t len)
 {
     ns_account_t a;
-    int rc = s_account_get(t, l, e->author, &a);
+    int rc = ns_lstore_account_get(&l->store, t, e->author, &a);
     if (rc != NS_OK)
         return rc;
     if (e->seq <= a.seq) {
-        uint8_t ck[40];
         ns_hash_t have;
-        s_chain_key(ck, e->author, e->seq);
-        if ((rc = s_get(t, l->chain, ck, sizeof ck, have, sizeof have)))
+        if ((rc = ns_lstore_chain_get(&l->store, t, e->author, e->seq, have)))
             return rc == NS_ERR_NOTFOUND ? NS_ERR_CORRUPT : rc;
         return memcmp(have, e->id, NS_HASH_BYTES) ? NS_ERR_FORK
                                                   : NS_ERR_DUPLICATE;
@@ -629,11 +496,9 @@ static int s_apply(MDB_txn *t, ns_ledger_t *l, const ns_entry_t *e,
     memcpy(a.head, e->id, NS_HASH_BYTES);
     a.head_timestamp_ms = e->timestamp_ms;
     s_digest_step(l->totals.digest, e->author, a.seq, a.head);
-    uint8_t ck[40];
-    s_chain_key(ck, e->author, e->seq);
-    if ((rc = s_account_put(t, l, &a)) ||
-        (rc = s_put(t, l->entries, e->id, NS_HASH_BYTES, buf, len)) ||
-        (rc = s_put(t, l->chain, ck, sizeof ck, e->id, NS_HASH_BYTES)))
+    if ((rc = ns_lstore_account_put(&l->store, t, &a)) ||
+        (rc = ns_lstore_entry_put(&l->store, t, e->id, buf, len)) ||
+        (rc = ns_lstore_chain_put(&l->store, t, e->author, e->seq, e->id)))
         return rc;
     l->totals.entries++;
     return NS_OK;
@@ -643,7 +508,7 @@ static int s_apply(MDB_txn *t, ns_ledger_t *l, const ns_entry_t *e,
 
 static int s_totals_save(MDB_txn *t, ns_ledger_t *l)
 {
-    return s_put(t, l->meta, "totals", 6, &l->totals, sizeof l->totals);
+    return ns_lstore_totals_put(&l->store, t, &l->totals);
 }
 
 static int s_batch(ns_ledger_t *l)
@@ -652,7 +517,7 @@ static int s_batch(ns_ledger_t *l)
         return NS_OK;
     if (l->readonly)
         return NS_ERR_STATE;
-    return s_mdb(mdb_txn_begin(l->env, NULL, 0, &l->batch));
+    return ns_lstore_begin(&l->store, NULL, false, &l->batch);
 }
 
 int ns_ledger_commit(ns_ledger_t *l)
@@ -673,7 +538,7 @@ int ns_ledger_commit(ns_ledger_t *l)
         l->batch = NULL;
         return rc;
     }
-    rc = s_mdb(mdb_txn_commit(l->batch)); /* synced: MDB_NOSYNC is off */
+    rc = ns_lstore_commit(&l->store, l->batch); /* synced */
     l->batch = NULL;
     return rc;
 }
@@ -686,30 +551,29 @@ static int s_store(ns_ledger_t *l, const uint8_t *buf, size_t len,
     if (rc != NS_OK)
         return rc;
     MDB_txn *child = NULL;
-    if ((rc = s_mdb(mdb_txn_begin(l->env, l->batch, 0, &child))) != NS_OK)
+    if ((rc = ns_lstore_begin(&l->store, l->batch, false, &child)) != NS_OK)
         return rc;
-    s_totals_t saved = l->totals;
+    ns_ledger_totals_t saved = l->totals;
     rc = s_apply(child, l, e, buf, len);
     if (rc == NS_ERR_FORK) {
         /* Keep the proof and ban the author, whatever else happens. */
-        s_totals_t keep = l->totals;
+        ns_ledger_totals_t keep = l->totals;
         l->totals = saved;
         (void)keep;
         ns_account_t a;
-        s_fork_rec f;
+        ns_fork_rec_t f;
         memset(&f, 0, sizeof f);
         f.seq = e->seq;
-        uint8_t ck[40];
-        s_chain_key(ck, e->author, e->seq);
-        if (s_get(child, l->chain, ck, sizeof ck, f.first, 32) == NS_OK &&
-            s_account_get(child, l, e->author, &a) == NS_OK) {
+        if (ns_lstore_chain_get(&l->store, child, e->author, e->seq, f.first) ==
+                NS_OK &&
+            ns_lstore_account_get(&l->store, child, e->author, &a) == NS_OK) {
             memcpy(f.second, e->id, 32);
             bool first_fork = !a.banned;
             a.banned = true;
-            if (s_account_put(child, l, &a) == NS_OK &&
-                s_put(child, l->forks, e->author, 32, &f, sizeof f) == NS_OK &&
-                s_put(child, l->forkentries, e->id, 32, buf, len) == NS_OK &&
-                mdb_txn_commit(child) == MDB_SUCCESS) {
+            if (ns_lstore_account_put(&l->store, child, &a) == NS_OK &&
+                ns_lstore_fork_put(&l->store, child, e->author, &f, buf, len) ==
+                    NS_OK &&
+                ns_lstore_commit(&l->store, child) == NS_OK) {
                 l->dirty = true;
                 if (first_fork)
                     l->totals.forks++;
@@ -724,7 +588,7 @@ static int s_store(ns_ledger_t *l, const uint8_t *buf, size_t len,
         l->totals = saved;
         return rc;
     }
-    if ((rc = s_mdb(mdb_txn_commit(child))) != NS_OK)
+    if ((rc = ns_lstore_commit(&l->store, child)) != NS_OK)
         l->totals = saved;
     else
         l->dirty = true;
@@ -804,7 +668,7 @@ static int s_ingest_one(ns_ledger_t *l, const uint8_t *buf, size_t len,
                         uint8_t *missing_author, uint64_t *missing_seq,
                         ns_entry_t *e)
 {
-    int rc = ns_entry_decode(buf, len, l->network_id, e);
+    int rc = ns_entry_decode(buf, len, l->store.network_id, e);
     if (rc == NS_OK)
         rc = s_store(l, buf, len, e);
     if (rc == NS_OK) {
@@ -850,13 +714,15 @@ int ns_ledger_append(ns_ledger_t *l, const ns_identity_t *me, uint8_t type,
     uint64_t ts = ns_now_ms();
     if (ts < a.head_timestamp_ms)
         ts = a.head_timestamp_ms;
-    rc = ns_entry_encode(me, l->network_id, a.seq + 1, a.seq ? a.head : s_zero,
-                         type, bb.data, bb.len, refs, n_refs, ts, out, id);
+    rc = ns_entry_encode(me, l->store.network_id, a.seq + 1,
+                         a.seq ? a.head : s_zero, type, bb.data, bb.len, refs,
+                         n_refs, ts, out, id);
     ns_buf_release(&bb);
     if (rc != NS_OK)
         return rc;
     ns_entry_t e;
-    if ((rc = ns_entry_decode(out->data, out->len, l->network_id, &e)) != NS_OK)
+    if ((rc = ns_entry_decode(out->data, out->len, l->store.network_id, &e)) !=
+        NS_OK)
         return rc;
     if ((rc = s_store(l, out->data, out->len, &e)) != NS_OK) {
         l->rejected[-rc < NS_ERR_COUNT ? -rc : 0]++;
@@ -878,7 +744,7 @@ static int s_read_txn(ns_ledger_t *l, MDB_txn **t, bool *own)
         return NS_OK;
     }
     *own = true;
-    return s_mdb(mdb_txn_begin(l->env, NULL, MDB_RDONLY, t));
+    return ns_lstore_begin(&l->store, NULL, true, t);
 }
 
 static void s_read_done(MDB_txn *t, bool own)
@@ -893,29 +759,15 @@ int ns_ledger_check_conservation(ns_ledger_t *l, uint64_t *sum)
      * another process never mixes two states of a writing node. */
     MDB_txn *t;
     bool own;
-    MDB_cursor *c = NULL;
     int rc = s_read_txn(l, &t, &own);
     if (rc != NS_OK)
         return rc;
-    s_totals_t totals = l->totals;
-    if (own && s_get(t, l->meta, "totals", 6, &totals, sizeof totals) != NS_OK)
+    ns_ledger_totals_t totals = l->totals;
+    if (own && ns_lstore_totals_get(&l->store, t, &totals) != NS_OK)
         rc = NS_ERR_CORRUPT;
     uint64_t s = 0;
-    if (rc == NS_OK && mdb_cursor_open(t, l->accounts, &c) == MDB_SUCCESS) {
-        MDB_val k, v;
-        int mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
-        while (mrc == MDB_SUCCESS) {
-            ns_account_t a;
-            if (v.mv_size != sizeof a) {
-                rc = NS_ERR_CORRUPT;
-                break;
-            }
-            memcpy(&a, v.mv_data, sizeof a);
-            s += a.free + a.staked + a.locked_escrow + a.locked_collateral;
-            mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
-        }
-        mdb_cursor_close(c);
-    }
+    if (rc == NS_OK)
+        rc = ns_lstore_sum_accounts(&l->store, t, &s);
     s_read_done(t, own);
     s += totals.pending + totals.burned;
     if (sum)
@@ -951,7 +803,7 @@ static ns_ledger_t *s_open(const char *dir, const ns_genesis_t *g,
     l->pending = calloc(NS_LEDGER_PENDING_MAX, sizeof *l->pending);
     if (!l->pending)
         goto fail;
-    memcpy(l->network_id, g->network_id, NS_HASH_BYTES);
+    memcpy(l->store.network_id, g->network_id, NS_HASH_BYTES);
     l->readonly = readonly;
     char datafile[PATH_MAX];
     if (readonly &&
@@ -968,47 +820,11 @@ static ns_ledger_t *s_open(const char *dir, const ns_genesis_t *g,
         snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
         goto fail;
     }
-    if ((r = s_mdb(mdb_env_create(&l->env))) != NS_OK)
+    if ((r = ns_lstore_open(&l->store, dir, readonly, NS_LEDGER_MAP_BYTES, &t,
+                            err, errlen)) != NS_OK)
         goto fail;
-    mdb_env_set_maxdbs(l->env, 16);
-    mdb_env_set_mapsize(l->env, NS_LEDGER_MAP_BYTES);
-    int mrc = mdb_env_open(l->env, dir, MDB_NOTLS | (readonly ? MDB_RDONLY : 0),
-                           0600);
-    if (mrc != MDB_SUCCESS) {
-        r = s_mdb(mrc);
-        snprintf(err, errlen, "cannot open ledger %s: %s", dir,
-                 mdb_strerror(mrc));
-        goto fail;
-    }
-    if ((mrc = mdb_txn_begin(l->env, NULL, readonly ? MDB_RDONLY : 0, &t)) !=
-        MDB_SUCCESS) {
-        r = s_mdb(mrc);
-        snprintf(err, errlen, "ledger %s: %s", dir, mdb_strerror(mrc));
-        goto fail;
-    }
-    struct {
-        const char *name;
-        MDB_dbi *dbi;
-    } dbs[] = {{"entries", &l->entries},
-               {"chain", &l->chain},
-               {"accounts", &l->accounts},
-               {"credits", &l->credits},
-               {"locks", &l->locks},
-               {"pjobs", &l->pjobs},
-               {"jobs", &l->jobs},
-               {"forks", &l->forks},
-               {"forkentries", &l->forkentries},
-               {"meta", &l->meta}};
-    for (size_t i = 0; i < sizeof dbs / sizeof dbs[0]; i++)
-        if ((mrc = mdb_dbi_open(t, dbs[i].name, readonly ? 0 : MDB_CREATE,
-                                dbs[i].dbi)) != MDB_SUCCESS) {
-            r = s_mdb(mrc);
-            snprintf(err, errlen, "ledger %s: database %s: %s", dir,
-                     dbs[i].name, mdb_strerror(mrc));
-            goto fail;
-        }
     ns_hash_t stored;
-    r = s_get(t, l->meta, "network_id", 10, stored, sizeof stored);
+    r = ns_lstore_network_get(&l->store, t, stored);
     if (r == NS_ERR_NOTFOUND && !readonly) {
         /* A new ledger: the genesis allocations are the first state. */
         memset(&l->totals, 0, sizeof l->totals);
@@ -1017,12 +833,11 @@ static ns_ledger_t *s_open(const char *dir, const ns_genesis_t *g,
             memset(&a, 0, sizeof a);
             memcpy(a.id, g->allocs[i].id, NS_ID_BYTES);
             a.free = g->allocs[i].credits;
-            if ((r = s_account_put(t, l, &a)) != NS_OK)
+            if ((r = ns_lstore_account_put(&l->store, t, &a)) != NS_OK)
                 goto fail;
         }
         l->totals.total = g->total_credits;
-        if ((r = s_put(t, l->meta, "network_id", 10, g->network_id,
-                       NS_HASH_BYTES)) != NS_OK ||
+        if ((r = ns_lstore_network_put(&l->store, t, g->network_id)) != NS_OK ||
             (r = s_totals_save(t, l)) != NS_OK)
             goto fail;
     } else if (r != NS_OK) {
@@ -1038,21 +853,20 @@ static ns_ledger_t *s_open(const char *dir, const ns_genesis_t *g,
                      dir);
             goto fail;
         }
-        if ((r = s_get(t, l->meta, "totals", 6, &l->totals,
-                       sizeof l->totals)) != NS_OK) {
+        if ((r = ns_lstore_totals_get(&l->store, t, &l->totals)) != NS_OK) {
             snprintf(err, errlen, "ledger %s is corrupt: totals unreadable",
                      dir);
             r = NS_ERR_CORRUPT;
             goto fail;
         }
     }
-    if ((mrc = mdb_txn_commit(t)) != MDB_SUCCESS) {
-        t = NULL;
-        r = s_mdb(mrc);
+    int mrc = mdb_txn_commit(t);
+    t = NULL;
+    if (mrc != MDB_SUCCESS) {
+        r = ns_lstore_rc(&l->store, mrc);
         snprintf(err, errlen, "ledger %s: %s", dir, mdb_strerror(mrc));
         goto fail;
     }
-    t = NULL;
     uint64_t sum = 0;
     if (l->totals.total != g->total_credits ||
         ns_ledger_check_conservation(l, &sum) != NS_OK) {
@@ -1088,8 +902,7 @@ void ns_ledger_close(ns_ledger_t **pl)
             free(l->pending[i].bytes);
         free(l->pending);
     }
-    if (l->env)
-        mdb_env_close(l->env);
+    ns_lstore_close(&l->store);
     free(l);
     *pl = NULL;
 }
@@ -1111,7 +924,7 @@ int ns_ledger_account(ns_ledger_t *l, const uint8_t id[NS_ID_BYTES],
     int rc = s_read_txn(l, &t, &own);
     if (rc != NS_OK)
         return rc;
-    rc = s_account_get(t, l, id, out);
+    rc = ns_lstore_account_get(&l->store, t, id, out);
     s_read_done(t, own);
     return rc;
 }
@@ -1123,7 +936,7 @@ int ns_ledger_job(ns_ledger_t *l, const ns_hash_t job_id, ns_ledger_job_t *out)
     int rc = s_read_txn(l, &t, &own);
     if (rc != NS_OK)
         return rc;
-    rc = s_get(t, l->jobs, job_id, NS_HASH_BYTES, out, sizeof *out);
+    rc = ns_lstore_job_get(&l->store, t, job_id, out);
     s_read_done(t, own);
     return rc;
 }
@@ -1137,13 +950,11 @@ int ns_ledger_credit(ns_ledger_t *l, const ns_hash_t ref,
     int rc = s_read_txn(l, &t, &own);
     if (rc != NS_OK)
         return rc;
-    uint8_t key[64];
-    s_credit_rec c;
-    s_key2(key, ref, to);
-    rc = s_get(t, l->credits, key, sizeof key, &c, sizeof c);
+    ns_credit_rec_t c;
+    rc = ns_lstore_credit_get(&l->store, t, ref, to, &c);
     if (rc == NS_OK) {
         *amount = c.amount;
-        *claimed = c.state == CREDIT_CLAIMED;
+        *claimed = c.state == NS_CREDIT_CLAIMED;
     }
     s_read_done(t, own);
     return rc;
@@ -1154,27 +965,9 @@ uint32_t ns_ledger_unclaimed(ns_ledger_t *l, const uint8_t to[NS_ID_BYTES],
 {
     MDB_txn *t;
     bool own;
-    MDB_cursor *c = NULL;
-    uint32_t n = 0;
     if (s_read_txn(l, &t, &own) != NS_OK)
         return 0;
-    if (mdb_cursor_open(t, l->credits, &c) == MDB_SUCCESS) {
-        MDB_val k, v;
-        int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
-        /* Credits are keyed by source first: a full scan. Fine at this
-         * scale; an index by recipient is the next step. */
-        while (rc == MDB_SUCCESS && n < max) {
-            s_credit_rec cr;
-            if (k.mv_size == 64 && v.mv_size == sizeof cr &&
-                memcmp((uint8_t *)k.mv_data + 32, to, 32) == 0) {
-                memcpy(&cr, v.mv_data, sizeof cr);
-                if (cr.state == CREDIT_OPEN)
-                    memcpy(ids + (size_t)32 * n++, k.mv_data, 32);
-            }
-            rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
-        }
-        mdb_cursor_close(c);
-    }
+    uint32_t n = ns_lstore_unclaimed(&l->store, t, to, ids, max);
     s_read_done(t, own);
     return n;
 }
@@ -1187,21 +980,19 @@ int ns_ledger_get(ns_ledger_t *l, const uint8_t author[NS_ID_BYTES],
     int rc = s_read_txn(l, &t, &own);
     if (rc != NS_OK)
         return rc;
-    uint8_t ck[40];
     ns_hash_t id;
-    s_chain_key(ck, author, seq);
-    rc = s_get(t, l->chain, ck, sizeof ck, id, sizeof id);
+    const uint8_t *stored;
+    size_t n;
+    rc = ns_lstore_chain_get(&l->store, t, author, seq, id);
+    if (rc == NS_OK)
+        rc = ns_lstore_entry_bytes(&l->store, t, id, &stored, &n);
     if (rc == NS_OK) {
-        MDB_val k = {32, id}, v;
-        rc = s_mdb(mdb_get(t, l->entries, &k, &v));
-        if (rc == NS_OK) {
-            *buf = malloc(v.mv_size);
-            if (!*buf)
-                rc = NS_ERR_NOMEM;
-            else {
-                memcpy(*buf, v.mv_data, v.mv_size);
-                *len = v.mv_size;
-            }
+        *buf = malloc(n);
+        if (!*buf)
+            rc = NS_ERR_NOMEM;
+        else {
+            memcpy(*buf, stored, n);
+            *len = n;
         }
     }
     s_read_done(t, own);
@@ -1213,23 +1004,9 @@ void ns_ledger_each_account(ns_ledger_t *l,
 {
     MDB_txn *t;
     bool own;
-    MDB_cursor *c = NULL;
     if (s_read_txn(l, &t, &own) != NS_OK)
         return;
-    if (mdb_cursor_open(t, l->accounts, &c) == MDB_SUCCESS) {
-        MDB_val k, v;
-        int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
-        while (rc == MDB_SUCCESS) {
-            ns_account_t a;
-            if (v.mv_size == sizeof a) {
-                memcpy(&a, v.mv_data, sizeof a);
-                if (!fn(u, &a))
-                    break;
-            }
-            rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
-        }
-        mdb_cursor_close(c);
-    }
+    ns_lstore_each_account(&l->store, t, fn, u);
     s_read_done(t, own);
 }
 
@@ -1238,31 +1015,9 @@ void ns_ledger_each_entry(ns_ledger_t *l, const uint8_t *author,
 {
     MDB_txn *t;
     bool own;
-    MDB_cursor *c = NULL;
     if (s_read_txn(l, &t, &own) != NS_OK)
         return;
-    if (mdb_cursor_open(t, l->chain, &c) == MDB_SUCCESS) {
-        MDB_val k, v;
-        uint8_t start[40] = {0};
-        if (author)
-            s_chain_key(start, author, 0);
-        k.mv_size = sizeof start;
-        k.mv_data = start;
-        int rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
-        while (rc == MDB_SUCCESS) {
-            if (author && memcmp(k.mv_data, author, 32))
-                break;
-            MDB_val ek = v, ev;
-            ns_entry_t e;
-            if (mdb_get(t, l->entries, &ek, &ev) == MDB_SUCCESS &&
-                ns_entry_parse(ev.mv_data, ev.mv_size, l->network_id, &e) ==
-                    NS_OK &&
-                !fn(u, &e))
-                break;
-            rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
-        }
-        mdb_cursor_close(c);
-    }
+    ns_lstore_each_entry(&l->store, t, author, fn, u);
     s_read_done(t, own);
 }
 
@@ -1271,9 +1026,8 @@ void ns_ledger_stats(ns_ledger_t *l, ns_ledger_stats_t *s)
     memset(s, 0, sizeof *s);
     if (l->readonly) { /* another process writes: read the latest */
         MDB_txn *t;
-        if (mdb_txn_begin(l->env, NULL, MDB_RDONLY, &t) == MDB_SUCCESS) {
-            if (s_get(t, l->meta, "totals", 6, &l->totals, sizeof l->totals) !=
-                NS_OK)
+        if (ns_lstore_begin(&l->store, NULL, true, &t) == NS_OK) {
+            if (ns_lstore_totals_get(&l->store, t, &l->totals) != NS_OK)
                 memset(&l->totals, 0, sizeof l->totals);
             mdb_txn_abort(t);
         }
@@ -1288,10 +1042,10 @@ void ns_ledger_stats(ns_ledger_t *l, ns_ledger_stats_t *s)
     memcpy(s->rejected, l->rejected, sizeof s->rejected);
     MDB_txn *t;
     bool own;
-    MDB_stat st;
     if (s_read_txn(l, &t, &own) == NS_OK) {
-        if (mdb_stat(t, l->accounts, &st) == MDB_SUCCESS)
-            s->accounts = st.ms_entries;
+        uint64_t n;
+        if (ns_lstore_count_accounts(&l->store, t, &n) == NS_OK)
+            s->accounts = n;
         s_read_done(t, own);
     }
 }
