@@ -6,6 +6,7 @@
  * current batch: a rejected entry leaves no trace. ns_ledger_commit makes
  * the batch durable with one synced commit.
  */
+#include "ledger_buffer.h"
 #include "ledger_store.h"
 
 #include "nightshift/ledger.h"
@@ -20,14 +21,6 @@
 #include <string.h>
 #include <unistd.h>
 
-typedef struct {
-    uint8_t *bytes;
-    size_t len;
-    uint8_t author[NS_ID_BYTES];
-    uint64_t seq;
-    ns_hash_t waiting; /* missing dependency id (zero: waiting for gap) */
-} s_pending_t;
-
 struct ns_ledger {
     ns_lstore_t store;
     MDB_txn *batch;            /* open write transaction, or NULL */
@@ -36,8 +29,7 @@ struct ns_ledger {
     ns_ledger_totals_t totals; /* as of the open batch */
     ns_slash_verifier_fn verifier;
     void *verifier_user;
-    s_pending_t *pending;
-    uint32_t n_pending;
+    ns_lbuf_t pending; /* out-of-order entries */
     uint64_t rejected[NS_ERR_COUNT];
     ns_hash_t missing; /* set by validation on NS_ERR_MISSING */
 };
@@ -597,32 +589,6 @@ static int s_store(ns_ledger_t *l, const uint8_t *buf, size_t len,
 
 /* ---- out-of-order buffer ------------------------------------------------ */
 
-static void s_pending_add(ns_ledger_t *l, const uint8_t *buf, size_t len,
-                          const ns_entry_t *e, const ns_hash_t waiting)
-{
-    for (uint32_t i = 0; i < l->n_pending; i++)
-        if (memcmp(l->pending[i].author, e->author, 32) == 0 &&
-            l->pending[i].seq == e->seq)
-            return; /* already waiting */
-    if (l->n_pending == NS_LEDGER_PENDING_MAX) {
-        /* Full: forget the oldest; sync will fetch it again. */
-        free(l->pending[0].bytes);
-        memmove(&l->pending[0], &l->pending[1],
-                (l->n_pending - 1) * sizeof l->pending[0]);
-        l->n_pending--;
-    }
-    s_pending_t *p = &l->pending[l->n_pending];
-    p->bytes = malloc(len);
-    if (!p->bytes)
-        return;
-    memcpy(p->bytes, buf, len);
-    p->len = len;
-    memcpy(p->author, e->author, 32);
-    p->seq = e->seq;
-    memcpy(p->waiting, waiting ? waiting : s_zero, 32);
-    l->n_pending++;
-}
-
 static int s_ingest_one(ns_ledger_t *l, const uint8_t *buf, size_t len,
                         uint8_t *missing_author, uint64_t *missing_seq,
                         ns_entry_t *e);
@@ -633,29 +599,9 @@ static int s_ingest_one(ns_ledger_t *l, const uint8_t *buf, size_t len,
  * applies retries its own waiters in turn. */
 static void s_pending_retry(ns_ledger_t *l, const ns_entry_t *stored)
 {
-    uint8_t author[32];
-    ns_hash_t id;
-    uint64_t seq = stored->seq;
-    memcpy(author, stored->author, 32);
-    memcpy(id, stored->id, 32);
-    s_pending_t *take = NULL;
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < l->n_pending;) {
-        s_pending_t *p = &l->pending[i];
-        bool next = memcmp(p->author, author, 32) == 0 && p->seq == seq + 1;
-        bool dep = memcmp(p->waiting, id, 32) == 0;
-        if (!next && !dep) {
-            i++;
-            continue;
-        }
-        s_pending_t *grown = realloc(take, (n + 1) * sizeof *take);
-        if (!grown)
-            break;
-        take = grown;
-        take[n++] = *p;
-        memmove(p, p + 1, (l->n_pending - i - 1) * sizeof *p);
-        l->n_pending--;
-    }
+    ns_lbuf_item_t *take = NULL;
+    uint32_t n = ns_lbuf_take(&l->pending, stored->author, stored->seq,
+                              stored->id, &take);
     for (uint32_t k = 0; k < n; k++) {
         ns_entry_t e;
         s_ingest_one(l, take[k].bytes, take[k].len, NULL, NULL, &e);
@@ -676,7 +622,8 @@ static int s_ingest_one(ns_ledger_t *l, const uint8_t *buf, size_t len,
         return NS_OK;
     }
     if (rc == NS_ERR_GAP || rc == NS_ERR_MISSING) {
-        s_pending_add(l, buf, len, e, rc == NS_ERR_MISSING ? l->missing : NULL);
+        ns_lbuf_add(&l->pending, buf, len, e,
+                    rc == NS_ERR_MISSING ? l->missing : NULL);
         if (missing_author && rc == NS_ERR_GAP) {
             ns_account_t a;
             memcpy(missing_author, e->author, 32);
@@ -800,8 +747,7 @@ static ns_ledger_t *s_open(const char *dir, const ns_genesis_t *g,
     int r = NS_ERR_NOMEM;
     if (!l)
         goto fail;
-    l->pending = calloc(NS_LEDGER_PENDING_MAX, sizeof *l->pending);
-    if (!l->pending)
+    if ((r = ns_lbuf_init(&l->pending)) != NS_OK)
         goto fail;
     memcpy(l->store.network_id, g->network_id, NS_HASH_BYTES);
     l->readonly = readonly;
@@ -897,11 +843,7 @@ void ns_ledger_close(ns_ledger_t **pl)
     ns_ledger_t *l = *pl;
     if (l->batch && ns_ledger_commit(l) != NS_OK)
         ns_error(NS_MOD_LEDGER, "event=final_commit_failed");
-    if (l->pending) {
-        for (uint32_t i = 0; i < l->n_pending; i++)
-            free(l->pending[i].bytes);
-        free(l->pending);
-    }
+    ns_lbuf_release(&l->pending);
     ns_lstore_close(&l->store);
     free(l);
     *pl = NULL;
@@ -1037,7 +979,7 @@ void ns_ledger_stats(ns_ledger_t *l, ns_ledger_stats_t *s)
     s->burned = l->totals.burned;
     s->pending_credit = l->totals.pending;
     s->forks = l->totals.forks;
-    s->buffered = l->n_pending;
+    s->buffered = l->pending.n;
     memcpy(s->digest, l->totals.digest, NS_HASH_BYTES);
     memcpy(s->rejected, l->rejected, sizeof s->rejected);
     MDB_txn *t;
