@@ -272,22 +272,32 @@ int ns_ledger_check_conservation(ns_ledger_t *l, uint64_t *sum)
 }
 
 static ns_ledger_t *s_open(const char *dir, const ns_genesis_t *g,
-                           bool readonly, int *rc, char *err, size_t errlen);
+                           bool readonly, uint64_t map_bytes, int *rc,
+                           char *err, size_t errlen);
 
 ns_ledger_t *ns_ledger_open(const char *dir, const ns_genesis_t *g, int *rc,
                             char *err, size_t errlen)
 {
-    return s_open(dir, g, false, rc, err, errlen);
+    return s_open(dir, g, false, NS_LEDGER_MAP_BYTES, rc, err, errlen);
+}
+
+ns_ledger_t *ns_ledger_open_mapsize(const char *dir, const ns_genesis_t *g,
+                                    uint64_t map_bytes, int *rc, char *err,
+                                    size_t errlen)
+{
+    return s_open(dir, g, false, map_bytes ? map_bytes : NS_LEDGER_MAP_BYTES,
+                  rc, err, errlen);
 }
 
 ns_ledger_t *ns_ledger_open_readonly(const char *dir, const ns_genesis_t *g,
                                      int *rc, char *err, size_t errlen)
 {
-    return s_open(dir, g, true, rc, err, errlen);
+    return s_open(dir, g, true, NS_LEDGER_MAP_BYTES, rc, err, errlen);
 }
 
 static ns_ledger_t *s_open(const char *dir, const ns_genesis_t *g,
-                           bool readonly, int *rc, char *err, size_t errlen)
+                           bool readonly, uint64_t map_bytes, int *rc,
+                           char *err, size_t errlen)
 {
     ns_ledger_t *l = calloc(1, sizeof *l);
     MDB_txn *t = NULL;
@@ -313,8 +323,8 @@ static ns_ledger_t *s_open(const char *dir, const ns_genesis_t *g,
         snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
         goto fail;
     }
-    if ((r = ns_lstore_open(&l->store, dir, readonly, NS_LEDGER_MAP_BYTES, &t,
-                            err, errlen)) != NS_OK)
+    if ((r = ns_lstore_open(&l->store, dir, readonly, map_bytes, &t, err,
+                            errlen)) != NS_OK)
         goto fail;
     ns_hash_t stored;
     r = ns_lstore_network_get(&l->store, t, stored);
@@ -351,11 +361,10 @@ static ns_ledger_t *s_open(const char *dir, const ns_genesis_t *g,
             goto fail;
         }
     }
-    int mrc = mdb_txn_commit(t);
+    r = ns_lstore_commit(&l->store, t);
     t = NULL;
-    if (mrc != MDB_SUCCESS) {
-        r = ns_lstore_rc(&l->store, mrc);
-        snprintf(err, errlen, "ledger %s: %s", dir, mdb_strerror(mrc));
+    if (r != NS_OK) {
+        snprintf(err, errlen, "ledger %s: %s", dir, l->store.last_error);
         goto fail;
     }
     uint64_t sum = 0;
@@ -386,12 +395,20 @@ void ns_ledger_close(ns_ledger_t **pl)
     if (!pl || !*pl)
         return;
     ns_ledger_t *l = *pl;
-    if (l->batch && ns_ledger_commit(l) != NS_OK)
-        ns_error(NS_MOD_LEDGER, "event=final_commit_failed");
+    int rc;
+    if (l->batch && (rc = ns_ledger_commit(l)) != NS_OK)
+        ns_error(NS_MOD_LEDGER,
+                 "event=final_commit_failed err=%s detail=\"%s\"",
+                 ns_errname(rc), l->store.last_error);
     ns_lbuf_release(&l->pending);
     ns_lstore_close(&l->store);
     free(l);
     *pl = NULL;
+}
+
+const char *ns_ledger_last_error(const ns_ledger_t *l)
+{
+    return l->store.last_error;
 }
 
 void ns_ledger_set_verifier(ns_ledger_t *l, ns_slash_verifier_fn fn, void *user)

@@ -21,25 +21,48 @@ static void *s_unconst(const void *p)
     return u.v;
 }
 
+#define S_LOG_LINES_PER_MIN 10 /* storage error lines */
+
+/* Keep the cause of a storage error and say it in the log. */
+static void s_note(ns_lstore_t *s, int rc, int err)
+{
+    s->last_rc = rc;
+    snprintf(s->last_error, sizeof s->last_error, "%s", mdb_strerror(rc));
+    uint32_t suppressed = s->log_limit.suppressed;
+    if (!ns_ratelimit_allow(&s->log_limit, ns_mono_ms(), S_LOG_LINES_PER_MIN,
+                            60000))
+        return;
+    s->log_limit.suppressed = 0;
+    ns_error(NS_MOD_LEDGER,
+             "event=storage_error err=%s code=%d detail=\"%s\" suppressed=%u",
+             ns_errname(err), rc, s->last_error, suppressed);
+}
+
 int ns_lstore_rc(ns_lstore_t *s, int rc)
 {
-    (void)s;
+    int err;
     switch (rc) {
     case MDB_SUCCESS:
         return NS_OK;
     case MDB_NOTFOUND:
         return NS_ERR_NOTFOUND;
-    case MDB_MAP_FULL:
     case ENOMEM:
         return NS_ERR_NOMEM;
+    case MDB_MAP_FULL:
+        err = NS_ERR_MAPFULL;
+        break;
     case MDB_CORRUPTED:
     case MDB_PAGE_NOTFOUND:
     case MDB_INVALID:
     case MDB_VERSION_MISMATCH:
-        return NS_ERR_CORRUPT;
+        err = NS_ERR_CORRUPT;
+        break;
     default:
-        return NS_ERR_IO;
+        err = NS_ERR_IO;
+        break;
     }
+    s_note(s, rc, err);
+    return err;
 }
 
 /* ---- typed get/put ------------------------------------------------------- */
@@ -177,8 +200,8 @@ int ns_lstore_entry_bytes(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
 int ns_lstore_entry_load(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
                          ns_entry_t *e, ns_entry_body_t *b)
 {
-    const uint8_t *buf;
-    size_t len;
+    const uint8_t *buf = NULL;
+    size_t len = 0;
     int rc = ns_lstore_entry_bytes(s, t, id, &buf, &len);
     if (rc != NS_OK)
         return rc;

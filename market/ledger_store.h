@@ -19,6 +19,7 @@
 #include "ledger_records.h"
 
 #include "nightshift/ledger.h"
+#include "nightshift/log.h"
 
 #include <lmdb.h>
 #include <stdbool.h>
@@ -29,10 +30,15 @@ typedef struct {
     MDB_env *env;
     MDB_dbi entries, chain, accounts, credits, locks, pjobs, jobs, forks,
         forkentries, meta;
-    ns_hash_t network_id; /* entries are parsed for this network */
+    ns_hash_t network_id;     /* entries are parsed for this network */
+    int last_rc;              /* LMDB or errno code of the last storage error */
+    char last_error[128];     /* its text (mdb_strerror); "" if none */
+    ns_ratelimit_t log_limit; /* storage error log lines */
 } ns_lstore_t;
 
-/* LMDB (or errno) code -> ns_err. */
+/* LMDB (or errno) code -> ns_err: MDB_MAP_FULL is NS_ERR_MAPFULL, other
+ * failures of LMDB or the OS NS_ERR_IO or NS_ERR_CORRUPT, whose code and
+ * text are kept in last_rc, last_error and logged (rate-limited). */
 int ns_lstore_rc(ns_lstore_t *s, int mdb_rc);
 
 /* Create and open the environment in dir and its databases in a new
