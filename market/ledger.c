@@ -26,10 +26,12 @@
 
 struct ns_ledger {
     ns_lstore_t store;
-    MDB_txn *batch;            /* open write transaction, or NULL */
-    bool dirty;                /* the batch holds changes */
-    bool readonly;             /* opened with ns_ledger_open_readonly */
-    ns_ledger_totals_t totals; /* as of the open batch */
+    MDB_txn *batch;               /* open write transaction, or NULL */
+    bool dirty;                   /* the batch holds changes */
+    bool readonly;                /* opened with ns_ledger_open_readonly */
+    ns_ledger_totals_t totals;    /* as of the open batch */
+    ns_ledger_totals_t committed; /* as of the last commit: what a failed
+                                     commit rolls totals back to */
     ns_slash_verifier_fn verifier;
     void *verifier_user;
     ns_lbuf_t pending; /* out-of-order entries */
@@ -68,14 +70,22 @@ int ns_ledger_commit(ns_ledger_t *l)
     }
     l->dirty = false;
     int rc = s_totals_save(l->batch, l);
-    if (rc != NS_OK) {
+    if (rc != NS_OK)
         mdb_txn_abort(l->batch);
-        l->batch = NULL;
+    else
+        rc = ns_lstore_commit(&l->store, l->batch); /* synced */
+    l->batch = NULL;
+    if (rc != NS_OK) {
+        /* The batch is gone: so are its entries' effects on the totals,
+         * or the next commit would store totals the accounts disagree
+         * with (and the ledger would not open again). */
+        l->totals = l->committed;
+        ns_error(NS_MOD_LEDGER, "event=commit_failed err=%s detail=\"%s\"",
+                 ns_errname(rc), l->store.last_error);
         return rc;
     }
-    rc = ns_lstore_commit(&l->store, l->batch); /* synced */
-    l->batch = NULL;
-    return rc;
+    l->committed = l->totals;
+    return NS_OK;
 }
 
 /* One entry in a child transaction of the batch. */
@@ -378,6 +388,7 @@ static ns_ledger_t *s_open(const char *dir, const ns_genesis_t *g,
                  (unsigned long long)g->total_credits);
         goto fail;
     }
+    l->committed = l->totals;
     *rc = NS_OK;
     return l;
 fail:
