@@ -94,11 +94,14 @@ TEST(mapfull_append)
     CHECK_CONTAINS(ns_ledger_last_error(fx.l), "MDB_MAP_FULL");
     s_check_state(fx.l, &fx, stored);
 
-    /* Still full, still consistent; an entry from the network is refused
-     * the same way and is not buffered. */
+    /* Appending on fills the map again (LMDB may first reuse pages the
+     * failed transaction freed): what was reported stored is, nothing
+     * else; an invalid entry from the network is still refused and not
+     * buffered. */
     uint64_t more = 0;
     CHECK_RC(s_fill(&fx, &more), NS_ERR_MAPFULL);
-    CHECK_EQ_INT(more, 0);
+    stored += more;
+    s_check_state(fx.l, &fx, stored);
     ns_entry_body_t unstake = fx_amount(0); /* never valid: rejected */
     ns_hash_t id;
     CHECK(fx_put(&fx, 1, NS_ENTRY_UNSTAKE, &unstake, NULL, 0, id) != NS_OK);
