@@ -121,52 +121,57 @@ int ns_lstore_job_put(ns_lstore_t *s, MDB_txn *t, const ns_ledger_job_t *j)
     return s_put(s, t, s->jobs, j->job_id, NS_HASH_BYTES, j, sizeof *j);
 }
 
+/* Records keyed by two 32-byte ids (credits, locks, pjobs). */
+static int s_get2(ns_lstore_t *s, MDB_txn *t, MDB_dbi db, const uint8_t *a,
+                  const uint8_t *b, void *v, size_t vl)
+{
+    uint8_t key[64];
+    s_key2(key, a, b);
+    return s_get(s, t, db, key, sizeof key, v, vl);
+}
+
+static int s_put2(ns_lstore_t *s, MDB_txn *t, MDB_dbi db, const uint8_t *a,
+                  const uint8_t *b, const void *v, size_t vl)
+{
+    uint8_t key[64];
+    s_key2(key, a, b);
+    return s_put(s, t, db, key, sizeof key, v, vl);
+}
+
 int ns_lstore_credit_get(ns_lstore_t *s, MDB_txn *t, const ns_hash_t src,
                          const uint8_t *to, ns_credit_rec_t *c)
 {
-    uint8_t key[64];
-    s_key2(key, src, to);
-    return s_get(s, t, s->credits, key, sizeof key, c, sizeof *c);
+    return s_get2(s, t, s->credits, src, to, c, sizeof *c);
 }
 
 int ns_lstore_credit_put(ns_lstore_t *s, MDB_txn *t, const ns_hash_t src,
                          const uint8_t *to, const ns_credit_rec_t *c)
 {
-    uint8_t key[64];
-    s_key2(key, src, to);
-    return s_put(s, t, s->credits, key, sizeof key, c, sizeof *c);
+    return s_put2(s, t, s->credits, src, to, c, sizeof *c);
 }
 
 int ns_lstore_lock_get(ns_lstore_t *s, MDB_txn *t, const uint8_t *provider,
                        const ns_hash_t award, ns_lock_rec_t *k)
 {
-    uint8_t key[64];
-    s_key2(key, provider, award);
-    return s_get(s, t, s->locks, key, sizeof key, k, sizeof *k);
+    return s_get2(s, t, s->locks, provider, award, k, sizeof *k);
 }
 
 int ns_lstore_lock_put(ns_lstore_t *s, MDB_txn *t, const uint8_t *provider,
                        const ns_hash_t award, const ns_lock_rec_t *k)
 {
-    uint8_t key[64];
-    s_key2(key, provider, award);
-    return s_put(s, t, s->locks, key, sizeof key, k, sizeof *k);
+    return s_put2(s, t, s->locks, provider, award, k, sizeof *k);
 }
 
 int ns_lstore_pjob_get(ns_lstore_t *s, MDB_txn *t, const uint8_t *provider,
                        const ns_hash_t award, ns_pjob_rec_t *p)
 {
-    uint8_t key[64];
-    s_key2(key, provider, award);
-    return s_get(s, t, s->pjobs, key, sizeof key, p, sizeof *p);
+    return s_get2(s, t, s->pjobs, provider, award, p, sizeof *p);
 }
 
 int ns_lstore_pjob_put(ns_lstore_t *s, MDB_txn *t, const uint8_t *provider,
                        const ns_hash_t award, const ns_pjob_rec_t *p)
 {
-    uint8_t key[64];
-    s_key2(key, provider, award);
-    return s_put(s, t, s->pjobs, key, sizeof key, p, sizeof *p);
+    return s_put2(s, t, s->pjobs, provider, award, p, sizeof *p);
 }
 
 int ns_lstore_chain_get(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
