@@ -1,649 +1,51 @@
-/* ledger.c - the LMDB store, validation rules and derived state.
+/* ledger.c - the ledger's public API: open, ingest, append, commit and
+ * queries, gluing the store (ledger_store.c), the apply step and its
+ * rules (ledger_apply.c, ledger_rules.c) and the out-of-order buffer
+ * (ledger_buffer.c).
  *
- * Databases (one LMDB environment in <datadir>/ledger):
- *   entries   id -> encoded entry
- *   chain     author || seq (u64 BE) -> id
- *   accounts  author -> s_account_rec
- *   credits   source id || recipient -> s_credit_rec
- *   locks     provider || award id -> s_lock_rec (collateral)
- *   pjobs     provider || award id -> s_pjob_rec (provider's side)
- *   jobs      job id -> ns_ledger_job_t (requester's side)
- *   forks     author -> s_fork_rec; forkentries: id -> encoded entry
- *   meta      "network_id", "totals"
  * Every entry is validated and applied in a nested transaction of the
  * current batch: a rejected entry leaves no trace. ns_ledger_commit makes
  * the batch durable with one synced commit.
  */
+#include "ledger_apply.h"
+#include "ledger_buffer.h"
+#include "ledger_rules.h"
+#include "ledger_store.h"
+
 #include "nightshift/ledger.h"
 #include "nightshift/log.h"
 #include "nightshift/util.h"
 
 #include <errno.h>
 #include <limits.h>
-#include <lmdb.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-enum { CREDIT_OPEN = 0, CREDIT_CLAIMED = 1 };
-enum { LOCK_LOCKED = 1, LOCK_RELEASED = 2, LOCK_BURNED = 3 };
-
-typedef struct {
-    uint64_t amount;         /* free credits */
-    ns_hash_t release_award; /* zero, or: release the lock of this award */
-    uint8_t state;           /* CREDIT_* */
-} s_credit_rec;
-
-typedef struct {
-    uint64_t amount; /* collateral still locked (after penalties) */
-    uint8_t state;   /* LOCK_* */
-} s_lock_rec;
-
-typedef struct {
-    ns_hash_t job_id;
-    ns_hash_t accept_id;
-    ns_hash_t result_id; /* zero until RESULT */
-} s_pjob_rec;
-
-typedef struct {
-    uint64_t seq;
-    ns_hash_t first, second; /* the two entry ids */
-} s_fork_rec;
-
-typedef struct {
-    uint64_t total, burned, pending, entries, forks;
-    ns_hash_t digest;
-} s_totals_t;
-
-typedef struct {
-    uint8_t *bytes;
-    size_t len;
-    uint8_t author[NS_ID_BYTES];
-    uint64_t seq;
-    ns_hash_t waiting; /* missing dependency id (zero: waiting for gap) */
-} s_pending_t;
-
 struct ns_ledger {
-    MDB_env *env;
-    MDB_dbi entries, chain, accounts, credits, locks, pjobs, jobs, forks,
-        forkentries, meta;
-    MDB_txn *batch; /* open write transaction, or NULL */
-    bool dirty;     /* the batch holds changes */
-    bool readonly;  /* opened with ns_ledger_open_readonly */
-    ns_hash_t network_id;
-    s_totals_t totals; /* as of the open batch */
+    ns_lstore_t store;
+    MDB_txn *batch;               /* open write transaction, or NULL */
+    bool dirty;                   /* the batch holds changes */
+    bool readonly;                /* opened with ns_ledger_open_readonly */
+    ns_ledger_totals_t totals;    /* as of the open batch */
+    ns_ledger_totals_t committed; /* as of the last commit: what a failed
+                                     commit rolls totals back to */
     ns_slash_verifier_fn verifier;
     void *verifier_user;
-    s_pending_t *pending;
-    uint32_t n_pending;
+    ns_lbuf_t pending; /* out-of-order entries */
     uint64_t rejected[NS_ERR_COUNT];
     ns_hash_t missing; /* set by validation on NS_ERR_MISSING */
 };
 
 static const ns_hash_t s_zero;
 
-/* MDB_val holds a non-const pointer even for keys LMDB only reads. */
-static void *s_unconst(const void *p)
-{
-    union {
-        const void *c;
-        void *v;
-    } u = {p};
-    return u.v;
-}
-
-static bool s_is_zero(const ns_hash_t h)
-{
-    return sodium_is_zero(h, NS_HASH_BYTES);
-}
-
-static int s_mdb(int rc)
-{
-    switch (rc) {
-    case MDB_SUCCESS:
-        return NS_OK;
-    case MDB_NOTFOUND:
-        return NS_ERR_NOTFOUND;
-    case MDB_MAP_FULL:
-    case ENOMEM:
-        return NS_ERR_NOMEM;
-    case MDB_CORRUPTED:
-    case MDB_PAGE_NOTFOUND:
-    case MDB_INVALID:
-    case MDB_VERSION_MISMATCH:
-        return NS_ERR_CORRUPT;
-    default:
-        return NS_ERR_IO;
-    }
-}
-
-/* ---- typed get/put ------------------------------------------------------- */
-
-static int s_get(MDB_txn *t, MDB_dbi db, const void *k, size_t kl, void *v,
-                 size_t vl)
-{
-    MDB_val key = {kl, s_unconst(k)}, val;
-    int rc = mdb_get(t, db, &key, &val);
-    if (rc != MDB_SUCCESS)
-        return s_mdb(rc);
-    if (val.mv_size != vl)
-        return NS_ERR_CORRUPT;
-    memcpy(v, val.mv_data, vl);
-    return NS_OK;
-}
-
-static int s_put(MDB_txn *t, MDB_dbi db, const void *k, size_t kl,
-                 const void *v, size_t vl)
-{
-    MDB_val key = {kl, s_unconst(k)}, val = {vl, s_unconst(v)};
-    return s_mdb(mdb_put(t, db, &key, &val, 0));
-}
-
-static void s_key2(uint8_t out[64], const uint8_t *a, const uint8_t *b)
-{
-    memcpy(out, a, 32);
-    memcpy(out + 32, b, 32);
-}
-
-static void s_chain_key(uint8_t out[40], const uint8_t *author, uint64_t seq)
-{
-    memcpy(out, author, 32);
-    for (int i = 0; i < 8; i++)
-        out[32 + i] = (uint8_t)(seq >> (56 - 8 * i));
-}
-
-static int s_account_get(MDB_txn *t, ns_ledger_t *l, const uint8_t *id,
-                         ns_account_t *a)
-{
-    int rc = s_get(t, l->accounts, id, NS_ID_BYTES, a, sizeof *a);
-    if (rc == NS_ERR_NOTFOUND) {
-        memset(a, 0, sizeof *a);
-        memcpy(a->id, id, NS_ID_BYTES);
-        return NS_OK; /* a new account: all zero */
-    }
-    return rc;
-}
-
-static int s_account_put(MDB_txn *t, ns_ledger_t *l, const ns_account_t *a)
-{
-    return s_put(t, l->accounts, a->id, NS_ID_BYTES, a, sizeof *a);
-}
-
-/* Decode a stored entry (already verified when stored). *bytes must be
- * kept while e is used: it points into the transaction's memory. */
-static int s_entry_load(MDB_txn *t, ns_ledger_t *l, const ns_hash_t id,
-                        ns_entry_t *e, ns_entry_body_t *b)
-{
-    MDB_val key = {NS_HASH_BYTES, s_unconst(id)}, val;
-    int rc = mdb_get(t, l->entries, &key, &val);
-    if (rc == MDB_NOTFOUND) {
-        memcpy(l->missing, id, NS_HASH_BYTES);
-        return NS_ERR_MISSING;
-    }
-    if (rc != MDB_SUCCESS)
-        return s_mdb(rc);
-    /* Verified when it was stored: no second signature check. */
-    rc = ns_entry_parse(val.mv_data, val.mv_size, l->network_id, e);
-    if (rc == NS_OK && b)
-        rc = ns_entry_body_decode(e, b);
-    return rc == NS_OK ? NS_OK : NS_ERR_CORRUPT;
-}
-
-static void s_digest_step(ns_hash_t digest, const uint8_t *author, uint64_t seq,
-                          const ns_hash_t head)
-{
-    uint8_t buf[72], h[NS_HASH_BYTES];
-    s_chain_key(buf, author, seq);
-    memcpy(buf + 40, head, 32);
-    ns_hash(h, buf, sizeof buf);
-    for (int i = 0; i < NS_HASH_BYTES; i++)
-        digest[i] ^= h[i];
-}
-
-/* ---- the rules ------------------------------------------------------------
- */
-
-/* Take in the credits listed in refs. */
-static int s_apply_refs(MDB_txn *t, ns_ledger_t *l, const ns_entry_t *e,
-                        ns_account_t *a)
-{
-    for (uint32_t i = 0; i < e->n_refs; i++) {
-        const uint8_t *ref = e->refs + (size_t)i * NS_HASH_BYTES;
-        for (uint32_t j = 0; j < i; j++)
-            if (memcmp(ref, e->refs + (size_t)j * NS_HASH_BYTES,
-                       NS_HASH_BYTES) == 0)
-                return NS_ERR_CLAIMED; /* the same credit twice in one */
-        uint8_t key[64];
-        s_key2(key, ref, e->author);
-        s_credit_rec c;
-        int rc = s_get(t, l->credits, key, sizeof key, &c, sizeof c);
-        if (rc == NS_ERR_NOTFOUND) {
-            MDB_val k = {NS_HASH_BYTES, s_unconst(ref)}, v;
-            if (mdb_get(t, l->entries, &k, &v) == MDB_NOTFOUND) {
-                memcpy(l->missing, ref, NS_HASH_BYTES);
-                return NS_ERR_MISSING;
-            }
-            return NS_ERR_NOCREDIT;
-        }
-        if (rc != NS_OK)
-            return rc;
-        if (c.state == CREDIT_CLAIMED)
-            return NS_ERR_CLAIMED;
-        c.state = CREDIT_CLAIMED;
-        if (a->free > UINT64_MAX - c.amount || l->totals.pending < c.amount)
-            return NS_ERR_CORRUPT;
-        a->free += c.amount;
-        l->totals.pending -= c.amount;
-        if (!s_is_zero(c.release_award)) {
-            uint8_t lk[64];
-            s_lock_rec lock;
-            s_key2(lk, e->author, c.release_award);
-            rc = s_get(t, l->locks, lk, sizeof lk, &lock, sizeof lock);
-            if (rc == NS_OK && lock.state == LOCK_LOCKED) {
-                if (a->locked_collateral < lock.amount)
-                    return NS_ERR_CORRUPT;
-                a->locked_collateral -= lock.amount;
-                a->staked += lock.amount;
-                lock.state = LOCK_RELEASED;
-                rc = s_put(t, l->locks, lk, sizeof lk, &lock, sizeof lock);
-            } else if (rc == NS_ERR_NOTFOUND) {
-                /* Never accepted: nothing to release, but the award is
-                 * over for this provider -- a later ACCEPT of it would
-                 * lock collateral nothing could ever free. */
-                lock.amount = 0;
-                lock.state = LOCK_RELEASED;
-                rc = s_put(t, l->locks, lk, sizeof lk, &lock, sizeof lock);
-            }
-            if (rc != NS_OK)
-                return rc;
-        }
-        if ((rc = s_put(t, l->credits, key, sizeof key, &c, sizeof c)) != NS_OK)
-            return rc;
-    }
-    return NS_OK;
-}
-
-static int s_credit(MDB_txn *t, ns_ledger_t *l, const ns_hash_t src,
-                    const uint8_t *to, uint64_t amount,
-                    const ns_hash_t release_award)
-{
-    uint8_t key[64];
-    s_credit_rec c;
-    memset(&c, 0, sizeof c);
-    s_key2(key, src, to);
-    c.amount = amount;
-    if (release_award)
-        memcpy(c.release_award, release_award, NS_HASH_BYTES);
-    l->totals.pending += amount;
-    return s_put(t, l->credits, key, sizeof key, &c, sizeof c);
-}
-
-static int s_job_get(MDB_txn *t, ns_ledger_t *l, const ns_hash_t job_id,
-                     ns_ledger_job_t *j)
-{
-    int rc = s_get(t, l->jobs, job_id, NS_HASH_BYTES, j, sizeof *j);
-    return rc == NS_ERR_NOTFOUND ? NS_ERR_JOBSTATE : rc;
-}
-
-static int s_job_put(MDB_txn *t, ns_ledger_t *l, const ns_ledger_job_t *j)
-{
-    return s_put(t, l->jobs, j->job_id, NS_HASH_BYTES, j, sizeof *j);
-}
-
-/* Load another account, apply fn's change, store it. */
-static int s_other_account(MDB_txn *t, ns_ledger_t *l, const uint8_t *id,
-                           ns_account_t *out)
-{
-    return s_account_get(t, l, id, out);
-}
-
-/* The award behind a RESULT entry: returns its job and award ids. */
-static int s_result_award(MDB_txn *t, ns_ledger_t *l, const ns_hash_t result,
-                          const ns_hash_t job_id, ns_entry_t *re,
-                          ns_entry_body_t *rb, ns_hash_t award_id)
-{
-    int rc = s_entry_load(t, l, result, re, rb);
-    if (rc != NS_OK)
-        return rc;
-    if (re->type != NS_ENTRY_RESULT || memcmp(rb->job_id, job_id, 32))
-        return NS_ERR_INVAL;
-    ns_entry_t ae;
-    ns_entry_body_t ab;
-    if ((rc = s_entry_load(t, l, rb->ref_id, &ae, &ab)) != NS_OK)
-        return rc == NS_ERR_MISSING ? NS_ERR_CORRUPT : rc;
-    memcpy(award_id, ab.ref_id, NS_HASH_BYTES);
-    return NS_OK;
-}
-
-/* The award is over: forget what its provider wrote, so the job record
- * is the same whichever order its entries arrived in. */
-static void s_job_end_award(ns_ledger_job_t *job)
-{
-    memset(job->award_id, 0, NS_HASH_BYTES);
-    memset(job->accept_id, 0, NS_HASH_BYTES);
-    memset(job->result_id, 0, NS_HASH_BYTES);
-    memset(job->root, 0, NS_HASH_BYTES);
-    job->n_items = 0;
-}
-
-static int s_apply_body(MDB_txn *t, ns_ledger_t *l, const ns_entry_t *e,
-                        ns_account_t *a)
-{
-    ns_entry_body_t b;
-    int rc = ns_entry_body_decode(e, &b);
-    if (rc != NS_OK)
-        return rc;
-    ns_ledger_job_t job;
-    switch (e->type) {
-    case NS_ENTRY_TRANSFER:
-        if (b.amount == 0 || memcmp(b.to, e->author, NS_ID_BYTES) == 0)
-            return NS_ERR_INVAL;
-        if (a->free < b.amount)
-            return NS_ERR_FUNDS;
-        a->free -= b.amount;
-        return s_credit(t, l, e->id, b.to, b.amount, NULL);
-    case NS_ENTRY_STAKE:
-        /* A STAKE of 0 is only a way to take credits in (its refs). */
-        if (b.amount == 0 && e->n_refs == 0)
-            return NS_ERR_INVAL;
-        if (a->free < b.amount)
-            return NS_ERR_FUNDS;
-        a->free -= b.amount;
-        a->staked += b.amount;
-        return NS_OK;
-    case NS_ENTRY_UNSTAKE:
-        if (b.amount == 0)
-            return NS_ERR_INVAL;
-        if (a->staked < b.amount) /* locked collateral is not in staked */
-            return NS_ERR_FUNDS;
-        a->staked -= b.amount;
-        a->free += b.amount;
-        return NS_OK;
-    case NS_ENTRY_JOB: {
-        ns_hash_t want;
-        ns_ledger_job_id(want, e->author, b.desc_id, b.nonce);
-        if (b.escrow == 0 || b.max_price > b.escrow ||
-            b.deadline_ms <= e->timestamp_ms ||
-            memcmp(want, b.job_id, NS_HASH_BYTES))
-            return NS_ERR_INVAL;
-        if (s_job_get(t, l, b.job_id, &job) != NS_ERR_JOBSTATE)
-            return NS_ERR_JOBSTATE; /* job id already used */
-        if (a->free < b.escrow)
-            return NS_ERR_FUNDS;
-        a->free -= b.escrow;
-        a->locked_escrow += b.escrow;
-        a->jobs_posted++;
-        memset(&job, 0, sizeof job);
-        memcpy(job.job_id, b.job_id, NS_HASH_BYTES);
-        memcpy(job.requester, e->author, NS_ID_BYTES);
-        job.escrow = b.escrow;
-        job.max_price = b.max_price;
-        job.collateral = b.collateral;
-        job.deadline_ms = b.deadline_ms;
-        memcpy(job.desc_id, b.desc_id, NS_HASH_BYTES);
-        job.state = NS_JOB_OPEN;
-        return s_job_put(t, l, &job);
-    }
-    case NS_ENTRY_AWARD:
-        if ((rc = s_job_get(t, l, b.job_id, &job)) != NS_OK)
-            return rc;
-        if (memcmp(job.requester, e->author, NS_ID_BYTES) ||
-            job.state != NS_JOB_OPEN)
-            return NS_ERR_JOBSTATE;
-        if (memcmp(b.bid.job_id, b.job_id, NS_HASH_BYTES) ||
-            memcmp(b.bid.provider, e->author, NS_ID_BYTES) == 0 ||
-            b.bid.price > job.max_price)
-            return NS_ERR_INVAL;
-        if (ns_bid_verify(&b.bid, l->network_id) != NS_OK)
-            return NS_ERR_SIG;
-        job.state = NS_JOB_AWARDED;
-        job.round++;
-        memcpy(job.award_id, e->id, NS_HASH_BYTES);
-        memcpy(job.provider, b.bid.provider, NS_ID_BYTES);
-        job.price = b.bid.price;
-        memset(job.accept_id, 0, NS_HASH_BYTES);
-        memset(job.result_id, 0, NS_HASH_BYTES);
-        memset(job.root, 0, NS_HASH_BYTES);
-        job.n_items = 0;
-        return s_job_put(t, l, &job);
-    case NS_ENTRY_ACCEPT: {
-        ns_entry_t ae;
-        ns_entry_body_t ab;
-        if ((rc = s_entry_load(t, l, b.ref_id, &ae, &ab)) != NS_OK)
-            return rc;
-        if (ae.type != NS_ENTRY_AWARD ||
-            memcmp(ab.job_id, b.job_id, NS_HASH_BYTES) ||
-            memcmp(ab.bid.provider, e->author, NS_ID_BYTES))
-            return NS_ERR_INVAL;
-        if ((rc = s_job_get(t, l, b.job_id, &job)) != NS_OK)
-            return rc;
-        uint8_t key[64];
-        s_pjob_rec pj;
-        s_key2(key, e->author, b.ref_id);
-        s_lock_rec prior;
-        if (s_get(t, l->pjobs, key, sizeof key, &pj, sizeof pj) == NS_OK ||
-            s_get(t, l->locks, key, sizeof key, &prior, sizeof prior) == NS_OK)
-            return NS_ERR_JOBSTATE; /* accepted already, or released */
-        if (a->staked < job.collateral)
-            return NS_ERR_FUNDS;
-        a->staked -= job.collateral;
-        a->locked_collateral += job.collateral;
-        s_lock_rec lock = {job.collateral, LOCK_LOCKED};
-        memset(&pj, 0, sizeof pj);
-        memcpy(pj.job_id, b.job_id, NS_HASH_BYTES);
-        memcpy(pj.accept_id, e->id, NS_HASH_BYTES);
-        if ((rc = s_put(t, l->locks, key, sizeof key, &lock, sizeof lock)) ||
-            (rc = s_put(t, l->pjobs, key, sizeof key, &pj, sizeof pj)))
-            return rc;
-        if (memcmp(job.award_id, b.ref_id, NS_HASH_BYTES) == 0) {
-            memcpy(job.accept_id, e->id, NS_HASH_BYTES); /* for queries */
-            return s_job_put(t, l, &job);
-        }
-        return NS_OK;
-    }
-    case NS_ENTRY_RESULT: {
-        ns_entry_t ae;
-        ns_entry_body_t ab;
-        if ((rc = s_entry_load(t, l, b.ref_id, &ae, &ab)) != NS_OK)
-            return rc;
-        if (ae.type != NS_ENTRY_ACCEPT ||
-            memcmp(ae.author, e->author, NS_ID_BYTES) ||
-            memcmp(ab.job_id, b.job_id, NS_HASH_BYTES) || b.n_items == 0)
-            return NS_ERR_INVAL;
-        uint8_t key[64];
-        s_pjob_rec pj;
-        s_key2(key, e->author, ab.ref_id);
-        if ((rc = s_get(t, l->pjobs, key, sizeof key, &pj, sizeof pj)) != NS_OK)
-            return rc == NS_ERR_NOTFOUND ? NS_ERR_JOBSTATE : rc;
-        if (!s_is_zero(pj.result_id))
-            return NS_ERR_JOBSTATE; /* one RESULT per accept */
-        memcpy(pj.result_id, e->id, NS_HASH_BYTES);
-        if ((rc = s_put(t, l->pjobs, key, sizeof key, &pj, sizeof pj)))
-            return rc;
-        if ((rc = s_job_get(t, l, b.job_id, &job)) != NS_OK)
-            return rc;
-        if (memcmp(job.award_id, ab.ref_id, NS_HASH_BYTES) == 0) {
-            memcpy(job.result_id, e->id, NS_HASH_BYTES);
-            memcpy(job.root, b.root, NS_HASH_BYTES);
-            job.n_items = b.n_items;
-            return s_job_put(t, l, &job);
-        }
-        return NS_OK;
-    }
-    case NS_ENTRY_SETTLE:
-    case NS_ENTRY_SLASH: {
-        ns_entry_t re;
-        ns_entry_body_t rb;
-        ns_hash_t award;
-        if ((rc = s_result_award(t, l, b.ref_id, b.job_id, &re, &rb, award)) !=
-            NS_OK)
-            return rc;
-        if ((rc = s_job_get(t, l, b.job_id, &job)) != NS_OK)
-            return rc;
-        if (memcmp(job.requester, e->author, NS_ID_BYTES) ||
-            job.state != NS_JOB_AWARDED ||
-            memcmp(job.award_id, award, NS_HASH_BYTES))
-            return NS_ERR_JOBSTATE;
-        ns_account_t prov;
-        if ((rc = s_other_account(t, l, job.provider, &prov)) != NS_OK)
-            return rc;
-        if (e->type == NS_ENTRY_SETTLE) {
-            if (a->locked_escrow < job.escrow)
-                return NS_ERR_CORRUPT;
-            a->locked_escrow -= job.escrow;
-            a->free += job.escrow - job.price;
-            a->jobs_settled_as_requester++;
-            prov.jobs_settled++;
-            job.state = NS_JOB_SETTLED;
-            if ((rc = s_credit(t, l, e->id, job.provider, job.price, award)))
-                return rc;
-        } else {
-            if (!l->verifier)
-                return NS_ERR_STATE; /* no way to check the proof */
-            if (l->verifier(l->verifier_user, &job, job.provider, rb.root,
-                            rb.n_items, b.proof, b.proof_len) != NS_OK)
-                return NS_ERR_PROOF;
-            uint8_t lk[64];
-            s_lock_rec lock;
-            s_key2(lk, job.provider, award);
-            if ((rc = s_get(t, l->locks, lk, sizeof lk, &lock, sizeof lock)))
-                return rc == NS_ERR_NOTFOUND ? NS_ERR_CORRUPT : rc;
-            if (lock.state == LOCK_LOCKED) {
-                prov.locked_collateral -= lock.amount;
-                l->totals.burned += lock.amount;
-                lock.state = LOCK_BURNED;
-                if ((rc =
-                         s_put(t, l->locks, lk, sizeof lk, &lock, sizeof lock)))
-                    return rc;
-            }
-            prov.jobs_slashed++;
-            job.slashed++;
-            job.state = NS_JOB_OPEN; /* the job moves on */
-            s_job_end_award(&job);
-        }
-        if ((rc = s_account_put(t, l, &prov)) != NS_OK)
-            return rc;
-        return s_job_put(t, l, &job);
-    }
-    case NS_ENTRY_CANCEL: {
-        if ((rc = s_job_get(t, l, b.job_id, &job)) != NS_OK)
-            return rc;
-        if (memcmp(job.requester, e->author, NS_ID_BYTES) ||
-            (job.state != NS_JOB_OPEN && job.state != NS_JOB_AWARDED))
-            return NS_ERR_JOBSTATE;
-        if (b.reopen && b.new_deadline_ms <= e->timestamp_ms)
-            return NS_ERR_INVAL;
-        if (!s_is_zero(b.ref_id)) {
-            /* The award's provider accepted and went silent: after the
-             * deadline, a tenth of its collateral is burned. */
-            ns_entry_t ae;
-            ns_entry_body_t ab;
-            if ((rc = s_entry_load(t, l, b.ref_id, &ae, &ab)) != NS_OK)
-                return rc;
-            if (ae.type != NS_ENTRY_ACCEPT ||
-                memcmp(ab.job_id, b.job_id, NS_HASH_BYTES) ||
-                job.state != NS_JOB_AWARDED ||
-                memcmp(ab.ref_id, job.award_id, NS_HASH_BYTES))
-                return NS_ERR_JOBSTATE;
-            if (e->timestamp_ms < job.deadline_ms)
-                return NS_ERR_JOBSTATE; /* deadline not reached */
-            uint8_t lk[64];
-            s_lock_rec lock;
-            s_key2(lk, job.provider, job.award_id);
-            if ((rc = s_get(t, l->locks, lk, sizeof lk, &lock, sizeof lock)))
-                return rc == NS_ERR_NOTFOUND ? NS_ERR_CORRUPT : rc;
-            ns_account_t prov;
-            if ((rc = s_other_account(t, l, job.provider, &prov)) != NS_OK)
-                return rc;
-            if (lock.state == LOCK_LOCKED) {
-                uint64_t penalty = lock.amount / 10;
-                prov.locked_collateral -= penalty;
-                lock.amount -= penalty;
-                l->totals.burned += penalty;
-                if ((rc =
-                         s_put(t, l->locks, lk, sizeof lk, &lock, sizeof lock)))
-                    return rc;
-            }
-            prov.jobs_cancelled++;
-            if ((rc = s_account_put(t, l, &prov)) != NS_OK)
-                return rc;
-        }
-        if (job.state == NS_JOB_AWARDED &&
-            (rc = s_credit(t, l, e->id, job.provider, 0, job.award_id)))
-            return rc; /* releases whatever the provider locked */
-        s_job_end_award(&job);
-        if (b.reopen) {
-            job.state = NS_JOB_OPEN;
-            job.deadline_ms = b.new_deadline_ms;
-        } else {
-            if (a->locked_escrow < job.escrow)
-                return NS_ERR_CORRUPT;
-            a->locked_escrow -= job.escrow;
-            a->free += job.escrow;
-            job.state = NS_JOB_CANCELLED;
-        }
-        return s_job_put(t, l, &job);
-    }
-    default:
-        return NS_ERR_MSGTYPE;
-    }
-}
-
-/* Validate and apply one decoded entry in transaction t. */
-static int s_apply(MDB_txn *t, ns_ledger_t *l, const ns_entry_t *e,
-                   const uint8_t *buf, size_t len)
-{
-    ns_account_t a;
-    int rc = s_account_get(t, l, e->author, &a);
-    if (rc != NS_OK)
-        return rc;
-    if (e->seq <= a.seq) {
-        uint8_t ck[40];
-        ns_hash_t have;
-        s_chain_key(ck, e->author, e->seq);
-        if ((rc = s_get(t, l->chain, ck, sizeof ck, have, sizeof have)))
-            return rc == NS_ERR_NOTFOUND ? NS_ERR_CORRUPT : rc;
-        return memcmp(have, e->id, NS_HASH_BYTES) ? NS_ERR_FORK
-                                                  : NS_ERR_DUPLICATE;
-    }
-    if (a.banned)
-        return NS_ERR_BANNED;
-    if (e->seq > a.seq + 1)
-        return NS_ERR_GAP;
-    if (memcmp(e->prev, a.seq ? a.head : s_zero, NS_HASH_BYTES))
-        return NS_ERR_PREV;
-    if (e->timestamp_ms < a.head_timestamp_ms)
-        return NS_ERR_STALE; /* a chain's clock never runs backwards */
-    if ((rc = s_apply_refs(t, l, e, &a)) != NS_OK)
-        return rc;
-    if ((rc = s_apply_body(t, l, e, &a)) != NS_OK)
-        return rc;
-    /* The body may have changed this same account through another path
-     * (it never does today: requester and provider differ); re-read the
-     * counters it may have bumped on a copy is not needed. */
-    if (a.seq)
-        s_digest_step(l->totals.digest, e->author, a.seq, a.head);
-    a.seq = e->seq;
-    memcpy(a.head, e->id, NS_HASH_BYTES);
-    a.head_timestamp_ms = e->timestamp_ms;
-    s_digest_step(l->totals.digest, e->author, a.seq, a.head);
-    uint8_t ck[40];
-    s_chain_key(ck, e->author, e->seq);
-    if ((rc = s_account_put(t, l, &a)) ||
-        (rc = s_put(t, l->entries, e->id, NS_HASH_BYTES, buf, len)) ||
-        (rc = s_put(t, l->chain, ck, sizeof ck, e->id, NS_HASH_BYTES)))
-        return rc;
-    l->totals.entries++;
-    return NS_OK;
-}
-
 /* ---- transactions ------------------------------------------------------ */
 
 static int s_totals_save(MDB_txn *t, ns_ledger_t *l)
 {
-    return s_put(t, l->meta, "totals", 6, &l->totals, sizeof l->totals);
+    return ns_lstore_totals_put(&l->store, t, &l->totals);
 }
 
 static int s_batch(ns_ledger_t *l)
@@ -652,7 +54,7 @@ static int s_batch(ns_ledger_t *l)
         return NS_OK;
     if (l->readonly)
         return NS_ERR_STATE;
-    return s_mdb(mdb_txn_begin(l->env, NULL, 0, &l->batch));
+    return ns_lstore_begin(&l->store, NULL, false, &l->batch);
 }
 
 int ns_ledger_commit(ns_ledger_t *l)
@@ -668,14 +70,22 @@ int ns_ledger_commit(ns_ledger_t *l)
     }
     l->dirty = false;
     int rc = s_totals_save(l->batch, l);
-    if (rc != NS_OK) {
+    if (rc != NS_OK)
         mdb_txn_abort(l->batch);
-        l->batch = NULL;
+    else
+        rc = ns_lstore_commit(&l->store, l->batch); /* synced */
+    l->batch = NULL;
+    if (rc != NS_OK) {
+        /* The batch is gone: so are its entries' effects on the totals,
+         * or the next commit would store totals the accounts disagree
+         * with (and the ledger would not open again). */
+        l->totals = l->committed;
+        ns_error(NS_MOD_LEDGER, "event=commit_failed err=%s detail=\"%s\"",
+                 ns_errname(rc), l->store.last_error);
         return rc;
     }
-    rc = s_mdb(mdb_txn_commit(l->batch)); /* synced: MDB_NOSYNC is off */
-    l->batch = NULL;
-    return rc;
+    l->committed = l->totals;
+    return NS_OK;
 }
 
 /* One entry in a child transaction of the batch. */
@@ -686,30 +96,33 @@ static int s_store(ns_ledger_t *l, const uint8_t *buf, size_t len,
     if (rc != NS_OK)
         return rc;
     MDB_txn *child = NULL;
-    if ((rc = s_mdb(mdb_txn_begin(l->env, l->batch, 0, &child))) != NS_OK)
+    if ((rc = ns_lstore_begin(&l->store, l->batch, false, &child)) != NS_OK)
         return rc;
-    s_totals_t saved = l->totals;
-    rc = s_apply(child, l, e, buf, len);
+    ns_ledger_totals_t saved = l->totals;
+    ns_lapply_t ap = {
+        &l->store, &l->totals, l->verifier, l->verifier_user, {0}};
+    rc = ns_lapply_entry(&ap, child, e, buf, len);
+    if (rc == NS_ERR_MISSING)
+        memcpy(l->missing, ap.missing, NS_HASH_BYTES);
     if (rc == NS_ERR_FORK) {
         /* Keep the proof and ban the author, whatever else happens. */
-        s_totals_t keep = l->totals;
+        ns_ledger_totals_t keep = l->totals;
         l->totals = saved;
         (void)keep;
         ns_account_t a;
-        s_fork_rec f;
+        ns_fork_rec_t f;
         memset(&f, 0, sizeof f);
         f.seq = e->seq;
-        uint8_t ck[40];
-        s_chain_key(ck, e->author, e->seq);
-        if (s_get(child, l->chain, ck, sizeof ck, f.first, 32) == NS_OK &&
-            s_account_get(child, l, e->author, &a) == NS_OK) {
+        if (ns_lstore_chain_get(&l->store, child, e->author, e->seq, f.first) ==
+                NS_OK &&
+            ns_lstore_account_get(&l->store, child, e->author, &a) == NS_OK) {
             memcpy(f.second, e->id, 32);
             bool first_fork = !a.banned;
             a.banned = true;
-            if (s_account_put(child, l, &a) == NS_OK &&
-                s_put(child, l->forks, e->author, 32, &f, sizeof f) == NS_OK &&
-                s_put(child, l->forkentries, e->id, 32, buf, len) == NS_OK &&
-                mdb_txn_commit(child) == MDB_SUCCESS) {
+            if (ns_lstore_account_put(&l->store, child, &a) == NS_OK &&
+                ns_lstore_fork_put(&l->store, child, e->author, &f, buf, len) ==
+                    NS_OK &&
+                ns_lstore_commit(&l->store, child) == NS_OK) {
                 l->dirty = true;
                 if (first_fork)
                     l->totals.forks++;
@@ -724,7 +137,7 @@ static int s_store(ns_ledger_t *l, const uint8_t *buf, size_t len,
         l->totals = saved;
         return rc;
     }
-    if ((rc = s_mdb(mdb_txn_commit(child))) != NS_OK)
+    if ((rc = ns_lstore_commit(&l->store, child)) != NS_OK)
         l->totals = saved;
     else
         l->dirty = true;
@@ -732,32 +145,6 @@ static int s_store(ns_ledger_t *l, const uint8_t *buf, size_t len,
 }
 
 /* ---- out-of-order buffer ------------------------------------------------ */
-
-static void s_pending_add(ns_ledger_t *l, const uint8_t *buf, size_t len,
-                          const ns_entry_t *e, const ns_hash_t waiting)
-{
-    for (uint32_t i = 0; i < l->n_pending; i++)
-        if (memcmp(l->pending[i].author, e->author, 32) == 0 &&
-            l->pending[i].seq == e->seq)
-            return; /* already waiting */
-    if (l->n_pending == NS_LEDGER_PENDING_MAX) {
-        /* Full: forget the oldest; sync will fetch it again. */
-        free(l->pending[0].bytes);
-        memmove(&l->pending[0], &l->pending[1],
-                (l->n_pending - 1) * sizeof l->pending[0]);
-        l->n_pending--;
-    }
-    s_pending_t *p = &l->pending[l->n_pending];
-    p->bytes = malloc(len);
-    if (!p->bytes)
-        return;
-    memcpy(p->bytes, buf, len);
-    p->len = len;
-    memcpy(p->author, e->author, 32);
-    p->seq = e->seq;
-    memcpy(p->waiting, waiting ? waiting : s_zero, 32);
-    l->n_pending++;
-}
 
 static int s_ingest_one(ns_ledger_t *l, const uint8_t *buf, size_t len,
                         uint8_t *missing_author, uint64_t *missing_seq,
@@ -769,29 +156,9 @@ static int s_ingest_one(ns_ledger_t *l, const uint8_t *buf, size_t len,
  * applies retries its own waiters in turn. */
 static void s_pending_retry(ns_ledger_t *l, const ns_entry_t *stored)
 {
-    uint8_t author[32];
-    ns_hash_t id;
-    uint64_t seq = stored->seq;
-    memcpy(author, stored->author, 32);
-    memcpy(id, stored->id, 32);
-    s_pending_t *take = NULL;
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < l->n_pending;) {
-        s_pending_t *p = &l->pending[i];
-        bool next = memcmp(p->author, author, 32) == 0 && p->seq == seq + 1;
-        bool dep = memcmp(p->waiting, id, 32) == 0;
-        if (!next && !dep) {
-            i++;
-            continue;
-        }
-        s_pending_t *grown = realloc(take, (n + 1) * sizeof *take);
-        if (!grown)
-            break;
-        take = grown;
-        take[n++] = *p;
-        memmove(p, p + 1, (l->n_pending - i - 1) * sizeof *p);
-        l->n_pending--;
-    }
+    ns_lbuf_item_t *take = NULL;
+    uint32_t n = ns_lbuf_take(&l->pending, stored->author, stored->seq,
+                              stored->id, &take);
     for (uint32_t k = 0; k < n; k++) {
         ns_entry_t e;
         s_ingest_one(l, take[k].bytes, take[k].len, NULL, NULL, &e);
@@ -804,7 +171,7 @@ static int s_ingest_one(ns_ledger_t *l, const uint8_t *buf, size_t len,
                         uint8_t *missing_author, uint64_t *missing_seq,
                         ns_entry_t *e)
 {
-    int rc = ns_entry_decode(buf, len, l->network_id, e);
+    int rc = ns_entry_decode(buf, len, l->store.network_id, e);
     if (rc == NS_OK)
         rc = s_store(l, buf, len, e);
     if (rc == NS_OK) {
@@ -812,7 +179,8 @@ static int s_ingest_one(ns_ledger_t *l, const uint8_t *buf, size_t len,
         return NS_OK;
     }
     if (rc == NS_ERR_GAP || rc == NS_ERR_MISSING) {
-        s_pending_add(l, buf, len, e, rc == NS_ERR_MISSING ? l->missing : NULL);
+        ns_lbuf_add(&l->pending, buf, len, e,
+                    rc == NS_ERR_MISSING ? l->missing : NULL);
         if (missing_author && rc == NS_ERR_GAP) {
             ns_account_t a;
             memcpy(missing_author, e->author, 32);
@@ -850,13 +218,15 @@ int ns_ledger_append(ns_ledger_t *l, const ns_identity_t *me, uint8_t type,
     uint64_t ts = ns_now_ms();
     if (ts < a.head_timestamp_ms)
         ts = a.head_timestamp_ms;
-    rc = ns_entry_encode(me, l->network_id, a.seq + 1, a.seq ? a.head : s_zero,
-                         type, bb.data, bb.len, refs, n_refs, ts, out, id);
+    rc = ns_entry_encode(me, l->store.network_id, a.seq + 1,
+                         a.seq ? a.head : s_zero, type, bb.data, bb.len, refs,
+                         n_refs, ts, out, id);
     ns_buf_release(&bb);
     if (rc != NS_OK)
         return rc;
     ns_entry_t e;
-    if ((rc = ns_entry_decode(out->data, out->len, l->network_id, &e)) != NS_OK)
+    if ((rc = ns_entry_decode(out->data, out->len, l->store.network_id, &e)) !=
+        NS_OK)
         return rc;
     if ((rc = s_store(l, out->data, out->len, &e)) != NS_OK) {
         l->rejected[-rc < NS_ERR_COUNT ? -rc : 0]++;
@@ -878,7 +248,7 @@ static int s_read_txn(ns_ledger_t *l, MDB_txn **t, bool *own)
         return NS_OK;
     }
     *own = true;
-    return s_mdb(mdb_txn_begin(l->env, NULL, MDB_RDONLY, t));
+    return ns_lstore_begin(&l->store, NULL, true, t);
 }
 
 static void s_read_done(MDB_txn *t, bool own)
@@ -893,29 +263,15 @@ int ns_ledger_check_conservation(ns_ledger_t *l, uint64_t *sum)
      * another process never mixes two states of a writing node. */
     MDB_txn *t;
     bool own;
-    MDB_cursor *c = NULL;
     int rc = s_read_txn(l, &t, &own);
     if (rc != NS_OK)
         return rc;
-    s_totals_t totals = l->totals;
-    if (own && s_get(t, l->meta, "totals", 6, &totals, sizeof totals) != NS_OK)
+    ns_ledger_totals_t totals = l->totals;
+    if (own && ns_lstore_totals_get(&l->store, t, &totals) != NS_OK)
         rc = NS_ERR_CORRUPT;
     uint64_t s = 0;
-    if (rc == NS_OK && mdb_cursor_open(t, l->accounts, &c) == MDB_SUCCESS) {
-        MDB_val k, v;
-        int mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
-        while (mrc == MDB_SUCCESS) {
-            ns_account_t a;
-            if (v.mv_size != sizeof a) {
-                rc = NS_ERR_CORRUPT;
-                break;
-            }
-            memcpy(&a, v.mv_data, sizeof a);
-            s += a.free + a.staked + a.locked_escrow + a.locked_collateral;
-            mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
-        }
-        mdb_cursor_close(c);
-    }
+    if (rc == NS_OK)
+        rc = ns_lstore_sum_accounts(&l->store, t, &s);
     s_read_done(t, own);
     s += totals.pending + totals.burned;
     if (sum)
@@ -926,32 +282,41 @@ int ns_ledger_check_conservation(ns_ledger_t *l, uint64_t *sum)
 }
 
 static ns_ledger_t *s_open(const char *dir, const ns_genesis_t *g,
-                           bool readonly, int *rc, char *err, size_t errlen);
+                           bool readonly, uint64_t map_bytes, int *rc,
+                           char *err, size_t errlen);
 
 ns_ledger_t *ns_ledger_open(const char *dir, const ns_genesis_t *g, int *rc,
                             char *err, size_t errlen)
 {
-    return s_open(dir, g, false, rc, err, errlen);
+    return s_open(dir, g, false, NS_LEDGER_MAP_BYTES, rc, err, errlen);
+}
+
+ns_ledger_t *ns_ledger_open_mapsize(const char *dir, const ns_genesis_t *g,
+                                    uint64_t map_bytes, int *rc, char *err,
+                                    size_t errlen)
+{
+    return s_open(dir, g, false, map_bytes ? map_bytes : NS_LEDGER_MAP_BYTES,
+                  rc, err, errlen);
 }
 
 ns_ledger_t *ns_ledger_open_readonly(const char *dir, const ns_genesis_t *g,
                                      int *rc, char *err, size_t errlen)
 {
-    return s_open(dir, g, true, rc, err, errlen);
+    return s_open(dir, g, true, NS_LEDGER_MAP_BYTES, rc, err, errlen);
 }
 
 static ns_ledger_t *s_open(const char *dir, const ns_genesis_t *g,
-                           bool readonly, int *rc, char *err, size_t errlen)
+                           bool readonly, uint64_t map_bytes, int *rc,
+                           char *err, size_t errlen)
 {
     ns_ledger_t *l = calloc(1, sizeof *l);
     MDB_txn *t = NULL;
     int r = NS_ERR_NOMEM;
     if (!l)
         goto fail;
-    l->pending = calloc(NS_LEDGER_PENDING_MAX, sizeof *l->pending);
-    if (!l->pending)
+    if ((r = ns_lbuf_init(&l->pending)) != NS_OK)
         goto fail;
-    memcpy(l->network_id, g->network_id, NS_HASH_BYTES);
+    memcpy(l->store.network_id, g->network_id, NS_HASH_BYTES);
     l->readonly = readonly;
     char datafile[PATH_MAX];
     if (readonly &&
@@ -968,61 +333,22 @@ static ns_ledger_t *s_open(const char *dir, const ns_genesis_t *g,
         snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
         goto fail;
     }
-    if ((r = s_mdb(mdb_env_create(&l->env))) != NS_OK)
+    if ((r = ns_lstore_open(&l->store, dir, readonly, map_bytes, &t, err,
+                            errlen)) != NS_OK)
         goto fail;
-    mdb_env_set_maxdbs(l->env, 16);
-    mdb_env_set_mapsize(l->env, NS_LEDGER_MAP_BYTES);
-    int mrc = mdb_env_open(l->env, dir, MDB_NOTLS | (readonly ? MDB_RDONLY : 0),
-                           0600);
-    if (mrc != MDB_SUCCESS) {
-        r = s_mdb(mrc);
-        snprintf(err, errlen, "cannot open ledger %s: %s", dir,
-                 mdb_strerror(mrc));
-        goto fail;
-    }
-    if ((mrc = mdb_txn_begin(l->env, NULL, readonly ? MDB_RDONLY : 0, &t)) !=
-        MDB_SUCCESS) {
-        r = s_mdb(mrc);
-        snprintf(err, errlen, "ledger %s: %s", dir, mdb_strerror(mrc));
-        goto fail;
-    }
-    struct {
-        const char *name;
-        MDB_dbi *dbi;
-    } dbs[] = {{"entries", &l->entries},
-               {"chain", &l->chain},
-               {"accounts", &l->accounts},
-               {"credits", &l->credits},
-               {"locks", &l->locks},
-               {"pjobs", &l->pjobs},
-               {"jobs", &l->jobs},
-               {"forks", &l->forks},
-               {"forkentries", &l->forkentries},
-               {"meta", &l->meta}};
-    for (size_t i = 0; i < sizeof dbs / sizeof dbs[0]; i++)
-        if ((mrc = mdb_dbi_open(t, dbs[i].name, readonly ? 0 : MDB_CREATE,
-                                dbs[i].dbi)) != MDB_SUCCESS) {
-            r = s_mdb(mrc);
-            snprintf(err, errlen, "ledger %s: database %s: %s", dir,
-                     dbs[i].name, mdb_strerror(mrc));
-            goto fail;
-        }
     ns_hash_t stored;
-    r = s_get(t, l->meta, "network_id", 10, stored, sizeof stored);
+    r = ns_lstore_network_get(&l->store, t, stored);
     if (r == NS_ERR_NOTFOUND && !readonly) {
         /* A new ledger: the genesis allocations are the first state. */
         memset(&l->totals, 0, sizeof l->totals);
         for (uint32_t i = 0; i < g->n_allocs; i++) {
             ns_account_t a;
-            memset(&a, 0, sizeof a);
-            memcpy(a.id, g->allocs[i].id, NS_ID_BYTES);
-            a.free = g->allocs[i].credits;
-            if ((r = s_account_put(t, l, &a)) != NS_OK)
+            ns_rule_genesis(g, i, &a);
+            if ((r = ns_lstore_account_put(&l->store, t, &a)) != NS_OK)
                 goto fail;
         }
         l->totals.total = g->total_credits;
-        if ((r = s_put(t, l->meta, "network_id", 10, g->network_id,
-                       NS_HASH_BYTES)) != NS_OK ||
+        if ((r = ns_lstore_network_put(&l->store, t, g->network_id)) != NS_OK ||
             (r = s_totals_save(t, l)) != NS_OK)
             goto fail;
     } else if (r != NS_OK) {
@@ -1038,21 +364,19 @@ static ns_ledger_t *s_open(const char *dir, const ns_genesis_t *g,
                      dir);
             goto fail;
         }
-        if ((r = s_get(t, l->meta, "totals", 6, &l->totals,
-                       sizeof l->totals)) != NS_OK) {
+        if ((r = ns_lstore_totals_get(&l->store, t, &l->totals)) != NS_OK) {
             snprintf(err, errlen, "ledger %s is corrupt: totals unreadable",
                      dir);
             r = NS_ERR_CORRUPT;
             goto fail;
         }
     }
-    if ((mrc = mdb_txn_commit(t)) != MDB_SUCCESS) {
-        t = NULL;
-        r = s_mdb(mrc);
-        snprintf(err, errlen, "ledger %s: %s", dir, mdb_strerror(mrc));
+    r = ns_lstore_commit(&l->store, t);
+    t = NULL;
+    if (r != NS_OK) {
+        snprintf(err, errlen, "ledger %s: %s", dir, l->store.last_error);
         goto fail;
     }
-    t = NULL;
     uint64_t sum = 0;
     if (l->totals.total != g->total_credits ||
         ns_ledger_check_conservation(l, &sum) != NS_OK) {
@@ -1064,6 +388,7 @@ static ns_ledger_t *s_open(const char *dir, const ns_genesis_t *g,
                  (unsigned long long)g->total_credits);
         goto fail;
     }
+    l->committed = l->totals;
     *rc = NS_OK;
     return l;
 fail:
@@ -1081,17 +406,20 @@ void ns_ledger_close(ns_ledger_t **pl)
     if (!pl || !*pl)
         return;
     ns_ledger_t *l = *pl;
-    if (l->batch && ns_ledger_commit(l) != NS_OK)
-        ns_error(NS_MOD_LEDGER, "event=final_commit_failed");
-    if (l->pending) {
-        for (uint32_t i = 0; i < l->n_pending; i++)
-            free(l->pending[i].bytes);
-        free(l->pending);
-    }
-    if (l->env)
-        mdb_env_close(l->env);
+    int rc;
+    if (l->batch && (rc = ns_ledger_commit(l)) != NS_OK)
+        ns_error(NS_MOD_LEDGER,
+                 "event=final_commit_failed err=%s detail=\"%s\"",
+                 ns_errname(rc), l->store.last_error);
+    ns_lbuf_release(&l->pending);
+    ns_lstore_close(&l->store);
     free(l);
     *pl = NULL;
+}
+
+const char *ns_ledger_last_error(const ns_ledger_t *l)
+{
+    return l->store.last_error;
 }
 
 void ns_ledger_set_verifier(ns_ledger_t *l, ns_slash_verifier_fn fn, void *user)
@@ -1111,7 +439,7 @@ int ns_ledger_account(ns_ledger_t *l, const uint8_t id[NS_ID_BYTES],
     int rc = s_read_txn(l, &t, &own);
     if (rc != NS_OK)
         return rc;
-    rc = s_account_get(t, l, id, out);
+    rc = ns_lstore_account_get(&l->store, t, id, out);
     s_read_done(t, own);
     return rc;
 }
@@ -1123,7 +451,7 @@ int ns_ledger_job(ns_ledger_t *l, const ns_hash_t job_id, ns_ledger_job_t *out)
     int rc = s_read_txn(l, &t, &own);
     if (rc != NS_OK)
         return rc;
-    rc = s_get(t, l->jobs, job_id, NS_HASH_BYTES, out, sizeof *out);
+    rc = ns_lstore_job_get(&l->store, t, job_id, out);
     s_read_done(t, own);
     return rc;
 }
@@ -1137,13 +465,11 @@ int ns_ledger_credit(ns_ledger_t *l, const ns_hash_t ref,
     int rc = s_read_txn(l, &t, &own);
     if (rc != NS_OK)
         return rc;
-    uint8_t key[64];
-    s_credit_rec c;
-    s_key2(key, ref, to);
-    rc = s_get(t, l->credits, key, sizeof key, &c, sizeof c);
+    ns_credit_rec_t c;
+    rc = ns_lstore_credit_get(&l->store, t, ref, to, &c);
     if (rc == NS_OK) {
         *amount = c.amount;
-        *claimed = c.state == CREDIT_CLAIMED;
+        *claimed = c.state == NS_CREDIT_CLAIMED;
     }
     s_read_done(t, own);
     return rc;
@@ -1154,27 +480,9 @@ uint32_t ns_ledger_unclaimed(ns_ledger_t *l, const uint8_t to[NS_ID_BYTES],
 {
     MDB_txn *t;
     bool own;
-    MDB_cursor *c = NULL;
-    uint32_t n = 0;
     if (s_read_txn(l, &t, &own) != NS_OK)
         return 0;
-    if (mdb_cursor_open(t, l->credits, &c) == MDB_SUCCESS) {
-        MDB_val k, v;
-        int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
-        /* Credits are keyed by source first: a full scan. Fine at this
-         * scale; an index by recipient is the next step. */
-        while (rc == MDB_SUCCESS && n < max) {
-            s_credit_rec cr;
-            if (k.mv_size == 64 && v.mv_size == sizeof cr &&
-                memcmp((uint8_t *)k.mv_data + 32, to, 32) == 0) {
-                memcpy(&cr, v.mv_data, sizeof cr);
-                if (cr.state == CREDIT_OPEN)
-                    memcpy(ids + (size_t)32 * n++, k.mv_data, 32);
-            }
-            rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
-        }
-        mdb_cursor_close(c);
-    }
+    uint32_t n = ns_lstore_unclaimed(&l->store, t, to, ids, max);
     s_read_done(t, own);
     return n;
 }
@@ -1187,21 +495,19 @@ int ns_ledger_get(ns_ledger_t *l, const uint8_t author[NS_ID_BYTES],
     int rc = s_read_txn(l, &t, &own);
     if (rc != NS_OK)
         return rc;
-    uint8_t ck[40];
     ns_hash_t id;
-    s_chain_key(ck, author, seq);
-    rc = s_get(t, l->chain, ck, sizeof ck, id, sizeof id);
+    const uint8_t *stored;
+    size_t n;
+    rc = ns_lstore_chain_get(&l->store, t, author, seq, id);
+    if (rc == NS_OK)
+        rc = ns_lstore_entry_bytes(&l->store, t, id, &stored, &n);
     if (rc == NS_OK) {
-        MDB_val k = {32, id}, v;
-        rc = s_mdb(mdb_get(t, l->entries, &k, &v));
-        if (rc == NS_OK) {
-            *buf = malloc(v.mv_size);
-            if (!*buf)
-                rc = NS_ERR_NOMEM;
-            else {
-                memcpy(*buf, v.mv_data, v.mv_size);
-                *len = v.mv_size;
-            }
+        *buf = malloc(n);
+        if (!*buf)
+            rc = NS_ERR_NOMEM;
+        else {
+            memcpy(*buf, stored, n);
+            *len = n;
         }
     }
     s_read_done(t, own);
@@ -1213,23 +519,9 @@ void ns_ledger_each_account(ns_ledger_t *l,
 {
     MDB_txn *t;
     bool own;
-    MDB_cursor *c = NULL;
     if (s_read_txn(l, &t, &own) != NS_OK)
         return;
-    if (mdb_cursor_open(t, l->accounts, &c) == MDB_SUCCESS) {
-        MDB_val k, v;
-        int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
-        while (rc == MDB_SUCCESS) {
-            ns_account_t a;
-            if (v.mv_size == sizeof a) {
-                memcpy(&a, v.mv_data, sizeof a);
-                if (!fn(u, &a))
-                    break;
-            }
-            rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
-        }
-        mdb_cursor_close(c);
-    }
+    ns_lstore_each_account(&l->store, t, fn, u);
     s_read_done(t, own);
 }
 
@@ -1238,31 +530,9 @@ void ns_ledger_each_entry(ns_ledger_t *l, const uint8_t *author,
 {
     MDB_txn *t;
     bool own;
-    MDB_cursor *c = NULL;
     if (s_read_txn(l, &t, &own) != NS_OK)
         return;
-    if (mdb_cursor_open(t, l->chain, &c) == MDB_SUCCESS) {
-        MDB_val k, v;
-        uint8_t start[40] = {0};
-        if (author)
-            s_chain_key(start, author, 0);
-        k.mv_size = sizeof start;
-        k.mv_data = start;
-        int rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
-        while (rc == MDB_SUCCESS) {
-            if (author && memcmp(k.mv_data, author, 32))
-                break;
-            MDB_val ek = v, ev;
-            ns_entry_t e;
-            if (mdb_get(t, l->entries, &ek, &ev) == MDB_SUCCESS &&
-                ns_entry_parse(ev.mv_data, ev.mv_size, l->network_id, &e) ==
-                    NS_OK &&
-                !fn(u, &e))
-                break;
-            rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
-        }
-        mdb_cursor_close(c);
-    }
+    ns_lstore_each_entry(&l->store, t, author, fn, u);
     s_read_done(t, own);
 }
 
@@ -1271,9 +541,8 @@ void ns_ledger_stats(ns_ledger_t *l, ns_ledger_stats_t *s)
     memset(s, 0, sizeof *s);
     if (l->readonly) { /* another process writes: read the latest */
         MDB_txn *t;
-        if (mdb_txn_begin(l->env, NULL, MDB_RDONLY, &t) == MDB_SUCCESS) {
-            if (s_get(t, l->meta, "totals", 6, &l->totals, sizeof l->totals) !=
-                NS_OK)
+        if (ns_lstore_begin(&l->store, NULL, true, &t) == NS_OK) {
+            if (ns_lstore_totals_get(&l->store, t, &l->totals) != NS_OK)
                 memset(&l->totals, 0, sizeof l->totals);
             mdb_txn_abort(t);
         }
@@ -1283,15 +552,15 @@ void ns_ledger_stats(ns_ledger_t *l, ns_ledger_stats_t *s)
     s->burned = l->totals.burned;
     s->pending_credit = l->totals.pending;
     s->forks = l->totals.forks;
-    s->buffered = l->n_pending;
+    s->buffered = l->pending.n;
     memcpy(s->digest, l->totals.digest, NS_HASH_BYTES);
     memcpy(s->rejected, l->rejected, sizeof s->rejected);
     MDB_txn *t;
     bool own;
-    MDB_stat st;
     if (s_read_txn(l, &t, &own) == NS_OK) {
-        if (mdb_stat(t, l->accounts, &st) == MDB_SUCCESS)
-            s->accounts = st.ms_entries;
+        uint64_t n;
+        if (ns_lstore_count_accounts(&l->store, t, &n) == NS_OK)
+            s->accounts = n;
         s_read_done(t, own);
     }
 }

@@ -190,12 +190,27 @@ ns_ledger_t *ns_ledger_open(const char *dir, const ns_genesis_t *genesis,
 ns_ledger_t *ns_ledger_open_readonly(const char *dir,
                                      const ns_genesis_t *genesis, int *rc,
                                      char *err, size_t errlen);
+/* ns_ledger_open with an LMDB map of map_bytes instead of
+ * NS_LEDGER_MAP_BYTES (0: that default). The map caps the ledger's size:
+ * when it is full, writes fail with NS_ERR_MAPFULL and change nothing. */
+ns_ledger_t *ns_ledger_open_mapsize(const char *dir,
+                                    const ns_genesis_t *genesis,
+                                    uint64_t map_bytes, int *rc, char *err,
+                                    size_t errlen);
 void ns_ledger_close(ns_ledger_t **l);
+/* The cause of the last storage error a call on l met (LMDB's or the
+ * OS's text, e.g. "No space left on device", "MDB_MAP_FULL: Environment
+ * mapsize limit reached"), behind NS_ERR_IO, NS_ERR_MAPFULL or an LMDB
+ * NS_ERR_CORRUPT; "" if none. Borrowed: valid until the next call on l.
+ * Also logged (module ledger, event=storage_error). */
+const char *ns_ledger_last_error(const ns_ledger_t *l);
 void ns_ledger_set_verifier(ns_ledger_t *l, ns_slash_verifier_fn fn,
                             void *user);
 
 /* Append our own entry: assigns seq and prev, signs, validates, stores
- * durably. The encoded entry (to gossip) goes to out, its id to id. */
+ * durably. The encoded entry (to gossip) goes to out, its id to id.
+ * Storage failures: NS_ERR_MAPFULL (map full), NS_ERR_IO (cause in
+ * ns_ledger_last_error); nothing is stored then. */
 int ns_ledger_append(ns_ledger_t *l, const ns_identity_t *me, uint8_t type,
                      const ns_entry_body_t *body, const uint8_t *refs,
                      uint32_t n_refs, ns_buf_t *out,
@@ -208,7 +223,8 @@ int ns_ledger_append(ns_ledger_t *l, const ns_identity_t *me, uint8_t type,
  * NS_ERR_FORK (proof stored, author banned), or the rule it breaks. */
 int ns_ledger_ingest(ns_ledger_t *l, const uint8_t *buf, size_t len,
                      uint8_t *missing_author, uint64_t *missing_seq);
-/* Make everything ingested so far durable (one synced LMDB commit). */
+/* Make everything ingested so far durable (one synced LMDB commit).
+ * NS_ERR_MAPFULL or NS_ERR_IO (see ns_ledger_last_error) when it fails. */
 int ns_ledger_commit(ns_ledger_t *l) NS_MUST_CHECK;
 
 int ns_ledger_account(ns_ledger_t *l, const uint8_t id[NS_ID_BYTES],

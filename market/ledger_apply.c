@@ -1,0 +1,192 @@
+/* ledger_apply.c - one entry: load, run the rules, write back
+ * (ledger_apply.h).
+ */
+#include "ledger_apply.h"
+
+#include "ledger_rules.h"
+
+#include <sodium.h>
+#include <string.h>
+
+/* Load a stored entry into r (r->rc says how it went). */
+static void s_load_ref(ns_lapply_t *ap, MDB_txn *t, const ns_hash_t id,
+                       ns_rule_ref_t *r)
+{
+    r->rc = ns_lstore_entry_load(ap->store, t, id, &r->e, &r->b);
+}
+
+/* Load what the body rule of e's type reads (ledger_rules.h). */
+static void s_load(ns_lapply_t *ap, MDB_txn *t, ns_rule_io_t *io)
+{
+    const ns_entry_t *e = io->e;
+    const ns_entry_body_t *b = io->b;
+    ns_lstore_t *s = ap->store;
+    switch (e->type) {
+    case NS_ENTRY_JOB:
+    case NS_ENTRY_AWARD:
+        io->job_rc = ns_lstore_job_get(s, t, b->job_id, &io->job);
+        break;
+    case NS_ENTRY_ACCEPT:
+        s_load_ref(ap, t, b->ref_id, &io->ref);
+        io->job_rc = ns_lstore_job_get(s, t, b->job_id, &io->job);
+        memcpy(io->key_provider, e->author, NS_ID_BYTES);
+        memcpy(io->key_award, b->ref_id, NS_HASH_BYTES);
+        io->pjob_rc = ns_lstore_pjob_get(s, t, e->author, b->ref_id, &io->pjob);
+        io->lock_rc = ns_lstore_lock_get(s, t, e->author, b->ref_id, &io->lock);
+        break;
+    case NS_ENTRY_RESULT:
+        s_load_ref(ap, t, b->ref_id, &io->ref);
+        if (io->ref.rc == NS_OK) {
+            memcpy(io->key_provider, e->author, NS_ID_BYTES);
+            memcpy(io->key_award, io->ref.b.ref_id, NS_HASH_BYTES);
+            io->pjob_rc =
+                ns_lstore_pjob_get(s, t, e->author, io->key_award, &io->pjob);
+        }
+        io->job_rc = ns_lstore_job_get(s, t, b->job_id, &io->job);
+        break;
+    case NS_ENTRY_SETTLE:
+    case NS_ENTRY_SLASH:
+        s_load_ref(ap, t, b->ref_id, &io->ref);
+        if (io->ref.rc == NS_OK)
+            s_load_ref(ap, t, io->ref.b.ref_id, &io->accept);
+        io->job_rc = ns_lstore_job_get(s, t, b->job_id, &io->job);
+        if (io->job_rc != NS_OK)
+            break;
+        io->prov_rc = ns_lstore_account_get(s, t, io->job.provider, &io->prov);
+        if (e->type == NS_ENTRY_SLASH && io->ref.rc == NS_OK &&
+            io->accept.rc == NS_OK) {
+            memcpy(io->key_provider, io->job.provider, NS_ID_BYTES);
+            memcpy(io->key_award, io->accept.b.ref_id, NS_HASH_BYTES);
+            io->lock_rc = ns_lstore_lock_get(s, t, io->key_provider,
+                                             io->key_award, &io->lock);
+        }
+        break;
+    case NS_ENTRY_CANCEL:
+        io->job_rc = ns_lstore_job_get(s, t, b->job_id, &io->job);
+        if (sodium_is_zero(b->ref_id, NS_HASH_BYTES) || io->job_rc != NS_OK)
+            break;
+        s_load_ref(ap, t, b->ref_id, &io->ref);
+        memcpy(io->key_provider, io->job.provider, NS_ID_BYTES);
+        memcpy(io->key_award, io->job.award_id, NS_HASH_BYTES);
+        io->lock_rc = ns_lstore_lock_get(s, t, io->key_provider, io->key_award,
+                                         &io->lock);
+        io->prov_rc = ns_lstore_account_get(s, t, io->job.provider, &io->prov);
+        break;
+    default:
+        break;
+    }
+}
+
+/* Write back what the body rule changed. */
+static int s_write(ns_lapply_t *ap, MDB_txn *t, const ns_rule_io_t *io)
+{
+    ns_lstore_t *s = ap->store;
+    int rc = NS_OK;
+    if (io->put_credit &&
+        (rc = ns_lstore_credit_put(s, t, io->e->id, io->credit_to,
+                                   &io->credit)) != NS_OK)
+        return rc;
+    if (io->put_lock && (rc = ns_lstore_lock_put(s, t, io->key_provider,
+                                                 io->key_award, &io->lock)))
+        return rc;
+    if (io->put_pjob && (rc = ns_lstore_pjob_put(s, t, io->key_provider,
+                                                 io->key_award, &io->pjob)))
+        return rc;
+    if (io->put_prov && (rc = ns_lstore_account_put(s, t, &io->prov)))
+        return rc;
+    if (io->put_job)
+        rc = ns_lstore_job_put(s, t, &io->job);
+    return rc;
+}
+
+/* Take in the credits listed in e's refs, one after the other (a credit
+ * may release a lock a later one reads). */
+static int s_apply_refs(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
+                        ns_account_t *a)
+{
+    for (uint32_t i = 0; i < e->n_refs; i++) {
+        const uint8_t *ref = e->refs + (size_t)i * NS_HASH_BYTES;
+        int rc = ns_rule_ref_distinct(e, i);
+        if (rc != NS_OK)
+            return rc;
+        ns_rule_claim_t c;
+        memset(&c, 0, sizeof c);
+        c.credit_rc =
+            ns_lstore_credit_get(ap->store, t, ref, e->author, &c.credit);
+        if (c.credit_rc == NS_ERR_NOTFOUND) {
+            const uint8_t *buf;
+            size_t len;
+            c.ref_known = ns_lstore_entry_bytes(ap->store, t, ref, &buf,
+                                                &len) != NS_ERR_NOTFOUND;
+        } else if (c.credit_rc == NS_OK &&
+                   !sodium_is_zero(c.credit.release_award, NS_HASH_BYTES)) {
+            c.lock_rc = ns_lstore_lock_get(ap->store, t, e->author,
+                                           c.credit.release_award, &c.lock);
+        }
+        rc = ns_rule_claim(a, ap->totals, &c);
+        if (rc == NS_ERR_MISSING)
+            memcpy(ap->missing, ref, NS_HASH_BYTES);
+        if (rc != NS_OK)
+            return rc;
+        if (c.put_lock &&
+            (rc = ns_lstore_lock_put(ap->store, t, e->author,
+                                     c.credit.release_award, &c.lock)))
+            return rc;
+        if ((rc = ns_lstore_credit_put(ap->store, t, ref, e->author,
+                                       &c.credit)) != NS_OK)
+            return rc;
+    }
+    return NS_OK;
+}
+
+static int s_apply_body(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
+                        ns_account_t *a)
+{
+    ns_entry_body_t b;
+    int rc = ns_entry_body_decode(e, &b);
+    if (rc != NS_OK)
+        return rc;
+    ns_rule_io_t io;
+    memset(&io, 0, sizeof io);
+    io.e = e;
+    io.b = &b;
+    io.network_id = ap->store->network_id;
+    io.verifier = ap->verifier;
+    io.verifier_user = ap->verifier_user;
+    io.author = a;
+    io.totals = ap->totals;
+    io.ref.rc = io.accept.rc = NS_ERR_NOTFOUND;
+    io.job_rc = io.prov_rc = io.lock_rc = io.pjob_rc = NS_ERR_NOTFOUND;
+    s_load(ap, t, &io);
+    rc = ns_rule_body(&io);
+    if (rc == NS_ERR_MISSING)
+        memcpy(ap->missing, io.missing, NS_HASH_BYTES);
+    if (rc != NS_OK)
+        return rc;
+    return s_write(ap, t, &io);
+}
+
+int ns_lapply_entry(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
+                    const uint8_t *buf, size_t len)
+{
+    ns_account_t a;
+    ns_hash_t have = {0};
+    int rc = ns_lstore_account_get(ap->store, t, e->author, &a);
+    if (rc != NS_OK)
+        return rc;
+    if (e->seq <= a.seq &&
+        (rc = ns_lstore_chain_get(ap->store, t, e->author, e->seq, have)))
+        return rc == NS_ERR_NOTFOUND ? NS_ERR_CORRUPT : rc;
+    if ((rc = ns_rule_chain(&a, e, have)) != NS_OK)
+        return rc;
+    if ((rc = s_apply_refs(ap, t, e, &a)) != NS_OK)
+        return rc;
+    if ((rc = s_apply_body(ap, t, e, &a)) != NS_OK)
+        return rc;
+    ns_rule_advance(&a, e, ap->totals);
+    if ((rc = ns_lstore_account_put(ap->store, t, &a)) ||
+        (rc = ns_lstore_entry_put(ap->store, t, e->id, buf, len)) ||
+        (rc = ns_lstore_chain_put(ap->store, t, e->author, e->seq, e->id)))
+        return rc;
+    return NS_OK;
+}

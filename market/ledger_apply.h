@@ -1,0 +1,25 @@
+/* ledger_apply.h - validating and applying one entry: load the records
+ * its rules need through the store, run the rules (ledger_rules.h), write
+ * what they changed (internal to market/ledger*.c).
+ */
+#ifndef NIGHTSHIFT_MARKET_LEDGER_APPLY_H
+#define NIGHTSHIFT_MARKET_LEDGER_APPLY_H
+
+#include "ledger_store.h"
+
+typedef struct {
+    ns_lstore_t *store;
+    ns_ledger_totals_t *totals; /* changed in place; the caller restores
+                                   them when the entry is rejected */
+    ns_slash_verifier_fn verifier;
+    void *verifier_user;
+    ns_hash_t missing; /* out: on NS_ERR_MISSING, the entry needed */
+} ns_lapply_t;
+
+/* Validate the decoded entry e (encoded in buf) against its author's
+ * chain and the rules, and store it with its effects, all in t. On an
+ * error t holds partial writes: the caller aborts it. */
+int ns_lapply_entry(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
+                    const uint8_t *buf, size_t len) NS_MUST_CHECK;
+
+#endif

@@ -1,0 +1,124 @@
+/* ledger_store.h - the ledger's LMDB environment and typed get/put of each
+ * record kind (internal to market/ledger*.c).
+ *
+ * Databases (one LMDB environment in <datadir>/ledger):
+ *   entries   id -> encoded entry
+ *   chain     author || seq (u64 BE) -> id
+ *   accounts  author -> ns_account_t
+ *   credits, locks, pjobs, forks, meta: see ledger_records.h
+ *   jobs      job id -> ns_ledger_job_t (requester's side)
+ *   forkentries: id -> encoded entry (the second of a fork)
+ *   meta      "network_id", "totals"
+ * Every call works in the transaction it is given and returns ns_err;
+ * LMDB codes are mapped by ns_lstore_rc, which remembers the text of the
+ * last storage error.
+ */
+#ifndef NIGHTSHIFT_MARKET_LEDGER_STORE_H
+#define NIGHTSHIFT_MARKET_LEDGER_STORE_H
+
+#include "ledger_records.h"
+
+#include "nightshift/ledger.h"
+#include "nightshift/log.h"
+
+#include <lmdb.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    MDB_env *env;
+    MDB_dbi entries, chain, accounts, credits, locks, pjobs, jobs, forks,
+        forkentries, meta;
+    ns_hash_t network_id;     /* entries are parsed for this network */
+    int last_rc;              /* LMDB or errno code of the last storage error */
+    char last_error[128];     /* its text (mdb_strerror); "" if none */
+    ns_ratelimit_t log_limit; /* storage error log lines */
+} ns_lstore_t;
+
+/* LMDB (or errno) code -> ns_err: MDB_MAP_FULL is NS_ERR_MAPFULL, other
+ * failures of LMDB or the OS NS_ERR_IO or NS_ERR_CORRUPT, whose code and
+ * text are kept in last_rc, last_error and logged (rate-limited). */
+int ns_lstore_rc(ns_lstore_t *s, int mdb_rc);
+
+/* Create and open the environment in dir and its databases in a new
+ * transaction *t (write, or read-only when readonly), which the caller
+ * commits with ns_lstore_commit or aborts. Failures say why in err. */
+int ns_lstore_open(ns_lstore_t *s, const char *dir, bool readonly,
+                   uint64_t map_bytes, MDB_txn **t, char *err,
+                   size_t errlen) NS_MUST_CHECK;
+void ns_lstore_close(ns_lstore_t *s);
+/* A transaction: parent NULL or a write transaction to nest in. */
+int ns_lstore_begin(ns_lstore_t *s, MDB_txn *parent, bool readonly,
+                    MDB_txn **t) NS_MUST_CHECK;
+/* Commit t (synced); t is gone whatever the result. */
+int ns_lstore_commit(ns_lstore_t *s, MDB_txn *t) NS_MUST_CHECK;
+
+/* An account; one never written reads as new and all zero. */
+int ns_lstore_account_get(ns_lstore_t *s, MDB_txn *t, const uint8_t *id,
+                          ns_account_t *a) NS_MUST_CHECK;
+int ns_lstore_account_put(ns_lstore_t *s, MDB_txn *t,
+                          const ns_account_t *a) NS_MUST_CHECK;
+/* The others: NS_ERR_NOTFOUND when absent. */
+int ns_lstore_job_get(ns_lstore_t *s, MDB_txn *t, const ns_hash_t job_id,
+                      ns_ledger_job_t *j) NS_MUST_CHECK;
+int ns_lstore_job_put(ns_lstore_t *s, MDB_txn *t,
+                      const ns_ledger_job_t *j) NS_MUST_CHECK;
+int ns_lstore_credit_get(ns_lstore_t *s, MDB_txn *t, const ns_hash_t src,
+                         const uint8_t *to, ns_credit_rec_t *c) NS_MUST_CHECK;
+int ns_lstore_credit_put(ns_lstore_t *s, MDB_txn *t, const ns_hash_t src,
+                         const uint8_t *to,
+                         const ns_credit_rec_t *c) NS_MUST_CHECK;
+int ns_lstore_lock_get(ns_lstore_t *s, MDB_txn *t, const uint8_t *provider,
+                       const ns_hash_t award, ns_lock_rec_t *k) NS_MUST_CHECK;
+int ns_lstore_lock_put(ns_lstore_t *s, MDB_txn *t, const uint8_t *provider,
+                       const ns_hash_t award,
+                       const ns_lock_rec_t *k) NS_MUST_CHECK;
+int ns_lstore_pjob_get(ns_lstore_t *s, MDB_txn *t, const uint8_t *provider,
+                       const ns_hash_t award, ns_pjob_rec_t *p) NS_MUST_CHECK;
+int ns_lstore_pjob_put(ns_lstore_t *s, MDB_txn *t, const uint8_t *provider,
+                       const ns_hash_t award,
+                       const ns_pjob_rec_t *p) NS_MUST_CHECK;
+/* Id of the entry (author, seq). */
+int ns_lstore_chain_get(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
+                        uint64_t seq, ns_hash_t id) NS_MUST_CHECK;
+int ns_lstore_chain_put(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
+                        uint64_t seq, const ns_hash_t id) NS_MUST_CHECK;
+/* Encoded entry by id: *buf points into t's memory. */
+int ns_lstore_entry_bytes(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
+                          const uint8_t **buf, size_t *len) NS_MUST_CHECK;
+/* Decode a stored entry (verified when stored: no signature check) and,
+ * if b, its body. e borrows t's memory. NS_ERR_CORRUPT if unreadable. */
+int ns_lstore_entry_load(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
+                         ns_entry_t *e, ns_entry_body_t *b) NS_MUST_CHECK;
+int ns_lstore_entry_put(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
+                        const uint8_t *buf, size_t len) NS_MUST_CHECK;
+int ns_lstore_fork_put(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
+                       const ns_fork_rec_t *f, const uint8_t *buf,
+                       size_t len) NS_MUST_CHECK;
+int ns_lstore_network_get(ns_lstore_t *s, MDB_txn *t,
+                          ns_hash_t id) NS_MUST_CHECK;
+int ns_lstore_network_put(ns_lstore_t *s, MDB_txn *t,
+                          const ns_hash_t id) NS_MUST_CHECK;
+int ns_lstore_totals_get(ns_lstore_t *s, MDB_txn *t,
+                         ns_ledger_totals_t *tot) NS_MUST_CHECK;
+int ns_lstore_totals_put(ns_lstore_t *s, MDB_txn *t,
+                         const ns_ledger_totals_t *tot) NS_MUST_CHECK;
+
+/* ---- queries ----------------------------------------------------------- */
+
+/* Sum of free + staked + locked over all accounts. */
+int ns_lstore_sum_accounts(ns_lstore_t *s, MDB_txn *t,
+                           uint64_t *sum) NS_MUST_CHECK;
+int ns_lstore_count_accounts(ns_lstore_t *s, MDB_txn *t,
+                             uint64_t *n) NS_MUST_CHECK;
+/* Up to max ids of open credits for `to`. */
+uint32_t ns_lstore_unclaimed(ns_lstore_t *s, MDB_txn *t, const uint8_t *to,
+                             uint8_t *ids, uint32_t max);
+void ns_lstore_each_account(ns_lstore_t *s, MDB_txn *t,
+                            bool (*fn)(void *u, const ns_account_t *a),
+                            void *u);
+void ns_lstore_each_entry(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
+                          bool (*fn)(void *u, const ns_entry_t *e), void *u);
+
+#endif
