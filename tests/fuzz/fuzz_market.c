@@ -1,0 +1,135 @@
+/* fuzz_market.c - libFuzzer target for the market's messages
+ * (market/market.c): JOB announcements, BIDs, FETCH and CHUNK bodies, the
+ * bytes a peer puts inside a signed envelope. Built as `fuzz_market`
+ * (clang, NS_FUZZ=ON) and, with replay.c, as `fuzz_market_replay`, which
+ * ctest runs over tests/fuzz/corpus/market; seeds from
+ * fuzz_market_gen_corpus.
+ *
+ * Every decoder runs on the whole input (each wants its own array length,
+ * so at most one accepts it). Besides "no crash, no leak": what decodes
+ * keeps the decoder's caps, borrowed bytes stay inside the input, a bid's
+ * signature check answers OK or SIG, and decode(encode(x)) == x with
+ * encode(decode(encode(x))) == encode(x), byte for byte.
+ */
+#include "market_fixture.h"
+
+#include "nightshift/market.h"
+
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define S_ASSERT(cond)                                                         \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            fprintf(stderr, "fuzz_market: %s:%d: %s\n", __FILE__, __LINE__,    \
+                    #cond);                                                    \
+            abort();                                                           \
+        }                                                                      \
+    } while (0)
+
+/* Encode m, decode it into again, encode that: equal fields, equal bytes.
+ * enc/dec are a message's codec pair, same compares two values. */
+#define S_ROUND_TRIP(enc, dec, m, again, same)                                 \
+    do {                                                                       \
+        ns_buf_t b1, b2;                                                       \
+        ns_buf_init(&b1);                                                      \
+        ns_buf_init(&b2);                                                      \
+        S_ASSERT(enc(m, &b1) == NS_OK);                                        \
+        S_ASSERT(dec(b1.data, b1.len, again) == NS_OK);                        \
+        S_ASSERT(same(m, again));                                              \
+        S_ASSERT(enc(again, &b2) == NS_OK);                                    \
+        S_ASSERT(b1.len == b2.len && memcmp(b1.data, b2.data, b1.len) == 0);   \
+        ns_buf_release(&b1);                                                   \
+        ns_buf_release(&b2);                                                   \
+    } while (0)
+
+/* p[0..n) lies inside data[0..size). */
+static bool s_inside(const uint8_t *p, size_t n, const uint8_t *data,
+                     size_t size)
+{
+    return p >= data && (size_t)(p - data) <= size &&
+           n <= size - (size_t)(p - data);
+}
+
+static bool s_same_announce(const ns_announce_t *a, const ns_announce_t *b)
+{
+    return memcmp(a, b, sizeof *a) == 0;
+}
+
+static bool s_same_bid(const ns_bid_t *a, const ns_bid_t *b)
+{
+    return memcmp(a, b, sizeof *a) == 0;
+}
+
+static bool s_same_chunk(const ns_chunk_t *a, const ns_chunk_t *b)
+{
+    return memcmp(a->job_id, b->job_id, NS_HASH_BYTES) == 0 &&
+           a->blob == b->blob && a->offset == b->offset &&
+           a->total == b->total && a->len == b->len &&
+           a->data_len == b->data_len &&
+           (a->data_len == 0 || memcmp(a->data, b->data, a->data_len) == 0);
+}
+
+static ns_announce_t s_ann[2]; /* 1.2 KiB each: off the stack */
+
+static void s_announce(const uint8_t *data, size_t size)
+{
+    if (ns_announce_decode(data, size, &s_ann[0]) != NS_OK)
+        return;
+    S_ASSERT(s_ann[0].n_excluded <= NS_MAX_EXCLUDED);
+    S_ASSERT(s_ann[0].reqs.device_type <= NS_DEV_ACCEL);
+    S_ASSERT(s_ann[0].bid_window_ms <= 60000);
+    S_ASSERT(memchr(s_ann[0].endpoint, 0, sizeof s_ann[0].endpoint) != NULL);
+    S_ASSERT(memchr(s_ann[0].reqs.region, 0, sizeof s_ann[0].reqs.region));
+    S_ROUND_TRIP(ns_announce_encode, ns_announce_decode, &s_ann[0], &s_ann[1],
+                 s_same_announce);
+}
+
+static void s_bid(const uint8_t *data, size_t size)
+{
+    ns_bid_t b, again;
+    if (ns_bid_decode(data, size, &b) != NS_OK)
+        return;
+    ns_hash_t net;
+    fuzz_market_network(net);
+    int rc = ns_bid_verify(&b, net);
+    S_ASSERT(rc == NS_OK || rc == NS_ERR_SIG);
+    S_ROUND_TRIP(ns_bid_encode, ns_bid_decode, &b, &again, s_same_bid);
+    S_ASSERT(ns_bid_verify(&again, net) == rc);
+}
+
+static void s_fetch(const uint8_t *data, size_t size)
+{
+    ns_chunk_t c, again;
+    if (ns_fetch_decode(data, size, &c) != NS_OK)
+        return;
+    S_ASSERT(c.len >= 1 && c.len <= NS_CHUNK_BYTES);
+    S_ASSERT(c.data == NULL && c.data_len == 0 && c.total == 0);
+    S_ROUND_TRIP(ns_fetch_encode, ns_fetch_decode, &c, &again, s_same_chunk);
+}
+
+static void s_chunk(const uint8_t *data, size_t size)
+{
+    ns_chunk_t c, again;
+    if (ns_chunk_decode(data, size, &c) != NS_OK)
+        return;
+    S_ASSERT(c.data_len <= NS_CHUNK_BYTES && c.len == 0);
+    S_ASSERT(c.offset <= c.total && c.data_len <= c.total - c.offset);
+    S_ASSERT(c.data_len == 0 || s_inside(c.data, c.data_len, data, size));
+    S_ROUND_TRIP(ns_chunk_encode, ns_chunk_decode, &c, &again, s_same_chunk);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (sodium_init() < 0)
+        abort();
+    s_announce(data, size);
+    s_bid(data, size);
+    s_fetch(data, size);
+    s_chunk(data, size);
+    return 0;
+}
