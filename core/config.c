@@ -24,6 +24,7 @@ void ns_config_defaults(ns_config_t *cfg)
     cfg->price = 1000;
     cfg->stake = 0;
     cfg->slots = 1;
+    cfg->ledger_map_bytes = NS_DEFAULT_LEDGER_MAP_BYTES;
     cfg->log_level = NS_LOG_INFO;
 }
 
@@ -100,6 +101,14 @@ int ns_config_set(ns_config_t *cfg, const char *section, const char *key,
         rc = ns_parse_u64(value, &cfg->stake) == NS_OK ? NS_OK : NS_ERR_CONFIG;
     } else if (KEY("node", "slots")) {
         rc = s_u32(value, 0, 1024, &cfg->slots);
+    } else if (KEY("ledger", "map_size")) {
+        uint64_t v = 0;
+        rc = ns_parse_u64(value, &v) == NS_OK && v >= (UINT64_C(1) << 20) &&
+                     v <= (UINT64_C(1) << 40)
+                 ? NS_OK
+                 : NS_ERR_CONFIG;
+        if (rc == NS_OK)
+            cfg->ledger_map_bytes = v;
     } else if (KEY("log", "level")) {
         rc = ns_log_parse_level(value, &cfg->log_level) == NS_OK
                  ? NS_OK
@@ -199,6 +208,9 @@ int ns_config_write(const ns_config_t *cfg, const char *path)
     PUT_U(stake);
     PUT_U(slots);
     PUT("region = %s\n", cfg->region);
+    if (cfg->ledger_map_bytes != def.ledger_map_bytes)
+        PUT("[ledger]\nmap_size = %llu\n",
+            (unsigned long long)cfg->ledger_map_bytes);
     if (cfg->log_level != def.log_level || cfg->log_debug[0]) {
         static const char *const lv[] = {"error", "warn", "info", "debug"};
         PUT("[log]\nlevel = %s\n", lv[cfg->log_level]);

@@ -43,7 +43,7 @@ static const struct {
     {"job_state", "job missing or in the wrong state"},
     {"missing_dep", "depends on an entry not yet known"},
     {"duplicate", "entry already stored"},
-    {"map_full", "ledger map full: raise NS_LEDGER_MAP_BYTES"},
+    {"map_full", "ledger map full: raise ledger.map_size"},
 };
 
 const char *ns_strerror(int rc)

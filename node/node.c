@@ -243,7 +243,9 @@ static int s_load(ns_node_t *n, char *err, size_t errlen)
     if (ns_path_join(path, sizeof path, n->c.datadir, "ledger") != NS_OK)
         return s_err(err, errlen, "datadir path too long");
     why[0] = '\0';
-    n->ledger = ns_ledger_open(path, &n->genesis, &rc, why, sizeof why);
+    n->ledger = ns_ledger_open_mapsize(path, &n->genesis,
+                                       n->c.cfg->ledger_map_bytes, &rc, why,
+                                       sizeof why);
     if (!n->ledger)
         return s_err(err, errlen, "%s", why);
     return NS_OK;

@@ -54,6 +54,8 @@ struct ns_provider {
         uint64_t announces, bids, awards, accepts, results, failed;
         uint64_t served_bytes, refused_requester, claims, table_full;
     } stats;
+    ns_account_t seen; /* our account at the last claim tick */
+    bool have_seen;
 };
 
 /* ---- fault specs -----------------------------------------------------------
@@ -255,6 +257,15 @@ static int s_on_job(ns_provider_t *p, const ns_node_msg_t *m)
         return NS_OK;
     if (!ns_requester_acceptable(&req)) {
         p->stats.refused_requester++;
+        char jid[17], who[NS_ID_SHORT_LEN + 1];
+        s_job_hex(jid, a.job_id);
+        ns_id_short(who, a.requester);
+        ns_info(NS_MOD_MARKET,
+                "event=refused_requester job=%s requester=%s reason=\"%s\" "
+                "posted=%u settled=%u",
+                jid, who,
+                req.banned ? "banned" : "posts jobs and does not settle them",
+                req.jobs_posted, req.jobs_settled_as_requester);
         return NS_OK;
     }
     ns_offer_t offer = {p->o.devices, p->o.n_devices, p->o.cfg->price,
@@ -653,8 +664,34 @@ void ns_provider_tick(ns_provider_t *p, uint64_t now)
     }
 }
 
+/* Log what the ledger did to us since the last look: a SLASH burned our
+ * collateral, a CANCEL after the deadline took a penalty. */
+static void s_watch_account(ns_provider_t *p)
+{
+    ns_account_t a;
+    if (ns_ledger_account(p->o.ledger, p->self, &a) != NS_OK)
+        return;
+    if (p->have_seen && a.jobs_slashed > p->seen.jobs_slashed)
+        ns_warn(NS_MOD_MARKET,
+                "event=slashed count=%u total=%u staked=%llu "
+                "reason=\"a requester proved a wrong result with a fraud "
+                "proof; the job's collateral is burned\"",
+                a.jobs_slashed - p->seen.jobs_slashed, a.jobs_slashed,
+                (unsigned long long)a.staked);
+    if (p->have_seen && a.jobs_cancelled > p->seen.jobs_cancelled)
+        ns_warn(NS_MOD_MARKET,
+                "event=penalised count=%u total=%u staked=%llu "
+                "reason=\"the deadline passed without our result; a tenth "
+                "of the collateral is burned\"",
+                a.jobs_cancelled - p->seen.jobs_cancelled, a.jobs_cancelled,
+                (unsigned long long)a.staked);
+    p->seen = a;
+    p->have_seen = true;
+}
+
 void ns_provider_claim(ns_provider_t *p)
 {
+    s_watch_account(p);
     uint8_t ref[NS_HASH_BYTES];
     if (ns_ledger_unclaimed(p->o.ledger, p->self, ref, 1) > 0) {
         ns_entry_body_t b;

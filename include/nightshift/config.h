@@ -18,6 +18,9 @@
 #define NS_MAX_BOOTSTRAP 16
 #define NS_DEFAULT_LISTEN "tcp://127.0.0.1:7946"
 
+/* The ledger's LMDB map: the most the ledger can hold (sparse on disk). */
+#define NS_DEFAULT_LEDGER_MAP_BYTES (UINT64_C(8) << 30)
+
 typedef struct {
     char listen[NS_ENDPOINT_MAX];    /* bind endpoint; port 0 or * = any */
     char advertise[NS_ENDPOINT_MAX]; /* endpoint told to peers; "" = the
@@ -37,13 +40,14 @@ typedef struct {
     uint64_t price; /* micro-credits per device-second */
     uint64_t stake; /* announced stake, credits */
     uint32_t slots; /* concurrent jobs offered */
+    uint64_t ledger_map_bytes; /* [ledger] map_size: LMDB map, bytes */
     ns_log_level log_level;
     char log_debug[128]; /* modules with debug lines: "gossip,net" */
 } ns_config_t;
 
 void ns_config_defaults(ns_config_t *cfg);
 
-/* Apply one setting; section is "node" or "log". NS_ERR_CONFIG with a
+/* Apply one setting; section is "node", "ledger" or "log". NS_ERR_CONFIG with a
  * message in err (may be NULL) for unknown keys or bad values. */
 int ns_config_set(ns_config_t *cfg, const char *section, const char *key,
                   const char *value, char *err, size_t errlen) NS_MUST_CHECK;

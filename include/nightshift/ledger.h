@@ -18,6 +18,7 @@
 #ifndef NIGHTSHIFT_LEDGER_H
 #define NIGHTSHIFT_LEDGER_H
 
+#include "nightshift/config.h"
 #include "nightshift/err.h"
 #include "nightshift/genesis.h"
 #include "nightshift/hash.h"
@@ -36,7 +37,7 @@
 #define NS_MAX_REFS 32             /* credits claimed by one entry */
 #define NS_MAX_PROOF (48 * 1024)   /* fraud proof bytes in a SLASH */
 #define NS_LEDGER_PENDING_MAX 4096 /* buffered out-of-order entries */
-#define NS_LEDGER_MAP_BYTES (UINT64_C(8) << 30) /* LMDB map size */
+#define NS_LEDGER_MAP_BYTES NS_DEFAULT_LEDGER_MAP_BYTES /* config.h */
 
 typedef enum {
     NS_ENTRY_TRANSFER = 1, /* [to, amount] free -> credit for `to` */

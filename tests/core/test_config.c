@@ -255,6 +255,9 @@ TEST(bad_values)
         {"node", "price", "1.5"},
         {"node", "stake", "lots"},
         {"node", "slots", "1025"},
+        {"ledger", "map_size", "1048575"},
+        {"ledger", "map_size", "1099511627777"},
+        {"ledger", "map_size", "8G"},
         {"log", "level", "verbose"},
         {"log", "level", "INFO"},
         {"log", "level", ""},
@@ -414,6 +417,7 @@ TEST(write_then_load)
         {"node", "price", "0"},
         {"node", "stake", "18446744073709551615"},
         {"node", "slots", "1024"},
+        {"ledger", "map_size", "1048576"},
         {"log", "level", "debug"},
         {"log", "debug", "all"},
     };

@@ -65,7 +65,7 @@ TEST(mapfull_text)
 {
     CHECK_STR(ns_errname(NS_ERR_MAPFULL), "map_full");
     CHECK_CONTAINS(ns_strerror(NS_ERR_MAPFULL), "ledger map full");
-    CHECK_CONTAINS(ns_strerror(NS_ERR_MAPFULL), "NS_LEDGER_MAP_BYTES");
+    CHECK_CONTAINS(ns_strerror(NS_ERR_MAPFULL), "ledger.map_size");
     CHECK(ns_strerror(NS_ERR_MAPFULL) != ns_strerror(NS_ERR_NOMEM));
 }
 
