@@ -12,6 +12,7 @@
 #include "nightshift/log.h"
 #include "nightshift/node.h"
 #include "nightshift/policy.h"
+#include "nightshift/preflight.h"
 #include "nightshift/util.h"
 
 #include <signal.h>
@@ -290,6 +291,24 @@ static int s_job(s_submit_t *q)
         int status = ns_jobspec_prepare(&q->spec, "submit");
         if (status)
             return status;
+        /* Before any credit moves: does it build here, do the arguments
+         * fit the kernel? */
+        char err[512];
+        ns_preflight_t pf;
+        const char *name = q->spec.kernel_path;
+        if (name && strrchr(name, '/'))
+            name = strrchr(name, '/') + 1;
+        int rc = ns_preflight_check(0, &q->spec.job, name, &pf, err,
+                                    sizeof err);
+        if (rc == NS_ERR_INVAL || rc == NS_ERR_OPENCL) {
+            ns_cli_error("submit", "%s", err);
+            return rc == NS_ERR_INVAL ? 2 : 1;
+        }
+        if (rc != NS_OK) {
+            ns_cli_error("submit", "cannot check the job on this machine: %s",
+                         err);
+            return 1;
+        }
     }
     ns_mp_writer_t w;
     msgpack_packer pk;

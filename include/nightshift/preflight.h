@@ -1,0 +1,45 @@
+/* preflight.h - what `submit` checks on the requester's own device before
+ * any credit moves (exec layer).
+ *
+ *  1. The kernel builds (the build log names the user's file, not the
+ *     runtime's temporary copy).
+ *  2. The job's arguments fit the kernel's signature, read from the
+ *     program itself (-cl-kernel-arg-info): the count; IN and OUT are
+ *     __global (or __constant for IN) pointers, OUT not const; LOCAL a
+ *     __local pointer; each scalar a private value of the size its kind
+ *     says (u32/i32: 4 bytes, u64/i64: 8, f32: float, f64: double).
+ *     Images, samplers, pipes and vector scalars (float4...) are refused
+ *     with a one-line reason: the job format cannot carry them.
+ *
+ * Every error is one line in err, as `submit` prints it.
+ */
+#ifndef NIGHTSHIFT_PREFLIGHT_H
+#define NIGHTSHIFT_PREFLIGHT_H
+
+#include "nightshift/err.h"
+#include "nightshift/job.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    uint32_t kernel_args; /* the kernel's parameter count */
+    uint64_t build_us;    /* compile on our device */
+} ns_preflight_t;
+
+/* Build the job's kernel on device device_index and check its arguments.
+ * source_name names the source in messages ("mlp.cl"; NULL: the
+ * built-in's name or "<source>"). NS_ERR_OPENCL: does not build (err: the
+ * log's first lines, paths replaced by source_name); NS_ERR_INVAL: the
+ * arguments do not fit (err says which and why); NS_ERR_NOTFOUND: no
+ * such device or built-in; NS_ERR_NOMEM. */
+int ns_preflight_check(uint32_t device_index, const ns_job_t *job,
+                       const char *source_name, ns_preflight_t *res,
+                       char *err, size_t errlen) NS_MUST_CHECK;
+
+/* In text, replace each path of a temporary source file as OpenCL
+ * compilers write it in build logs ("/tmp/x/tempfile_AbC.cl:3:16",
+ * "<source>:3:16", "input.cl:3:16") by name, keeping ":line:col". */
+void ns_build_log_rename(char *text, size_t cap, const char *name);
+
+#endif
