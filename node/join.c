@@ -9,7 +9,6 @@ void ns_join_start(ns_join_t *j, uint64_t now)
 {
     memset(j, 0, sizeof *j);
     j->started_ms = now;
-    j->stable_ms = now;
 }
 
 static bool s_same_digest(void *u, const uint8_t *id, const ns_heartbeat_t *hb)
@@ -20,20 +19,15 @@ static bool s_same_digest(void *u, const uint8_t *id, const ns_heartbeat_t *hb)
 }
 
 int ns_join_check(ns_join_t *j, ns_ledger_t *l, const ns_node_io_t *io,
-                  uint64_t now)
+                  bool enough, uint64_t now)
 {
     uint32_t live = io->live_peers(io->user);
     if (live == 0)
         return now - j->started_ms > NS_POLICY_JOIN_GIVEUP_MS ? NS_ERR_TIMEOUT
                                                               : 0;
-    if (live != j->peers) {
-        j->peers = live;
-        j->stable_ms = now;
-    }
+    if (enough || now - j->started_ms >= NS_POLICY_JOIN_MAX_MS)
+        return 1;
     ns_ledger_stats_t st;
     ns_ledger_stats(l, &st);
-    bool settled = now - j->stable_ms >= NS_POLICY_JOIN_STABLE_MS;
-    bool current = io->visit_peers(io->user, s_same_digest, st.digest);
-    return (settled && current) ||
-           now - j->started_ms >= NS_POLICY_JOIN_MAX_MS;
+    return io->visit_peers(io->user, s_same_digest, st.digest) ? 1 : 0;
 }

@@ -44,10 +44,9 @@ struct ns_node {
     ns_requester_t *req[NS_NODE_MAX_REQUESTERS];
     uint32_t n_req;
     bool req_timer; /* the requesters' timer is registered */
-    /* ns_node_join / ns_node_linger */
+    /* ns_node_join */
     ns_join_t join;
     int join_rc;
-    uint64_t linger_until;
 };
 
 static int s_err(char *err, size_t errlen, const char *fmt, ...)
@@ -338,6 +337,8 @@ ns_node_t *ns_node_open(const ns_node_conf_t *c, char *err, size_t errlen)
         n->control = ns_control_open(n, err, errlen);
         if (!n->control)
             goto fail;
+    } else {
+        ns_p2p_set_close_linger(n->p2p, NS_POLICY_CLOSE_LINGER_MS);
     }
     if (s_start_market(n, err, errlen) != NS_OK)
         goto fail;
@@ -431,7 +432,7 @@ ns_requester_t *ns_node_add_requester(ns_node_t *n, ns_requester_opts_t *o,
 static void s_on_join_tick(void *user, uint64_t now)
 {
     ns_node_t *n = user;
-    n->join_rc = ns_join_check(&n->join, n->ledger, &n->io, now);
+    n->join_rc = ns_join_check(&n->join, n->ledger, &n->io, false, now);
     if (n->join_rc != 0)
         n->stop = 1;
 }
@@ -459,25 +460,6 @@ int ns_node_join(ns_node_t *n, char *err, size_t errlen)
         return NS_ERR_STATE;
     }
     n->stop = 0;
-    return rc;
-}
-
-static void s_on_linger_tick(void *user, uint64_t now)
-{
-    ns_node_t *n = user;
-    if (now >= n->linger_until)
-        n->stop = 1;
-}
-
-int ns_node_linger(ns_node_t *n, uint32_t ms)
-{
-    uint32_t id;
-    n->linger_until = ns_mono_ms() + ms;
-    int rc = ns_p2p_timer_start(n->p2p, 10, true, s_on_linger_tick, n, &id);
-    if (rc != NS_OK)
-        return rc;
-    rc = ns_p2p_run(n->p2p, &n->stop);
-    (void)ns_p2p_timer_cancel(n->p2p, id);
     return rc;
 }
 

@@ -183,6 +183,32 @@ static void s_explain(ns_requester_t *q, char *out, size_t cap)
                  q->last_failure);
 }
 
+/* Providers we know of (their heartbeats) that qualify for the job and
+ * are not excluded: when all of them have bid, the auction can close. */
+static bool s_count_qualified(void *u, const uint8_t *id,
+                              const ns_heartbeat_t *hb)
+{
+    s_explain_t *x = u;
+    const ns_announce_t *a = &x->q->ann;
+    for (uint32_t e = 0; e < a->n_excluded; e++)
+        if (memcmp(a->excluded[e], id, NS_ID_BYTES) == 0)
+            return false;
+    ns_offer_t offer;
+    ns_offer_from_heartbeat(&offer, hb);
+    if (hb->n_devices &&
+        ns_reqs_check(&a->reqs, &offer, a->collateral, a->max_price,
+                      a->work_flops, NULL) == 0)
+        x->qualified++;
+    return false;
+}
+
+static uint32_t s_qualified_known(ns_requester_t *q)
+{
+    s_explain_t x = {q, 0, 0, {0}};
+    q->io->visit_peers(q->io->user, s_count_qualified, &x);
+    return x.qualified;
+}
+
 /* ---- messages ----------------------------------------------------------- */
 
 static int s_on_bid(ns_requester_t *q, const ns_node_msg_t *m)
@@ -584,7 +610,14 @@ static void s_verify(ns_requester_t *q)
  * seconds of sync). */
 static void s_join(ns_requester_t *q, uint64_t now)
 {
-    int rc = ns_join_check(&q->join, q->ledger, q->io, now);
+    /* A new job needs only our free credits for the escrow, which our own
+     * ledger knows; a resumed one needs the job's state from the peers. */
+    ns_account_t me;
+    bool enough = !q->o.resume &&
+                  ns_ledger_account(q->ledger, ns_identity_pk(q->me), &me) ==
+                      NS_OK &&
+                  me.free >= q->o.max_price;
+    int rc = ns_join_check(&q->join, q->ledger, q->io, enough, now);
     if (rc == NS_ERR_TIMEOUT) {
         s_fail(q, "could not reach any peer through the bootstrap "
                   "address");
@@ -721,7 +754,8 @@ void ns_requester_tick(ns_requester_t *q, uint64_t now)
         s_post(q);
         break;
     case NS_RQ_BIDDING:
-        if (now - q->phase_ms >= q->ann.bid_window_ms)
+        if (now - q->phase_ms >= q->ann.bid_window_ms ||
+            (q->n_bids > 0 && q->n_bids >= s_qualified_known(q)))
             s_award(q);
         break;
     case NS_RQ_ACCEPT:
@@ -752,9 +786,7 @@ void ns_requester_tick(ns_requester_t *q, uint64_t now)
         s_verify(q);
         break;
     case NS_RQ_DONE:
-        /* a light peer gives gossip a moment to carry the SETTLE out */
-        if (!q->o.join || now - q->phase_ms > NS_POLICY_SETTLE_LINGER_MS)
-            q->finished = true;
+        q->finished = true; /* the SETTLE is durable and handed over */
         break;
     case NS_RQ_FAILED:
         q->finished = true;

@@ -102,11 +102,27 @@ fail:
     return NULL;
 }
 
+void ns_p2p_set_close_linger(ns_p2p_t *p, uint32_t ms)
+{
+    p->close_linger_ms = ms;
+}
+
 void ns_p2p_destroy(ns_p2p_t **pp)
 {
     if (!pp || !*pp)
         return;
     ns_p2p_t *p = *pp;
+    if (p->close_linger_ms > 0) {
+        /* Let what is queued (a light peer's last entries) go out: the
+         * context's termination waits up to this long for it. */
+        int linger = (int)p->close_linger_ms;
+        for (uint32_t i = 0; p->peers && i < p->n_peers; i++)
+            if (p->peers[i].dealer)
+                zmq_setsockopt(p->peers[i].dealer, ZMQ_LINGER, &linger,
+                               sizeof linger);
+        if (p->router)
+            zmq_setsockopt(p->router, ZMQ_LINGER, &linger, sizeof linger);
+    }
     if (p->peers) {
         while (p->n_peers)
             ns_peers_remove(p, &p->peers[p->n_peers - 1], "shutdown");

@@ -98,6 +98,7 @@ typedef struct {
 } ns_handler_t;
 
 struct ns_p2p {
+    uint32_t close_linger_ms; /* ns_p2p_set_close_linger */
     const ns_config_t *cfg;
     const ns_identity_t *identity;
     uint8_t self_id[NS_ID_BYTES];

@@ -6,7 +6,8 @@
  *    verifier in a sandboxed worker, the control socket, node.addr;
  *  - a light peer (`nightshift submit`): no provider and no control
  *    socket, an in-process OpenCL runner for spot checks, it stops once
- *    its requesters are finished.
+ *    its requesters are finished; closing it gives what it queued last
+ *    NS_POLICY_CLOSE_LINGER_MS to go out.
  * Both can host requesters (ns_node_add_requester); market messages are
  * routed to the requester whose job they name, otherwise to the provider.
  *
@@ -65,9 +66,6 @@ ns_requester_t *ns_node_add_requester(ns_node_t *n, ns_requester_opts_t *o,
  * network (join.h). NS_ERR_TIMEOUT without a peer, NS_ERR_STATE when
  * stopped first; one line in err. */
 int ns_node_join(ns_node_t *n, char *err, size_t errlen) NS_MUST_CHECK;
-/* Run the loop for ms (or until stopped): gossip carries out what we
- * appended before a light peer leaves. */
-int ns_node_linger(ns_node_t *n, uint32_t ms) NS_MUST_CHECK;
 
 /* End one of our jobs (cancel.h). */
 int ns_node_cancel(ns_node_t *n, const ns_hash_t job_id,

@@ -42,8 +42,11 @@ typedef struct {
  * *err: NS_ERR_ADDRINUSE (port taken), NS_ERR_ADDR (cannot bind there),
  * NS_ERR_ZMQ, NS_ERR_NOMEM. */
 ns_p2p_t *ns_p2p_new(const ns_p2p_opts_t *opts, int *err);
-/* NULL-safe, idempotent: closes every socket and the context. */
+/* NULL-safe, idempotent: closes every socket and the context. Messages
+ * still queued are dropped, unless ns_p2p_set_close_linger gave them up to
+ * ms milliseconds to go out (destroy then waits at most that long). */
 void ns_p2p_destroy(ns_p2p_t **p);
+void ns_p2p_set_close_linger(ns_p2p_t *p, uint32_t ms);
 
 /* The endpoint actually bound ("tcp://127.0.0.1:34567" for port 0) and the
  * address peers should use ("<id>@<advertised endpoint>"). */

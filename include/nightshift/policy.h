@@ -40,15 +40,15 @@
 /* After a SLASH every node re-runs the disputed unit before it reads the
  * next announcement: the next round's bid window is this much longer. */
 #define NS_POLICY_SLASH_BID_EXTRA_MS 2000
-/* Joining: give up without a peer after GIVEUP_MS; with peers, wait for
- * the peer count to hold for STABLE_MS and the ledger to agree with a
- * peer's, at most MAX_MS. */
+/* Joining (join.h): give up without a peer after GIVEUP_MS; with a peer,
+ * go on at once when our ledger has what the job needs, else when it
+ * agrees with a peer's, at most MAX_MS. */
 #define NS_POLICY_JOIN_GIVEUP_MS 15000
-#define NS_POLICY_JOIN_STABLE_MS 500
 #define NS_POLICY_JOIN_MAX_MS 5000
-/* After settling, the light peer stays this long so gossip carries the
- * SETTLE out before it leaves the network. */
-#define NS_POLICY_SETTLE_LINGER_MS 300
+/* A light peer that leaves gives what it queued last (the SETTLE, a
+ * CANCEL) up to this long to go out while it closes; the receipt is
+ * printed before. */
+#define NS_POLICY_CLOSE_LINGER_MS 2000
 
 /* Defaults of `submit` (flags override them). */
 #define NS_POLICY_BID_WINDOW_MS 300
