@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 
 static const char s_usage[] =
@@ -122,6 +123,45 @@ out:
     return status;
 }
 
+/* A job id, or a unique prefix (8+ hex digits) of one of the jobs this
+ * datadir submitted (<datadir>/jobs/). Returns an exit status. */
+static int s_resolve(const char *datadir, const char *in,
+                     char full[2 * NS_HASH_BYTES + 1])
+{
+    size_t n = strlen(in);
+    if (n == 2 * NS_HASH_BYTES) {
+        memcpy(full, in, n + 1);
+        return 0;
+    }
+    if (n < 8 || n > 2 * NS_HASH_BYTES || strspn(in, "0123456789abcdef") != n) {
+        ns_cli_error("cancel",
+                     "'%s' is not a job id (64 hex digits, or a prefix of "
+                     "8 or more)",
+                     in);
+        return 2;
+    }
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/jobs", datadir);
+    DIR *d = opendir(dir);
+    int found = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL)
+        if (strlen(e->d_name) == 2 * NS_HASH_BYTES &&
+            strncmp(e->d_name, in, n) == 0 && found++ == 0)
+            memcpy(full, e->d_name, 2 * NS_HASH_BYTES + 1);
+    if (d)
+        closedir(d);
+    if (found == 1)
+        return 0;
+    if (found)
+        ns_cli_error("cancel", "'%s' matches %d jobs: give more digits", in,
+                     found);
+    else
+        ns_cli_error("cancel", "no job starting with '%s' in %s/jobs", in,
+                     datadir);
+    return 2;
+}
+
 int ns_cmd_cancel(int argc, char **argv)
 {
     if (ns_cli_wants_help(argc, argv)) {
@@ -148,12 +188,16 @@ int ns_cmd_cancel(int argc, char **argv)
         }
     }
     ns_hash_t job;
+    char full[2 * NS_HASH_BYTES + 1];
     if (!datadir || !hex) {
         ns_cli_error("cancel", "expected JOB_ID --datadir D (see --help)");
         return 2;
     }
-    if (strlen(hex) != 2 * NS_HASH_BYTES ||
-        ns_unhex(job, NS_HASH_BYTES, hex) != NS_OK) {
+    int status = s_resolve(datadir, hex, full);
+    if (status)
+        return status;
+    hex = full;
+    if (ns_unhex(job, NS_HASH_BYTES, hex) != NS_OK) {
         ns_cli_error("cancel", "'%s' is not a job id (64 hex digits)", hex);
         return 2;
     }

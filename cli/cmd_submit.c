@@ -6,6 +6,7 @@
  * anything is posted, so `submit --resume JOB` can pick it up after a
  * crash from what the ledger says. */
 #include "cli.h"
+#include "ctl.h"
 #include "jobspec.h"
 
 #include "nightshift/jobdir.h"
@@ -20,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct {
@@ -29,6 +31,7 @@ typedef struct {
     int n_bootstrap;
     const char *listen;
     const char *resume;
+    const char *node; /* --node D: through the node running on D */
     uint64_t max_price, collateral;
     uint64_t bid_window_ms;
     uint64_t deadline_s, timeout_s;
@@ -42,10 +45,12 @@ typedef struct {
 } s_submit_t;
 
 static ns_node_t *volatile s_node;
+static volatile sig_atomic_t s_interrupted;
 
 static void s_on_signal(int sig)
 {
     (void)sig;
+    s_interrupted = 1;
     if (s_node)
         ns_node_stop(s_node);
 }
@@ -69,6 +74,7 @@ static const char s_usage[] =
     "usage: nightshift submit --datadir D --bootstrap ID@tcp://HOST:PORT\n"
     "                         JOB-FLAGS --max-price CREDITS [--json]\n"
     "       nightshift submit --datadir D --bootstrap ADDR --resume JOB_ID\n"
+    "       nightshift submit --node D JOB-FLAGS --max-price CREDITS [--json]\n"
     "\n"
     "Post one job to the network as a light peer with D's key and ledger:\n"
     "lock the escrow, run a reverse auction, hand the job to the cheapest\n"
@@ -90,6 +96,9 @@ static const char s_usage[] =
     "  --timeout-s N         give up after (default 600)\n"
     "  --listen EP           where providers reach us (default an ephemeral\n"
     "                        port on 127.0.0.1)\n"
+    "  --node D              hand the job to the node running on datadir D\n"
+    "                        (its key pays; progress streams back): no\n"
+    "                        joining per job, for many jobs in a row\n"
     "  --json                one JSON document: job, provider, price, refund,\n"
     "                        status (settled|failed), error, checks,\n"
     "                        timings_ms {match, run, verify, total}\n"
@@ -132,6 +141,8 @@ static int s_parse(s_submit_t *q, int argc, char **argv)
             q->listen = v;
         } else if (v && strcmp(a, "--resume") == 0) {
             q->resume = v;
+        } else if (v && strcmp(a, "--node") == 0) {
+            q->node = v;
         } else if (v && strcmp(a, "--region") == 0) {
             snprintf(q->reqs.region, sizeof q->reqs.region, "%s", v);
         } else if (v && strcmp(a, "--min-cl") == 0) {
@@ -163,9 +174,15 @@ static int s_parse(s_submit_t *q, int argc, char **argv)
         }
         i += 2;
     }
-    if (!q->datadir || q->n_bootstrap == 0) {
-        ns_cli_error("submit", "--datadir and --bootstrap are required (see "
-                               "--help)");
+    if (q->node && (q->datadir || q->n_bootstrap || q->resume)) {
+        ns_cli_error("submit", "--node D uses that node's key, ledger and "
+                               "peers: no --datadir, --bootstrap or "
+                               "--resume with it");
+        return 2;
+    }
+    if (!q->node && (!q->datadir || q->n_bootstrap == 0)) {
+        ns_cli_error("submit", "--datadir and --bootstrap are required, or "
+                               "--node D (see --help)");
         return 2;
     }
     if (!q->resume && q->max_price == 0) {
@@ -292,7 +309,9 @@ static int s_job(s_submit_t *q)
         if (status)
             return status;
         /* Before any credit moves: does it build here, do the arguments
-         * fit the kernel? */
+         * fit the kernel? (--node: the node checks, on its warm runtime.) */
+        if (q->node)
+            goto pack;
         char err[512];
         ns_preflight_t pf;
         const char *name = q->spec.kernel_path;
@@ -310,6 +329,7 @@ static int s_job(s_submit_t *q)
             return 1;
         }
     }
+pack:;
     ns_mp_writer_t w;
     msgpack_packer pk;
     ns_mp_writer_init(&w, &pk, &q->packed);
@@ -329,12 +349,150 @@ static int s_job(s_submit_t *q)
     return 0;
 }
 
+/* A path the node (another process, maybe another working directory)
+ * can use. */
+static int s_abs_path(const char *in, char *out, size_t cap, bool must_exist)
+{
+    char real[PATH_MAX];
+    if (realpath(in, real)) {
+        if (strlen(real) >= cap)
+            return NS_ERR_TOOBIG;
+        memcpy(out, real, strlen(real) + 1);
+        return NS_OK;
+    }
+    if (must_exist)
+        return NS_ERR_NOTFOUND;
+    /* an output that does not exist yet: its directory must */
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", in);
+    char *slash = strrchr(dir, '/');
+    const char *base = slash ? slash + 1 : in;
+    if (slash)
+        *slash = '\0';
+    if (!realpath(slash ? (dir[0] ? dir : "/") : ".", real))
+        return NS_ERR_NOTFOUND;
+    int n = snprintf(out, cap, "%s/%s", strcmp(real, "/") ? real : "", base);
+    return n > 0 && (size_t)n < cap ? NS_OK : NS_ERR_TOOBIG;
+}
+
+/* submit --node D: the node runs the requester; we poll its progress. */
+static int s_submit_via_node(s_submit_t *q)
+{
+    ns_ctl_req_t *req = calloc(1, sizeof *req);
+    char err[512], hex[2 * NS_HASH_BYTES + 1];
+    int status = 1;
+    if (!req)
+        return 1;
+    req->kind = NS_CTL_SUBMIT;
+    req->terms.max_price = q->max_price;
+    req->terms.collateral = q->collateral ? q->collateral
+                            : q->max_price / 2 ? q->max_price / 2
+                                               : 1;
+    req->terms.bid_window_ms = (uint32_t)q->bid_window_ms;
+    req->terms.deadline_s = q->deadline_s;
+    req->terms.timeout_s = q->timeout_s;
+    req->terms.reqs = q->reqs;
+    req->desc = q->packed.data;
+    req->desc_len = q->packed.len;
+    req->n_args = q->spec.job.n_args;
+    if (q->spec.kernel_path) {
+        const char *base = strrchr(q->spec.kernel_path, '/');
+        snprintf(req->source_name, sizeof req->source_name, "%s",
+                 base ? base + 1 : q->spec.kernel_path);
+    }
+    for (uint32_t i = 0; i < req->n_args; i++) {
+        const char *in = q->spec.in_paths[i], *out = q->spec.out_paths[i];
+        if ((in && s_abs_path(in, req->in_path[i], NS_CTL_MAX_PATH, true)) ||
+            (out &&
+             s_abs_path(out, req->out_path[i], NS_CTL_MAX_PATH, false))) {
+            ns_cli_error("submit", "arg %u: '%s' is not a usable path", i,
+                         in ? in : out);
+            goto out;
+        }
+    }
+    uint8_t *doc = NULL;
+    size_t len = 0;
+    if (ns_ctl_call(q->node, req, &doc, &len, err, sizeof err) != NS_OK) {
+        /* the node's own words, without the transport's prefix */
+        const char *why = strncmp(err, "the node refused: ", 18) == 0
+                              ? err + 18
+                              : err;
+        ns_cli_error("submit", "%s", why);
+        goto out;
+    }
+    ns_mpr_t r;
+    ns_mpr_init(&r, doc, len);
+    ns_mpr_bin_exact(&r, req->job_id, NS_HASH_BYTES);
+    int rc = ns_mpr_end(&r);
+    free(doc);
+    if (rc != NS_OK) {
+        ns_cli_error("submit", "the node answered something else");
+        goto out;
+    }
+    ns_hex(hex, req->job_id, NS_HASH_BYTES);
+    char line[160];
+    snprintf(line, sizeof line,
+             "job %.16s handed to the node on %s: %llu items, max price "
+             "%llu credits",
+             hex, q->node, (unsigned long long)ns_job_items(&q->spec.job),
+             (unsigned long long)q->max_price);
+    s_progress(q, line);
+    req->kind = NS_CTL_JOB;
+    req->from_line = 0;
+    ns_ctl_job_t *j = calloc(1, sizeof *j);
+    for (; j;) {
+        if (ns_ctl_call(q->node, req, &doc, &len, err, sizeof err) != NS_OK) {
+            ns_cli_error("submit", "lost the node: %s (the job goes on "
+                                   "there; `nightshift ledger` shows it)",
+                         err);
+            break;
+        }
+        rc = ns_ctl_job_read(doc, len, j);
+        free(doc);
+        if (rc != NS_OK) {
+            ns_cli_error("submit", "the node answered something else");
+            break;
+        }
+        for (uint32_t i = 0; i < j->n_lines; i++)
+            s_progress(q, j->lines[i]);
+        req->from_line = j->next_line;
+        if (j->finished) {
+            s_print_receipt(q, &j->receipt, hex);
+            status = j->receipt.phase == NS_RQ_DONE ? 0 : 1;
+            break;
+        }
+        if (s_interrupted) {
+            ns_cli_error("submit", "interrupted; the job goes on in the node "
+                                   "(`nightshift cancel %s --datadir %s` "
+                                   "ends it)",
+                         hex, q->node);
+            break;
+        }
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    free(j);
+out:
+    free(req);
+    return status;
+}
+
 static int s_submit(s_submit_t *q)
 {
     ns_config_t cfg;
     char err[512], job_hex[2 * NS_HASH_BYTES + 1];
     int status = s_job(q), rc;
-    if (status || (status = s_config(q, &cfg)) != 0)
+    if (status)
+        return status;
+    if (q->node) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = s_on_signal;
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+        return s_submit_via_node(q);
+    }
+    if ((status = s_config(q, &cfg)) != 0)
         return status;
     char cache[PATH_MAX];
     ns_cache_dir(cache, sizeof cache);

@@ -20,7 +20,8 @@ static const char *const s_names[] = {
     [NS_CTL_LATENCY] = "latency",   [NS_CTL_CONNECT] = "connect",
     [NS_CTL_BLOCK] = "block",       [NS_CTL_TRANSFER] = "transfer",
     [NS_CTL_STAKE] = "stake",       [NS_CTL_UNSTAKE] = "unstake",
-    [NS_CTL_CANCEL] = "cancel",
+    [NS_CTL_CANCEL] = "cancel",     [NS_CTL_SUBMIT] = "submit",
+    [NS_CTL_JOB] = "job",
 };
 #define S_N_KINDS (sizeof s_names / sizeof s_names[0])
 
@@ -35,7 +36,10 @@ static uint32_t s_nargs(ns_ctl_kind_t k)
         return 1;
     case NS_CTL_BLOCK:
     case NS_CTL_TRANSFER:
+    case NS_CTL_JOB:
         return 2;
+    case NS_CTL_SUBMIT:
+        return 5;
     default:
         return 0;
     }
@@ -54,6 +58,88 @@ int ns_ctl_kind(const char *name, ns_ctl_kind_t *kind)
             return NS_OK;
         }
     return NS_ERR_NOTFOUND;
+}
+
+static void s_pack_paths(msgpack_packer *pk, uint32_t n,
+                         const char (*paths)[NS_CTL_MAX_PATH])
+{
+    msgpack_pack_array(pk, n);
+    for (uint32_t i = 0; i < n; i++)
+        if (paths[i][0])
+            ns_mp_str(pk, paths[i]);
+        else
+            msgpack_pack_nil(pk);
+}
+
+static void s_pack_submit(msgpack_packer *pk, const ns_ctl_req_t *r)
+{
+    const ns_ctl_terms_t *t = &r->terms;
+    msgpack_pack_array(pk, 10);
+    msgpack_pack_uint64(pk, t->max_price);
+    msgpack_pack_uint64(pk, t->collateral);
+    msgpack_pack_uint32(pk, t->bid_window_ms);
+    msgpack_pack_uint64(pk, t->deadline_s);
+    msgpack_pack_uint64(pk, t->timeout_s);
+    msgpack_pack_uint64(pk, t->reqs.min_mem_bytes);
+    msgpack_pack_uint32(pk, t->reqs.device_type);
+    msgpack_pack_uint32(pk, t->reqs.min_cl_major);
+    msgpack_pack_uint32(pk, t->reqs.min_cl_minor);
+    ns_mp_str(pk, t->reqs.region);
+    ns_mp_bin(pk, r->desc, r->desc_len);
+    s_pack_paths(pk, r->n_args, r->in_path);
+    s_pack_paths(pk, r->n_args, r->out_path);
+    ns_mp_str(pk, r->source_name);
+}
+
+/* nil or a str of at most NS_CTL_MAX_PATH - 1 bytes. */
+static void s_read_paths(ns_mpr_t *rd, uint32_t want,
+                         char (*paths)[NS_CTL_MAX_PATH])
+{
+    uint32_t n = 0;
+    if (ns_mpr_array(rd, &n, NS_MAX_ARGS) != NS_OK)
+        return;
+    if (n != want) {
+        rd->err = NS_ERR_INVAL;
+        return;
+    }
+    for (uint32_t i = 0; i < n && rd->err == NS_OK; i++) {
+        if (rd->left && rd->p[0] == 0xc0) {
+            rd->p++;
+            rd->left--;
+            paths[i][0] = '\0';
+        } else {
+            ns_mpr_str(rd, paths[i], NS_CTL_MAX_PATH - 1);
+            if (rd->err == NS_OK && paths[i][0] != '/')
+                rd->err = NS_ERR_INVAL; /* absolute paths only */
+        }
+    }
+}
+
+static void s_read_submit(ns_mpr_t *rd, ns_ctl_req_t *r)
+{
+    ns_ctl_terms_t *t = &r->terms;
+    ns_mpr_array_exact(rd, 10);
+    ns_mpr_uint(rd, &t->max_price);
+    ns_mpr_uint(rd, &t->collateral);
+    ns_mpr_u32(rd, &t->bid_window_ms);
+    ns_mpr_uint(rd, &t->deadline_s);
+    ns_mpr_uint(rd, &t->timeout_s);
+    ns_mpr_uint(rd, &t->reqs.min_mem_bytes);
+    ns_mpr_u32(rd, &t->reqs.device_type);
+    ns_mpr_u32(rd, &t->reqs.min_cl_major);
+    ns_mpr_u32(rd, &t->reqs.min_cl_minor);
+    ns_mpr_str(rd, t->reqs.region, NS_MAX_REGION);
+    ns_mpr_bin(rd, &r->desc, &r->desc_len, NS_MAX_JOB_MSG);
+    uint32_t n = 0;
+    /* both path arrays have the descriptor's argument count: peek it */
+    if (rd->err == NS_OK && rd->left && (rd->p[0] & 0xf0) == 0x90)
+        n = rd->p[0] & 0x0f;
+    else if (rd->err == NS_OK && rd->left >= 3 && rd->p[0] == 0xdc)
+        n = (uint32_t)rd->p[1] << 8 | rd->p[2];
+    r->n_args = n;
+    s_read_paths(rd, n, r->in_path);
+    s_read_paths(rd, n, r->out_path);
+    ns_mpr_str(rd, r->source_name, sizeof r->source_name - 1);
 }
 
 int ns_ctl_req_pack(const ns_ctl_req_t *r, ns_buf_t *out)
@@ -86,6 +172,13 @@ int ns_ctl_req_pack(const ns_ctl_req_t *r, ns_buf_t *out)
     case NS_CTL_CANCEL:
         ns_mp_bin(&pk, r->job_id, NS_HASH_BYTES);
         break;
+    case NS_CTL_JOB:
+        ns_mp_bin(&pk, r->job_id, NS_HASH_BYTES);
+        msgpack_pack_uint32(&pk, r->from_line);
+        break;
+    case NS_CTL_SUBMIT:
+        s_pack_submit(&pk, r);
+        break;
     default:
         break;
     }
@@ -103,7 +196,7 @@ int ns_ctl_req_read(const uint8_t *buf, size_t len, ns_ctl_req_t *r)
     ns_mpr_init(&rd, buf, len);
     if (rd.left && ((rd.p[0] & 0xf0) == 0x90 || rd.p[0] == 0xdc ||
                     rd.p[0] == 0xdd)) {
-        if (ns_mpr_array(&rd, &n, 3) != NS_OK || n == 0)
+        if (ns_mpr_array(&rd, &n, 6) != NS_OK || n == 0)
             return NS_ERR_INVAL;
         n--;
     }
@@ -132,13 +225,94 @@ int ns_ctl_req_read(const uint8_t *buf, size_t len, ns_ctl_req_t *r)
     case NS_CTL_CANCEL:
         ns_mpr_bin_exact(&rd, r->job_id, NS_HASH_BYTES);
         break;
+    case NS_CTL_JOB:
+        ns_mpr_bin_exact(&rd, r->job_id, NS_HASH_BYTES);
+        ns_mpr_u32(&rd, &r->from_line);
+        break;
+    case NS_CTL_SUBMIT:
+        s_read_submit(&rd, r);
+        break;
     default:
         break;
     }
     if (ns_mpr_end(&rd) != NS_OK)
         return NS_ERR_INVAL;
+    if (r->kind == NS_CTL_SUBMIT &&
+        (r->terms.bid_window_ms > 60000 || r->terms.reqs.device_type > 3 ||
+         r->desc_len == 0))
+        return NS_ERR_INVAL;
     if (r->kind == NS_CTL_BLOCK && r->ms > NS_CTL_MAX_BLOCK_MS)
         return NS_ERR_INVAL;
+    return NS_OK;
+}
+
+/* ---- the answer to "job" ---------------------------------------------- */
+
+void ns_ctl_job_pack(msgpack_packer *pk, const ns_ctl_job_t *j)
+{
+    msgpack_pack_array(pk, 5);
+    msgpack_pack_uint32(pk, j->phase);
+    if (j->finished)
+        msgpack_pack_true(pk);
+    else
+        msgpack_pack_false(pk);
+    msgpack_pack_uint32(pk, j->next_line);
+    msgpack_pack_array(pk, j->n_lines);
+    for (uint32_t i = 0; i < j->n_lines; i++)
+        ns_mp_str(pk, j->lines[i]);
+    const ns_receipt_t *r = &j->receipt;
+    msgpack_pack_array(pk, 14);
+    msgpack_pack_uint32(pk, r->phase);
+    ns_mp_bin(pk, r->provider, NS_ID_BYTES);
+    msgpack_pack_uint64(pk, r->price);
+    msgpack_pack_uint64(pk, r->refund);
+    msgpack_pack_uint32(pk, r->checked);
+    msgpack_pack_uint32(pk, r->rounds);
+    msgpack_pack_uint32(pk, r->slashed);
+    msgpack_pack_uint32(pk, r->cancelled);
+    msgpack_pack_uint32(pk, r->failures);
+    msgpack_pack_uint64(pk, r->match_ms);
+    msgpack_pack_uint64(pk, r->run_ms);
+    msgpack_pack_uint64(pk, r->verify_ms);
+    ns_mp_str(pk, r->error);
+    msgpack_pack_uint64(pk, 0); /* reserved */
+}
+
+int ns_ctl_job_read(const uint8_t *buf, size_t len, ns_ctl_job_t *j)
+{
+    ns_mpr_t rd;
+    memset(j, 0, sizeof *j);
+    ns_mpr_init(&rd, buf, len);
+    ns_mpr_array_exact(&rd, 5);
+    ns_mpr_u32(&rd, &j->phase);
+    ns_mpr_bool(&rd, &j->finished);
+    ns_mpr_u32(&rd, &j->next_line);
+    ns_mpr_array(&rd, &j->n_lines, NS_CTL_JOB_LINES);
+    for (uint32_t i = 0; i < j->n_lines && rd.err == NS_OK; i++)
+        ns_mpr_str(&rd, j->lines[i], NS_CTL_LINE_MAX);
+    ns_receipt_t *r = &j->receipt;
+    uint32_t phase = 0;
+    uint64_t reserved = 0;
+    ns_mpr_array_exact(&rd, 14);
+    ns_mpr_u32(&rd, &phase);
+    ns_mpr_bin_exact(&rd, r->provider, NS_ID_BYTES);
+    ns_mpr_uint(&rd, &r->price);
+    ns_mpr_uint(&rd, &r->refund);
+    ns_mpr_u32(&rd, &r->checked);
+    ns_mpr_u32(&rd, &r->rounds);
+    ns_mpr_u32(&rd, &r->slashed);
+    ns_mpr_u32(&rd, &r->cancelled);
+    ns_mpr_u32(&rd, &r->failures);
+    ns_mpr_uint(&rd, &r->match_ms);
+    ns_mpr_uint(&rd, &r->run_ms);
+    ns_mpr_uint(&rd, &r->verify_ms);
+    ns_mpr_str(&rd, r->error, sizeof r->error - 1);
+    ns_mpr_uint(&rd, &reserved);
+    if (ns_mpr_end(&rd) != NS_OK)
+        return NS_ERR_INVAL;
+    if (j->phase > NS_RQ_FAILED || phase > NS_RQ_FAILED)
+        return NS_ERR_INVAL;
+    r->phase = (ns_rq_phase_t)phase;
     return NS_OK;
 }
 
@@ -203,15 +377,31 @@ static void s_ledger(ns_node_t *n, const ns_ctl_req_t *r, msgpack_packer *pk)
                                 : 0);
 }
 
+static void s_handle(ns_node_t *n, ns_ctl_req_t *rp, const uint8_t *req,
+                     size_t len, msgpack_packer *pkp);
+
 void ns_control_handle(ns_node_t *n, const uint8_t *req, size_t len,
                        ns_buf_t *reply)
 {
-    ns_ctl_req_t r;
     ns_mp_writer_t w;
     msgpack_packer pk;
     ns_mp_writer_init(&w, &pk, reply);
     msgpack_pack_array(&pk, 2);
-    int rc = ns_ctl_req_read(req, len, &r);
+    ns_ctl_req_t *rp = calloc(1, sizeof *rp);
+    if (!rp) {
+        s_fail(&pk, "out of memory");
+        return;
+    }
+    s_handle(n, rp, req, len, &pk);
+    free(rp);
+}
+
+static void s_handle(ns_node_t *n, ns_ctl_req_t *rp, const uint8_t *req,
+                     size_t len, msgpack_packer *pkp)
+{
+#define r (*rp)
+#define pk (*pkp)
+    int rc = ns_ctl_req_read(req, len, rp);
     if (rc == NS_ERR_NOTFOUND) {
         s_fail(&pk, "unknown query");
         return;
@@ -273,28 +463,54 @@ void ns_control_handle(ns_node_t *n, const uint8_t *req, size_t len,
         ns_mp_str(&pk, what);
         break;
     }
+    case NS_CTL_SUBMIT: {
+        ns_hash_t id;
+        char err[512];
+        if (ns_node_submit(n, rp, id, err, sizeof err) != NS_OK) {
+            s_fail(&pk, err);
+            break;
+        }
+        msgpack_pack_true(&pk);
+        ns_mp_bin(&pk, id, NS_HASH_BYTES);
+        break;
     }
+    case NS_CTL_JOB: {
+        ns_ctl_job_t j;
+        if (ns_node_job_progress(n, r.job_id, r.from_line, &j) != NS_OK) {
+            s_fail(&pk, "no such job on this node");
+            break;
+        }
+        msgpack_pack_true(&pk);
+        ns_ctl_job_pack(&pk, &j);
+        break;
+    }
+    }
+#undef r
+#undef pk
 }
 
 /* One request on the socket: answer it, whatever it is. */
 static void s_on_request(void *user, void *sock)
 {
     ns_control_t *c = user;
-    uint8_t buf[NS_CTL_MAX_REQUEST];
-    int len = zmq_recv(sock, buf, sizeof buf, ZMQ_DONTWAIT);
-    if (len < 0)
+    zmq_msg_t msg;
+    zmq_msg_init(&msg);
+    if (zmq_msg_recv(&msg, sock, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&msg);
         return;
-    int more = 0;
-    size_t ml = sizeof more;
-    zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &ml);
-    while (more) { /* REP must consume the whole request */
-        zmq_recv(sock, buf, sizeof buf, 0);
-        zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &ml);
-        len = -1;
     }
-    /* A truncated (over-long) or multi-frame request reads as malformed. */
-    size_t n = len > 0 && (size_t)len <= sizeof buf ? (size_t)len : 0;
-    ns_control_handle(c->node, buf, n, &c->reply);
+    bool multi = zmq_msg_more(&msg);
+    while (zmq_msg_more(&msg)) { /* REP must consume the whole request */
+        zmq_msg_close(&msg);
+        zmq_msg_init(&msg);
+        if (zmq_msg_recv(&msg, sock, 0) < 0)
+            break;
+    }
+    /* An over-long (MAXMSGSIZE drops it) or multi-frame request reads as
+     * malformed. */
+    size_t n = multi ? 0 : zmq_msg_size(&msg);
+    ns_control_handle(c->node, zmq_msg_data(&msg), n, &c->reply);
+    zmq_msg_close(&msg);
     if (zmq_send(sock, c->reply.data, c->reply.len, 0) < 0)
         ns_debug(NS_MOD_CTL, "event=reply_failed error=\"%s\"",
                  zmq_strerror(zmq_errno()));
@@ -326,7 +542,9 @@ ns_control_t *ns_control_open(ns_node_t *n, char *err, size_t errlen)
         goto fail;
     }
     int linger = 0;
+    int64_t maxmsg = NS_CTL_MAX_REQUEST;
     zmq_setsockopt(c->sock, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(c->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
     if (ns_p2p_add_socket(ns_node_p2p(n), c->sock, s_on_request, c) !=
         NS_OK) {
         snprintf(err, errlen, "cannot serve the control socket");

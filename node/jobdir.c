@@ -26,7 +26,8 @@ int ns_jobdir_save(const char *datadir, const char *job_hex,
             snprintf(path, sizeof path, "%s/in%u.bin", dir, i);
             rc = ns_file_write_atomic(path, inputs[i].data, inputs[i].len,
                                       0600);
-        } else if (job->args[i].kind == NS_ARG_OUT && out_paths[i]) {
+        } else if (job->args[i].kind == NS_ARG_OUT && out_paths &&
+                   out_paths[i]) {
             char real[PATH_MAX];
             const char *p =
                 realpath(out_paths[i], real) ? real : out_paths[i];

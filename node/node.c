@@ -2,14 +2,18 @@
  * one loop (node.h). */
 #include "nightshift/node.h"
 
+#include "hosted.h"
+
 #include "nightshift/cancel.h"
 #include "nightshift/control.h"
 #include "nightshift/devices.h"
 #include "nightshift/identity.h"
 #include "nightshift/join.h"
+#include "nightshift/jobdir.h"
 #include "nightshift/ledger_sync.h"
 #include "nightshift/log.h"
 #include "nightshift/policy.h"
+#include "nightshift/preflight.h"
 #include "nightshift/slash.h"
 #include "nightshift/util.h"
 
@@ -44,6 +48,9 @@ struct ns_node {
     ns_requester_t *req[NS_NODE_MAX_REQUESTERS];
     uint32_t n_req;
     bool req_timer; /* the requesters' timer is registered */
+    ns_hosted_t *hosted[NS_NODE_MAX_REQUESTERS]; /* submit --node jobs */
+    ns_hash_t preflight_ok[16]; /* jobs (descriptor ids) that passed */
+    uint32_t n_preflight;
     /* ns_node_join */
     ns_join_t join;
     int join_rc;
@@ -368,6 +375,8 @@ void ns_node_close(ns_node_t **np)
     ns_control_close(&n->control);
     for (uint32_t i = 0; i < n->n_req; i++)
         ns_requester_destroy(&n->req[i]);
+    for (uint32_t i = 0; i < NS_NODE_MAX_REQUESTERS; i++)
+        ns_hosted_destroy(&n->hosted[i]);
     ns_provider_destroy(&n->provider);
     ns_worker_destroy(&n->slash_worker);
     ns_ledger_sync_destroy(&n->sync);
@@ -468,6 +477,104 @@ int ns_node_cancel(ns_node_t *n, const ns_hash_t job_id,
 {
     return ns_cancel_job(n->ledger, &n->io, ns_identity_pk(n->me), job_id,
                          res, err, errlen);
+}
+
+/* Forget a requester (its hosted job is gone). */
+static void s_remove_requester(ns_node_t *n, ns_requester_t *q)
+{
+    for (uint32_t i = 0; i < n->n_req; i++)
+        if (n->req[i] == q) {
+            ns_requester_destroy(&n->req[i]);
+            n->req[i] = n->req[--n->n_req];
+            n->req[n->n_req] = NULL;
+            return;
+        }
+}
+
+/* A free slot for a hosted job: an empty one, or the one finished
+ * longest ago (its submitter has read it or gone). */
+static int s_hosted_slot(ns_node_t *n)
+{
+    int best = -1;
+    uint64_t now = ns_mono_ms(), oldest = UINT64_MAX;
+    for (int i = 0; i < NS_NODE_MAX_REQUESTERS; i++) {
+        if (!n->hosted[i])
+            return i;
+        uint64_t f = ns_hosted_finished_ms(n->hosted[i], now);
+        if (f && f < oldest) {
+            oldest = f;
+            best = i;
+        }
+    }
+    if (best >= 0) {
+        s_remove_requester(n, ns_hosted_requester(n->hosted[best]));
+        ns_hosted_destroy(&n->hosted[best]);
+    }
+    return best;
+}
+
+int ns_node_submit(ns_node_t *n, const ns_ctl_req_t *r, ns_hash_t job_id,
+                   char *err, size_t errlen)
+{
+    int slot = s_hosted_slot(n), rc;
+    if (slot < 0) {
+        snprintf(err, errlen, "%d jobs are running on this node already",
+                 NS_NODE_MAX_REQUESTERS);
+        return NS_ERR_TOOBIG;
+    }
+    ns_requester_opts_t o;
+    ns_hosted_t *h =
+        ns_hosted_new(r, ns_identity_pk(n->me), &o, err, errlen);
+    if (!h)
+        return NS_ERR_INVAL;
+    /* The pre-flight (preflight.h), once per descriptor. */
+    bool known = false;
+    for (uint32_t i = 0; i < n->n_preflight && i < 16 && !known; i++)
+        known = memcmp(n->preflight_ok[i], o.desc_id, NS_HASH_BYTES) == 0;
+    ns_preflight_t pf;
+    if (!known &&
+        (rc = ns_preflight_check(0, o.job,
+                                 r->source_name[0] ? r->source_name : NULL,
+                                 &pf, err, errlen)) != NS_OK) {
+        ns_hosted_destroy(&h);
+        return rc;
+    }
+    if (!known)
+        memcpy(n->preflight_ok[n->n_preflight++ % 16], o.desc_id,
+               NS_HASH_BYTES);
+    char hex[2 * NS_HASH_BYTES + 1];
+    ns_hex(hex, o.job_id, NS_HASH_BYTES);
+    if ((rc = ns_jobdir_save(n->c.datadir, hex, o.packed, o.packed_len,
+                             o.job, o.inputs, NULL)) != NS_OK) {
+        snprintf(err, errlen, "cannot save the job under %s/jobs: %s",
+                 n->c.datadir, ns_strerror(rc));
+        ns_hosted_destroy(&h);
+        return rc;
+    }
+    ns_requester_t *q = ns_node_add_requester(n, &o, &rc);
+    if (!q) {
+        snprintf(err, errlen, "cannot start the requester: %s",
+                 ns_strerror(rc));
+        ns_hosted_destroy(&h);
+        return rc;
+    }
+    ns_hosted_attach(h, q, ns_mono_ms());
+    n->hosted[slot] = h;
+    memcpy(job_id, o.job_id, NS_HASH_BYTES);
+    return NS_OK;
+}
+
+int ns_node_job_progress(ns_node_t *n, const ns_hash_t job_id,
+                         uint32_t from_line, ns_ctl_job_t *j)
+{
+    for (int i = 0; i < NS_NODE_MAX_REQUESTERS; i++)
+        if (n->hosted[i] &&
+            memcmp(ns_hosted_job_id(n->hosted[i]), job_id, NS_HASH_BYTES) ==
+                0) {
+            ns_hosted_progress(n->hosted[i], from_line, j);
+            return NS_OK;
+        }
+    return NS_ERR_NOTFOUND;
 }
 
 const ns_identity_t *ns_node_identity(const ns_node_t *n)

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* out_paths: by argument, NULL where none. */
+/* out_paths: by argument, NULL where none (or NULL: none at all). */
 int ns_jobdir_save(const char *datadir, const char *job_hex,
                    const uint8_t *packed, size_t packed_len,
                    const ns_job_t *job, const ns_input_t *inputs,

@@ -67,6 +67,17 @@ ns_requester_t *ns_node_add_requester(ns_node_t *n, ns_requester_opts_t *o,
  * stopped first; one line in err. */
 int ns_node_join(ns_node_t *n, char *err, size_t errlen) NS_MUST_CHECK;
 
+/* A job handed over by `submit --node` (control.h, "submit"): the node
+ * reads its inputs, saves it under jobs/, runs its requester; *job_id
+ * names it for ns_node_job_progress. One line in err on failure. */
+struct ns_ctl_req;
+int ns_node_submit(ns_node_t *n, const struct ns_ctl_req *r,
+                   ns_hash_t job_id, char *err, size_t errlen) NS_MUST_CHECK;
+struct ns_ctl_job;
+int ns_node_job_progress(ns_node_t *n, const ns_hash_t job_id,
+                         uint32_t from_line,
+                         struct ns_ctl_job *j) NS_MUST_CHECK;
+
 /* End one of our jobs (cancel.h). */
 int ns_node_cancel(ns_node_t *n, const ns_hash_t job_id,
                    ns_cancel_result_t *res, char *err,

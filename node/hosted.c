@@ -1,0 +1,227 @@
+/* hosted.c - jobs submitted through the control socket (hosted.h). */
+#include "hosted.h"
+
+#include "nightshift/mp.h"
+#include "nightshift/util.h"
+
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ns_hosted {
+    ns_hash_t job_id;
+    ns_job_t job;
+    uint8_t *packed;
+    size_t packed_len;
+    uint8_t *in_bufs[NS_MAX_ARGS];
+    ns_input_t inputs[NS_MAX_ARGS];
+    uint8_t *outputs[NS_MAX_ARGS];
+    char out_path[NS_MAX_ARGS][NS_CTL_MAX_PATH];
+    ns_requester_t *req; /* owned by the node */
+    uint64_t finished_ms;
+    uint32_t n_lines; /* lines said so far; the last NS_HOSTED_LINES kept */
+    char lines[NS_HOSTED_LINES][NS_CTL_LINE_MAX + 1];
+};
+
+static void s_progress(void *user, const char *line)
+{
+    ns_hosted_t *h = user;
+    char *dst = h->lines[h->n_lines % NS_HOSTED_LINES];
+    size_t n = 0;
+    for (; line[n] && n < NS_CTL_LINE_MAX; n++)
+        dst[n] = (unsigned char)line[n] < 0x20 || line[n] == 0x7f ? ' '
+                                                                  : line[n];
+    dst[n] = '\0';
+    h->n_lines++;
+}
+
+/* Verified and settled: write the outputs where the submitter asked. */
+static int s_deliver(void *user, char *err, size_t errlen)
+{
+    ns_hosted_t *h = user;
+    for (uint32_t i = 0; i < h->job.n_args; i++) {
+        if (h->job.args[i].kind != NS_ARG_OUT || !h->out_path[i][0])
+            continue;
+        int rc = ns_file_write_atomic(h->out_path[i], h->outputs[i],
+                                      (size_t)h->job.args[i].size, 0644);
+        if (rc != NS_OK) {
+            snprintf(err, errlen, "arg %u: cannot write '%s': %s", i,
+                     h->out_path[i], ns_strerror(rc));
+            return rc;
+        }
+    }
+    return NS_OK;
+}
+
+static int s_read_inputs(ns_hosted_t *h, const ns_ctl_req_t *r, char *err,
+                         size_t errlen)
+{
+    for (uint32_t i = 0; i < h->job.n_args; i++) {
+        const ns_arg_t *a = &h->job.args[i];
+        if (a->kind == NS_ARG_OUT) {
+            h->outputs[i] = calloc(1, a->size ? a->size : 1);
+            if (!h->outputs[i]) {
+                snprintf(err, errlen, "out of memory for the outputs");
+                return NS_ERR_NOMEM;
+            }
+            snprintf(h->out_path[i], NS_CTL_MAX_PATH, "%s", r->out_path[i]);
+            continue;
+        }
+        if (a->kind != NS_ARG_IN)
+            continue;
+        size_t len = 0;
+        int rc = r->in_path[i][0]
+                     ? ns_file_read(r->in_path[i], NS_MAX_BUFFER,
+                                    &h->in_bufs[i], &len)
+                     : NS_ERR_NOTFOUND;
+        if (rc != NS_OK) {
+            snprintf(err, errlen, "arg %u: cannot read '%s': %s", i,
+                     r->in_path[i], ns_strerror(rc));
+            return rc;
+        }
+        ns_hash_t hh;
+        ns_hash(hh, h->in_bufs[i], len);
+        if (len != a->size || memcmp(hh, a->hash, NS_HASH_BYTES)) {
+            snprintf(err, errlen,
+                     "arg %u: '%s' changed since the job was made (size or "
+                     "hash differs)",
+                     i, r->in_path[i]);
+            return NS_ERR_CORRUPT;
+        }
+        h->inputs[i].data = h->in_bufs[i];
+        h->inputs[i].len = len;
+        h->inputs[i].verified = true;
+    }
+    return NS_OK;
+}
+
+ns_hosted_t *ns_hosted_new(const ns_ctl_req_t *r, const uint8_t me[32],
+                           ns_requester_opts_t *o, char *err, size_t errlen)
+{
+    ns_hosted_t *h = calloc(1, sizeof *h);
+    char why[256];
+    if (!h) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    ns_job_init(&h->job);
+    ns_mpr_t rd;
+    ns_mpr_init(&rd, r->desc, r->desc_len);
+    if (ns_job_read(&rd, &h->job, why, sizeof why) != NS_OK ||
+        ns_mpr_end(&rd) != NS_OK) {
+        snprintf(err, errlen, "the job does not read: %s", why);
+        goto fail;
+    }
+    if (ns_job_validate(&h->job, why, sizeof why) != NS_OK) {
+        snprintf(err, errlen, "invalid job: %s", why);
+        goto fail;
+    }
+    if (r->n_args != h->job.n_args) {
+        snprintf(err, errlen, "%u paths for %u arguments", r->n_args,
+                 h->job.n_args);
+        goto fail;
+    }
+    h->packed = malloc(r->desc_len);
+    if (!h->packed) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    memcpy(h->packed, r->desc, r->desc_len);
+    h->packed_len = r->desc_len;
+    if (s_read_inputs(h, r, err, errlen) != NS_OK)
+        goto fail;
+    memset(o, 0, sizeof *o);
+    o->job = &h->job;
+    o->packed = h->packed;
+    o->packed_len = h->packed_len;
+    o->inputs = h->inputs;
+    o->outputs = h->outputs;
+    if (ns_job_id(&h->job, o->desc_id) != NS_OK) {
+        snprintf(err, errlen, "cannot encode the job");
+        goto fail;
+    }
+    randombytes_buf(o->nonce, sizeof o->nonce);
+    ns_ledger_job_id(o->job_id, me, o->desc_id, o->nonce);
+    memcpy(h->job_id, o->job_id, NS_HASH_BYTES);
+    o->max_price = r->terms.max_price;
+    o->collateral = r->terms.collateral;
+    o->bid_window_ms = r->terms.bid_window_ms;
+    o->deadline_s = r->terms.deadline_s;
+    o->timeout_s = r->terms.timeout_s;
+    o->reqs = r->terms.reqs;
+    o->join = false; /* the node is part of the network already */
+    o->deliver = s_deliver;
+    o->deliver_user = h;
+    o->progress = s_progress;
+    o->progress_user = h;
+    o->progress_ticks = true;
+    return h;
+fail:
+    ns_hosted_destroy(&h);
+    return NULL;
+}
+
+void ns_hosted_destroy(ns_hosted_t **hp)
+{
+    if (!hp || !*hp)
+        return;
+    ns_hosted_t *h = *hp;
+    for (uint32_t i = 0; i < NS_MAX_ARGS; i++) {
+        free(h->in_bufs[i]);
+        free(h->outputs[i]);
+    }
+    free(h->packed);
+    ns_job_release(&h->job);
+    free(h);
+    *hp = NULL;
+}
+
+void ns_hosted_attach(ns_hosted_t *h, ns_requester_t *q, uint64_t now_ms)
+{
+    (void)now_ms;
+    h->req = q;
+}
+
+ns_requester_t *ns_hosted_requester(const ns_hosted_t *h)
+{
+    return h->req;
+}
+
+const uint8_t *ns_hosted_job_id(const ns_hosted_t *h)
+{
+    return h->job_id;
+}
+
+uint64_t ns_hosted_finished_ms(ns_hosted_t *h, uint64_t now_ms)
+{
+    if (!h->finished_ms && h->req && ns_requester_finished(h->req))
+        h->finished_ms = now_ms ? now_ms : 1;
+    return h->finished_ms;
+}
+
+void ns_hosted_progress(const ns_hosted_t *h, uint32_t from, ns_ctl_job_t *j)
+{
+    memset(j, 0, sizeof *j);
+    const ns_receipt_t *r = ns_requester_receipt(h->req);
+    j->phase = r->phase;
+    j->finished = ns_requester_finished(h->req);
+    uint32_t oldest =
+        h->n_lines > NS_HOSTED_LINES ? h->n_lines - NS_HOSTED_LINES : 0;
+    if (from < oldest)
+        from = oldest;
+    while (from < h->n_lines && j->n_lines < NS_CTL_JOB_LINES) {
+        snprintf(j->lines[j->n_lines++], NS_CTL_LINE_MAX + 1, "%s",
+                 h->lines[from % NS_HOSTED_LINES]);
+        from++;
+    }
+    j->next_line = from;
+    if (j->finished && from == h->n_lines) {
+        j->receipt = *r;
+        for (char *c = j->receipt.error; *c; c++)
+            if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                *c = ' ';
+    } else {
+        j->finished = false; /* the submitter reads every line first */
+    }
+}
