@@ -415,7 +415,7 @@ static void s_start_run(ns_provider_t *p, s_job_t *j)
 static void s_apply_fault(ns_provider_t *p, s_job_t *j)
 {
     const ns_fault_t *f = &p->o.fault;
-    uint64_t n = ns_job_items(&j->job);
+    uint64_t n = ns_job_units(&j->job);
     for (uint32_t i = 0; i < j->job.n_args; i++) {
         const ns_arg_t *a = &j->job.args[i];
         if (a->kind != NS_ARG_OUT || !j->res.outputs[i])
@@ -423,13 +423,15 @@ static void s_apply_fault(ns_provider_t *p, s_job_t *j)
         if (f->garbage) {
             randombytes_buf(j->res.outputs[i], a->size);
         } else if (f->lazy > 0) {
-            /* a lazy provider skips a fraction of the items: their bytes
-             * are left as zero instead of computed */
-            for (uint64_t it = 0; it < n; it++)
+            /* a lazy provider skips a fraction of the units: their
+             * share of the output (item_bytes, or size / units when the
+             * descriptor leaves it 0) is junk instead of computed */
+            uint64_t share = a->item_bytes ? a->item_bytes : a->size / n;
+            for (uint64_t it = 0; it < n && share; it++)
                 if (randombytes_uniform(1000000) <
                     (uint32_t)(f->lazy * 1000000))
-                    memset(j->res.outputs[i] + it * a->item_bytes, 0xA5,
-                           a->item_bytes);
+                    memset(j->res.outputs[i] + it * share, 0xA5,
+                           (size_t)share);
         }
     }
 }

@@ -427,7 +427,7 @@ static void s_settle(ns_requester_t *q, const ns_ledger_job_t *lj)
         s_fail(q, "%s", q->rc.error);
         return;
     }
-    s_say(q, "verified: %u/%u items match; settled, outputs written",
+    s_say(q, "verified: %u/%u units match; settled, outputs written",
           q->check.checked, q->check.checked);
     s_phase(q, NS_RQ_DONE);
 }
@@ -440,7 +440,8 @@ static void s_slash(ns_requester_t *q, const ns_ledger_job_t *lj)
     ns_buf_init(&packed);
     int rc = ns_fraud_build(&proof, q->o.job, q->o.desc_id,
                             q->winner.provider, q->statement, NULL,
-                            q->o.outputs, q->check.first_bad);
+                            q->o.outputs, q->check.first_bad,
+                            q->check.bad_arg, q->check.bad_pos);
     if (rc == NS_OK)
         rc = ns_slash_proof_pack(&proof, q->o.inputs, &packed);
     ns_fraud_release(&proof);
@@ -463,7 +464,7 @@ static void s_slash(ns_requester_t *q, const ns_ledger_job_t *lj)
         q->rc.slashed++;
     }
     char why[128];
-    snprintf(why, sizeof why, "failed the check (%u of %u items wrong)%s",
+    snprintf(why, sizeof why, "failed the check (%u of %u units wrong)%s",
              q->check.mismatched, q->check.checked,
              rc == NS_OK ? ", slashed with a fraud proof" : "");
     s_restart(q, why);
@@ -478,7 +479,7 @@ static void s_verify(ns_requester_t *q)
         return;
     }
     uint32_t k = ns_job_checks(q->o.job);
-    s_say(q, "outputs received; checking %u random items of %llu",
+    s_say(q, "outputs received; checking %u random units of %llu",
           k < q->n_items ? k : (uint32_t)q->n_items,
           (unsigned long long)q->n_items);
     randombytes_buf(q->secret, sizeof q->secret);
