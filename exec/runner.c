@@ -886,16 +886,15 @@ static int s_read_back(ns_runner_t *r, const ns_job_t *job, uint8_t **outputs,
             continue;
         if (r->host_unified) {
             /* the device wrote outputs[i] in place; mapping syncs it */
-            void *p =
-                clEnqueueMapBuffer(r->queue, c->mem[i], CL_FALSE, CL_MAP_READ, 0,
-                                   size, 0, NULL, &c->events[c->n_events++], &e);
+            void *p = clEnqueueMapBuffer(r->queue, c->mem[i], CL_FALSE,
+                                         CL_MAP_READ, 0, size, 0, NULL,
+                                         &c->events[c->n_events++], &e);
             if (!p) {
                 return ns_cl_fail(err, errlen, "clEnqueueMapBuffer", e);
             }
             e = clEnqueueUnmapMemObject(r->queue, c->mem[i], p, 0, NULL, NULL);
             if (e != CL_SUCCESS) {
-                return ns_cl_fail(err, errlen, "clEnqueueUnmapMemObject",
-                                  e);
+                return ns_cl_fail(err, errlen, "clEnqueueUnmapMemObject", e);
             }
         } else {
             e = clEnqueueReadBuffer(r->queue, c->mem[i], CL_FALSE, 0, size,

@@ -21,9 +21,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#define S_MAX_THREADS 16        /* hashing threads for large outputs */
-#define S_PARALLEL_MIN 64       /* leaves (1 MiB) below this: one thread */
-#define S_TASK_LEAVES 32        /* leaves a thread takes at a time */
+#define S_MAX_THREADS 16  /* hashing threads for large outputs */
+#define S_PARALLEL_MIN 64 /* leaves (1 MiB) below this: one thread */
+#define S_TASK_LEAVES 32  /* leaves a thread takes at a time */
 #define S_TAG_LEN (sizeof NS_CHUNK_TAG - 1)
 #define S_PREFIX (1 + S_TAG_LEN + NS_HASH_BYTES + 4 + 8) /* 64 bytes */
 #define S_BUF_ALIGN 4096 /* re-run buffers a device may use in place */
@@ -39,8 +39,8 @@ static void s_be64(uint8_t out[8], uint64_t v)
 /* ---- layout: which leaves cover which bytes ---------------------------- */
 
 typedef struct {
-    uint32_t n_out;             /* OUT arguments */
-    uint32_t arg[NS_MAX_ARGS];  /* their positions */
+    uint32_t n_out;                  /* OUT arguments */
+    uint32_t arg[NS_MAX_ARGS];       /* their positions */
     uint64_t first[NS_MAX_ARGS + 1]; /* first leaf of each; first[n_out] =
                                         number of leaves */
     uint64_t n_units;
@@ -58,7 +58,8 @@ static int s_layout(const ns_job_t *job, s_layout_t *l)
         if (job->args[i].kind != NS_ARG_OUT || job->args[i].size == 0)
             continue;
         l->arg[l->n_out] = i;
-        l->first[l->n_out + 1] = l->first[l->n_out] + s_chunks(job->args[i].size);
+        l->first[l->n_out + 1] =
+            l->first[l->n_out] + s_chunks(job->args[i].size);
         l->n_out++;
     }
     l->n_units = ns_job_units(job);
@@ -128,8 +129,8 @@ static void s_leaf_at(const s_pool_t *p, uint64_t i, uint32_t *o)
     uint64_t chunk = i - p->l->first[*o];
     uint64_t off = chunk * NS_COMMIT_CHUNK;
     uint64_t size = p->job->args[arg].size;
-    size_t len = size - off < NS_COMMIT_CHUNK ? (size_t)(size - off)
-                                              : NS_COMMIT_CHUNK;
+    size_t len =
+        size - off < NS_COMMIT_CHUNK ? (size_t)(size - off) : NS_COMMIT_CHUNK;
     ns_chunk_leaf(p->leaves[i], p->job_id, arg, chunk, p->outputs[arg] + off,
                   len);
 }
@@ -141,8 +142,8 @@ static void *s_worker(void *arg)
         uint64_t lo = atomic_fetch_add(&p->next, S_TASK_LEAVES);
         if (lo >= p->n_leaves)
             break;
-        uint64_t hi = p->n_leaves - lo > S_TASK_LEAVES ? lo + S_TASK_LEAVES
-                                                       : p->n_leaves;
+        uint64_t hi =
+            p->n_leaves - lo > S_TASK_LEAVES ? lo + S_TASK_LEAVES : p->n_leaves;
         uint32_t o = 0;
         for (uint64_t i = lo; i < hi; i++)
             s_leaf_at(p, i, &o);
@@ -556,8 +557,8 @@ static int s_alone(ns_runner_t *r, const ns_job_t *job, const s_layout_t *l,
 {
     s_bufs_fill(l, job, a, 0x00);
     s_bufs_fill(l, job, b, 0xff);
-    int rc = ns_runner_run_units(r, job, inputs, &unit, 1, a->b, NULL, err,
-                                 errlen);
+    int rc =
+        ns_runner_run_units(r, job, inputs, &unit, 1, a->b, NULL, err, errlen);
     if (rc == NS_OK)
         rc = ns_runner_run_units(r, job, inputs, &unit, 1, b->b, NULL, err,
                                  errlen);
@@ -622,9 +623,11 @@ int ns_spot_check(ns_runner_t *r, const ns_job_t *job, const ns_hash_t job_id,
     for (uint32_t o = 0; o < l.n_out; o++)
         memcpy(w.b[l.arg[o]], outputs[l.arg[o]],
                (size_t)job->args[l.arg[o]].size);
-    rc = ns_runner_run_units(r, job, inputs, units, n, w.b, NULL, err, errlen);
+    ns_timings_t t;
+    rc = ns_runner_run_units(r, job, inputs, units, n, w.b, &t, err, errlen);
     if (rc != NS_OK)
         goto out;
+    res->launch_us = t.run_us;
     res->checked = n;
     res->changed = s_batch_changes(job, &l, &w, outputs);
     if (res->changed > 0) {
@@ -914,8 +917,8 @@ int ns_fraud_verify_claim(const ns_fraud_proof_t *p, char *err, size_t errlen)
         snprintf(err, errlen, "unit, position or chunk do not fit the job");
         return NS_ERR_PROOF;
     }
-    if (ns_result_verify(p->provider, p->job_id, p->root, p->n_units,
-                         p->sig) != NS_OK) {
+    if (ns_result_verify(p->provider, p->job_id, p->root, p->n_units, p->sig) !=
+        NS_OK) {
         snprintf(err, errlen, "result signature does not verify");
         return NS_ERR_PROOF;
     }

@@ -1,6 +1,6 @@
 /* worker_child.c - the sandboxed worker process (worker.h): `nightshift
- * worker` opens one OpenCL device, then serves RUN, ITEMS and FRAUD requests from
- * its supervisor (worker_supervisor.c) until EOF.
+ * worker` opens one OpenCL device, then serves RUN, ITEMS and FRAUD requests
+ * from its supervisor (worker_supervisor.c) until EOF.
  *
  * Blocking reads and writes, one request at a time. Before it opens
  * OpenCL it closes inherited descriptors, sets RLIMIT_CORE 0, asks to die

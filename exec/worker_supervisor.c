@@ -99,12 +99,12 @@ struct ns_worker {
     uint64_t rseg_off;
 
     /* the job between submit and result */
-    bool pending;         /* submitted, result not delivered yet */
-    bool dispatched;      /* its request is being (or was) written */
-    bool sent_all;        /* the whole request is written */
-    int mode;             /* NS_WORKER_MSG_RUN, _ITEMS or _FRAUD */
-    ns_job_t job;         /* shallow copy, source NULL: sizes for the reply */
-    msgpack_sbuffer req;  /* request frame (head) */
+    bool pending;        /* submitted, result not delivered yet */
+    bool dispatched;     /* its request is being (or was) written */
+    bool sent_all;       /* the whole request is written */
+    int mode;            /* NS_WORKER_MSG_RUN, _ITEMS or _FRAUD */
+    ns_job_t job;        /* shallow copy, source NULL: sizes for the reply */
+    msgpack_sbuffer req; /* request frame (head) */
     bool req_live;
     s_wseg_t wseg[1 + NS_MAX_ARGS];
     uint32_t n_wseg, wseg_i;
@@ -745,9 +745,8 @@ void ns_worker_stats(const ns_worker_t *w, ns_worker_stats_t *out)
 /* Both kinds of submission: a job (whole, or units) or a fraud proof
  * (job is then the proof's descriptor). */
 static int s_submit(ns_worker_t *w, const ns_job_t *job,
-                    const ns_input_t *inputs, const uint64_t *items,
-                    uint32_t n, const ns_fraud_proof_t *proof, char *err,
-                    size_t errlen)
+                    const ns_input_t *inputs, const uint64_t *items, uint32_t n,
+                    const ns_fraud_proof_t *proof, char *err, size_t errlen)
 {
     char a[32], b[32];
     int rc;

@@ -178,11 +178,12 @@ static int s_on_job(ns_provider_t *p, const ns_node_msg_t *m)
         p->stats.refused_requester++;
         return NS_OK;
     }
-    ns_offer_t offer = {p->o.devices, p->o.n_devices, p->o.cfg->price,
-                        me.staked,    1,              p->o.cfg->region};
+    ns_offer_t offer = {
+        p->o.devices,    p->o.n_devices, p->o.cfg->price, me.staked, 1,
+        p->o.cfg->region};
     uint32_t dev = 0;
-    if (ns_reqs_check(&a.reqs, &offer, a.collateral, a.max_price,
-                      a.work_flops, &dev))
+    if (ns_reqs_check(&a.reqs, &offer, a.collateral, a.max_price, a.work_flops,
+                      &dev))
         return NS_OK;
     s_job_t *j = NULL, *oldest_bid = NULL;
     for (int i = 0; i < S_MAX_JOBS && !j; i++) {
@@ -315,8 +316,8 @@ static int s_descriptor_done(ns_provider_t *p, s_job_t *j)
     }
     for (uint32_t i = 0; i < j->job.n_args; i++)
         if (j->job.args[i].kind == NS_ARG_IN &&
-            ns_fetch_add(&j->fetch, NS_BLOB_INPUT(i), NULL,
-                         j->job.args[i].size, 0) != NS_OK) {
+            ns_fetch_add(&j->fetch, NS_BLOB_INPUT(i), NULL, j->job.args[i].size,
+                         0) != NS_OK) {
             s_fail(p, j, "out of memory for inputs");
             return NS_ERR_NOMEM;
         }
@@ -430,8 +431,7 @@ static void s_apply_fault(ns_provider_t *p, s_job_t *j)
             for (uint64_t it = 0; it < n && share; it++)
                 if (randombytes_uniform(1000000) <
                     (uint32_t)(f->lazy * 1000000))
-                    memset(j->res.outputs[i] + it * share, 0xA5,
-                           (size_t)share);
+                    memset(j->res.outputs[i] + it * share, 0xA5, (size_t)share);
         }
     }
 }
@@ -497,10 +497,9 @@ static int s_on_fetch(ns_provider_t *p, const ns_node_msg_t *m)
     }
     if ((rc = ns_transfer_serve(&c, data, total, &p->body)) != NS_OK)
         return rc;
-    p->stats.served_bytes += c.len < total - c.offset ? c.len
-                                                      : total - c.offset;
-    return m->reply(m->reply_ctx, NS_MSG_MKT_CHUNK, p->body.data,
-                    p->body.len);
+    p->stats.served_bytes +=
+        c.len < total - c.offset ? c.len : total - c.offset;
+    return m->reply(m->reply_ctx, NS_MSG_MKT_CHUNK, p->body.data, p->body.len);
 }
 
 /* ---- timer
@@ -624,8 +623,7 @@ ns_provider_t *ns_provider_new(const ns_provider_opts_t *o,
         b.amount = o->cfg->stake - a.staked;
         if (b.amount > a.free)
             b.amount = a.free;
-        if (b.amount &&
-            io->append(io->user, NS_ENTRY_STAKE, &b, id) == NS_OK)
+        if (b.amount && io->append(io->user, NS_ENTRY_STAKE, &b, id) == NS_OK)
             ns_info(NS_MOD_MARKET, "event=staked amount=%llu",
                     (unsigned long long)b.amount);
     }

@@ -108,8 +108,7 @@ static int s_append(ns_requester_t *q, uint8_t type, ns_entry_body_t *b,
     return rc;
 }
 
-static void s_cancel(ns_requester_t *q, const ns_hash_t accept_id,
-                     bool reopen)
+static void s_cancel(ns_requester_t *q, const ns_hash_t accept_id, bool reopen)
 {
     ns_entry_body_t b;
     ns_hash_t id;
@@ -148,9 +147,9 @@ static bool s_count_provider(void *u, const uint8_t *id,
     x->seen++;
     ns_offer_t offer;
     ns_offer_from_heartbeat(&offer, hb);
-    uint32_t fail = ns_reqs_check(&x->q->o.reqs, &offer, x->q->o.collateral,
-                                  x->q->o.max_price, x->q->ann.work_flops,
-                                  NULL);
+    uint32_t fail =
+        ns_reqs_check(&x->q->o.reqs, &offer, x->q->o.collateral,
+                      x->q->o.max_price, x->q->ann.work_flops, NULL);
     if (!fail)
         x->qualified++;
     for (int b = 0; b < NS_REQ_COUNT; b++)
@@ -169,8 +168,8 @@ static void s_explain(ns_requester_t *q, char *out, size_t cap)
                                    x.seen);
     for (int b = 0; b < NS_REQ_COUNT && used < cap; b++) {
         char what[64];
-        ns_reqs_describe(&q->o.reqs, 1u << b, q->o.collateral,
-                         q->o.max_price, what, sizeof what);
+        ns_reqs_describe(&q->o.reqs, 1u << b, q->o.collateral, q->o.max_price,
+                         what, sizeof what);
         if ((1u << b) == NS_REQ_REGION && !q->o.reqs.region[0])
             continue;
         used += (size_t)snprintf(out + used, cap - used, "%s %s: %u of %u",
@@ -223,8 +222,7 @@ static int s_on_fetch(ns_requester_t *q, const ns_node_msg_t *m)
     }
     if ((rc = ns_transfer_serve(&c, data, total, &q->body)) != NS_OK)
         return rc;
-    return m->reply(m->reply_ctx, NS_MSG_MKT_CHUNK, q->body.data,
-                    q->body.len);
+    return m->reply(m->reply_ctx, NS_MSG_MKT_CHUNK, q->body.data, q->body.len);
 }
 
 static void s_fetch_outputs(ns_requester_t *q)
@@ -293,8 +291,7 @@ int ns_requester_on_msg(ns_requester_t *q, const ns_node_msg_t *m)
 static void s_announce(ns_requester_t *q)
 {
     q->ann.bid_window_ms =
-        q->o.bid_window_ms +
-        (q->rc.slashed ? NS_POLICY_SLASH_BID_EXTRA_MS : 0);
+        q->o.bid_window_ms + (q->rc.slashed ? NS_POLICY_SLASH_BID_EXTRA_MS : 0);
     if (!q->t_announce_ms)
         q->t_announce_ms = s_mono(q);
     q->round++;
@@ -364,8 +361,8 @@ static void s_award(ns_requester_t *q)
                      ? ns_reputation(&a)
                      : 0;
     }
-    int w = ns_auction_pick(q->bids, rep, q->bid_us, q->n_bids,
-                            q->o.max_price, &q->ann);
+    int w = ns_auction_pick(q->bids, rep, q->bid_us, q->n_bids, q->o.max_price,
+                            &q->ann);
     if (w < 0) {
         char why[sizeof q->rc.error];
         s_explain(q, why, sizeof why);
@@ -421,9 +418,8 @@ static void s_settle(ns_requester_t *q, const ns_ledger_job_t *lj)
     }
     q->rc.price = lj->price;
     q->rc.refund = lj->escrow - lj->price;
-    if (q->o.deliver &&
-        q->o.deliver(q->o.deliver_user, q->rc.error, sizeof q->rc.error) !=
-            NS_OK) {
+    if (q->o.deliver && q->o.deliver(q->o.deliver_user, q->rc.error,
+                                     sizeof q->rc.error) != NS_OK) {
         s_fail(q, "%s", q->rc.error);
         return;
     }
@@ -438,10 +434,9 @@ static void s_slash(ns_requester_t *q, const ns_ledger_job_t *lj)
     ns_fraud_proof_t proof;
     ns_buf_t packed;
     ns_buf_init(&packed);
-    int rc = ns_fraud_build(&proof, q->o.job, q->o.desc_id,
-                            q->winner.provider, q->statement, NULL,
-                            q->o.outputs, q->check.first_bad,
-                            q->check.bad_arg, q->check.bad_pos);
+    int rc = ns_fraud_build(
+        &proof, q->o.job, q->o.desc_id, q->winner.provider, q->statement, NULL,
+        q->o.outputs, q->check.first_bad, q->check.bad_arg, q->check.bad_pos);
     if (rc == NS_OK)
         rc = ns_slash_proof_pack(&proof, q->o.inputs, &packed);
     ns_fraud_release(&proof);
@@ -484,8 +479,8 @@ static void s_verify(ns_requester_t *q)
           (unsigned long long)q->n_items);
     randombytes_buf(q->secret, sizeof q->secret);
     int rc = ns_spot_check(q->runner, q->o.job, q->o.desc_id, q->o.inputs,
-                           q->o.outputs, lj.root, q->secret, k,
-                           &q->check, err, sizeof err);
+                           q->o.outputs, lj.root, q->secret, k, &q->check, err,
+                           sizeof err);
     q->rc.verify_ms = q->check.verify_us / 1000;
     q->rc.checked = q->check.checked;
     if (rc == NS_ERR_PROOF) {
@@ -530,8 +525,7 @@ static void s_join(ns_requester_t *q, uint64_t now)
         q->join_stable_ms = now;
     }
     bool settled = now - q->join_stable_ms >= NS_POLICY_JOIN_STABLE_MS;
-    bool current =
-        q->io->visit_peers(q->io->user, s_ledger_current, st.digest);
+    bool current = q->io->visit_peers(q->io->user, s_ledger_current, st.digest);
     if ((!settled || !current) && now - q->phase_ms < NS_POLICY_JOIN_MAX_MS)
         return;
     s_say(q, "joined: %u peers, ledger at %llu entries", live,
@@ -587,8 +581,7 @@ static void s_post(ns_requester_t *q)
     if (ns_ledger_account(q->ledger, self, &me) == NS_OK)
         q->job_seq = me.seq;
     s_say(q, "escrow of %llu credits locked (job entry %llu)",
-          (unsigned long long)q->o.max_price,
-          (unsigned long long)q->job_seq);
+          (unsigned long long)q->o.max_price, (unsigned long long)q->job_seq);
     s_announce(q);
 }
 
@@ -626,8 +619,8 @@ void ns_requester_tick(ns_requester_t *q, uint64_t now)
         s_fail(q,
                "gave up after %llu s in phase %s (resume with --resume "
                "%s)",
-               (unsigned long long)q->o.timeout_s,
-               ns_rq_phase_name(q->phase), q->job_hex);
+               (unsigned long long)q->o.timeout_s, ns_rq_phase_name(q->phase),
+               q->job_hex);
         return;
     }
     ns_ledger_job_t lj;

@@ -49,7 +49,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define NS_CHUNK_TAG "nightshift/chunk/v2"  /* leaf domain, 19 bytes */
+#define NS_CHUNK_TAG "nightshift/chunk/v2"   /* leaf domain, 19 bytes */
 #define NS_COMMIT_CHUNK (16 * 1024)          /* output bytes per leaf */
 #define NS_RESULT_TAG "nightshift/result/v1" /* statement domain, 20 bytes */
 #define NS_RESULT_MSG_BYTES (20 + 2 * NS_HASH_BYTES + 8) /* statement */
@@ -144,7 +144,10 @@ typedef struct {
                             overlap (err says so) */
     uint64_t verify_us;  /* requester's time for the whole check */
     uint64_t commit_us;  /* of which: recomputing the root */
-    uint64_t rerun_us;   /* of which: re-running (and attributing) units */
+    uint64_t rerun_us;   /* of which: re-running (and attributing) units:
+                            the copy, the launches, the compare */
+    uint64_t launch_us;  /* device time of the batch's unit launches
+                            (event profiling), part of rerun_us */
 } ns_check_result_t;
 
 /* The requester's check given the provider's full outputs: recompute the

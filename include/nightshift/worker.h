@@ -137,8 +137,8 @@ typedef struct {
     char error[NS_WORKER_MAX_ERROR + 1]; /* one line, or build log lines */
     uint8_t *outputs[NS_MAX_ARGS];       /* RUN, ITEMS: OUT buffers,
                                             malloc'd */
-    ns_timings_t timings; /* from the worker (zero on failure) */
-    uint64_t wall_us;     /* submit to result, this side */
+    ns_timings_t timings;                /* from the worker (zero on failure) */
+    uint64_t wall_us;                    /* submit to result, this side */
 } ns_worker_result_t;
 
 /* Free the buffers of a result and zero it (NULL-safe, idempotent). A

@@ -108,13 +108,13 @@ int ns_worker_fraud_pack(msgpack_sbuffer *sb, const ns_fraud_proof_t *p,
                          bool verified) NS_MUST_CHECK;
 
 typedef struct {
-    uint32_t type;    /* NS_WORKER_MSG_RUN, _ITEMS or _FRAUD */
-    ns_job_t job;     /* RUN, ITEMS: validated (ns_job_read); ns_job_init'ed
-                         first */
+    uint32_t type; /* NS_WORKER_MSG_RUN, _ITEMS or _FRAUD */
+    ns_job_t job;  /* RUN, ITEMS: validated (ns_job_read); ns_job_init'ed
+                      first */
     ns_fraud_proof_t proof; /* FRAUD: read strictly (ns_fraud_read) */
-    uint64_t *items;  /* malloc'd, n_items entries; NULL when none */
-    uint32_t n_items; /* at most NS_WORKER_MAX_ITEMS */
-    bool verified;    /* the inputs are known to match their hashes */
+    uint64_t *items;        /* malloc'd, n_items entries; NULL when none */
+    uint32_t n_items;       /* at most NS_WORKER_MAX_ITEMS */
+    bool verified;          /* the inputs are known to match their hashes */
 } ns_worker_request_t;
 
 /* Read a request head of len bytes into *q. The caller has ns_job_init'ed

@@ -195,10 +195,10 @@ static void s_check_units(ns_runner_t *r, const s_case_t *c, uint32_t count)
                 goto out;
         }
     for (uint32_t j = 0; j < count + 2; j++) {
-        uint64_t u = j == 0   ? n_units - 1
-                     : j == 1 ? 0
-                              : ((uint64_t)s_rand32() << 32 | s_rand32()) %
-                                    n_units;
+        uint64_t u = j == 0 ? n_units - 1
+                     : j == 1
+                         ? 0
+                         : ((uint64_t)s_rand32() << 32 | s_rand32()) % n_units;
         for (uint32_t i = 0; i < c->job.n_args; i++)
             if (a[i]) {
                 memset(a[i], 0x00, c->job.args[i].size);

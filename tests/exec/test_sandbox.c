@@ -276,8 +276,8 @@ TEST(vector_add_matches_runner)
                              sizeof err);
     if (CHECK_RC(rc, NS_OK) && CHECK(iw[2] != NULL)) {
         il[2] = calloc(1, bytes);
-        CHECK_RC(ns_runner_run_units(runner, &job, in, items, n_items, il,
-                                     NULL, err, sizeof err),
+        CHECK_RC(ns_runner_run_units(runner, &job, in, items, n_items, il, NULL,
+                                     err, sizeof err),
                  NS_OK);
         CHECK_MEM(iw[2], il[2], bytes);
         for (uint32_t k = 0; k < n_items && wout[2]; k++)

@@ -277,8 +277,8 @@ static void s_check_verify(s_case_t *c, const uint64_t *unit_of, uint64_t at,
     if (!CHECK_EQ_INT(res.mismatched, 0) || !CHECK_EQ_INT(res.changed, 0))
         fprintf(stderr, "  %s honest: %s\n", c->job.entry, err);
     /* a proof against honest outputs is not one */
-    CHECK_RC(ns_fraud_build(&p, &c->job, c->id, ns_identity_pk(prov), sig,
-                            NULL, c->out, unit_of[at], arg, at),
+    CHECK_RC(ns_fraud_build(&p, &c->job, c->id, ns_identity_pk(prov), sig, NULL,
+                            c->out, unit_of[at], arg, at),
              NS_OK);
     CHECK_RC(ns_fraud_check(s_r, &p, c->in, err, sizeof err), NS_ERR_PROOF);
     CHECK_CONTAINS(err, "no fraud");

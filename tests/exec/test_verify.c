@@ -173,11 +173,11 @@ TEST(commit_matches_merkle)
     static const struct {
         uint64_t n;
         uint32_t ib, ib2;
-    } cases[] = {{1, 1, 0},        {1, 4, 0},          {16384, 1, 0},
-                 {16385, 1, 0},    {4096, 4, 0},       {4097, 4, 0},
-                 {4096, 8, 1},     {16383, 1, 16385},  {7, 4, 12},
-                 {3, 16384, 1},    {65536, 16, 0},     {65537, 16, 3},
-                 {131073, 4, 4},   {1 << 20, 4, 0}};
+    } cases[] = {{1, 1, 0},      {1, 4, 0},         {16384, 1, 0},
+                 {16385, 1, 0},  {4096, 4, 0},      {4097, 4, 0},
+                 {4096, 8, 1},   {16383, 1, 16385}, {7, 4, 12},
+                 {3, 16384, 1},  {65536, 16, 0},    {65537, 16, 3},
+                 {131073, 4, 4}, {1 << 20, 4, 0}};
     ns_hash_t id;
     randombytes_buf(id, sizeof id);
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -232,8 +232,7 @@ TEST(commit_matches_merkle)
         for (uint32_t a = 0; a < job.n_args; a++) {
             if (job.args[a].kind != NS_ARG_OUT)
                 continue;
-            CHECK_RC(ns_commit_leaf_index(&job, a, job.args[a].size - 1,
-                                          &leaf),
+            CHECK_RC(ns_commit_leaf_index(&job, a, job.args[a].size - 1, &leaf),
                      NS_OK);
             first += (job.args[a].size + 16383) / 16384;
             CHECK_EQ_INT(leaf, first - 1);
@@ -525,16 +524,14 @@ TEST(fraud_codec)
     if (!CHECK_RC(ns_commit_outputs(&job, id, outs, &tree), NS_OK))
         return;
     /* arg 2 (the second output) is 300 x 8 bytes: one chunk of 2400 */
-    CHECK_RC(
-        ns_fraud_build(&p, &job, id, prov, sig, &tree, outs, 123, 2, 1001),
-        NS_OK);
+    CHECK_RC(ns_fraud_build(&p, &job, id, prov, sig, &tree, outs, 123, 2, 1001),
+             NS_OK);
     CHECK_EQ_INT(p.chunk_len, 2400);
     CHECK_EQ_INT(p.n_units, 300);
     CHECK_MEM(p.chunk, outs[2], 2400);
     /* the same proof without a tree */
-    CHECK_RC(
-        ns_fraud_build(&q, &job, id, prov, sig, NULL, outs, 123, 2, 1001),
-        NS_OK);
+    CHECK_RC(ns_fraud_build(&q, &job, id, prov, sig, NULL, outs, 123, 2, 1001),
+             NS_OK);
     CHECK_MEM(q.root, p.root, NS_HASH_BYTES);
     CHECK_EQ_INT(q.depth, p.depth);
     CHECK_MEM(q.path, p.path, p.depth * NS_HASH_BYTES);
