@@ -416,7 +416,6 @@ static void s_start_run(ns_provider_t *p, s_job_t *j)
 static void s_apply_fault(ns_provider_t *p, s_job_t *j)
 {
     const ns_fault_t *f = &p->o.fault;
-    uint64_t n = ns_job_units(&j->job);
     for (uint32_t i = 0; i < j->job.n_args; i++) {
         const ns_arg_t *a = &j->job.args[i];
         if (a->kind != NS_ARG_OUT || !j->res.outputs[i])
@@ -424,14 +423,21 @@ static void s_apply_fault(ns_provider_t *p, s_job_t *j)
         if (f->garbage) {
             randombytes_buf(j->res.outputs[i], a->size);
         } else if (f->lazy > 0) {
-            /* a lazy provider skips a fraction of the units: their
-             * share of the output (item_bytes, or size / units when the
-             * descriptor leaves it 0) is junk instead of computed */
-            uint64_t share = a->item_bytes ? a->item_bytes : a->size / n;
-            for (uint64_t it = 0; it < n && share; it++)
-                if (randombytes_uniform(1000000) <
-                    (uint32_t)(f->lazy * 1000000))
-                    memset(j->res.outputs[i] + it * share, 0xA5, (size_t)share);
+            /* a lazy provider skips a fraction of its work: that share
+             * of the 4-byte words of every output is junk instead of
+             * computed (per word, so that a job of few large units has
+             * wrong units too) */
+            uint64_t x = ((uint64_t)randombytes_random() << 32) |
+                         randombytes_random() | 1;
+            uint64_t cut = (uint64_t)(f->lazy * 4294967296.0);
+            for (uint64_t w = 0; w < a->size; w += 4) {
+                x ^= x >> 12; /* xorshift64*: fast, test networks only */
+                x ^= x << 25;
+                x ^= x >> 27;
+                if (((x * UINT64_C(0x2545F4914F6CDD1D)) >> 32) < cut)
+                    memset(j->res.outputs[i] + w, 0xA5,
+                           a->size - w < 4 ? (size_t)(a->size - w) : 4);
+            }
         }
     }
 }
