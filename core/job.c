@@ -60,22 +60,6 @@ const char *ns_arg_kind_name(uint8_t kind)
     }
 }
 
-static const char *s_det_name(uint8_t det)
-{
-    switch (det) {
-    case NS_DET_EXACT:
-        return "exact";
-    case NS_DET_ULP:
-        return "ulp";
-    case NS_DET_ABS:
-        return "abs";
-    case NS_DET_REL:
-        return "rel";
-    default:
-        return "?";
-    }
-}
-
 /* a * b without wrapping; false on overflow. */
 static bool s_mul(uint64_t a, uint64_t b, uint64_t *out)
 {
@@ -399,8 +383,9 @@ static int s_check_options(const ns_job_t *job, char *err, size_t errlen)
     return NS_OK;
 }
 
-/* Dims, global and local sizes, item kind; *n_items on success. */
-static int s_check_ndrange(const ns_job_t *job, uint64_t *n_items, char *err,
+/* Dims, global and local sizes, item kind; *n_units on success: the
+ * work-groups when the job has a local size, else the work-items. */
+static int s_check_ndrange(const ns_job_t *job, uint64_t *n_units, char *err,
                            size_t errlen)
 {
     if (job->dims < 1 || job->dims > 3)
@@ -462,12 +447,11 @@ static int s_check_ndrange(const ns_job_t *job, uint64_t *n_items, char *err,
     if (job->item_kind == NS_ITEM_WORK_GROUP && n_local == 0)
         return s_fail(NS_ERR_INVAL, err, errlen,
                       "item_kind = group: needs local sizes");
-    *n_items = job->item_kind == NS_ITEM_WORK_GROUP ? groups : total;
+    *n_units = n_local ? groups : total;
     return NS_OK;
 }
 
-static int s_check_args(const ns_job_t *job, uint64_t n_items, char *err,
-                        size_t errlen)
+static int s_check_args(const ns_job_t *job, char *err, size_t errlen)
 {
     if (job->n_args == 0)
         return s_fail(NS_ERR_INVAL, err, errlen,
@@ -476,7 +460,7 @@ static int s_check_args(const ns_job_t *job, uint64_t n_items, char *err,
         return s_fail(NS_ERR_TOOBIG, err, errlen,
                       "n_args = %u: over the cap of %d", job->n_args,
                       NS_MAX_ARGS);
-    uint64_t buffers = 0, per_item = 0;
+    uint64_t buffers = 0;
     bool has_out = false;
     for (uint32_t k = 0; k < job->n_args; k++) {
         const ns_arg_t *a = &job->args[k];
@@ -493,37 +477,25 @@ static int s_check_args(const ns_job_t *job, uint64_t n_items, char *err,
                               k, size, (unsigned long long)NS_MAX_BUFFER);
             buffers += size;
             break;
-        case NS_ARG_OUT: {
-            uint64_t want = 0;
-            if (a->item_bytes == 0)
+        case NS_ARG_OUT:
+            /* item_bytes is kept for the wire format; what a unit owns is
+             * what it writes (docs/PROTOCOL.md, "Units"), not a slice */
+            if (size == 0)
                 return s_fail(NS_ERR_INVAL, err, errlen,
-                              "arg %u (out): item_bytes 0: must be >= 1", k);
-            if (a->item_bytes > NS_MAX_ITEM_BYTES)
-                return s_fail(NS_ERR_TOOBIG, err, errlen,
-                              "arg %u (out): item_bytes %u, over the cap of "
-                              "%d",
-                              k, a->item_bytes, NS_MAX_ITEM_BYTES);
-            if (!s_mul(n_items, a->item_bytes, &want) || size != want)
-                return s_fail(NS_ERR_INVAL, err, errlen,
-                              "arg %u (out): size %llu != %llu items x %u "
-                              "bytes",
-                              k, size, (unsigned long long)n_items,
-                              a->item_bytes);
+                              "arg %u (out): size 0: must be >= 1", k);
             if (size > NS_MAX_BUFFER)
                 return s_fail(NS_ERR_TOOBIG, err, errlen,
                               "arg %u (out): size %llu, over the %llu-byte "
                               "buffer cap",
                               k, size, (unsigned long long)NS_MAX_BUFFER);
-            if (job->det != NS_DET_EXACT && a->item_bytes % 4 != 0)
-                return s_fail(NS_ERR_INVAL, err, errlen,
-                              "arg %u (out): item_bytes %u is not a multiple "
-                              "of 4 (a %s tolerance compares float32 values)",
-                              k, a->item_bytes, s_det_name(job->det));
+            if (a->item_bytes > NS_MAX_ITEM_BYTES)
+                return s_fail(NS_ERR_TOOBIG, err, errlen,
+                              "arg %u (out): item_bytes %u, over the cap of "
+                              "%d",
+                              k, a->item_bytes, NS_MAX_ITEM_BYTES);
             buffers += size;
-            per_item += a->item_bytes;
             has_out = true;
             break;
-        }
         case NS_ARG_LOCAL:
             if (size == 0 || size > NS_MAX_LOCAL_BYTES)
                 return s_fail(size ? NS_ERR_TOOBIG : NS_ERR_INVAL, err, errlen,
@@ -552,16 +524,12 @@ static int s_check_args(const ns_job_t *job, uint64_t n_items, char *err,
                       "%llu-byte cap",
                       (unsigned long long)buffers,
                       (unsigned long long)NS_MAX_JOB_BYTES);
-    if (per_item > NS_MAX_ITEM_BYTES)
-        return s_fail(NS_ERR_TOOBIG, err, errlen,
-                      "args: %llu output bytes per item, over the cap of %d",
-                      (unsigned long long)per_item, NS_MAX_ITEM_BYTES);
     return NS_OK;
 }
 
 int ns_job_validate(const ns_job_t *job, char *err, size_t errlen)
 {
-    uint64_t n_items = 0;
+    uint64_t n_units = 0;
     int rc = s_check_kernel(job, err, errlen);
     if (rc == NS_OK)
         rc = s_check_entry(job, err, errlen);
@@ -570,9 +538,9 @@ int ns_job_validate(const ns_job_t *job, char *err, size_t errlen)
     if (rc == NS_OK)
         rc = s_check_options(job, err, errlen);
     if (rc == NS_OK)
-        rc = s_check_ndrange(job, &n_items, err, errlen);
+        rc = s_check_ndrange(job, &n_units, err, errlen);
     if (rc == NS_OK)
-        rc = s_check_args(job, n_items, err, errlen);
+        rc = s_check_args(job, err, errlen);
     if (rc == NS_OK && job->checks > NS_MAX_CHECKS)
         rc = s_fail(NS_ERR_TOOBIG, err, errlen,
                     "checks = %u: over the cap of %d", job->checks,
@@ -582,10 +550,25 @@ int ns_job_validate(const ns_job_t *job, char *err, size_t errlen)
     return rc;
 }
 
-uint64_t ns_job_items(const ns_job_t *job)
+uint64_t ns_job_units(const ns_job_t *job)
 {
     uint64_t n = 0;
     return s_check_ndrange(job, &n, NULL, 0) == NS_OK ? n : 0;
+}
+
+uint64_t ns_job_items(const ns_job_t *job)
+{
+    return ns_job_units(job);
+}
+
+uint64_t ns_job_out_bytes(const ns_job_t *job)
+{
+    uint64_t sum = 0;
+    uint32_t n = job->n_args < NS_MAX_ARGS ? job->n_args : NS_MAX_ARGS;
+    for (uint32_t k = 0; k < n; k++)
+        if (job->args[k].kind == NS_ARG_OUT)
+            sum += job->args[k].size;
+    return sum;
 }
 
 uint64_t ns_job_item_bytes(const ns_job_t *job)
@@ -963,30 +946,20 @@ int ns_job_id(const ns_job_t *job, ns_hash_t id)
 
 int ns_job_finalize(ns_job_t *job, char *err, size_t errlen)
 {
-    uint64_t n_items = 0;
-    int rc = s_check_ndrange(job, &n_items, err, errlen);
+    uint64_t n_units = 0;
+    int rc = s_check_ndrange(job, &n_units, err, errlen);
     if (rc != NS_OK)
         return rc;
+    /* item_bytes only informs (a unit owns what it writes): filled in
+     * when the size divides into units, left 0 otherwise */
     uint32_t n = job->n_args < NS_MAX_ARGS ? job->n_args : NS_MAX_ARGS;
     for (uint32_t k = 0; k < n; k++) {
         ns_arg_t *a = &job->args[k];
         if (a->kind != NS_ARG_OUT || a->item_bytes != 0)
             continue;
-        unsigned long long size = a->size;
-        if (size == 0)
-            return s_fail(NS_ERR_INVAL, err, errlen,
-                          "arg %u (out): size 0: must be >= 1", k);
-        if (size % n_items != 0)
-            return s_fail(NS_ERR_INVAL, err, errlen,
-                          "arg %u (out): %llu bytes do not divide into %llu "
-                          "items (give out:BYTES:FILE:ITEM_BYTES)",
-                          k, size, (unsigned long long)n_items);
-        if (size / n_items > NS_MAX_ITEM_BYTES)
-            return s_fail(NS_ERR_TOOBIG, err, errlen,
-                          "arg %u (out): %llu bytes per item, over the cap "
-                          "of %d",
-                          k, size / n_items, NS_MAX_ITEM_BYTES);
-        a->item_bytes = (uint32_t)(size / n_items);
+        if (a->size != 0 && a->size % n_units == 0 &&
+            a->size / n_units <= NS_MAX_ITEM_BYTES)
+            a->item_bytes = (uint32_t)(a->size / n_units);
     }
     return ns_job_validate(job, err, errlen);
 }

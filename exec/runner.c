@@ -34,6 +34,8 @@
 #define S_LOG_LINES 12                    /* build log lines put in err */
 #define S_ITEM_BATCH 256                  /* item launches per clFinish */
 #define S_MAX_DIMS 16 /* work-item dimensions a device may report */
+/* build options of a re-run build: the job's and three -D sizes */
+#define S_MAX_OPTIONS (NS_MAX_OPTIONS + 3 * 40)
 
 struct ns_runner {
     ns_device_t dev;          /* what ns_devices_probe said about it */
@@ -45,8 +47,12 @@ struct ns_runner {
     size_t max_wg;            /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
     size_t max_item[3];       /* CL_DEVICE_MAX_WORK_ITEM_SIZES */
     uint64_t local_mem_bytes; /* CL_DEVICE_LOCAL_MEM_SIZE */
-    cl_program prog;          /* last program built or loaded; owned */
-    ns_hash_t prog_key;       /* its cache key */
+    cl_program prog;          /* program of the current call; borrowed
+                                 from slot[] */
+    cl_program slot[2];       /* the last two programs built or loaded
+                                 (a job's full-run and re-run builds);
+                                 owned */
+    ns_hash_t slot_key[2];    /* their cache keys */
 };
 
 /* Everything one call creates; released by s_call_release. */
@@ -147,8 +153,9 @@ void ns_runner_destroy(ns_runner_t **rp)
     if (!rp || !*rp)
         return;
     ns_runner_t *r = *rp;
-    if (r->prog)
-        clReleaseProgram(r->prog);
+    for (int i = 0; i < 2; i++)
+        if (r->slot[i])
+            clReleaseProgram(r->slot[i]);
     if (r->queue)
         clReleaseCommandQueue(r->queue);
     if (r->ctx)
@@ -182,7 +189,7 @@ static void s_program_key(const ns_runner_t *r, const ns_hash_t source_hash,
 {
     static const char tag[] = "nightshift/program/v1";
     uint8_t buf[sizeof tag + NS_HASH_BYTES + 4 * (NS_MAX_DEVICE_NAME + 1) +
-                NS_MAX_OPTIONS + 16];
+                S_MAX_OPTIONS + 16];
     size_t n = 0;
     /* every part is bounded by its cap, so this cannot run out */
     bool ok =
@@ -195,7 +202,7 @@ static void s_program_key(const ns_runner_t *r, const ns_hash_t source_hash,
               strlen(r->dev.device_version)) &&
         s_put(buf, sizeof buf, &n, r->dev.driver_version,
               strlen(r->dev.driver_version)) &&
-        s_put(buf, sizeof buf, &n, options, strnlen(options, NS_MAX_OPTIONS));
+        s_put(buf, sizeof buf, &n, options, strnlen(options, S_MAX_OPTIONS));
     (void)ok;
     ns_hash(key, buf, n);
 }
@@ -403,9 +410,47 @@ static int s_job_source(const ns_job_t *job, const char **src, size_t *len,
     return NS_ERR_CORRUPT;
 }
 
-/* r->prog for this job: kept, loaded from the cache or compiled. */
-static int s_program(ns_runner_t *r, const ns_job_t *job, ns_timings_t *t,
-                     char *err, size_t errlen)
+/* The re-run prelude (runner.h): every index and size query returns in
+ * a launch of one unit at a global offset what it returned in the full
+ * launch. The helpers come before the macros, so inside them the names
+ * are still the builtins; no macro's replacement names another macro.
+ * NS_RERUN_G0..2 (the full launch's global sizes, 1 beyond dims) come as
+ * -D options. The #line at the end keeps the user's line numbers. */
+static const char s_prelude[] =
+    "static inline size_t ns_rerun_global_size(uint d)\n"
+    "{ return d == 0 ? (size_t)NS_RERUN_G0 : d == 1 ? (size_t)NS_RERUN_G1 :\n"
+    "         d == 2 ? (size_t)NS_RERUN_G2 : (size_t)1; }\n"
+    "static inline size_t ns_rerun_group_id(uint d)\n"
+    "{ return get_group_id(d) + get_global_offset(d) / get_local_size(d); }\n"
+    "static inline size_t ns_rerun_num_groups(uint d)\n"
+    "{ return ns_rerun_global_size(d) / get_local_size(d); }\n"
+    "static inline size_t ns_rerun_global_offset(uint d)\n"
+    "{ return (void)d, (size_t)0; }\n"
+    "static inline size_t ns_rerun_global_linear_id(void)\n"
+    "{ return (get_global_id(2) * (size_t)NS_RERUN_G1 + get_global_id(1)) *\n"
+    "         (size_t)NS_RERUN_G0 + get_global_id(0); }\n"
+    "static inline size_t ns_rerun_group_linear_id(void)\n"
+    "{ return (ns_rerun_group_id(2) * ns_rerun_num_groups(1) +\n"
+    "          ns_rerun_group_id(1)) * ns_rerun_num_groups(0) +\n"
+    "         ns_rerun_group_id(0); }\n"
+    "#define get_global_size(d) ns_rerun_global_size(d)\n"
+    "#define get_group_id(d) ns_rerun_group_id(d)\n"
+    "#define get_num_groups(d) ns_rerun_num_groups(d)\n"
+    "#define get_global_offset(d) ns_rerun_global_offset(d)\n"
+    "#define get_global_linear_id() ns_rerun_global_linear_id()\n"
+    "#define get_group_linear_id() ns_rerun_group_linear_id()\n"
+    "#line 1\n";
+
+const char *ns_runner_prelude(void)
+{
+    return s_prelude;
+}
+
+/* The program for this job (the full run's, or with rerun the re-run
+ * build's) into r->prog: one of the two kept, loaded from the cache or
+ * compiled. */
+static int s_program(ns_runner_t *r, const ns_job_t *job, bool rerun,
+                     ns_timings_t *t, char *err, size_t errlen)
 {
     const char *src = NULL;
     size_t len = 0;
@@ -413,17 +458,42 @@ static int s_program(ns_runner_t *r, const ns_job_t *job, ns_timings_t *t,
     cl_program prog = NULL;
     cl_int e = CL_SUCCESS;
     uint64_t t0 = ns_mono_us();
+    char options[S_MAX_OPTIONS + 1];
+    char *text = NULL;
 
     int rc = s_job_source(job, &src, &len, source_hash, err, errlen);
     if (rc != NS_OK)
         return rc;
-    s_program_key(r, source_hash, job->options, key);
-    if (r->prog && memcmp(key, r->prog_key, NS_HASH_BYTES) == 0) {
-        t->cache_hit = true;
-        goto out;
+    snprintf(options, sizeof options, "%s", job->options);
+    if (rerun) {
+        uint64_t g[3];
+        for (uint32_t d = 0; d < 3; d++)
+            g[d] = d < job->dims ? job->global[d] : 1;
+        size_t n = strlen(options);
+        snprintf(options + n, sizeof options - n,
+                 "%s-D NS_RERUN_G0=%llu -D NS_RERUN_G1=%llu "
+                 "-D NS_RERUN_G2=%llu",
+                 n ? " " : "", (unsigned long long)g[0],
+                 (unsigned long long)g[1], (unsigned long long)g[2]);
+        text = malloc(sizeof s_prelude - 1 + len);
+        if (!text)
+            return NS_ERR_NOMEM;
+        memcpy(text, s_prelude, sizeof s_prelude - 1);
+        memcpy(text + sizeof s_prelude - 1, src, len);
+        src = text;
+        len += sizeof s_prelude - 1;
+        ns_hash(source_hash, src, len);
+    }
+    s_program_key(r, source_hash, options, key);
+    for (int i = 0; i < 2; i++) {
+        if (r->slot[i] && memcmp(key, r->slot_key[i], NS_HASH_BYTES) == 0) {
+            r->prog = r->slot[i];
+            t->cache_hit = true;
+            goto out;
+        }
     }
     if (r->cache_dir)
-        s_cache_load(r, key, job->options, &prog);
+        s_cache_load(r, key, options, &prog);
     if (prog) {
         t->cache_hit = true;
     } else {
@@ -432,27 +502,33 @@ static int s_program(ns_runner_t *r, const ns_job_t *job, ns_timings_t *t,
             rc = ns_cl_fail(err, errlen, "clCreateProgramWithSource", e);
             goto out;
         }
-        e = clBuildProgram(prog, 1, &r->device, job->options, NULL, NULL);
+        e = clBuildProgram(prog, 1, &r->device, options, NULL, NULL);
         if (e != CL_SUCCESS) {
             if (e == CL_BUILD_PROGRAM_FAILURE)
                 s_build_log(r, prog, err, errlen);
             else
                 ns_cl_fail(err, errlen, "clBuildProgram", e);
-            ns_info(NS_MOD_EXEC, "event=build_failed cl_err=%d", (int)e);
+            ns_info(NS_MOD_EXEC, "event=build_failed cl_err=%d rerun=%d",
+                    (int)e, (int)rerun);
             rc = NS_ERR_OPENCL;
             goto out;
         }
         if (r->cache_dir)
             s_cache_store(r, key, prog);
     }
-    if (r->prog)
-        clReleaseProgram(r->prog);
+    /* the older slot goes; the newer moves to slot 1 */
+    if (r->slot[0])
+        clReleaseProgram(r->slot[0]);
+    r->slot[0] = r->slot[1];
+    memcpy(r->slot_key[0], r->slot_key[1], NS_HASH_BYTES);
+    r->slot[1] = prog;
+    memcpy(r->slot_key[1], key, NS_HASH_BYTES);
     r->prog = prog;
     prog = NULL;
-    memcpy(r->prog_key, key, NS_HASH_BYTES);
 out:
     if (prog)
         clReleaseProgram(prog);
+    free(text);
     t->build_us = ns_mono_us() - t0;
     return rc;
 }
@@ -664,12 +740,12 @@ static int s_input_buffer(ns_runner_t *r, const ns_input_t *in, size_t size,
                            : ns_cl_fail(err, errlen, "clEnqueueWriteBuffer", e);
 }
 
-/* Buffers and kernel arguments. outputs == NULL: output buffers of the
- * device's own (run_items reads back slices); else they wrap outputs on
- * host-unified devices. */
+/* Buffers and kernel arguments. Output buffers wrap outputs on
+ * host-unified devices, else are the device's own; with units (run_units)
+ * they are read-write and start with the content of outputs. */
 static int s_buffers(ns_runner_t *r, const ns_job_t *job,
-                     const ns_input_t *inputs, uint8_t **outputs, s_call_t *c,
-                     ns_timings_t *t, char *err, size_t errlen)
+                     const ns_input_t *inputs, uint8_t **outputs, bool units,
+                     s_call_t *c, ns_timings_t *t, char *err, size_t errlen)
 {
     cl_int e = CL_SUCCESS;
     uint64_t t0 = ns_mono_us();
@@ -692,14 +768,17 @@ static int s_buffers(ns_runner_t *r, const ns_job_t *job,
             val = &c->mem[i];
             size = sizeof(cl_mem);
             break;
-        case NS_ARG_OUT:
-            if (outputs && r->host_unified)
-                c->mem[i] = clCreateBuffer(
-                    r->ctx, CL_MEM_WRITE_ONLY | CL_MEM_USE_HOST_PTR,
-                    (size_t)a->size, outputs[i], &e);
+        case NS_ARG_OUT: {
+            cl_mem_flags f = units ? CL_MEM_READ_WRITE : CL_MEM_WRITE_ONLY;
+            if (r->host_unified)
+                c->mem[i] = clCreateBuffer(r->ctx, f | CL_MEM_USE_HOST_PTR,
+                                           (size_t)a->size, outputs[i], &e);
+            else if (units)
+                c->mem[i] = clCreateBuffer(r->ctx, f | CL_MEM_COPY_HOST_PTR,
+                                           (size_t)a->size, outputs[i], &e);
             else
-                c->mem[i] = clCreateBuffer(r->ctx, CL_MEM_WRITE_ONLY,
-                                           (size_t)a->size, NULL, &e);
+                c->mem[i] =
+                    clCreateBuffer(r->ctx, f, (size_t)a->size, NULL, &e);
             if (!c->mem[i]) {
                 rc = ns_cl_fail(err, errlen, "clCreateBuffer (output)", e);
                 goto out;
@@ -707,6 +786,7 @@ static int s_buffers(ns_runner_t *r, const ns_job_t *job,
             val = &c->mem[i];
             size = sizeof(cl_mem);
             break;
+        }
         case NS_ARG_U32:
             val = &a->v.u32;
             size = sizeof a->v.u32;
@@ -765,10 +845,21 @@ static cl_int s_event_status(cl_event ev)
     return st;
 }
 
+static int s_check_outputs(const ns_job_t *job, uint8_t **outputs, char *err,
+                           size_t errlen)
+{
+    for (uint32_t i = 0; i < job->n_args; i++)
+        if (job->args[i].kind == NS_ARG_OUT && (!outputs || !outputs[i])) {
+            ns_cl_errf(err, errlen, "arg %u: no output buffer", i);
+            return NS_ERR_INVAL;
+        }
+    return NS_OK;
+}
+
 /* Common first steps of both calls. */
 static int s_prepare(ns_runner_t *r, const ns_job_t *job,
-                     const ns_input_t *inputs, ns_timings_t *t, char *err,
-                     size_t errlen)
+                     const ns_input_t *inputs, bool rerun, ns_timings_t *t,
+                     char *err, size_t errlen)
 {
     /* cheap checks first: hashing the inputs costs the most */
     int rc = ns_job_validate(job, err, errlen);
@@ -780,7 +871,41 @@ static int s_prepare(ns_runner_t *r, const ns_job_t *job,
     rc = s_check_inputs(job, inputs, err, errlen);
     if (rc != NS_OK)
         return rc;
-    return s_program(r, job, t, err, errlen);
+    return s_program(r, job, rerun, t, err, errlen);
+}
+
+/* Queue the read-back of every OUT buffer into outputs (a map and unmap
+ * where the device wrote them in place), one event each in c. */
+static int s_read_back(ns_runner_t *r, const ns_job_t *job, uint8_t **outputs,
+                       s_call_t *c, char *err, size_t errlen)
+{
+    cl_int e = CL_SUCCESS;
+    for (uint32_t i = 0; i < job->n_args; i++) {
+        size_t size = (size_t)job->args[i].size;
+        if (job->args[i].kind != NS_ARG_OUT)
+            continue;
+        if (r->host_unified) {
+            /* the device wrote outputs[i] in place; mapping syncs it */
+            void *p = clEnqueueMapBuffer(r->queue, c->mem[i], CL_FALSE,
+                                         CL_MAP_READ, 0, size, 0, NULL,
+                                         &c->events[c->n_events++], &e);
+            if (!p) {
+                return ns_cl_fail(err, errlen, "clEnqueueMapBuffer", e);
+            }
+            e = clEnqueueUnmapMemObject(r->queue, c->mem[i], p, 0, NULL, NULL);
+            if (e != CL_SUCCESS) {
+                return ns_cl_fail(err, errlen, "clEnqueueUnmapMemObject", e);
+            }
+        } else {
+            e = clEnqueueReadBuffer(r->queue, c->mem[i], CL_FALSE, 0, size,
+                                    outputs[i], 0, NULL,
+                                    &c->events[c->n_events++]);
+            if (e != CL_SUCCESS) {
+                return ns_cl_fail(err, errlen, "clEnqueueReadBuffer", e);
+            }
+        }
+    }
+    return NS_OK;
 }
 
 int ns_runner_run(ns_runner_t *r, const ns_job_t *job, const ns_input_t *inputs,
@@ -796,19 +921,16 @@ int ns_runner_run(ns_runner_t *r, const ns_job_t *job, const ns_input_t *inputs,
     memset(&c, 0, sizeof c);
     if (err && errlen)
         err[0] = '\0';
-    int rc = s_prepare(r, job, inputs, &tt, err, errlen);
+    int rc = s_prepare(r, job, inputs, false, &tt, err, errlen);
     if (rc != NS_OK)
         goto out;
-    for (uint32_t i = 0; i < job->n_args; i++)
-        if (job->args[i].kind == NS_ARG_OUT && (!outputs || !outputs[i])) {
-            ns_cl_errf(err, errlen, "arg %u: no output buffer", i);
-            rc = NS_ERR_INVAL;
-            goto out;
-        }
+    rc = s_check_outputs(job, outputs, err, errlen);
+    if (rc != NS_OK)
+        goto out;
     rc = s_kernel(r, job, &c, err, errlen);
     if (rc != NS_OK)
         goto out;
-    rc = s_buffers(r, job, inputs, outputs, &c, &tt, err, errlen);
+    rc = s_buffers(r, job, inputs, outputs, false, &c, &tt, err, errlen);
     if (rc != NS_OK)
         goto out;
 
@@ -828,34 +950,9 @@ int ns_runner_run(ns_runner_t *r, const ns_job_t *job, const ns_input_t *inputs,
         rc = ns_cl_fail(err, errlen, "clEnqueueNDRangeKernel", e);
         goto out;
     }
-    for (uint32_t i = 0; i < job->n_args; i++) {
-        size_t size = (size_t)job->args[i].size;
-        if (job->args[i].kind != NS_ARG_OUT)
-            continue;
-        if (r->host_unified) {
-            /* the device wrote outputs[i] in place; mapping syncs it */
-            void *p =
-                clEnqueueMapBuffer(r->queue, c.mem[i], CL_FALSE, CL_MAP_READ, 0,
-                                   size, 0, NULL, &c.events[c.n_events++], &e);
-            if (!p) {
-                rc = ns_cl_fail(err, errlen, "clEnqueueMapBuffer", e);
-                goto out;
-            }
-            e = clEnqueueUnmapMemObject(r->queue, c.mem[i], p, 0, NULL, NULL);
-            if (e != CL_SUCCESS) {
-                rc = ns_cl_fail(err, errlen, "clEnqueueUnmapMemObject", e);
-                goto out;
-            }
-        } else {
-            e = clEnqueueReadBuffer(r->queue, c.mem[i], CL_FALSE, 0, size,
-                                    outputs[i], 0, NULL,
-                                    &c.events[c.n_events++]);
-            if (e != CL_SUCCESS) {
-                rc = ns_cl_fail(err, errlen, "clEnqueueReadBuffer", e);
-                goto out;
-            }
-        }
-    }
+    rc = s_read_back(r, job, outputs, &c, err, errlen);
+    if (rc != NS_OK)
+        goto out;
     e = clFinish(r->queue);
     if (e != CL_SUCCESS) {
         rc = ns_cl_fail(err, errlen, "clFinish", e);
@@ -879,30 +976,11 @@ out:
     return rc;
 }
 
-/* Launch order of run_items: by position in dimension 0, then by index.
- * Items that share a column (of a matrix: a panel of B in sgemm) run back
- * to back and find it in cache; about 15% off an SGEMM spot check. */
-typedef struct {
-    uint64_t x;   /* position (or work-group) in dimension 0 */
-    uint64_t idx; /* item index */
-    uint32_t j;   /* place in the caller's list and output */
-} s_order_t;
-
-static int s_order_cmp(const void *pa, const void *pb)
+/* Launch origin and size of unit idx (runner.h): one work-group of the
+ * job's local size at its origin, or one work-item. */
+static void s_unit_range(const ns_job_t *job, bool group, uint64_t idx,
+                         size_t *offset, size_t *size)
 {
-    const s_order_t *a = pa, *b = pb;
-    if (a->x != b->x)
-        return a->x < b->x ? -1 : 1;
-    if (a->idx != b->idx)
-        return a->idx < b->idx ? -1 : 1;
-    return a->j < b->j ? -1 : a->j > b->j;
-}
-
-/* Launch origin and size of item idx. */
-static void s_item_range(const ns_job_t *job, uint64_t idx, size_t *offset,
-                         size_t *size)
-{
-    bool group = job->item_kind == NS_ITEM_WORK_GROUP;
     for (uint32_t d = 0; d < job->dims; d++) {
         uint64_t unit = group ? job->local[d] : 1;
         uint64_t count = job->global[d] / unit;
@@ -912,37 +990,33 @@ static void s_item_range(const ns_job_t *job, uint64_t idx, size_t *offset,
     }
 }
 
-int ns_runner_run_items(ns_runner_t *r, const ns_job_t *job,
-                        const ns_input_t *inputs, const uint64_t *items,
-                        uint32_t n, uint8_t *out, ns_timings_t *t, char *err,
-                        size_t errlen)
+int ns_runner_run_units(ns_runner_t *r, const ns_job_t *job,
+                        const ns_input_t *inputs, const uint64_t *units,
+                        uint32_t n, uint8_t **outputs, ns_timings_t *t,
+                        char *err, size_t errlen)
 {
     ns_timings_t tt;
     s_call_t c;
     cl_int e = CL_SUCCESS;
     uint32_t n_out = 0;
-    s_order_t *order = NULL;
 
-    assert(r && job && (n == 0 || (items && out)));
+    assert(r && job && (n == 0 || units));
     memset(&tt, 0, sizeof tt);
     memset(&c, 0, sizeof c);
     if (err && errlen)
         err[0] = '\0';
-    int rc = s_prepare(r, job, inputs, &tt, err, errlen);
+    int rc = s_prepare(r, job, inputs, true, &tt, err, errlen);
     if (rc != NS_OK)
         goto out;
-    if (job->item_kind == NS_ITEM_WORK_GROUP && !s_has_local(job)) {
-        ns_cl_errf(err, errlen, "work-group items need a local size");
-        rc = NS_ERR_INVAL;
+    rc = s_check_outputs(job, outputs, err, errlen);
+    if (rc != NS_OK)
         goto out;
-    }
-    uint64_t n_items = ns_job_items(job);
-    uint64_t item_bytes = ns_job_item_bytes(job);
+    uint64_t n_units = ns_job_units(job);
     for (uint32_t j = 0; j < n; j++)
-        if (items[j] >= n_items) {
-            ns_cl_errf(err, errlen, "item %llu out of range (%llu items)",
-                       (unsigned long long)items[j],
-                       (unsigned long long)n_items);
+        if (units[j] >= n_units) {
+            ns_cl_errf(err, errlen, "unit %llu out of range (%llu units)",
+                       (unsigned long long)units[j],
+                       (unsigned long long)n_units);
             rc = NS_ERR_INVAL;
             goto out;
         }
@@ -951,32 +1025,21 @@ int ns_runner_run_items(ns_runner_t *r, const ns_job_t *job,
     rc = s_kernel(r, job, &c, err, errlen);
     if (rc != NS_OK)
         goto out;
-    rc = s_buffers(r, job, inputs, NULL, &c, &tt, err, errlen);
+    rc = s_buffers(r, job, inputs, outputs, true, &c, &tt, err, errlen);
     if (rc != NS_OK)
         goto out;
-    c.events = calloc((size_t)S_ITEM_BATCH * (1 + n_out), sizeof *c.events);
-    order = calloc(n ? n : 1, sizeof *order);
-    if (!c.events || !order) {
+    c.events = calloc((size_t)S_ITEM_BATCH + n_out, sizeof *c.events);
+    if (!c.events) {
         rc = NS_ERR_NOMEM;
         goto out;
     }
-    for (uint32_t j = 0; j < n; j++) {
-        uint64_t unit =
-            job->item_kind == NS_ITEM_WORK_GROUP ? job->local[0] : 1;
-        order[j].x = items[j] % (job->global[0] / unit);
-        order[j].idx = items[j];
-        order[j].j = j;
-    }
-    qsort(order, n, sizeof *order, s_order_cmp);
-
-    /* Batches of launches and slice reads, one clFinish each: the queue is
-     * in order, so a read follows its launch. */
+    bool group = s_has_local(job);
+    /* Batches of launches, one clFinish each (the queue is in order). */
     for (uint32_t b0 = 0; b0 < n; b0 += S_ITEM_BATCH) {
         uint32_t b1 = n - b0 < S_ITEM_BATCH ? n : b0 + S_ITEM_BATCH;
-        for (uint32_t o = b0; o < b1; o++) {
-            uint32_t j = order[o].j;
+        for (uint32_t j = b0; j < b1; j++) {
             size_t offset[3], size[3];
-            s_item_range(job, items[j], offset, size);
+            s_unit_range(job, group, units[j], offset, size);
             e = clEnqueueNDRangeKernel(r->queue, c.kernel, job->dims, offset,
                                        size, size, 0, NULL,
                                        &c.events[c.n_events++]);
@@ -984,30 +1047,22 @@ int ns_runner_run_items(ns_runner_t *r, const ns_job_t *job,
                 rc = ns_cl_fail(err, errlen, "clEnqueueNDRangeKernel", e);
                 goto out;
             }
-            uint8_t *dst = out + (size_t)j * item_bytes;
-            for (uint32_t i = 0; i < job->n_args; i++) {
-                const ns_arg_t *a = &job->args[i];
-                if (a->kind != NS_ARG_OUT)
-                    continue;
-                e = clEnqueueReadBuffer(r->queue, c.mem[i], CL_FALSE,
-                                        (size_t)(items[j] * a->item_bytes),
-                                        a->item_bytes, dst, 0, NULL,
-                                        &c.events[c.n_events++]);
-                if (e != CL_SUCCESS) {
-                    rc = ns_cl_fail(err, errlen, "clEnqueueReadBuffer", e);
-                    goto out;
-                }
-                dst += a->item_bytes;
-            }
+        }
+        bool last = b1 == n;
+        if (last) {
+            rc = s_read_back(r, job, outputs, &c, err, errlen);
+            if (rc != NS_OK)
+                goto out;
         }
         e = clFinish(r->queue);
         if (e != CL_SUCCESS) {
             rc = ns_cl_fail(err, errlen, "clFinish", e);
             goto out;
         }
+        uint32_t launches = b1 - b0;
         for (size_t k = 0; k < c.n_events; k++) {
             cl_int st = s_event_status(c.events[k]);
-            bool launch = k % (1 + n_out) == 0;
+            bool launch = k < launches;
             if (st < 0) {
                 rc = ns_cl_fail(err, errlen, launch ? "kernel" : "read back",
                                 st);
@@ -1020,9 +1075,13 @@ int ns_runner_run_items(ns_runner_t *r, const ns_job_t *job,
         }
         s_call_release_events(&c);
     }
+    if (n == 0) {
+        rc = s_read_back(r, job, outputs, &c, err, errlen);
+        if (rc == NS_OK && (e = clFinish(r->queue)) != CL_SUCCESS)
+            rc = ns_cl_fail(err, errlen, "clFinish", e);
+    }
 out:
     s_call_release(r, &c);
-    free(order);
     if (t)
         *t = tt;
     return rc;

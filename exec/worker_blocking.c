@@ -39,45 +39,59 @@ static int s_run_wait(ns_worker_t *w, ns_worker_result_t *res, char *err,
     return NS_OK;
 }
 
+/* Hand the result's OUT buffers to the caller. */
+static void s_take_outputs(ns_worker_result_t *res, const ns_job_t *job,
+                           uint8_t **outputs, ns_timings_t *t)
+{
+    for (uint32_t i = 0; i < job->n_args; i++) {
+        outputs[i] = res->outputs[i];
+        res->outputs[i] = NULL;
+    }
+    if (t)
+        *t = res->timings;
+    ns_worker_result_release(res);
+}
+
 int ns_worker_run(ns_worker_t *w, const ns_job_t *job, const ns_input_t *inputs,
                   uint8_t **outputs, ns_timings_t *t, char *err, size_t errlen)
 {
     ns_worker_result_t res;
     int rc = ns_worker_submit(w, job, inputs, NULL, 0, err, errlen);
-    if (rc != NS_OK)
-        return rc;
-    rc = s_run_wait(w, &res, err, errlen);
-    if (rc != NS_OK)
-        return rc;
-    for (uint32_t i = 0; i < job->n_args; i++) {
-        outputs[i] = res.outputs[i];
-        res.outputs[i] = NULL;
-    }
-    if (t)
-        *t = res.timings;
-    ns_worker_result_release(&res);
-    return NS_OK;
+    if (rc == NS_OK)
+        rc = s_run_wait(w, &res, err, errlen);
+    if (rc == NS_OK)
+        s_take_outputs(&res, job, outputs, t);
+    return rc;
 }
 
-int ns_worker_run_items(ns_worker_t *w, const ns_job_t *job,
-                        const ns_input_t *inputs, const uint64_t *items,
-                        uint32_t n, uint8_t *out, ns_timings_t *t, char *err,
-                        size_t errlen)
+int ns_worker_run_units(ns_worker_t *w, const ns_job_t *job,
+                        const ns_input_t *inputs, const uint64_t *units,
+                        uint32_t n, uint8_t **outputs, ns_timings_t *t,
+                        char *err, size_t errlen)
 {
     ns_worker_result_t res;
-    if (!items) {
-        snprintf(err, errlen, "no items to re-run");
+    if (!units) {
+        snprintf(err, errlen, "no units to re-run");
         return NS_ERR_INVAL;
     }
-    int rc = ns_worker_submit(w, job, inputs, items, n, err, errlen);
-    if (rc != NS_OK)
-        return rc;
-    rc = s_run_wait(w, &res, err, errlen);
-    if (rc != NS_OK)
-        return rc;
-    memcpy(out, res.items, res.items_len);
-    if (t)
-        *t = res.timings;
-    ns_worker_result_release(&res);
-    return NS_OK;
+    int rc = ns_worker_submit(w, job, inputs, units, n, err, errlen);
+    if (rc == NS_OK)
+        rc = s_run_wait(w, &res, err, errlen);
+    if (rc == NS_OK)
+        s_take_outputs(&res, job, outputs, t);
+    return rc;
+}
+
+int ns_worker_check_fraud(ns_worker_t *w, const ns_fraud_proof_t *p,
+                          const ns_input_t *inputs, char *err, size_t errlen)
+{
+    ns_worker_result_t res;
+    int rc = ns_worker_submit_fraud(w, p, inputs, err, errlen);
+    if (rc == NS_OK)
+        rc = s_run_wait(w, &res, err, errlen);
+    if (rc == NS_OK) {
+        snprintf(err, errlen, "%s", res.error);
+        ns_worker_result_release(&res);
+    }
+    return rc;
 }

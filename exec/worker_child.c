@@ -1,6 +1,6 @@
 /* worker_child.c - the sandboxed worker process (worker.h): `nightshift
- * worker` opens one OpenCL device, then serves RUN and ITEMS requests from
- * its supervisor (worker_supervisor.c) until EOF.
+ * worker` opens one OpenCL device, then serves RUN, ITEMS and FRAUD requests
+ * from its supervisor (worker_supervisor.c) until EOF.
  *
  * Blocking reads and writes, one request at a time. Before it opens
  * OpenCL it closes inherited descriptors, sets RLIMIT_CORE 0, asks to die
@@ -10,6 +10,7 @@
 #include "nightshift/log.h"
 #include "nightshift/runner.h"
 #include "nightshift/util.h"
+#include "nightshift/verify.h"
 #include "nightshift/worker.h"
 #include "nightshift/worker_frame.h"
 
@@ -280,6 +281,7 @@ static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
     memset(&t, 0, sizeof t);
     memset(&q, 0, sizeof q);
     ns_job_init(&q.job);
+    ns_job_init(&q.proof.job);
     rc = s_read_full(fd, lenbuf, sizeof lenbuf, eof);
     if (rc != NS_OK)
         goto out;
@@ -303,7 +305,7 @@ static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
                  ns_errname(rc), err);
         goto out;
     }
-    const ns_job_t *job = &q.job;
+    const ns_job_t *job = q.type == NS_WORKER_MSG_FRAUD ? &q.proof.job : &q.job;
     const uint64_t *items = q.items;
     uint32_t type = q.type, n_items = q.n_items;
 
@@ -332,7 +334,7 @@ static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
         inputs[i].verified = q.verified;
     }
 
-    uint64_t n_job_items = ns_job_items(job);
+    uint64_t n_job_units = ns_job_units(job);
     if (status == NS_OK && job->source_len > a->max_source_bytes) {
         ns_worker_fmt_bytes(sa, sizeof sa, job->source_len);
         ns_worker_fmt_bytes(sb, sizeof sb, a->max_source_bytes);
@@ -340,26 +342,22 @@ static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
                  sa, sb);
         status = NS_ERR_TOOBIG;
     }
-    if (status == NS_OK && (type == NS_WORKER_MSG_RUN) != (n_items == 0)) {
+    if (status == NS_OK && (type == NS_WORKER_MSG_ITEMS) != (n_items > 0)) {
         snprintf(err, sizeof err, "%s request with %" PRIu32 " items",
                  ns_worker_mode_name((int)type), n_items);
         status = NS_ERR_INVAL;
     }
     for (uint32_t i = 0; i < n_items && status == NS_OK; i++) {
-        if (items[i] >= n_job_items) {
-            snprintf(err, sizeof err, "item %" PRIu64 " is out of range",
+        if (items[i] >= n_job_units) {
+            snprintf(err, sizeof err, "unit %" PRIu64 " is out of range",
                      items[i]);
             status = NS_ERR_INVAL;
         }
     }
-    if (status == NS_OK) {
-        if (type == NS_WORKER_MSG_RUN) {
-            for (uint32_t i = 0; i < job->n_args; i++)
-                if (job->args[i].kind == NS_ARG_OUT)
-                    region_len += s_round_up(job->args[i].size);
-        } else {
-            region_len = (uint64_t)n_items * ns_job_item_bytes(job);
-        }
+    if (status == NS_OK && type != NS_WORKER_MSG_FRAUD) {
+        for (uint32_t i = 0; i < job->n_args; i++)
+            if (job->args[i].kind == NS_ARG_OUT)
+                region_len += s_round_up(job->args[i].size);
         region = s_alloc(region_len);
         if (!region) {
             ns_worker_fmt_bytes(sa, sizeof sa, region_len);
@@ -369,34 +367,33 @@ static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
             status = NS_ERR_NOMEM;
         }
     }
-    if (status == NS_OK) {
+    if (status == NS_OK && type == NS_WORKER_MSG_FRAUD) {
+        status = ns_fraud_check(runner, &q.proof, inputs, err, sizeof err);
+    } else if (status == NS_OK) {
+        uint64_t off = 0;
+        for (uint32_t i = 0; i < job->n_args; i++) {
+            if (job->args[i].kind != NS_ARG_OUT)
+                continue;
+            outputs[i] = region + off;
+            off += s_round_up(job->args[i].size);
+        }
         if (type == NS_WORKER_MSG_RUN) {
-            uint64_t off = 0;
-            for (uint32_t i = 0; i < job->n_args; i++) {
-                if (job->args[i].kind != NS_ARG_OUT)
-                    continue;
-                outputs[i] = region + off;
-                off += s_round_up(job->args[i].size);
-            }
             status = ns_runner_run(runner, job, inputs, outputs, &t, err,
                                    sizeof err);
         } else {
-            status = ns_runner_run_items(runner, job, inputs, items, n_items,
-                                         region, &t, err, sizeof err);
+            memset(region, 0, (size_t)region_len);
+            status = ns_runner_run_units(runner, job, inputs, items, n_items,
+                                         outputs, &t, err, sizeof err);
         }
     }
     if (status != NS_OK && err[0] == '\0')
         snprintf(err, sizeof err, "%s", ns_strerror(status));
     rc = s_send_result(fd, status, err, &t);
-    if (rc == NS_OK && status == NS_OK) {
+    if (rc == NS_OK && status == NS_OK && type != NS_WORKER_MSG_FRAUD) {
         /* raw outputs, in argument order, without the alignment gaps */
-        if (type == NS_WORKER_MSG_RUN) {
-            for (uint32_t i = 0; i < job->n_args && rc == NS_OK; i++)
-                if (job->args[i].kind == NS_ARG_OUT)
-                    rc = s_write_full(fd, outputs[i], job->args[i].size);
-        } else {
-            rc = s_write_full(fd, region, region_len);
-        }
+        for (uint32_t i = 0; i < job->n_args && rc == NS_OK; i++)
+            if (job->args[i].kind == NS_ARG_OUT)
+                rc = s_write_full(fd, outputs[i], job->args[i].size);
     }
 out:
     for (uint32_t i = 0; i < NS_MAX_ARGS; i++)
@@ -405,6 +402,7 @@ out:
     free(q.items);
     free(head);
     ns_job_release(&q.job);
+    ns_fraud_release(&q.proof);
     return rc;
 }
 

@@ -88,6 +88,26 @@ int ns_worker_request_pack(msgpack_sbuffer *sb, const ns_job_t *job,
     return NS_OK;
 }
 
+int ns_worker_fraud_pack(msgpack_sbuffer *sb, const ns_fraud_proof_t *p,
+                         bool verified)
+{
+    msgpack_packer pk;
+    s_frame_begin(sb, &pk);
+    msgpack_pack_array(&pk, 3);
+    msgpack_pack_uint32(&pk, NS_WORKER_MSG_FRAUD);
+    ns_fraud_pack(&pk, p);
+    if (verified)
+        msgpack_pack_true(&pk);
+    else
+        msgpack_pack_false(&pk);
+    if (!sb->data || sb->size - NS_WORKER_FRAME_LEN > NS_WORKER_MAX_REQUEST) {
+        msgpack_sbuffer_destroy(sb);
+        return NS_ERR_TOOBIG;
+    }
+    s_frame_end(sb);
+    return NS_OK;
+}
+
 int ns_worker_request_read(const uint8_t *head, size_t len,
                            ns_worker_request_t *q, char *err, size_t errlen)
 {
@@ -97,11 +117,23 @@ int ns_worker_request_read(const uint8_t *head, size_t len,
     q->n_items = 0;
     q->verified = false;
     ns_mpr_init(&r, head, len);
-    ns_mpr_array_exact(&r, 4);
+    uint32_t n = 0;
+    ns_mpr_array(&r, &n, 4);
     ns_mpr_u32(&r, &q->type);
+    if (r.err == NS_OK && q->type == NS_WORKER_MSG_FRAUD && n == 3) {
+        if (ns_fraud_read(&r, &q->proof, err, errlen) != NS_OK &&
+            r.err == NS_OK)
+            r.err = NS_ERR_INVAL;
+        ns_mpr_bool(&r, &q->verified);
+        return ns_mpr_end(&r);
+    }
+    if (r.err == NS_OK && n != 4)
+        r.err = NS_ERR_TYPE;
     if (r.err == NS_OK && q->type != NS_WORKER_MSG_RUN &&
-        q->type != NS_WORKER_MSG_ITEMS)
+        q->type != NS_WORKER_MSG_ITEMS && q->type != NS_WORKER_MSG_FRAUD)
         r.err = NS_ERR_MSGTYPE;
+    if (r.err == NS_OK && q->type == NS_WORKER_MSG_FRAUD)
+        r.err = NS_ERR_TYPE;
     if (r.err == NS_OK && ns_job_read(&r, &q->job, err, errlen) != NS_OK &&
         r.err == NS_OK)
         r.err = NS_ERR_INVAL;
@@ -171,5 +203,7 @@ void ns_worker_fmt_bytes(char *out, size_t cap, uint64_t b)
 
 const char *ns_worker_mode_name(int type)
 {
-    return type == NS_WORKER_MSG_ITEMS ? "items" : "run";
+    return type == NS_WORKER_MSG_ITEMS   ? "items"
+           : type == NS_WORKER_MSG_FRAUD ? "fraud"
+                                         : "run";
 }

@@ -99,13 +99,12 @@ struct ns_worker {
     uint64_t rseg_off;
 
     /* the job between submit and result */
-    bool pending;         /* submitted, result not delivered yet */
-    bool dispatched;      /* its request is being (or was) written */
-    bool sent_all;        /* the whole request is written */
-    int mode;             /* NS_WORKER_MSG_RUN or NS_WORKER_MSG_ITEMS */
-    ns_job_t job;         /* shallow copy, source NULL: sizes for the reply */
-    uint64_t items_bytes; /* ITEMS: n * item_bytes */
-    msgpack_sbuffer req;  /* request frame (head) */
+    bool pending;        /* submitted, result not delivered yet */
+    bool dispatched;     /* its request is being (or was) written */
+    bool sent_all;       /* the whole request is written */
+    int mode;            /* NS_WORKER_MSG_RUN, _ITEMS or _FRAUD */
+    ns_job_t job;        /* shallow copy, source NULL: sizes for the reply */
+    msgpack_sbuffer req; /* request frame (head) */
     bool req_live;
     s_wseg_t wseg[1 + NS_MAX_ARGS];
     uint32_t n_wseg, wseg_i;
@@ -150,9 +149,6 @@ static void s_finish_keep(ns_worker_t *w, int status)
             free(res->outputs[i]);
             res->outputs[i] = NULL;
         }
-        free(res->items);
-        res->items = NULL;
-        res->items_len = 0;
         memset(&res->timings, 0, sizeof res->timings);
     }
     res->wall_us = ns_mono_us() - w->submit_us;
@@ -430,9 +426,11 @@ static void s_on_result(ns_worker_t *w)
     s_sanitize(res->error, sizeof res->error, reply.error, reply.error_len);
     free(w->head);
     w->head = NULL;
-    if (status != NS_OK) {
+    if (status != NS_OK || w->mode == NS_WORKER_MSG_FRAUD) {
+        /* a FRAUD verdict has no data after it */
         w->state = S_IDLE;
         w->rphase = R_LEN;
+        res->timings = t;
         s_finish_keep(w, (int)status);
         return;
     }
@@ -440,26 +438,16 @@ static void s_on_result(ns_worker_t *w)
     /* Output sizes come from our copy of the job, never from the worker. */
     w->n_rseg = w->rseg_i = 0;
     w->rseg_off = 0;
-    if (w->mode == NS_WORKER_MSG_RUN) {
-        for (uint32_t i = 0; i < w->job.n_args; i++) {
-            if (w->job.args[i].kind != NS_ARG_OUT)
-                continue;
-            uint64_t size = w->job.args[i].size;
-            res->outputs[i] = malloc(size ? size : 1);
-            if (!res->outputs[i])
-                goto nomem;
-            w->rseg[w->n_rseg].p = res->outputs[i];
-            w->rseg[w->n_rseg].len = size;
-            w->n_rseg++;
-        }
-    } else {
-        res->items = malloc(w->items_bytes ? w->items_bytes : 1);
-        if (!res->items)
+    for (uint32_t i = 0; i < w->job.n_args; i++) {
+        if (w->job.args[i].kind != NS_ARG_OUT)
+            continue;
+        uint64_t size = w->job.args[i].size;
+        res->outputs[i] = malloc(size ? size : 1);
+        if (!res->outputs[i])
             goto nomem;
-        res->items_len = w->items_bytes;
-        w->rseg[0].p = res->items;
-        w->rseg[0].len = w->items_bytes;
-        w->n_rseg = 1;
+        w->rseg[w->n_rseg].p = res->outputs[i];
+        w->rseg[w->n_rseg].len = size;
+        w->n_rseg++;
     }
     w->rphase = R_DATA;
     return;
@@ -693,7 +681,6 @@ void ns_worker_result_release(ns_worker_result_t *res)
         return;
     for (uint32_t i = 0; i < NS_MAX_ARGS; i++)
         free(res->outputs[i]);
-    free(res->items);
     memset(res, 0, sizeof *res);
 }
 
@@ -755,9 +742,11 @@ void ns_worker_stats(const ns_worker_t *w, ns_worker_stats_t *out)
     *out = w->stats;
 }
 
-int ns_worker_submit(ns_worker_t *w, const ns_job_t *job,
-                     const ns_input_t *inputs, const uint64_t *items,
-                     uint32_t n, char *err, size_t errlen)
+/* Both kinds of submission: a job (whole, or units) or a fraud proof
+ * (job is then the proof's descriptor). */
+static int s_submit(ns_worker_t *w, const ns_job_t *job,
+                    const ns_input_t *inputs, const uint64_t *items, uint32_t n,
+                    const ns_fraud_proof_t *proof, char *err, size_t errlen)
 {
     char a[32], b[32];
     int rc;
@@ -789,24 +778,24 @@ int ns_worker_submit(ns_worker_t *w, const ns_job_t *job,
             return NS_ERR_INVAL;
         }
     }
-    uint64_t n_items = ns_job_items(job);
+    uint64_t n_units = ns_job_units(job);
     if (items) {
         if (n == 0 || n > NS_WORKER_MAX_ITEMS) {
-            snprintf(err, errlen, "%" PRIu32 " items to re-run: must be 1..%d",
+            snprintf(err, errlen, "%" PRIu32 " units to re-run: must be 1..%d",
                      n, NS_WORKER_MAX_ITEMS);
             return NS_ERR_INVAL;
         }
         for (uint32_t i = 0; i < n; i++) {
-            if (items[i] >= n_items) {
+            if (items[i] >= n_units) {
                 snprintf(err, errlen,
-                         "item %" PRIu64
-                         " is out of range (the job has %" PRIu64 " items)",
-                         items[i], n_items);
+                         "unit %" PRIu64
+                         " is out of range (the job has %" PRIu64 " units)",
+                         items[i], n_units);
                 return NS_ERR_INVAL;
             }
         }
     } else if (n != 0) {
-        snprintf(err, errlen, "%" PRIu32 " items given without a list", n);
+        snprintf(err, errlen, "%" PRIu32 " units given without a list", n);
         return NS_ERR_INVAL;
     }
     rc = s_check_device(w, job, err, errlen);
@@ -818,7 +807,9 @@ int ns_worker_submit(ns_worker_t *w, const ns_job_t *job,
     for (uint32_t i = 0; i < job->n_args; i++)
         if (job->args[i].kind == NS_ARG_IN && !inputs[i].verified)
             verified = false;
-    if (ns_worker_request_pack(&w->req, job, items, n, verified) != NS_OK) {
+    if ((proof ? ns_worker_fraud_pack(&w->req, proof, verified)
+               : ns_worker_request_pack(&w->req, job, items, n, verified)) !=
+        NS_OK) {
         s_request_free(w);
         snprintf(err, errlen, "the job descriptor is over %d bytes",
                  NS_WORKER_MAX_REQUEST);
@@ -846,8 +837,9 @@ int ns_worker_submit(ns_worker_t *w, const ns_job_t *job,
     }
     w->job = *job;
     w->job.source = NULL; /* a shallow copy: never freed, never read */
-    w->mode = items ? NS_WORKER_MSG_ITEMS : NS_WORKER_MSG_RUN;
-    w->items_bytes = items ? (uint64_t)n * ns_job_item_bytes(job) : 0;
+    w->mode = proof   ? NS_WORKER_MSG_FRAUD
+              : items ? NS_WORKER_MSG_ITEMS
+                      : NS_WORKER_MSG_RUN;
     memset(&w->res, 0, sizeof w->res);
     w->pending = true;
     w->dispatched = false;
@@ -856,6 +848,19 @@ int ns_worker_submit(ns_worker_t *w, const ns_job_t *job,
     if (w->state == S_IDLE)
         s_dispatch(w);
     return NS_OK;
+}
+
+int ns_worker_submit(ns_worker_t *w, const ns_job_t *job,
+                     const ns_input_t *inputs, const uint64_t *items,
+                     uint32_t n, char *err, size_t errlen)
+{
+    return s_submit(w, job, inputs, items, n, NULL, err, errlen);
+}
+
+int ns_worker_submit_fraud(ns_worker_t *w, const ns_fraud_proof_t *p,
+                           const ns_input_t *inputs, char *err, size_t errlen)
+{
+    return s_submit(w, &p->job, inputs, NULL, 0, p, err, errlen);
 }
 
 int ns_worker_collect(ns_worker_t *w, ns_worker_result_t *res)

@@ -268,11 +268,12 @@ static int s_on_job(ns_provider_t *p, const ns_node_msg_t *m)
                 req.jobs_posted, req.jobs_settled_as_requester);
         return NS_OK;
     }
-    ns_offer_t offer = {p->o.devices, p->o.n_devices, p->o.cfg->price,
-                        me.staked,    1,              p->o.cfg->region};
+    ns_offer_t offer = {
+        p->o.devices,    p->o.n_devices, p->o.cfg->price, me.staked, 1,
+        p->o.cfg->region};
     uint32_t dev = 0;
-    if (ns_reqs_check(&a.reqs, &offer, a.collateral, a.max_price,
-                      a.work_flops, &dev))
+    if (ns_reqs_check(&a.reqs, &offer, a.collateral, a.max_price, a.work_flops,
+                      &dev))
         return NS_OK;
     s_job_t *j = NULL, *oldest_bid = NULL;
     for (int i = 0; i < S_MAX_JOBS && !j; i++) {
@@ -405,8 +406,8 @@ static int s_descriptor_done(ns_provider_t *p, s_job_t *j)
     }
     for (uint32_t i = 0; i < j->job.n_args; i++)
         if (j->job.args[i].kind == NS_ARG_IN &&
-            ns_fetch_add(&j->fetch, NS_BLOB_INPUT(i), NULL,
-                         j->job.args[i].size, 0) != NS_OK) {
+            ns_fetch_add(&j->fetch, NS_BLOB_INPUT(i), NULL, j->job.args[i].size,
+                         0) != NS_OK) {
             s_fail(p, j, "out of memory for inputs");
             return NS_ERR_NOMEM;
         }
@@ -505,7 +506,6 @@ static void s_start_run(ns_provider_t *p, s_job_t *j)
 static void s_apply_fault(ns_provider_t *p, s_job_t *j)
 {
     const ns_fault_t *f = &p->o.fault;
-    uint64_t n = ns_job_items(&j->job);
     for (uint32_t i = 0; i < j->job.n_args; i++) {
         const ns_arg_t *a = &j->job.args[i];
         if (a->kind != NS_ARG_OUT || !j->res.outputs[i])
@@ -513,13 +513,21 @@ static void s_apply_fault(ns_provider_t *p, s_job_t *j)
         if (f->garbage) {
             randombytes_buf(j->res.outputs[i], a->size);
         } else if (f->lazy > 0) {
-            /* a lazy provider skips a fraction of the items: their bytes
-             * are left as zero instead of computed */
-            for (uint64_t it = 0; it < n; it++)
-                if (randombytes_uniform(1000000) <
-                    (uint32_t)(f->lazy * 1000000))
-                    memset(j->res.outputs[i] + it * a->item_bytes, 0xA5,
-                           a->item_bytes);
+            /* a lazy provider skips a fraction of its work: that share
+             * of the 4-byte words of every output is junk instead of
+             * computed (per word, so that a job of few large units has
+             * wrong units too) */
+            uint64_t x = ((uint64_t)randombytes_random() << 32) |
+                         randombytes_random() | 1;
+            uint64_t cut = (uint64_t)(f->lazy * 4294967296.0);
+            for (uint64_t w = 0; w < a->size; w += 4) {
+                x ^= x >> 12; /* xorshift64*: fast, test networks only */
+                x ^= x << 25;
+                x ^= x >> 27;
+                if (((x * UINT64_C(0x2545F4914F6CDD1D)) >> 32) < cut)
+                    memset(j->res.outputs[i] + w, 0xA5,
+                           a->size - w < 4 ? (size_t)(a->size - w) : 4);
+            }
         }
     }
 }
@@ -585,10 +593,9 @@ static int s_on_fetch(ns_provider_t *p, const ns_node_msg_t *m)
     }
     if ((rc = ns_transfer_serve(&c, data, total, &p->body)) != NS_OK)
         return rc;
-    p->stats.served_bytes += c.len < total - c.offset ? c.len
-                                                      : total - c.offset;
-    return m->reply(m->reply_ctx, NS_MSG_MKT_CHUNK, p->body.data,
-                    p->body.len);
+    p->stats.served_bytes +=
+        c.len < total - c.offset ? c.len : total - c.offset;
+    return m->reply(m->reply_ctx, NS_MSG_MKT_CHUNK, p->body.data, p->body.len);
 }
 
 /* ---- timer
@@ -744,8 +751,7 @@ ns_provider_t *ns_provider_new(const ns_provider_opts_t *o,
         b.amount = o->cfg->stake - a.staked;
         if (b.amount > a.free)
             b.amount = a.free;
-        if (b.amount &&
-            io->append(io->user, NS_ENTRY_STAKE, &b, id) == NS_OK)
+        if (b.amount && io->append(io->user, NS_ENTRY_STAKE, &b, id) == NS_OK)
             ns_info(NS_MOD_MARKET, "event=staked amount=%llu",
                     (unsigned long long)b.amount);
     }

@@ -110,8 +110,7 @@ static int s_append(ns_requester_t *q, uint8_t type, ns_entry_body_t *b,
     return rc;
 }
 
-static void s_cancel(ns_requester_t *q, const ns_hash_t accept_id,
-                     bool reopen)
+static void s_cancel(ns_requester_t *q, const ns_hash_t accept_id, bool reopen)
 {
     ns_entry_body_t b;
     ns_hash_t id;
@@ -150,9 +149,9 @@ static bool s_count_provider(void *u, const uint8_t *id,
     x->seen++;
     ns_offer_t offer;
     ns_offer_from_heartbeat(&offer, hb);
-    uint32_t fail = ns_reqs_check(&x->q->o.reqs, &offer, x->q->o.collateral,
-                                  x->q->o.max_price, x->q->ann.work_flops,
-                                  NULL);
+    uint32_t fail =
+        ns_reqs_check(&x->q->o.reqs, &offer, x->q->o.collateral,
+                      x->q->o.max_price, x->q->ann.work_flops, NULL);
     if (!fail)
         x->qualified++;
     for (int b = 0; b < NS_REQ_COUNT; b++)
@@ -171,8 +170,8 @@ static void s_explain(ns_requester_t *q, char *out, size_t cap)
                                    x.seen);
     for (int b = 0; b < NS_REQ_COUNT && used < cap; b++) {
         char what[64];
-        ns_reqs_describe(&q->o.reqs, 1u << b, q->o.collateral,
-                         q->o.max_price, what, sizeof what);
+        ns_reqs_describe(&q->o.reqs, 1u << b, q->o.collateral, q->o.max_price,
+                         what, sizeof what);
         if ((1u << b) == NS_REQ_REGION && !q->o.reqs.region[0])
             continue;
         used += (size_t)snprintf(out + used, cap - used, "%s %s: %u of %u",
@@ -254,8 +253,7 @@ static int s_on_fetch(ns_requester_t *q, const ns_node_msg_t *m)
     }
     if ((rc = ns_transfer_serve(&c, data, total, &q->body)) != NS_OK)
         return rc;
-    return m->reply(m->reply_ctx, NS_MSG_MKT_CHUNK, q->body.data,
-                    q->body.len);
+    return m->reply(m->reply_ctx, NS_MSG_MKT_CHUNK, q->body.data, q->body.len);
 }
 
 static void s_fetch_outputs(ns_requester_t *q)
@@ -291,16 +289,9 @@ static void s_restart(ns_requester_t *q, const char *why);
 static int s_reproduce(ns_requester_t *q, char *err, size_t errlen)
 {
     uint64_t unit = 0;
-    uint64_t bytes = ns_job_item_bytes(q->o.job);
-    uint8_t *out = malloc(bytes ? bytes : 1);
-    if (!out) {
-        snprintf(err, errlen, "out of memory");
-        return NS_ERR_NOMEM;
-    }
-    int rc = ns_runner_run_items(q->runner, q->o.job, q->o.inputs, &unit, 1,
-                                 out, NULL, err, errlen);
-    free(out);
-    return rc;
+    /* into our output buffers: a later fetch overwrites them */
+    return ns_runner_run_units(q->runner, q->o.job, q->o.inputs, &unit, 1,
+                               q->o.outputs, NULL, err, errlen);
 }
 
 /* The winner says the job failed on its side. A failure the job itself
@@ -396,8 +387,7 @@ int ns_requester_on_msg(ns_requester_t *q, const ns_node_msg_t *m)
 static void s_announce(ns_requester_t *q)
 {
     q->ann.bid_window_ms =
-        q->o.bid_window_ms +
-        (q->rc.slashed ? NS_POLICY_SLASH_BID_EXTRA_MS : 0);
+        q->o.bid_window_ms + (q->rc.slashed ? NS_POLICY_SLASH_BID_EXTRA_MS : 0);
     if (!q->t_announce_ms)
         q->t_announce_ms = s_mono(q);
     q->round++;
@@ -467,8 +457,8 @@ static void s_award(ns_requester_t *q)
                      ? ns_reputation(&a)
                      : 0;
     }
-    int w = ns_auction_pick(q->bids, rep, q->bid_us, q->n_bids,
-                            q->o.max_price, &q->ann);
+    int w = ns_auction_pick(q->bids, rep, q->bid_us, q->n_bids, q->o.max_price,
+                            &q->ann);
     if (w < 0) {
         char why[sizeof q->rc.error];
         s_explain(q, why, sizeof why);
@@ -524,13 +514,12 @@ static void s_settle(ns_requester_t *q, const ns_ledger_job_t *lj)
     }
     q->rc.price = lj->price;
     q->rc.refund = lj->escrow - lj->price;
-    if (q->o.deliver &&
-        q->o.deliver(q->o.deliver_user, q->rc.error, sizeof q->rc.error) !=
-            NS_OK) {
+    if (q->o.deliver && q->o.deliver(q->o.deliver_user, q->rc.error,
+                                     sizeof q->rc.error) != NS_OK) {
         s_fail(q, "%s", q->rc.error);
         return;
     }
-    s_say(q, "verified: %u/%u items match; settled, outputs written",
+    s_say(q, "verified: %u/%u units match; settled, outputs written",
           q->check.checked, q->check.checked);
     s_phase(q, NS_RQ_DONE);
 }
@@ -541,9 +530,9 @@ static void s_slash(ns_requester_t *q, const ns_ledger_job_t *lj)
     ns_fraud_proof_t proof;
     ns_buf_t packed;
     ns_buf_init(&packed);
-    int rc = ns_fraud_build(&proof, q->o.job, q->o.desc_id,
-                            q->winner.provider, q->statement, NULL,
-                            q->o.outputs, q->check.first_bad);
+    int rc = ns_fraud_build(
+        &proof, q->o.job, q->o.desc_id, q->winner.provider, q->statement, NULL,
+        q->o.outputs, q->check.first_bad, q->check.bad_arg, q->check.bad_pos);
     if (rc == NS_OK)
         rc = ns_slash_proof_pack(&proof, q->o.inputs, &packed);
     ns_fraud_release(&proof);
@@ -566,7 +555,7 @@ static void s_slash(ns_requester_t *q, const ns_ledger_job_t *lj)
         q->rc.slashed++;
     }
     char why[128];
-    snprintf(why, sizeof why, "failed the check (%u of %u items wrong)%s",
+    snprintf(why, sizeof why, "failed the check (%u of %u units wrong)%s",
              q->check.mismatched, q->check.checked,
              rc == NS_OK ? ", slashed with a fraud proof" : "");
     s_restart(q, why);
@@ -581,13 +570,13 @@ static void s_verify(ns_requester_t *q)
         return;
     }
     uint32_t k = ns_job_checks(q->o.job);
-    s_say(q, "outputs received; checking %u random items of %llu",
+    s_say(q, "outputs received; checking %u random units of %llu",
           k < q->n_items ? k : (uint32_t)q->n_items,
           (unsigned long long)q->n_items);
     randombytes_buf(q->secret, sizeof q->secret);
     int rc = ns_spot_check(q->runner, q->o.job, q->o.desc_id, q->o.inputs,
-                           q->o.outputs, lj.root, q->secret, k,
-                           &q->check, err, sizeof err);
+                           q->o.outputs, lj.root, q->secret, k, &q->check, err,
+                           sizeof err);
     q->rc.verify_ms = q->check.verify_us / 1000;
     q->rc.checked = q->check.checked;
     if (rc == NS_ERR_PROOF) {
@@ -688,8 +677,7 @@ static void s_post(ns_requester_t *q)
     if (ns_ledger_account(q->ledger, self, &me) == NS_OK)
         q->job_seq = me.seq;
     s_say(q, "escrow of %llu credits locked (job entry %llu)",
-          (unsigned long long)q->o.max_price,
-          (unsigned long long)q->job_seq);
+          (unsigned long long)q->o.max_price, (unsigned long long)q->job_seq);
     s_announce(q);
 }
 

@@ -57,7 +57,7 @@ int ns_slash_verify(void *user, const ns_ledger_job_t *job,
     /* The proof must be about this job's RESULT on record. */
     if (memcmp(p.job_id, job->desc_id, NS_HASH_BYTES) ||
         memcmp(p.provider, provider, NS_ID_BYTES) ||
-        memcmp(p.root, root, NS_HASH_BYTES) || p.n_items != n_items)
+        memcmp(p.root, root, NS_HASH_BYTES) || p.n_units != n_items)
         goto out;
     bool have_inputs = false;
     if (r.left && r.p[0] == 0xc0) {
@@ -81,13 +81,7 @@ int ns_slash_verify(void *user, const ns_ledger_job_t *job,
     }
     if (ns_mpr_end(&r) != NS_OK)
         goto out;
-    if (ns_result_verify(p.provider, p.job_id, p.root, p.n_items, p.sig) !=
-        NS_OK)
-        goto out;
-    ns_hash_t leaf;
-    ns_item_leaf(leaf, p.job_id, p.item, p.claimed, p.claimed_len);
-    if (ns_merkle_verify(p.root, leaf, p.item, p.n_items,
-                         (const ns_hash_t *)p.path, p.depth) != NS_OK)
+    if (ns_fraud_verify_claim(&p, err, sizeof err) != NS_OK)
         goto out;
     if (!have_inputs) {
         /* Inputs too large to carry: structure and signatures only. */
@@ -106,16 +100,9 @@ int ns_slash_verify(void *user, const ns_ledger_job_t *job,
             if (!*ctx->worker)
                 goto out;
         }
-        uint8_t *mine = malloc(p.claimed_len ? p.claimed_len : 1);
-        ns_timings_t t;
-        rc = mine ? ns_worker_run_items(*ctx->worker, &p.job, inputs, &p.item,
-                                        1, mine, &t, err, sizeof err)
-                  : NS_ERR_NOMEM;
-        if (rc == NS_OK)
-            rc = ns_item_matches(&p.job, mine, p.claimed, p.claimed_len)
-                     ? NS_ERR_PROOF /* the claim was right */
-                     : NS_OK;
-        free(mine);
+        /* the sandbox re-runs the unit: a proof carries a stranger's
+         * kernel */
+        rc = ns_worker_check_fraud(*ctx->worker, &p, inputs, err, sizeof err);
     }
     if (ctx->reran)
         *ctx->reran = true;

@@ -5,16 +5,17 @@
  * name of a built-in from kernels/), an entry point, build options from an
  * allow-list, an NDRange of 1-3 dimensions, and its arguments in order.
  *
- * Items: the output is cut into items, the unit of commitment and of
- * spot-checks. An item is one work-item (item_kind WORK_ITEM) or one
- * work-group (WORK_GROUP, for kernels that share local memory). Items are
- * numbered row-major over the NDRange (x fastest). Every output buffer
- * declares item_bytes; its size must be n_items * item_bytes, and item i
- * owns bytes [i * item_bytes, (i + 1) * item_bytes) of it: the kernel must
- * write exactly there (built-ins do: out[get_global_id(0)]...). An item's
- * output is the concatenation of its slices of every output buffer, in
- * argument order. Re-running item i means launching the same kernel with
- * a global offset at item i's position and a global size of one item.
+ * Units: the unit of spot checks and fraud proofs is one work-group when
+ * the job has a local size (whatever item_kind says), otherwise one
+ * work-item. Units are numbered row-major over the groups (or items), x
+ * fastest. A unit owns the output bytes it writes, wherever they are: OUT
+ * buffers are plain sizes (item_bytes is carried on the wire for
+ * compatibility and means nothing to verification). Re-running unit u
+ * launches exactly that unit, with the job's local size, at a global
+ * offset, in a build whose index and size queries return what they
+ * returned in the full launch (runner.h, docs/PROTOCOL.md "Units").
+ * A kernel's outputs must not depend on the initial content of its OUT
+ * buffers, and no two units may write different values to one byte.
  */
 #ifndef NIGHTSHIFT_JOB_H
 #define NIGHTSHIFT_JOB_H
@@ -47,7 +48,7 @@
 
 typedef enum {
     NS_ARG_IN = 1,  /* input buffer: size and content hash */
-    NS_ARG_OUT = 2, /* output buffer: size and item_bytes */
+    NS_ARG_OUT = 2, /* output buffer: size (item_bytes informative) */
     NS_ARG_U32 = 3,
     NS_ARG_I32 = 4,
     NS_ARG_U64 = 5,
@@ -60,7 +61,8 @@ typedef enum {
 typedef struct {
     uint8_t kind;        /* ns_arg_kind */
     uint64_t size;       /* bytes: IN, OUT, LOCAL */
-    uint32_t item_bytes; /* OUT: bytes each item owns */
+    uint32_t item_bytes; /* OUT: informative, 0..NS_MAX_ITEM_BYTES (the
+                            old slice size; kept in the encoding) */
     ns_hash_t hash;      /* IN: BLAKE2b-256 of the content */
     union {
         uint32_t u32;
@@ -99,7 +101,8 @@ typedef struct {
     ns_arg_t args[NS_MAX_ARGS];
     uint8_t det;            /* ns_det_class */
     double tol;             /* for ULP/ABS/REL */
-    uint8_t item_kind;      /* ns_item_kind */
+    uint8_t item_kind;      /* ns_item_kind: informative; units are groups
+                               exactly when local sizes are given */
     uint32_t checks;        /* spot-checks k; 0 = default */
     uint64_t work_estimate; /* requester's estimate, in flops */
 } ns_job_t;
@@ -113,8 +116,8 @@ void ns_job_release(ns_job_t *job); /* frees source; job reusable */
 int ns_job_set_source(ns_job_t *job, const void *src, size_t len) NS_MUST_CHECK;
 
 /* Check every field against its cap and the rules above. err gets one line
- * naming the field ("global[1] = 0: must be >= 1", "arg 2 (out): size 100
- * != 25 items x 8 bytes"; arguments are numbered from 0, as in
+ * naming the field ("global[1] = 0: must be >= 1", "arg 2 (out): size 0:
+ * must be >= 1"; arguments are numbered from 0, as in
  * clSetKernelArg). NS_ERR_TOOBIG for a value over a named cap, NS_ERR_INVAL
  * for any other rule:
  *  - kernel: exactly one of builtin ([a-z0-9_]+) and source (no NUL bytes,
@@ -130,24 +133,27 @@ int ns_job_set_source(ns_job_t *job, const void *src, size_t len) NS_MUST_CHECK;
  *    (overflow-checked); local all 0 or all >= 1 dividing global, product
  *    <= NS_MAX_LOCAL_ITEMS; entries at or beyond dims are 0; WORK_GROUP
  *    items need local sizes.
- *  - args: 1..NS_MAX_ARGS, at least one OUT; IN size 1..NS_MAX_BUFFER; OUT
- *    item_bytes 1..NS_MAX_ITEM_BYTES and size = n_items * item_bytes <=
- *    NS_MAX_BUFFER (a multiple of 4 bytes per item unless EXACT: the
- *    tolerance compares float32 values); LOCAL size 1..NS_MAX_LOCAL_BYTES;
- *    IN + OUT sizes together <= NS_MAX_JOB_BYTES; sum of OUT item_bytes <=
- *    NS_MAX_ITEM_BYTES.
+ *  - args: 1..NS_MAX_ARGS, at least one OUT; IN and OUT size
+ *    1..NS_MAX_BUFFER; OUT item_bytes 0..NS_MAX_ITEM_BYTES (not checked
+ *    against the size); LOCAL size 1..NS_MAX_LOCAL_BYTES; IN + OUT sizes
+ *    together <= NS_MAX_JOB_BYTES.
  *  - det: EXACT needs tol +0.0; ULP an integer 1..2^20; ABS a finite tol >
  *    0; REL a tol in (0, 1). item_kind 0 or 1; checks 0..NS_MAX_CHECKS. */
 int ns_job_validate(const ns_job_t *job, char *err,
                     size_t errlen) NS_MUST_CHECK;
 
-/* Number of items (work-items or work-groups) in the NDRange; 0 when the
- * NDRange is not valid (dims, zero sizes, overflow, local not dividing). */
+/* Number of units: work-groups when the job has local sizes, else
+ * work-items; 0 when the NDRange is not valid (dims, zero sizes,
+ * overflow, local not dividing). */
+uint64_t ns_job_units(const ns_job_t *job);
+/* The same count under its old name. */
 uint64_t ns_job_items(const ns_job_t *job);
-/* Output bytes of one item: sum of item_bytes over OUT arguments. */
+/* Sum of the OUT buffer sizes. */
+uint64_t ns_job_out_bytes(const ns_job_t *job);
+/* Sum of item_bytes over OUT arguments (informative). */
 uint64_t ns_job_item_bytes(const ns_job_t *job);
 /* Spot-checks to draw: checks, or NS_JOB_DEFAULT_CHECKS when it is 0 (the
- * caller caps it at ns_job_items()). */
+ * caller caps it at ns_job_units()). */
 uint32_t ns_job_checks(const ns_job_t *job);
 
 /* Rules of ns_job_validate, for text checked before it becomes a job (the
@@ -179,8 +185,8 @@ int ns_job_id(const ns_job_t *job, ns_hash_t id) NS_MUST_CHECK;
 
 /* After all flags (and after the caller has filled IN sizes and hashes and
  * a builtin's source_hash and default entry): give every OUT argument with
- * item_bytes 0 the value size / n_items (an error if the NDRange is not
- * valid or n_items does not divide size), then ns_job_validate. */
+ * item_bytes 0 the value size / n_units when that divides (informative;
+ * left 0 otherwise), then ns_job_validate. */
 int ns_job_finalize(ns_job_t *job, char *err, size_t errlen) NS_MUST_CHECK;
 
 #endif

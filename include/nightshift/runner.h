@@ -6,27 +6,26 @@
  *
  * Programs are compiled once per (source hash, device, options, driver
  * version) and cached as binaries in cache_dir (one file per key, written
- * atomically; a corrupt cache file is ignored and rebuilt). The last
- * program is also kept in memory, so repeated runs of one job (spot
- * checks) skip even the cache file.
+ * atomically; a corrupt cache file is ignored and rebuilt). The last two
+ * programs are also kept in memory (a job's full-run build and its
+ * re-run build), so repeated runs of one job skip even the cache file.
  *
  * Memory: on devices that share host memory (CPUs, integrated GPUs) input
  * and full-run output buffers wrap the caller's memory (CL_MEM_USE_HOST_PTR,
  * no copies); elsewhere inputs are written to and outputs read from device
- * buffers. run_items allocates full-size output buffers (the kernel indexes
- * by global id) but reads back only the items' slices.
+ * buffers. run_units works on the caller's full-size output buffers too
+ * (in place, or copied to the device and back).
  * NS_RUNNER_COPY_BUFFERS=1 in the environment (read by ns_runner_new)
  * forces device buffers everywhere: the discrete-GPU path, for tests.
  *
  * A runner is not thread-safe: one thread at a time per runner.
  *
- * Errors of ns_runner_run and ns_runner_run_items, err saying why in one
+ * Errors of ns_runner_run and ns_runner_run_units, err saying why in one
  * line (a build failure: "build failed: " and the first lines of the log):
  *   NS_ERR_INVAL     the descriptor fails ns_job_validate, an input's length
  *                    differs from its argument's size, the entry point is
- *                    missing or takes another number of arguments, an item
- *                    index is out of range, WORK_GROUP items without a local
- *                    size
+ *                    missing or takes another number of arguments, a unit
+ *                    index is out of range, an OUT buffer missing
  *   NS_ERR_CORRUPT   an input or the source does not match its hash
  *   NS_ERR_VERSION   a built-in's embedded text differs from the job's
  *                    source hash (the two sides run other versions)
@@ -95,16 +94,34 @@ int ns_runner_run(ns_runner_t *r, const ns_job_t *job, const ns_input_t *inputs,
                   uint8_t **outputs, ns_timings_t *t, char *err,
                   size_t errlen) NS_MUST_CHECK;
 
-/* Re-run only the given items (each one launch with a global offset) and
- * write their outputs, n * ns_job_item_bytes(job) bytes, to out in the
- * order given (an item's output is its slice of each OUT buffer, in
- * argument order). A WORK_ITEM item runs as a work-group of one work-item
- * at its position; a WORK_GROUP item as one work-group of the job's local
- * size at its origin. Items may repeat. t may be NULL. */
-int ns_runner_run_items(ns_runner_t *r, const ns_job_t *job,
-                        const ns_input_t *inputs, const uint64_t *items,
-                        uint32_t n, uint8_t *out, ns_timings_t *t, char *err,
-                        size_t errlen) NS_MUST_CHECK;
+/* Launch-faithful re-execution: run only the given units (job.h: a
+ * work-group when the job has a local size, else a work-item), one launch
+ * each, in the order given, on the caller's full-size output buffers:
+ * outputs[i] (args[i].size bytes for each OUT argument i) is the buffer's
+ * content before the first launch and gets its content after the last.
+ * Bytes no launched unit writes keep their value. Units may repeat.
+ *
+ * Unit u is launched with the job's dims, a global offset at its origin,
+ * a global size of one unit and the job's local size (1 per dimension
+ * without one), from a build of the job's source behind the prelude of
+ * ns_runner_prelude() with -D NS_RERUN_G0/G1/G2 = the full launch's
+ * global sizes (1 beyond dims). So get_global_size, get_num_groups,
+ * get_group_id, get_global_offset (0), get_global_linear_id and
+ * get_group_linear_id return what they return in the full launch, and
+ * get_global_id, get_local_id, get_local_size, get_enqueued_local_size,
+ * get_local_linear_id and get_work_dim need no help. Barriers and
+ * __local memory see the whole group. Without a local size the full
+ * launch's group shape is the runtime's choice: a kernel that depends on
+ * it cannot be re-run faithfully (the re-run uses groups of one).
+ * The re-run build is compiled once per job and cached like other
+ * programs. t may be NULL. */
+int ns_runner_run_units(ns_runner_t *r, const ns_job_t *job,
+                        const ns_input_t *inputs, const uint64_t *units,
+                        uint32_t n, uint8_t **outputs, ns_timings_t *t,
+                        char *err, size_t errlen) NS_MUST_CHECK;
+
+/* The prelude text of re-run builds (static, NUL-terminated). */
+const char *ns_runner_prelude(void);
 
 /* Built-in kernels embedded from the kernels folder at build time. */
 typedef struct {

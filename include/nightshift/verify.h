@@ -1,30 +1,38 @@
 /* verify.h - output commitments, challenge-response spot checks and fraud
- * proofs (exec layer).
+ * proofs (exec layer). docs/PROTOCOL.md has the rules; job.h what a unit
+ * is; runner.h how one unit is re-run faithfully.
  *
- * Commitment: leaf i = H(0x00 || "nightshift/item/v1" || job_id || i as
- * u64 big-endian || item i's output bytes); the provider commits the Merkle
- * root (hash.h) over all items and signs a result statement.
+ * Commitment: every OUT argument, in argument order, is cut into chunks of
+ * NS_COMMIT_CHUNK bytes (the last one of an argument shorter); chunk c of
+ * argument a is the leaf
+ *   H(0x00 || "nightshift/chunk/v2" || job_id || a (u32 BE) || c (u64 BE)
+ *     || chunk bytes)
+ * and the Merkle root (hash.h) over all leaves is the commitment. The
+ * provider signs a result statement over job_id, the root and the number
+ * of UNITS (ns_job_units; the number of leaves follows from the job).
  * Challenge: only after the root is known, the requester draws k distinct
- * item indices from H(root || requester secret), which the provider cannot
- * predict, re-runs those items and compares them (bytes for EXACT jobs, the
- * declared tolerance otherwise).
- * Fraud proof: the signed statement, an item index, the claimed bytes and
- * their Merkle path, the job descriptor: anyone with the inputs can check
- * it by re-running that one item.
+ * units from H(root || requester secret), copies the claimed outputs into
+ * buffers of its own, re-runs the drawn units on them (one buffer set, k
+ * launches) and compares: a byte that changed was written by a drawn unit
+ * with a value other than the claim (EXACT: bytes; ULP/ABS/REL: the
+ * aligned float32 word holding it, ns_item_matches). A mismatch is
+ * attributed by re-running each drawn unit alone on two fills of the
+ * outputs (0x00, 0xFF): the bytes equal after both runs are the ones the
+ * unit writes, with that value.
+ * Fraud proof: the signed statement, a unit, an OUT argument, a byte
+ * position that unit writes, the claimed chunk holding it with its Merkle
+ * path, and the job descriptor: anyone with the inputs checks it by
+ * re-running that unit alone on the two fills.
  *
- * Cost: committing hashes every item once: two single-block BLAKE2b
- * compressions per item of up to 69 bytes (its leaf and its share of the
- * inner nodes), computed eight at a time in vector lanes and spread over
- * up to 16 threads for large outputs (about 90 ns of CPU per small item on
- * an AVX-512 core with GCC -O2). ns_commit_root and ns_commit_path need
- * O(log n) hashes plus a 32 KiB batch per thread: a 64M-item output costs
- * no copy and no per-item allocation. Only ns_commit_outputs keeps the
- * whole tree (64 bytes per item) for a caller that opens many items.
+ * Cost: committing hashes every output byte once (BLAKE2b, 16 KiB leaves,
+ * spread over up to 16 threads) plus 32 bytes of tree per 16 KiB; the
+ * spot check costs that root, one copy and one compare pass over the
+ * outputs and k unit launches (attribution, only after a mismatch, two
+ * fills, two launches and one pass per drawn unit).
  *
  * Outputs: `outputs` is indexed by argument position like ns_runner_run's;
  * outputs[i] for each OUT argument i points to args[i].size bytes (others
- * are ignored). Item i's bytes are its slices of every OUT buffer in
- * argument order (job.h), read in place.
+ * are ignored), read in place.
  */
 #ifndef NIGHTSHIFT_VERIFY_H
 #define NIGHTSHIFT_VERIFY_H
@@ -41,51 +49,57 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define NS_ITEM_TAG "nightshift/item/v1"     /* leaf domain, 18 bytes */
+#define NS_CHUNK_TAG "nightshift/chunk/v2"   /* leaf domain, 19 bytes */
+#define NS_COMMIT_CHUNK (16 * 1024)          /* output bytes per leaf */
 #define NS_RESULT_TAG "nightshift/result/v1" /* statement domain, 20 bytes */
 #define NS_RESULT_MSG_BYTES (20 + 2 * NS_HASH_BYTES + 8) /* statement */
-#define NS_FRAUD_VERSION 1 /* first field of a packed proof */
-/* A packed fraud proof: the descriptor, one item's bytes, a path. */
+#define NS_FRAUD_VERSION 2 /* first field of a packed proof */
+/* A packed fraud proof: the descriptor, one chunk, a path, small fields. */
 #define NS_MAX_FRAUD_MSG                                                       \
-    (NS_MAX_JOB_MSG + NS_MAX_ITEM_BYTES +                                      \
+    (NS_MAX_JOB_MSG + NS_COMMIT_CHUNK +                                        \
      (NS_MERKLE_MAX_DEPTH + 8) * (NS_HASH_BYTES + 2) + 256)
 
-/* Copy item `item`'s output bytes (ns_job_item_bytes) out of the full
- * output buffers. */
-void ns_item_extract(const ns_job_t *job, uint8_t *const *outputs,
-                     uint64_t item, uint8_t *out);
+/* Number of leaves of the job's commitment (chunks of all OUT arguments);
+ * 0 for a job without units or outputs. */
+uint64_t ns_commit_leaves(const ns_job_t *job);
 
-/* The commitment leaf of one item (the formula at the top). */
-void ns_item_leaf(ns_hash_t leaf, const ns_hash_t job_id, uint64_t item,
-                  const uint8_t *bytes, size_t len);
+/* The leaf holding byte pos of OUT argument arg. NS_ERR_INVAL when arg is
+ * not an OUT argument or pos is beyond its size. */
+int ns_commit_leaf_index(const ns_job_t *job, uint32_t arg, uint64_t pos,
+                         uint64_t *leaf) NS_MUST_CHECK;
 
-/* Merkle root over all items of full outputs, without keeping the tree.
- * NS_ERR_INVAL for a job without items or outputs, NS_ERR_NOMEM. */
+/* The leaf of chunk `chunk` of argument `arg` (the formula at the top). */
+void ns_chunk_leaf(ns_hash_t leaf, const ns_hash_t job_id, uint32_t arg,
+                   uint64_t chunk, const uint8_t *bytes, size_t len);
+
+/* Merkle root over the chunks of full outputs: one hashing pass, threads
+ * for outputs of 1 MiB and more, 32 bytes per leaf kept. NS_ERR_INVAL for
+ * a job without units or outputs, NS_ERR_NOMEM. */
 int ns_commit_root(const ns_job_t *job, const ns_hash_t job_id,
                    uint8_t *const *outputs, ns_hash_t root) NS_MUST_CHECK;
 
-/* The whole Merkle tree over all items (caller releases it with
- * ns_merkle_release): the same layout and root as ns_merkle_build over the
- * leaves, built in place (no copy of the leaves). 64 bytes per item. */
+/* The whole tree over the chunks (caller releases it with
+ * ns_merkle_release); the same pass as ns_commit_root. */
 int ns_commit_outputs(const ns_job_t *job, const ns_hash_t job_id,
                       uint8_t *const *outputs, ns_merkle_t *tree) NS_MUST_CHECK;
 
-/* Merkle path of one item recomputed from the outputs without a tree:
- * O(n) hashing, O(log n) memory. path holds NS_MERKLE_MAX_DEPTH hashes;
- * *depth gets the count written. NS_ERR_INVAL for an item out of range. */
+/* Merkle path of leaf `leaf` recomputed from the outputs (one pass). path
+ * holds NS_MERKLE_MAX_DEPTH hashes; *depth gets the count written.
+ * NS_ERR_INVAL for a leaf out of range. */
 int ns_commit_path(const ns_job_t *job, const ns_hash_t job_id,
-                   uint8_t *const *outputs, uint64_t item, ns_hash_t *path,
+                   uint8_t *const *outputs, uint64_t leaf, ns_hash_t *path,
                    size_t *depth) NS_MUST_CHECK;
 
 /* The provider's signed result statement:
- * sig over "nightshift/result/v1" || job_id || root || n_items (u64 BE).
+ * sig over "nightshift/result/v1" || job_id || root || n_units (u64 BE),
+ * n_units = ns_job_units(job) (the RESULT entry's n_items field).
  * ns_result_verify: NS_OK or NS_ERR_SIG. */
 void ns_result_sign(const ns_identity_t *provider, const ns_hash_t job_id,
-                    const ns_hash_t root, uint64_t n_items,
+                    const ns_hash_t root, uint64_t n_units,
                     uint8_t sig[NS_SIG_BYTES]);
 int ns_result_verify(const uint8_t provider[NS_ID_BYTES],
                      const ns_hash_t job_id, const ns_hash_t root,
-                     uint64_t n_items,
+                     uint64_t n_units,
                      const uint8_t sig[NS_SIG_BYTES]) NS_MUST_CHECK;
 
 /* min(k, n_items) distinct indices below n_items, sorted ascending, into
@@ -103,7 +117,7 @@ int ns_result_verify(const uint8_t provider[NS_ID_BYTES],
 void ns_challenge_draw(const ns_hash_t root, const uint8_t secret[32],
                        uint64_t n_items, uint32_t k, uint64_t *items);
 
-/* Compare one item's bytes under the job's determinism class.
+/* Compare bytes under the job's determinism class.
  * EXACT: the bytes. ULP/ABS/REL: the bytes as little-endian float32
  * values (a trailing len % 4 compared as bytes), each pair compared as
  * follows: two NaNs match whatever their payloads and signs; a NaN and a
@@ -117,23 +131,35 @@ bool ns_item_matches(const ns_job_t *job, const uint8_t *expected,
 
 /* Outcome of a spot check. */
 typedef struct {
-    uint32_t checked;    /* items re-run */
-    uint32_t mismatched; /* items whose bytes did not match */
-    uint64_t first_bad;  /* first (lowest) mismatching item, if mismatched */
+    uint32_t checked;    /* units re-run */
+    uint32_t mismatched; /* drawn units that write a value other than the
+                            claim (attributed by their runs alone) */
+    uint64_t first_bad;  /* first (lowest) such unit, if mismatched */
+    uint32_t bad_arg;    /* an OUT argument and byte position where */
+    uint64_t bad_pos;    /*   first_bad's write differs from the claim */
+    uint64_t changed;    /* places (bytes, or float32 words under a
+                            tolerance) the batched re-run changed beyond
+                            the tolerance; > 0 with mismatched 0 only for
+                            kernels that read their outputs or whose units
+                            overlap (err says so) */
     uint64_t verify_us;  /* requester's time for the whole check */
     uint64_t commit_us;  /* of which: recomputing the root */
-    uint64_t rerun_us;   /* of which: re-running the items */
+    uint64_t rerun_us;   /* of which: re-running (and attributing) units:
+                            the copy, the launches, the compare */
+    uint64_t launch_us;  /* device time of the batch's unit launches
+                            (event profiling), part of rerun_us */
 } ns_check_result_t;
 
 /* The requester's check given the provider's full outputs: recompute the
  * root (must equal `root`, else NS_ERR_PROOF: the outputs are not the ones
- * committed), draw min(k, n_items) items, re-run them on r with one
- * ns_runner_run_items call, compare. NS_OK means the check ran: the
- * verdict is res->mismatched (0 = passed). NS_ERR_TOOBIG for k above
- * NS_MAX_CHECKS; runner errors are returned as they are (the check could
- * not be made). res is filled on every path. Inputs the requester hashed
- * itself may be marked verified (runner.h): the re-run then skips
- * hashing them. */
+ * committed), draw min(k, n_units) units, re-run them in one batch on a
+ * copy of the claim (ns_runner_run_units), compare, and on a mismatch
+ * attribute it to units. NS_OK means the check ran: the verdict is
+ * res->mismatched (0 = passed). NS_ERR_TOOBIG for k above NS_MAX_CHECKS;
+ * runner errors are returned as they are (the check could not be made).
+ * res is filled on every path. Inputs the requester hashed itself may be
+ * marked verified (runner.h): the re-run then skips hashing them. Memory:
+ * one copy of the outputs, two after a mismatch. */
 int ns_spot_check(ns_runner_t *r, const ns_job_t *job, const ns_hash_t job_id,
                   const ns_input_t *inputs, uint8_t *const *outputs,
                   const ns_hash_t root, const uint8_t secret[32], uint32_t k,
@@ -145,42 +171,59 @@ typedef struct {
     ns_hash_t job_id; /* ns_job_id(job): derived, never read from the wire */
     uint8_t provider[NS_ID_BYTES];
     ns_hash_t root;
-    uint64_t n_items;
+    uint64_t n_units;          /* as signed in the statement */
     uint8_t sig[NS_SIG_BYTES]; /* provider's result statement signature */
-    uint64_t item;
-    uint8_t *claimed; /* the item's claimed bytes, owned */
-    size_t claimed_len;
-    ns_hash_t path[NS_MERKLE_MAX_DEPTH];
+    uint64_t unit;             /* the unit accused */
+    uint32_t arg;              /* an OUT argument (position) */
+    uint64_t pos;              /* a byte of arg that unit writes */
+    uint8_t *chunk;            /* the claimed chunk holding pos (chunk
+                                  pos / NS_COMMIT_CHUNK of arg), owned */
+    size_t chunk_len;
+    ns_hash_t path[NS_MERKLE_MAX_DEPTH]; /* the chunk's leaf to the root */
     size_t depth;
 } ns_fraud_proof_t;
 
-/* Build a proof for item `item` from the provider's outputs and tree; tree
- * may be NULL, then the path is recomputed from the outputs
- * (ns_commit_path, one pass) and the root derived from the path. job_id
- * must be ns_job_id(job) (NS_ERR_INVAL if not). On success p owns copies
- * of everything; on failure p is released. */
+/* Build a proof that unit `unit` writes byte `pos` of OUT argument `arg`
+ * otherwise than the provider's outputs claim (the spot check's first_bad,
+ * bad_arg, bad_pos). tree may be NULL, then the path is recomputed from
+ * the outputs (ns_commit_path) and the root derived from the path. job_id
+ * must be ns_job_id(job) and the position must exist (NS_ERR_INVAL if
+ * not). Whether the claim is wrong is not checked here. On success p owns
+ * copies of everything; on failure p is released. */
 int ns_fraud_build(ns_fraud_proof_t *p, const ns_job_t *job,
                    const ns_hash_t job_id, const uint8_t provider[NS_ID_BYTES],
                    const uint8_t sig[NS_SIG_BYTES], const ns_merkle_t *tree,
-                   uint8_t *const *outputs, uint64_t item) NS_MUST_CHECK;
+                   uint8_t *const *outputs, uint64_t unit, uint32_t arg,
+                   uint64_t pos) NS_MUST_CHECK;
 /* NULL-safe on a zeroed or released proof; leaves p zeroed. */
 void ns_fraud_release(ns_fraud_proof_t *p);
 
-/* Wire form: [1, job, provider (bin 32), root (bin 32), n_items, sig
- * (bin 64), item, claimed (bin), path (array of bin 32)]; job is
+/* Wire form: [2, job, provider (bin 32), root (bin 32), n_units, sig
+ * (bin 64), unit, arg, pos, chunk (bin), path (array of bin 32)]; job is
  * ns_job_pack's form and job_id is recomputed from it on read. */
 void ns_fraud_pack(msgpack_packer *pk, const ns_fraud_proof_t *p);
 /* Strict: caps on every length, exact sizes, and the shape checked against
- * the descriptor (n_items, item < n_items, claimed_len = item bytes, depth
- * = the path length of that item). On failure p is released. */
+ * the descriptor (n_units = ns_job_units, unit < n_units, arg an OUT
+ * argument, pos inside it, chunk_len = the length of that chunk, depth =
+ * the path length of its leaf). On failure p is released. */
 int ns_fraud_read(ns_mpr_t *r, ns_fraud_proof_t *p, char *err,
                   size_t errlen) NS_MUST_CHECK;
 
-/* Check a proof: descriptor and job id, signature, Merkle path, and a
- * re-run of the item on r whose bytes do not match the claim. NS_OK = fraud
+/* The checks that need no re-run: descriptor and job id, shape, the
+ * statement's signature, the chunk's Merkle path. NS_OK, NS_ERR_PROOF
+ * (err says which step failed). */
+int ns_fraud_verify_claim(const ns_fraud_proof_t *p, char *err,
+                          size_t errlen) NS_MUST_CHECK;
+
+/* Check a proof: ns_fraud_verify_claim, then unit re-run alone on r on
+ * full-size output buffers filled with 0x00 and with 0xFF: byte pos must
+ * be equal after both runs (the unit writes it) and that value must not
+ * match the claim (under the tolerance, for the aligned float32 word with
+ * the unit's written bytes in place of the claim's). NS_OK = fraud
  * proven; NS_ERR_PROOF = not a valid proof (forged, or the claim was
- * right); other errors are failures to check (runner, inputs). This is the
- * verifier the ledger calls for SLASH. err says which step failed. */
+ * right, or the unit does not write there); other errors are failures to
+ * check (runner, inputs). This is the verifier the ledger calls for SLASH
+ * (through the sandboxed worker on full nodes: worker.h). */
 int ns_fraud_check(ns_runner_t *r, const ns_fraud_proof_t *p,
                    const ns_input_t *inputs, char *err,
                    size_t errlen) NS_MUST_CHECK;

@@ -35,6 +35,7 @@
 #include "nightshift/err.h"
 #include "nightshift/job.h"
 #include "nightshift/runner.h"
+#include "nightshift/verify.h"
 #include "nightshift/worker_frame.h"
 
 #include <stdbool.h>
@@ -95,13 +96,23 @@ int ns_worker_run(ns_worker_t *w, const ns_job_t *job, const ns_input_t *inputs,
                   uint8_t **outputs, ns_timings_t *t, char *err,
                   size_t errlen) NS_MUST_CHECK;
 
-/* Re-run only the given items (1..NS_WORKER_MAX_ITEMS, each below
- * ns_job_items) and write their outputs, n * ns_job_item_bytes(job)
- * bytes, to out in the order given, as ns_runner_run_items does. */
-int ns_worker_run_items(ns_worker_t *w, const ns_job_t *job,
-                        const ns_input_t *inputs, const uint64_t *items,
-                        uint32_t n, uint8_t *out, ns_timings_t *t, char *err,
-                        size_t errlen) NS_MUST_CHECK;
+/* Re-run only the given units (1..NS_WORKER_MAX_ITEMS, each below
+ * ns_job_units) as ns_runner_run_units does, on zero-filled output
+ * buffers; outputs as for ns_worker_run (malloc'd full-size OUT buffers:
+ * what the units did not write is 0). */
+int ns_worker_run_units(ns_worker_t *w, const ns_job_t *job,
+                        const ns_input_t *inputs, const uint64_t *units,
+                        uint32_t n, uint8_t **outputs, ns_timings_t *t,
+                        char *err, size_t errlen) NS_MUST_CHECK;
+
+/* Check a fraud proof in the worker (ns_fraud_check there, against
+ * inputs of the proof's descriptor), waiting up to the limits. NS_OK =
+ * fraud proven, NS_ERR_PROOF = not a valid proof (err says why), other
+ * errors: the check could not be made (the worker's errors as for
+ * ns_worker_run). */
+int ns_worker_check_fraud(ns_worker_t *w, const ns_fraud_proof_t *p,
+                          const ns_input_t *inputs, char *err,
+                          size_t errlen) NS_MUST_CHECK;
 
 /* ---- non-blocking, for an event loop ----------------------------------
  *
@@ -124,18 +135,18 @@ int ns_worker_run_items(ns_worker_t *w, const ns_job_t *job,
 typedef struct {
     int status;                          /* NS_OK or the job's error */
     char error[NS_WORKER_MAX_ERROR + 1]; /* one line, or build log lines */
-    uint8_t *outputs[NS_MAX_ARGS];       /* full run: OUT buffers, malloc'd */
-    uint8_t *items;       /* items run: n * item_bytes, malloc'd */
-    size_t items_len;     /* bytes in items */
-    ns_timings_t timings; /* from the worker (zero on failure) */
-    uint64_t wall_us;     /* submit to result, this side */
+    uint8_t *outputs[NS_MAX_ARGS];       /* RUN, ITEMS: OUT buffers,
+                                            malloc'd */
+    ns_timings_t timings;                /* from the worker (zero on failure) */
+    uint64_t wall_us;                    /* submit to result, this side */
 } ns_worker_result_t;
 
 /* Free the buffers of a result and zero it (NULL-safe, idempotent). A
  * caller that keeps a buffer sets its pointer to NULL first. */
 void ns_worker_result_release(ns_worker_result_t *res);
 
-/* Queue one job: the whole NDRange (items NULL, n 0) or the given items.
+/* Queue one job: the whole NDRange (items NULL, n 0) or the given units
+ * (on zero-filled outputs, as ns_worker_run_units).
  * The job is copied; inputs are borrowed until ns_worker_collect returns
  * its result (or ns_worker_cancel / ns_worker_destroy). Problems found
  * before anything is sent (a job in flight: NS_ERR_STATE; the checks of
@@ -144,6 +155,12 @@ void ns_worker_result_release(ns_worker_result_t *res);
 int ns_worker_submit(ns_worker_t *w, const ns_job_t *job,
                      const ns_input_t *inputs, const uint64_t *items,
                      uint32_t n, char *err, size_t errlen) NS_MUST_CHECK;
+/* Queue a fraud proof check (ns_worker_check_fraud); the proof is packed
+ * here, inputs are borrowed as for ns_worker_submit. The result's status
+ * is the verdict; it has no outputs. */
+int ns_worker_submit_fraud(ns_worker_t *w, const ns_fraud_proof_t *p,
+                           const ns_input_t *inputs, char *err,
+                           size_t errlen) NS_MUST_CHECK;
 
 /* The socket to poll for reading (always) and for writing (while
  * ns_worker_wants_write); -1 while no worker process exists. */

@@ -12,14 +12,19 @@
  *            status != 0: the device could not be opened; the worker exits
  *   supervisor -> worker, one at a time:
  *     RUN    [2, job (ns_job_pack), [], verified]     then every IN
- *     ITEMS  [3, job, [item, ...], verified]          buffer raw, in
- *            argument order; verified: the caller set ns_input_t.verified
- *            on every input, so the runner skips hashing them
+ *     ITEMS  [3, job, [unit, ...], verified]          buffer raw, in
+ *     FRAUD  [5, proof (ns_fraud_pack), verified]     argument order (of
+ *            the proof's descriptor for FRAUD); verified: the caller set
+ *            ns_input_t.verified on every input, so the runner skips
+ *            hashing them. ITEMS re-runs the units (ns_runner_run_units)
+ *            on zero-filled output buffers; FRAUD checks the proof
+ *            (ns_fraud_check) against the inputs.
  *   worker -> supervisor, one per request:
  *     RESULT [4, status, error (bin), [build_us, upload_us, run_us,
  *            download_us, cache_hit]]
- *            status 0: then raw output: RUN every OUT buffer in argument
- *            order; ITEMS n * ns_job_item_bytes(job) bytes
+ *            status 0: then raw output: RUN and ITEMS every OUT buffer
+ *            in argument order; FRAUD nothing (status NS_OK: fraud
+ *            proven, NS_ERR_PROOF: not a valid proof)
  *
  * The readers check shape only (exact types and counts, caps on the error
  * text and the item list); what a value means (the protocol number, a
@@ -32,6 +37,7 @@
 #include "nightshift/err.h"
 #include "nightshift/job.h"
 #include "nightshift/runner.h"
+#include "nightshift/verify.h"
 
 #include <msgpack.h>
 #include <stdbool.h>
@@ -44,13 +50,17 @@
 #define NS_WORKER_MSG_RUN 2
 #define NS_WORKER_MSG_ITEMS 3
 #define NS_WORKER_MSG_RESULT 4
+#define NS_WORKER_MSG_FRAUD 5
 
 #define NS_WORKER_FRAME_LEN 4 /* bytes of the big-endian length prefix */
 #define NS_WORKER_IO_CHUNK (1u << 30) /* bytes per read/write system call */
 #define NS_WORKER_MAX_ERROR 2048 /* error text in HELLO and RESULT, bytes */
 #define NS_WORKER_MAX_ITEMS NS_MAX_CHECKS /* items in one ITEMS request */
-/* Request head: the descriptor, up to 4096 items of 9 bytes, framing. */
+/* Request head: the descriptor and up to 4096 units of 9 bytes, or a
+ * fraud proof (smaller), and framing. */
 #define NS_WORKER_MAX_REQUEST (NS_MAX_JOB_MSG + 9 * NS_WORKER_MAX_ITEMS + 64)
+_Static_assert(NS_MAX_FRAUD_MSG + 64 <= NS_WORKER_MAX_REQUEST,
+               "a FRAUD request fits the request cap");
 /* HELLO and RESULT heads: error text, a devinfo or timings, framing. */
 #define NS_WORKER_MAX_REPLY (NS_WORKER_MAX_ERROR + 1024)
 
@@ -92,18 +102,26 @@ int ns_worker_request_pack(msgpack_sbuffer *sb, const ns_job_t *job,
                            const uint64_t *items, uint32_t n,
                            bool verified) NS_MUST_CHECK;
 
+/* The whole FRAUD request frame for proof p into sb, as
+ * ns_worker_request_pack. */
+int ns_worker_fraud_pack(msgpack_sbuffer *sb, const ns_fraud_proof_t *p,
+                         bool verified) NS_MUST_CHECK;
+
 typedef struct {
-    uint32_t type;    /* NS_WORKER_MSG_RUN or NS_WORKER_MSG_ITEMS */
-    ns_job_t job;     /* validated (ns_job_read); ns_job_init'ed first */
-    uint64_t *items;  /* malloc'd, n_items entries; NULL when none */
-    uint32_t n_items; /* at most NS_WORKER_MAX_ITEMS */
-    bool verified;    /* the inputs are known to match their hashes */
+    uint32_t type; /* NS_WORKER_MSG_RUN, _ITEMS or _FRAUD */
+    ns_job_t job;  /* RUN, ITEMS: validated (ns_job_read); ns_job_init'ed
+                      first */
+    ns_fraud_proof_t proof; /* FRAUD: read strictly (ns_fraud_read) */
+    uint64_t *items;        /* malloc'd, n_items entries; NULL when none */
+    uint32_t n_items;       /* at most NS_WORKER_MAX_ITEMS */
+    bool verified;          /* the inputs are known to match their hashes */
 } ns_worker_request_t;
 
 /* Read a request head of len bytes into *q. The caller has ns_job_init'ed
- * q->job and releases it and frees q->items whatever this returns.
- * NS_ERR_MSGTYPE for another kind, NS_ERR_INVAL for a job that fails
- * ns_job_read (err says why), NS_ERR_NOMEM, the errors of ns_mpr_end. */
+ * q->job and zeroed q->proof, and releases both and frees q->items
+ * whatever this returns. NS_ERR_MSGTYPE for another kind, NS_ERR_INVAL for
+ * a job or proof that fails ns_job_read / ns_fraud_read (err says why),
+ * NS_ERR_NOMEM, the errors of ns_mpr_end. */
 int ns_worker_request_read(const uint8_t *head, size_t len,
                            ns_worker_request_t *q, char *err,
                            size_t errlen) NS_MUST_CHECK;
@@ -133,7 +151,7 @@ int ns_worker_result_read(const uint8_t *head, size_t len,
 /* "8.0 GiB", "512.0 MiB", "12 bytes" into out[cap]. */
 void ns_worker_fmt_bytes(char *out, size_t cap, uint64_t bytes);
 
-/* "run" or "items" for a request kind. Static text. */
+/* "run", "items" or "fraud" for a request kind. Static text. */
 const char *ns_worker_mode_name(int type);
 
 #endif

@@ -177,48 +177,59 @@ static void *s_out0(const s_case_t *c)
     return NULL;
 }
 
-/* Re-run `count` random items (plus the first and the last) and compare
- * each with its slices of the full outputs: the property commitments and
- * spot-checks rest on. */
-static void s_check_items(ns_runner_t *r, const s_case_t *c, uint32_t count)
+/* Re-run `count` random units (plus the first and the last), each alone
+ * on two fills of the outputs (0x00, 0xFF): every byte it writes (equal
+ * after both runs) must hold the full run's value, the property spot
+ * checks and fraud proofs rest on. */
+static void s_check_units(ns_runner_t *r, const s_case_t *c, uint32_t count)
 {
-    uint64_t n_items = ns_job_items(&c->job);
-    uint64_t ib = ns_job_item_bytes(&c->job);
-    uint32_t n = count + 2;
-    uint64_t *items = calloc(n, sizeof *items);
-    uint8_t *got = calloc(n, ib);
-    uint8_t *want = calloc(1, ib);
-    ns_timings_t t;
+    uint64_t n_units = ns_job_units(&c->job);
+    uint8_t *a[NS_MAX_ARGS] = {0}, *b[NS_MAX_ARGS] = {0};
+    uint64_t written = 0;
     char err[1024] = "";
-    if (!CHECK(items && got && want))
-        goto out;
-    items[0] = n_items - 1;
-    items[1] = 0;
-    for (uint32_t j = 2; j < n; j++)
-        items[j] = ((uint64_t)s_rand32() << 32 | s_rand32()) % n_items;
-    int rc = ns_runner_run_items(r, &c->job, c->in, items, n, got, &t, err,
-                                 sizeof err);
-    if (!CHECK_RC(rc, NS_OK)) {
-        fprintf(stderr, "run_items %s: %s\n", c->job.entry, err);
-        goto out;
-    }
-    for (uint32_t j = 0; j < n; j++) {
-        uint8_t *p = want;
-        for (uint32_t i = 0; i < c->job.n_args; i++) {
-            const ns_arg_t *a = &c->job.args[i];
-            if (a->kind != NS_ARG_OUT)
-                continue;
-            memcpy(p, c->out[i] + items[j] * a->item_bytes, a->item_bytes);
-            p += a->item_bytes;
+    for (uint32_t i = 0; i < c->job.n_args; i++)
+        if (c->job.args[i].kind == NS_ARG_OUT) {
+            a[i] = malloc(c->job.args[i].size);
+            b[i] = malloc(c->job.args[i].size);
+            if (!CHECK(a[i] && b[i]))
+                goto out;
         }
-        if (!CHECK_MEM(got + j * ib, want, ib))
-            fprintf(stderr, "  %s: item %llu of %llu differs\n", c->job.entry,
-                    (unsigned long long)items[j], (unsigned long long)n_items);
+    for (uint32_t j = 0; j < count + 2; j++) {
+        uint64_t u = j == 0 ? n_units - 1
+                     : j == 1
+                         ? 0
+                         : ((uint64_t)s_rand32() << 32 | s_rand32()) % n_units;
+        for (uint32_t i = 0; i < c->job.n_args; i++)
+            if (a[i]) {
+                memset(a[i], 0x00, c->job.args[i].size);
+                memset(b[i], 0xff, c->job.args[i].size);
+            }
+        int rc = ns_runner_run_units(r, &c->job, c->in, &u, 1, a, NULL, err,
+                                     sizeof err);
+        if (rc == NS_OK)
+            rc = ns_runner_run_units(r, &c->job, c->in, &u, 1, b, NULL, err,
+                                     sizeof err);
+        if (!CHECK_RC(rc, NS_OK)) {
+            fprintf(stderr, "run_units %s: %s\n", c->job.entry, err);
+            goto out;
+        }
+        uint64_t bad = 0;
+        for (uint32_t i = 0; i < c->job.n_args; i++)
+            for (uint64_t k = 0; a[i] && k < c->job.args[i].size; k++)
+                if (a[i][k] == b[i][k]) {
+                    written++;
+                    bad += a[i][k] != c->out[i][k];
+                }
+        if (!CHECK_EQ_INT(bad, 0))
+            fprintf(stderr, "  %s: unit %llu of %llu differs\n", c->job.entry,
+                    (unsigned long long)u, (unsigned long long)n_units);
     }
+    CHECK(written > 0);
 out:
-    free(items);
-    free(got);
-    free(want);
+    for (uint32_t i = 0; i < NS_MAX_ARGS; i++) {
+        free(a[i]);
+        free(b[i]);
+    }
 }
 
 static float *s_rand_floats(size_t n)
@@ -280,7 +291,7 @@ TEST(vector_add)
         CHECK_MEM(c.out[2], want, sizeof want);
         CHECK(!t.cache_hit); /* no cache directory, first program */
         CHECK(t.build_us > 0);
-        s_check_items(s_r, &c, 30);
+        s_check_units(s_r, &c, 30);
     }
     s_case_free(&c);
 }
@@ -304,7 +315,7 @@ TEST(saxpy)
     s_case_u32(&c, n);
     if (CHECK_RC(s_case_run(s_r, &c, NULL), NS_OK)) {
         CHECK_MEM(s_out0(&c), want, sizeof want);
-        s_check_items(s_r, &c, 30);
+        s_check_units(s_r, &c, 30);
     }
     s_case_free(&c);
 }
@@ -338,7 +349,7 @@ TEST(stencil2d)
     s_case_u32(&c, h);
     if (CHECK_RC(s_case_run(s_r, &c, NULL), NS_OK)) {
         CHECK_MEM(s_out0(&c), want, w * h * sizeof(float));
-        s_check_items(s_r, &c, 30);
+        s_check_units(s_r, &c, 30);
     }
     s_case_free(&c);
     free(want);
@@ -383,7 +394,7 @@ TEST(mandelbrot)
     s_case_u32(&c, max_iter);
     if (CHECK_RC(s_case_run(s_r, &c, NULL), NS_OK)) {
         CHECK_MEM(s_out0(&c), want, sizeof want);
-        s_check_items(s_r, &c, 30);
+        s_check_units(s_r, &c, 30);
     }
     s_case_free(&c);
 }
@@ -465,7 +476,7 @@ TEST(nbody_step)
     if (CHECK_RC(s_case_run(s_r, &c, NULL), NS_OK)) {
         CHECK_MEM(c.out[2], want_p, sizeof want_p);
         CHECK_MEM(c.out[3], want_v, sizeof want_v);
-        s_check_items(s_r, &c, 30); /* items of two output buffers */
+        s_check_units(s_r, &c, 30); /* items of two output buffers */
     }
     s_case_free(&c);
 }
@@ -496,7 +507,7 @@ TEST(nonce_sha256)
     s_case_u64(&c, base);
     if (CHECK_RC(s_case_run(s_r, &c, NULL), NS_OK)) {
         CHECK_MEM(s_out0(&c), want, sizeof want);
-        s_check_items(s_r, &c, 30);
+        s_check_units(s_r, &c, 30);
     }
     s_case_free(&c);
 }
@@ -530,7 +541,7 @@ TEST(montecarlo_pi)
     s_case_u32(&c, samples);
     if (CHECK_RC(s_case_run(s_r, &c, NULL), NS_OK)) {
         CHECK_MEM(s_out0(&c), want, sizeof want);
-        s_check_items(s_r, &c, 30);
+        s_check_units(s_r, &c, 30);
     }
     s_case_free(&c);
 }
@@ -612,7 +623,7 @@ TEST(sgemm)
                         (unsigned long long)locals[l][0],
                         (unsigned long long)locals[l][1]);
             if (l == 0)
-                s_check_items(s_r, &c, 40);
+                s_check_units(s_r, &c, 40);
             s_case_free(&c);
         }
     free(a);
@@ -658,8 +669,8 @@ TEST(items_work_group)
     c.job.args[c.job.n_args++].size = L * 4;
     if (CHECK_RC(s_case_run(s_r, &c, NULL), NS_OK)) {
         CHECK_MEM(s_out0(&c), want, sizeof want);
-        CHECK_EQ_INT(ns_job_items(&c.job), N / L);
-        s_check_items(s_r, &c, 10);
+        CHECK_EQ_INT(ns_job_units(&c.job), N / L);
+        s_check_units(s_r, &c, 10);
     }
     s_case_free(&c);
 }
@@ -703,7 +714,7 @@ TEST(items_3d)
             for (uint64_t y = 0; y < 5; y++)
                 for (uint64_t x = 0; x < 6; x++, i++)
                     CHECK(o[2 * i] == (x | y << 16 | z << 32));
-        s_check_items(s_r, &c, 20);
+        s_check_units(s_r, &c, 20);
     }
     /* 2 x 1 x 2 work-groups of 3 x 5 x 2, 480 bytes each */
     snprintf(c.job.entry, sizeof c.job.entry, "pos3g");
@@ -713,8 +724,8 @@ TEST(items_3d)
         const uint64_t *o = s_out0(&c);
         /* group 1 is x 3..5, y 0..4, z 0..1; its first work-item (3, 0, 0) */
         CHECK(o[2 * 30] == 3);
-        CHECK_EQ_INT(ns_job_items(&c.job), 4);
-        s_check_items(s_r, &c, 6);
+        CHECK_EQ_INT(ns_job_units(&c.job), 4);
+        s_check_units(s_r, &c, 6);
     }
     s_case_free(&c);
 }
@@ -722,17 +733,23 @@ TEST(items_3d)
 TEST(items_out_of_range)
 {
     s_case_t c;
-    uint64_t items[2] = {0, 10};
+    uint64_t units[2] = {0, 10};
     uint8_t out[64];
+    uint8_t *outs[NS_MAX_ARGS] = {out};
     char err[256] = "";
     s_case_builtin(&c, "montecarlo_pi", 1, 10, 0, 0, 0);
     s_case_out(&c, 40, 4);
     s_case_u64(&c, 1);
     s_case_u32(&c, 10);
-    CHECK_RC(ns_runner_run_items(s_r, &c.job, c.in, items, 2, out, NULL, err,
+    CHECK_RC(ns_runner_run_units(s_r, &c.job, c.in, units, 2, outs, NULL, err,
                                  sizeof err),
              NS_ERR_INVAL);
-    CHECK_CONTAINS(err, "item 10");
+    CHECK_CONTAINS(err, "unit 10");
+    /* no buffer for an output */
+    outs[0] = NULL;
+    CHECK_RC(ns_runner_run_units(s_r, &c.job, c.in, units, 1, outs, NULL, err,
+                                 sizeof err),
+             NS_ERR_INVAL);
     s_case_free(&c);
 }
 
@@ -797,7 +814,9 @@ TEST(program_cache)
     if (CHECK(r2 != NULL) && CHECK_RC(s_case_run(r2, &c, &t), NS_OK)) {
         CHECK(t.cache_hit);
         CHECK_MEM(s_out0(&c), first, sizeof first);
-        s_check_items(r2, &c, 10);
+        s_check_units(r2, &c, 10);
+        /* the re-run build is a program of its own, cached too */
+        CHECK_EQ_INT(s_count_bin(dir, bin + 0, 0), 2);
     }
     ns_runner_destroy(&r2);
 
@@ -834,7 +853,7 @@ TEST(program_cache)
         CHECK_MEM(s_out0(&c), first, sizeof first);
     }
     ns_runner_destroy(&r5);
-    CHECK_EQ_INT(s_count_bin(dir, bin, sizeof bin), 2);
+    CHECK_EQ_INT(s_count_bin(dir, bin, sizeof bin), 3);
 out:
     s_case_free(&c);
 }

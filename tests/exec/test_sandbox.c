@@ -8,11 +8,13 @@
  * --fd N ...` (the default exe, /proc/self/exe) it serves jobs with
  * ns_worker_main, or, with NS_TEST_HOSTILE set, misbehaves on purpose.
  */
+#include "nightshift/identity.h"
 #include "nightshift/job.h"
 #include "nightshift/log.h"
 #include "nightshift/mp.h"
 #include "nightshift/runner.h"
 #include "nightshift/util.h"
+#include "nightshift/verify.h"
 #include "nightshift/worker.h"
 
 #include "check.h"
@@ -265,26 +267,56 @@ TEST(vector_add_matches_runner)
     } else {
         fprintf(stderr, "  %s\n", err);
     }
-    /* Items: the worker's bytes match the full run and the runner's. */
+    /* Units: the worker's outputs match the runner's on zero-filled
+     * buffers, and the full run where the units wrote. */
     uint64_t items[] = {0, 5, n - 1, 17, 5};
     uint32_t n_items = sizeof items / sizeof items[0];
-    uint8_t iw[5 * 4], il[5 * 4];
-    rc = ns_worker_run_items(w, &job, in, items, n_items, iw, NULL, err,
+    uint8_t *iw[NS_MAX_ARGS] = {NULL}, *il[NS_MAX_ARGS] = {NULL};
+    rc = ns_worker_run_units(w, &job, in, items, n_items, iw, NULL, err,
                              sizeof err);
-    if (CHECK_RC(rc, NS_OK)) {
-        CHECK_RC(ns_runner_run_items(runner, &job, in, items, n_items, il, NULL,
+    if (CHECK_RC(rc, NS_OK) && CHECK(iw[2] != NULL)) {
+        il[2] = calloc(1, bytes);
+        CHECK_RC(ns_runner_run_units(runner, &job, in, items, n_items, il, NULL,
                                      err, sizeof err),
                  NS_OK);
-        CHECK_MEM(iw, il, sizeof iw);
+        CHECK_MEM(iw[2], il[2], bytes);
         for (uint32_t k = 0; k < n_items && wout[2]; k++)
-            CHECK_MEM(iw + 4 * k, wout[2] + 4 * items[k], 4);
+            CHECK_MEM(iw[2] + 4 * items[k], wout[2] + 4 * items[k], 4);
+        CHECK(iw[2][4 * 6] == 0 && iw[2][4 * 6 + 3] == 0); /* not run */
     } else {
         fprintf(stderr, "  %s\n", err);
     }
-    /* An item out of range, a wrong input length: refused up front. */
+    free(iw[2]);
+    free(il[2]);
+    /* Fraud proofs, checked in the worker: a faked unit is fraud, an
+     * honest one is not. */
+    if (wout[2]) {
+        ns_identity_t *prov = ns_identity_generate();
+        ns_hash_t id, root;
+        uint8_t sig[NS_SIG_BYTES];
+        ns_fraud_proof_t p;
+        CHECK_RC(ns_job_id(&job, id), NS_OK);
+        wout[2][4 * 9] ^= 0x40;
+        CHECK_RC(ns_commit_root(&job, id, wout, root), NS_OK);
+        ns_result_sign(prov, id, root, n, sig);
+        for (int honest = 0; honest < 2; honest++) {
+            uint64_t unit = honest ? 10 : 9;
+            if (!CHECK_RC(ns_fraud_build(&p, &job, id, ns_identity_pk(prov),
+                                         sig, NULL, wout, unit, 2, 4 * unit),
+                          NS_OK))
+                break;
+            CHECK_RC(ns_worker_check_fraud(w, &p, in, err, sizeof err),
+                     honest ? NS_ERR_PROOF : NS_OK);
+            CHECK_CONTAINS(err, honest ? "no fraud" : "fraud");
+            ns_fraud_release(&p);
+        }
+        wout[2][4 * 9] ^= 0x40;
+        ns_identity_destroy(&prov);
+    }
+    /* A unit out of range, a wrong input length: refused up front. */
     uint64_t bad = n;
     CHECK_RC(
-        ns_worker_run_items(w, &job, in, &bad, 1, iw, NULL, err, sizeof err),
+        ns_worker_run_units(w, &job, in, &bad, 1, iw, NULL, err, sizeof err),
         NS_ERR_INVAL);
     uint8_t *unused[NS_MAX_ARGS] = {NULL};
     in[1].len = bytes - 1;
@@ -563,9 +595,9 @@ TEST(non_blocking)
     CHECK(ns_worker_busy(w));
     CHECK_RC(ns_worker_submit(w, &job, in, NULL, 0, err, sizeof err),
              NS_ERR_STATE);
-    uint8_t dummy[4];
+    uint8_t *dummy[NS_MAX_ARGS] = {NULL};
     uint64_t item = 0;
-    CHECK_RC(ns_worker_run_items(w, &job, in, &item, 1, dummy, NULL, err,
+    CHECK_RC(ns_worker_run_units(w, &job, in, &item, 1, dummy, NULL, err,
                                  sizeof err),
              NS_ERR_STATE);
     uint64_t t0 = ns_mono_us();
@@ -594,11 +626,11 @@ TEST(non_blocking)
     uint64_t items[] = {3, 4000000};
     CHECK_RC(ns_worker_submit(w, &job, in, items, 2, err, sizeof err), NS_OK);
     if (CHECK(s_loop(w, &res, &wakeups, &saw_write)) &&
-        CHECK_RC(res.status, NS_OK) && CHECK_EQ_INT(res.items_len, 8)) {
-        float v[2];
-        memcpy(v, res.items, 8);
-        CHECK(v[0] == a[3] + b[3]);
-        CHECK(v[1] == a[4000000] + b[4000000]);
+        CHECK_RC(res.status, NS_OK) && CHECK(res.outputs[2] != NULL)) {
+        const float *v = (const float *)res.outputs[2];
+        CHECK(v[3] == a[3] + b[3]);
+        CHECK(v[4000000] == a[4000000] + b[4000000]);
+        CHECK(v[5] == 0.0f); /* not re-run: the zero fill */
     }
     ns_worker_result_release(&res);
     ns_job_release(&job);
@@ -984,8 +1016,8 @@ TEST(cli_run)
     text = s_slurp(pe, NULL);
     CHECK_CONTAINS(text, "--bogus");
     free(text);
-    rc = s_sh("'%s' run --builtin vector_add --global 1000 --arg 'in:%s' "
-              "--arg 'in:%s' --arg 'out:4004:%s' --arg u32:1000 "
+    rc = s_sh("'%s' run --builtin vector_add --global 1000 --local 3 "
+              "--arg 'in:%s' --arg 'in:%s' --arg 'out:4000:%s' --arg u32:1000 "
               "> /dev/null 2> '%s'",
               bin, pa, pb, pc, pe);
     CHECK_EQ_INT(rc, 2);

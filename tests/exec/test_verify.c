@@ -89,28 +89,41 @@ static void s_free_outputs(const ns_job_t *job, uint8_t **outs)
     }
 }
 
-/* The leaves by the formula, written out. */
+/* The leaves by the formula, written out: 16 KiB chunks of every OUT
+ * argument in argument order. *n gets their count. */
 static ns_hash_t *s_leaves(const ns_job_t *job, const ns_hash_t id,
-                           uint8_t **outs)
+                           uint8_t **outs, uint64_t *n)
 {
-    uint64_t n = ns_job_items(job), ib = ns_job_item_bytes(job);
-    ns_hash_t *leaves = malloc(n * sizeof *leaves);
-    uint8_t *item = malloc(ib);
-    for (uint64_t i = 0; i < n; i++) {
-        ns_item_extract(job, outs, i, item);
-        crypto_generichash_state st;
-        uint8_t pre[1 + 18 + 32 + 8];
-        pre[0] = 0;
-        memcpy(pre + 1, "nightshift/item/v1", 18);
-        memcpy(pre + 19, id, 32);
-        for (int b = 0; b < 8; b++)
-            pre[51 + b] = (uint8_t)(i >> (56 - 8 * b));
-        crypto_generichash_init(&st, NULL, 0, 32);
-        crypto_generichash_update(&st, pre, sizeof pre);
-        crypto_generichash_update(&st, item, ib);
-        crypto_generichash_final(&st, leaves[i], 32);
+    uint64_t count = 0;
+    for (uint32_t a = 0; a < job->n_args; a++)
+        if (job->args[a].kind == NS_ARG_OUT)
+            count += (job->args[a].size + 16383) / 16384;
+    ns_hash_t *leaves = malloc(count * sizeof *leaves);
+    uint64_t k = 0;
+    for (uint32_t a = 0; a < job->n_args; a++) {
+        if (job->args[a].kind != NS_ARG_OUT)
+            continue;
+        for (uint64_t off = 0, c = 0; off < job->args[a].size;
+             off += 16384, c++) {
+            uint64_t len = job->args[a].size - off;
+            if (len > 16384)
+                len = 16384;
+            crypto_generichash_state st;
+            uint8_t pre[1 + 19 + 32 + 4 + 8];
+            pre[0] = 0;
+            memcpy(pre + 1, "nightshift/chunk/v2", 19);
+            memcpy(pre + 20, id, 32);
+            for (int b = 0; b < 4; b++)
+                pre[52 + b] = (uint8_t)(a >> (24 - 8 * b));
+            for (int b = 0; b < 8; b++)
+                pre[56 + b] = (uint8_t)(c >> (56 - 8 * b));
+            crypto_generichash_init(&st, NULL, 0, 32);
+            crypto_generichash_update(&st, pre, sizeof pre);
+            crypto_generichash_update(&st, outs[a] + off, len);
+            crypto_generichash_final(&st, leaves[k++], 32);
+        }
     }
-    free(item);
+    *n = count;
     return leaves;
 }
 
@@ -122,29 +135,31 @@ TEST(leaf_formula)
     uint8_t big[300];
     randombytes_buf(id, sizeof id);
     randombytes_buf(big, sizeof big);
-    /* the one-call path (small items) and the streaming path agree with
-     * the formula */
     for (size_t len = 0; len <= sizeof big; len += 23) {
-        ns_item_leaf(a, id, 0x0102030405060708ull, big, len);
+        ns_chunk_leaf(a, id, 0x01020304u, 0x0102030405060708ull, big, len);
         crypto_generichash_state st;
-        uint8_t pre[59];
+        uint8_t pre[64];
         pre[0] = 0;
-        memcpy(pre + 1, NS_ITEM_TAG, 18);
-        memcpy(pre + 19, id, 32);
+        memcpy(pre + 1, NS_CHUNK_TAG, 19);
+        memcpy(pre + 20, id, 32);
+        for (int i = 0; i < 4; i++)
+            pre[52 + i] = (uint8_t)(i + 1);
         for (int i = 0; i < 8; i++)
-            pre[51 + i] = (uint8_t)(i + 1);
+            pre[56 + i] = (uint8_t)(i + 1);
         crypto_generichash_init(&st, NULL, 0, 32);
         crypto_generichash_update(&st, pre, sizeof pre);
         crypto_generichash_update(&st, big, len);
         crypto_generichash_final(&st, b, 32);
         CHECK_MEM(a, b, NS_HASH_BYTES);
     }
-    /* index and job id are bound */
-    ns_item_leaf(a, id, 1, big, 4);
-    ns_item_leaf(b, id, 2, big, 4);
+    /* argument, chunk index and job id are bound */
+    ns_chunk_leaf(a, id, 1, 1, big, 4);
+    ns_chunk_leaf(b, id, 1, 2, big, 4);
+    CHECK(memcmp(a, b, NS_HASH_BYTES) != 0);
+    ns_chunk_leaf(b, id, 2, 1, big, 4);
     CHECK(memcmp(a, b, NS_HASH_BYTES) != 0);
     id[0] ^= 1;
-    ns_item_leaf(b, id, 1, big, 4);
+    ns_chunk_leaf(b, id, 1, 1, big, 4);
     CHECK(memcmp(a, b, NS_HASH_BYTES) != 0);
 }
 
@@ -152,28 +167,17 @@ TEST(leaf_formula)
  * for sizes around the block boundaries and the parallel threshold. */
 TEST(commit_matches_merkle)
 {
+    /* n units of ib bytes (and a second output of ib2 bytes each): chunk
+     * boundaries (1 byte, 16 KiB, 16 KiB + 1, several outputs) and the
+     * threads (64 chunks and more) */
     static const struct {
         uint64_t n;
         uint32_t ib, ib2;
-    } cases[] = {{1, 4, 0},
-                 {2, 4, 0},
-                 {3, 4, 0},
-                 {5, 8, 0},
-                 {7, 4, 12},
-                 {100, 1, 0},
-                 {4095, 4, 0},
-                 {4097, 4, 0},
-                 {65536, 4, 0},
-                 {70001, 4, 0},
-                 {70001, 3, 5},
-                 {131073, 4, 0},
-                 /* one BLAKE2b block holds 59 + 69 bytes: both sides */
-                 {1029, 69, 0},
-                 {1029, 70, 0},
-                 {1029, 60, 9},
-                 {1029, 60, 10},
-                 {513, 256, 0},
-                 {9, 1000, 24}};
+    } cases[] = {{1, 1, 0},      {1, 4, 0},         {16384, 1, 0},
+                 {16385, 1, 0},  {4096, 4, 0},      {4097, 4, 0},
+                 {4096, 8, 1},   {16383, 1, 16385}, {7, 4, 12},
+                 {3, 16384, 1},  {65536, 16, 0},    {65537, 16, 3},
+                 {131073, 4, 4}, {1 << 20, 4, 0}};
     ns_hash_t id;
     randombytes_buf(id, sizeof id);
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -181,18 +185,19 @@ TEST(commit_matches_merkle)
         uint8_t *outs[NS_MAX_ARGS] = {0};
         s_fake_job(&job, cases[c].n, cases[c].ib, cases[c].ib2);
         s_random_outputs(&job, outs);
-        ns_hash_t *leaves = s_leaves(&job, id, outs);
+        uint64_t nl = 0;
+        ns_hash_t *leaves = s_leaves(&job, id, outs, &nl);
         ns_merkle_t want, got;
         ns_hash_t root, want_root;
-        if (!CHECK_RC(
-                ns_merkle_build(&want, (const ns_hash_t *)leaves, cases[c].n),
-                NS_OK))
+        CHECK_EQ_INT(ns_commit_leaves(&job), nl);
+        if (!CHECK_RC(ns_merkle_build(&want, (const ns_hash_t *)leaves, nl),
+                      NS_OK))
             return;
         ns_merkle_root(&want, want_root);
 
         CHECK_RC(ns_commit_root(&job, id, outs, root), NS_OK);
         if (!CHECK_MEM(root, want_root, NS_HASH_BYTES))
-            fprintf(stderr, "  n = %llu\n", (unsigned long long)cases[c].n);
+            fprintf(stderr, "  case %zu\n", c);
 
         if (CHECK_RC(ns_commit_outputs(&job, id, outs, &got), NS_OK)) {
             CHECK_EQ_INT(got.n_leaves, want.n_leaves);
@@ -205,7 +210,7 @@ TEST(commit_matches_merkle)
         }
 
         /* paths without a tree, at the ends and in between */
-        uint64_t picks[] = {0, cases[c].n - 1, cases[c].n / 2, cases[c].n / 3};
+        uint64_t picks[] = {0, nl - 1, nl / 2, nl / 3};
         for (size_t k = 0; k < 4; k++) {
             ns_hash_t path[NS_MERKLE_MAX_DEPTH], wpath[NS_MERKLE_MAX_DEPTH];
             size_t depth = 99, wdepth = 0;
@@ -214,14 +219,27 @@ TEST(commit_matches_merkle)
             CHECK_RC(ns_merkle_proof(&want, picks[k], wpath, &wdepth), NS_OK);
             CHECK_EQ_INT(depth, wdepth);
             CHECK_MEM(path, wpath, wdepth * NS_HASH_BYTES);
-            CHECK_RC(ns_merkle_verify(root, leaves[picks[k]], picks[k],
-                                      cases[c].n, path, depth),
+            CHECK_RC(ns_merkle_verify(root, leaves[picks[k]], picks[k], nl,
+                                      path, depth),
                      NS_OK);
         }
         ns_hash_t path[NS_MERKLE_MAX_DEPTH];
         size_t depth;
-        CHECK_RC(ns_commit_path(&job, id, outs, cases[c].n, path, &depth),
+        CHECK_RC(ns_commit_path(&job, id, outs, nl, path, &depth),
                  NS_ERR_INVAL);
+        /* the leaf of the last byte of each output */
+        uint64_t leaf = 0, first = 0;
+        for (uint32_t a = 0; a < job.n_args; a++) {
+            if (job.args[a].kind != NS_ARG_OUT)
+                continue;
+            CHECK_RC(ns_commit_leaf_index(&job, a, job.args[a].size - 1, &leaf),
+                     NS_OK);
+            first += (job.args[a].size + 16383) / 16384;
+            CHECK_EQ_INT(leaf, first - 1);
+            CHECK_RC(ns_commit_leaf_index(&job, a, job.args[a].size, &leaf),
+                     NS_ERR_INVAL);
+        }
+        CHECK_RC(ns_commit_leaf_index(&job, 0, 0, &leaf), NS_ERR_INVAL);
         ns_merkle_release(&want);
         free(leaves);
         s_free_outputs(&job, outs);
@@ -505,11 +523,15 @@ TEST(fraud_codec)
         return;
     if (!CHECK_RC(ns_commit_outputs(&job, id, outs, &tree), NS_OK))
         return;
-    CHECK_RC(ns_fraud_build(&p, &job, id, prov, sig, &tree, outs, 123), NS_OK);
-    CHECK_EQ_INT(p.claimed_len, 12);
-    CHECK_EQ_INT(p.n_items, 300);
+    /* arg 2 (the second output) is 300 x 8 bytes: one chunk of 2400 */
+    CHECK_RC(ns_fraud_build(&p, &job, id, prov, sig, &tree, outs, 123, 2, 1001),
+             NS_OK);
+    CHECK_EQ_INT(p.chunk_len, 2400);
+    CHECK_EQ_INT(p.n_units, 300);
+    CHECK_MEM(p.chunk, outs[2], 2400);
     /* the same proof without a tree */
-    CHECK_RC(ns_fraud_build(&q, &job, id, prov, sig, NULL, outs, 123), NS_OK);
+    CHECK_RC(ns_fraud_build(&q, &job, id, prov, sig, NULL, outs, 123, 2, 1001),
+             NS_OK);
     CHECK_MEM(q.root, p.root, NS_HASH_BYTES);
     CHECK_EQ_INT(q.depth, p.depth);
     CHECK_MEM(q.path, p.path, p.depth * NS_HASH_BYTES);
@@ -520,24 +542,34 @@ TEST(fraud_codec)
     CHECK_MEM(q.provider, p.provider, NS_ID_BYTES);
     CHECK_MEM(q.root, p.root, NS_HASH_BYTES);
     CHECK_MEM(q.sig, p.sig, NS_SIG_BYTES);
-    CHECK_EQ_INT(q.item, 123);
-    CHECK_EQ_INT(q.n_items, 300);
-    CHECK_EQ_INT(q.claimed_len, 12);
-    CHECK_MEM(q.claimed, p.claimed, 12);
+    CHECK_EQ_INT(q.unit, 123);
+    CHECK_EQ_INT(q.arg, 2);
+    CHECK_EQ_INT(q.pos, 1001);
+    CHECK_EQ_INT(q.n_units, 300);
+    CHECK_EQ_INT(q.chunk_len, 2400);
+    CHECK_MEM(q.chunk, p.chunk, 2400);
     CHECK_EQ_INT(q.depth, p.depth);
     CHECK_MEM(q.path, p.path, p.depth * NS_HASH_BYTES);
     ns_fraud_release(&q);
 
     /* shapes that do not fit the descriptor are rejected on read */
-    p.item = 300;
+    p.unit = 300;
     CHECK_RC(s_pack_read(&p, &q, err, sizeof err), NS_ERR_INVAL);
-    p.item = 123;
-    p.n_items = 301;
+    p.unit = 123;
+    p.n_units = 301;
     CHECK_RC(s_pack_read(&p, &q, err, sizeof err), NS_ERR_INVAL);
-    p.n_items = 300;
-    p.claimed_len = 11;
+    p.n_units = 300;
+    p.chunk_len = 2399;
     CHECK_RC(s_pack_read(&p, &q, err, sizeof err), NS_ERR_INVAL);
-    p.claimed_len = 12;
+    p.chunk_len = 2400;
+    p.arg = 0; /* a scalar, not an output */
+    CHECK_RC(s_pack_read(&p, &q, err, sizeof err), NS_ERR_INVAL);
+    p.arg = 1; /* the first output: 1200 bytes */
+    CHECK_RC(s_pack_read(&p, &q, err, sizeof err), NS_ERR_INVAL);
+    p.arg = 2;
+    p.pos = 2400;
+    CHECK_RC(s_pack_read(&p, &q, err, sizeof err), NS_ERR_INVAL);
+    p.pos = 1001;
     p.depth--;
     CHECK_RC(s_pack_read(&p, &q, err, sizeof err), NS_ERR_INVAL);
     p.depth++;
@@ -556,12 +588,12 @@ TEST(fraud_codec)
         ns_mpr_init(&r, sb.data, cut);
         if (ns_fraud_read(&r, &q, err, sizeof err) == NS_OK)
             all_bad = 0;
-        if (q.claimed || q.job.source)
+        if (q.chunk || q.job.source)
             all_bad = 0; /* released on failure */
     }
     CHECK(all_bad);
     /* a version we do not know */
-    ((uint8_t *)sb.data)[1] = 2;
+    ((uint8_t *)sb.data)[1] = 1; /* the per-item proofs of v1 */
     ns_mpr_t r;
     ns_mpr_init(&r, sb.data, sb.size);
     CHECK_RC(ns_fraud_read(&r, &q, err, sizeof err), NS_ERR_VERSION);
@@ -569,10 +601,14 @@ TEST(fraud_codec)
 
     /* a job id that is not the descriptor's is refused by build */
     id[0] ^= 1;
-    CHECK_RC(ns_fraud_build(&q, &job, id, prov, sig, &tree, outs, 1),
+    CHECK_RC(ns_fraud_build(&q, &job, id, prov, sig, &tree, outs, 1, 2, 0),
              NS_ERR_INVAL);
     id[0] ^= 1;
-    CHECK_RC(ns_fraud_build(&q, &job, id, prov, sig, &tree, outs, 300),
+    CHECK_RC(ns_fraud_build(&q, &job, id, prov, sig, &tree, outs, 300, 2, 0),
+             NS_ERR_INVAL);
+    CHECK_RC(ns_fraud_build(&q, &job, id, prov, sig, &tree, outs, 1, 2, 2400),
+             NS_ERR_INVAL);
+    CHECK_RC(ns_fraud_build(&q, &job, id, prov, sig, &tree, outs, 1, 0, 0),
              NS_ERR_INVAL);
     ns_fraud_release(&q);
     ns_fraud_release(&p);
@@ -625,7 +661,6 @@ static int s_vadd_setup(s_vadd_t *v, uint32_t n, uint8_t det, double tol)
     ns_hash(j->args[1].hash, v->b, n * sizeof(float));
     j->args[2].kind = NS_ARG_OUT;
     j->args[2].size = n * sizeof(float);
-    j->args[2].item_bytes = sizeof(float);
     j->args[3].kind = NS_ARG_U32;
     j->args[3].v.u32 = n;
     int rc = ns_job_validate(j, err, sizeof err);
@@ -735,8 +770,11 @@ TEST(spot_check_catches_ten_percent)
             break;
         caught += res.mismatched > 0;
         mism += res.mismatched;
-        if (res.mismatched)
+        if (res.mismatched) {
             CHECK(s_out(&v)[res.first_bad] == 0.0f);
+            CHECK_EQ_INT(res.bad_arg, 2);
+            CHECK_EQ_INT(res.bad_pos / 4, res.first_bad);
+        }
     }
     /* miss chance per trial ~ 0.9^64 = 0.0012: expect 60 of 60, allow 58 */
     CHECK(caught >= TRIALS - 2);
@@ -771,6 +809,8 @@ TEST(spot_check_single_item_full_k)
     CHECK_EQ_INT(res.checked, N);
     CHECK_EQ_INT(res.mismatched, 1);
     CHECK_EQ_INT(res.first_bad, victim);
+    CHECK_EQ_INT(res.bad_pos, 4 * victim);
+    CHECK_EQ_INT(res.bad_arg, 2);
     /* k beyond the item count is capped; beyond NS_MAX_CHECKS refused */
     CHECK_RC(ns_spot_check(s_runner, &v.job, v.id, v.in, v.outs, root, secret,
                            NS_MAX_CHECKS, &res, err, sizeof err),
@@ -809,12 +849,14 @@ TEST(spot_check_tolerance)
              NS_OK);
     CHECK_EQ_INT(res.mismatched, 1);
     CHECK_EQ_INT(res.first_bad, 50);
+    CHECK_EQ_INT(res.bad_pos / 4, 50);
     s_vadd_free(&v);
 }
 
 TEST(fraud_proofs)
 {
-    enum { N = 1000, BAD = 617 };
+    /* 80000 bytes: 5 chunks; BAD's float in chunk 3 at OFF */
+    enum { N = 20000, BAD = 12345, OFF = 4 * BAD - 3 * 16384 };
     s_vadd_t v;
     ns_merkle_t tree;
     ns_hash_t root;
@@ -832,7 +874,7 @@ TEST(fraud_proofs)
 
     /* a true proof, also after the wire */
     CHECK_RC(ns_fraud_build(&p, &v.job, v.id, ns_identity_pk(prov), sig, &tree,
-                            v.outs, BAD),
+                            v.outs, BAD, 2, 4 * (BAD)),
              NS_OK);
     CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err), NS_OK);
     CHECK_RC(s_pack_read(&p, &q, err, sizeof err), NS_OK);
@@ -840,10 +882,10 @@ TEST(fraud_proofs)
     ns_fraud_release(&q);
 
     /* the claim replaced by the honest bytes: not what was committed */
-    memcpy(p.claimed, &honest, 4);
+    memcpy(p.chunk + OFF, &honest, 4);
     CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err), NS_ERR_PROOF);
-    CHECK_CONTAINS(err, "not item");
-    memcpy(p.claimed, &s_out(&v)[BAD], 4);
+    CHECK_CONTAINS(err, "not leaf");
+    memcpy(p.chunk + OFF, &s_out(&v)[BAD], 4);
     CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err), NS_OK);
 
     /* a path that does not lead to the root */
@@ -854,12 +896,21 @@ TEST(fraud_proofs)
     CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err), NS_ERR_PROOF);
     p.depth++;
 
-    /* the same claim and path under another index */
-    p.item = BAD + 1;
+    /* the same chunk and path under another unit: it does not write
+     * that byte; and a byte of the right unit that is claimed right */
+    p.unit = BAD + 1;
     CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err), NS_ERR_PROOF);
-    p.item = N;
+    CHECK_CONTAINS(err, "does not write");
+    p.unit = N;
     CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err), NS_ERR_PROOF);
-    p.item = BAD;
+    p.unit = BAD + 1;
+    p.pos = 4 * (BAD + 1);
+    CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err), NS_ERR_PROOF);
+    CHECK_CONTAINS(err, "no fraud");
+    p.unit = BAD;
+    p.pos = 4 * BAD + 3;
+    CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err), NS_OK);
+    p.pos = 4 * BAD;
 
     /* signatures: tampered, another provider, another count or root */
     p.sig[3] ^= 1;
@@ -869,9 +920,9 @@ TEST(fraud_proofs)
     p.provider[0] ^= 1;
     CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err), NS_ERR_PROOF);
     p.provider[0] ^= 1;
-    p.n_items = N - 1;
+    p.n_units = N - 1;
     CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err), NS_ERR_PROOF);
-    p.n_items = N;
+    p.n_units = N;
     p.root[0] ^= 1;
     CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err), NS_ERR_PROOF);
     p.root[0] ^= 1;
@@ -886,10 +937,10 @@ TEST(fraud_proofs)
 
     /* a proof against an item the provider got right */
     CHECK_RC(ns_fraud_build(&p, &v.job, v.id, ns_identity_pk(prov), sig, &tree,
-                            v.outs, BAD - 1),
+                            v.outs, BAD - 1, 2, 4 * (BAD - 1)),
              NS_OK);
     CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err), NS_ERR_PROOF);
-    CHECK_CONTAINS(err, "correct");
+    CHECK_CONTAINS(err, "no fraud");
     ns_fraud_release(&p);
 
     /* an honest provider: no item yields a proof (path built without a
@@ -898,13 +949,13 @@ TEST(fraud_proofs)
     CHECK_RC(ns_commit_root(&v.job, v.id, v.outs, root), NS_OK);
     ns_result_sign(prov, v.id, root, N, sig);
     CHECK_RC(ns_fraud_build(&p, &v.job, v.id, ns_identity_pk(prov), sig, NULL,
-                            v.outs, BAD),
+                            v.outs, BAD, 2, 4 * (BAD)),
              NS_OK);
     CHECK_MEM(p.root, root, NS_HASH_BYTES);
     CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err), NS_ERR_PROOF);
     /* ... even with a claim that is wrong but was never signed */
     float lie = 42.0f;
-    memcpy(p.claimed, &lie, 4);
+    memcpy(p.chunk + OFF, &lie, 4);
     CHECK_RC(ns_fraud_check(s_runner, &p, v.in, err, sizeof err), NS_ERR_PROOF);
     ns_fraud_release(&p);
 
@@ -913,7 +964,7 @@ TEST(fraud_proofs)
     ns_merkle_root(&tree, root);
     ns_result_sign(prov, v.id, root, N, sig);
     CHECK_RC(ns_fraud_build(&p, &v.job, v.id, ns_identity_pk(prov), sig, &tree,
-                            v.outs, BAD),
+                            v.outs, BAD, 2, 4 * (BAD)),
              NS_OK);
     v.a[BAD] += 1.0f;
     int rc = ns_fraud_check(s_runner, &p, v.in, err, sizeof err);

@@ -8,9 +8,10 @@
  * says why. What reads has the shape the descriptor gives it, its job id
  * is ns_job_id of the descriptor, pack(read(pack(p))) == pack(p) with the
  * same fields, and it goes through the steps of ns_fraud_check that need
- * no device: the result signature (OK or SIG) and the Merkle path of the
- * claimed bytes (OK or PROOF). The re-run of the item needs OpenCL and is
- * left out; ns_item_matches is checked on the claim against itself.
+ * no device (ns_fraud_verify_claim: the result signature and the Merkle
+ * path of the claimed chunk: OK, SIG or PROOF). The re-run of the unit
+ * needs OpenCL and is left out; ns_item_matches is checked on the claimed
+ * chunk against itself.
  */
 #include "nightshift/verify.h"
 
@@ -46,35 +47,36 @@ static void s_pack(const ns_fraud_proof_t *p, ns_buf_t *b)
 static void s_same(const ns_fraud_proof_t *a, const ns_fraud_proof_t *b)
 {
     static ns_fraud_proof_t x, y;
-    S_ASSERT(a->claimed_len == b->claimed_len &&
-             memcmp(a->claimed, b->claimed, a->claimed_len) == 0);
+    S_ASSERT(a->chunk_len == b->chunk_len &&
+             memcmp(a->chunk, b->chunk, a->chunk_len) == 0);
     S_ASSERT(a->job.source_len == b->job.source_len &&
              (a->job.source_len == 0 ||
               memcmp(a->job.source, b->job.source, a->job.source_len) == 0));
     x = *a;
     y = *b;
-    x.claimed = y.claimed = NULL;
+    x.chunk = y.chunk = NULL;
     x.job.source = y.job.source = NULL;
     S_ASSERT(memcmp(&x, &y, sizeof x) == 0);
 }
 
 static void s_checks(const ns_fraud_proof_t *p)
 {
-    ns_hash_t id, leaf;
-    S_ASSERT(p->n_items == ns_job_items(&p->job) && p->item < p->n_items);
-    S_ASSERT(p->claimed != NULL &&
-             p->claimed_len == ns_job_item_bytes(&p->job));
-    S_ASSERT(p->depth == ns_merkle_proof_len(p->n_items, p->item));
+    ns_hash_t id;
+    uint64_t leaf = 0;
+    char err[256];
+    S_ASSERT(p->n_units == ns_job_units(&p->job) && p->unit < p->n_units);
+    S_ASSERT(p->arg < p->job.n_args && p->job.args[p->arg].kind == NS_ARG_OUT &&
+             p->pos < p->job.args[p->arg].size);
+    S_ASSERT(ns_commit_leaf_index(&p->job, p->arg, p->pos, &leaf) == NS_OK);
+    S_ASSERT(p->chunk != NULL && p->chunk_len >= 1 &&
+             p->chunk_len <= NS_COMMIT_CHUNK);
+    S_ASSERT(p->depth ==
+             ns_merkle_proof_len(ns_commit_leaves(&p->job), leaf));
     S_ASSERT(ns_job_id(&p->job, id) == NS_OK);
     S_ASSERT(memcmp(id, p->job_id, NS_HASH_BYTES) == 0);
-    int rc =
-        ns_result_verify(p->provider, p->job_id, p->root, p->n_items, p->sig);
-    S_ASSERT(rc == NS_OK || rc == NS_ERR_SIG);
-    ns_item_leaf(leaf, p->job_id, p->item, p->claimed, p->claimed_len);
-    rc =
-        ns_merkle_verify(p->root, leaf, p->item, p->n_items, p->path, p->depth);
-    S_ASSERT(rc == NS_OK || rc == NS_ERR_PROOF);
-    S_ASSERT(ns_item_matches(&p->job, p->claimed, p->claimed, p->claimed_len));
+    int rc = ns_fraud_verify_claim(p, err, sizeof err);
+    S_ASSERT(rc == NS_OK || rc == NS_ERR_SIG || rc == NS_ERR_PROOF);
+    S_ASSERT(ns_item_matches(&p->job, p->chunk, p->chunk, p->chunk_len));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -88,7 +90,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int rc = ns_fraud_read(&r, &s_p[0], err, sizeof err);
     if (rc != NS_OK) {
         S_ASSERT(r.err != NS_OK && (err[0] != '\0' || rc == NS_ERR_NOMEM));
-        S_ASSERT(s_p[0].claimed == NULL && s_p[0].job.source == NULL);
+        S_ASSERT(s_p[0].chunk == NULL && s_p[0].job.source == NULL);
         return 0;
     }
     s_checks(&s_p[0]);

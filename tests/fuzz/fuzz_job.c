@@ -51,7 +51,7 @@ static void s_round_trip(const uint8_t *read, size_t read_len)
     msgpack_packer pk;
     S_ASSERT(ns_job_validate(&s_job[0], err, sizeof err) == NS_OK);
     S_ASSERT(ns_job_items(&s_job[0]) >= 1);
-    S_ASSERT(ns_job_item_bytes(&s_job[0]) >= 1);
+    S_ASSERT(ns_job_units(&s_job[0]) >= 1 && ns_job_out_bytes(&s_job[0]) >= 1);
     S_ASSERT(ns_job_checks(&s_job[0]) >= 1);
     ns_buf_init(&b);
     ns_mp_writer_init(&w, &pk, &b);

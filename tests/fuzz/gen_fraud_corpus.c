@@ -70,18 +70,25 @@ int main(int argc, char **argv)
         }
         seeds_check(ns_job_id(&s_job, job_id), "job id");
         seeds_check(ns_commit_root(&s_job, job_id, outputs, root), "root");
-        uint64_t n = ns_job_items(&s_job);
+        uint64_t n = ns_job_units(&s_job);
         ns_result_sign(id, job_id, root, n, sig);
         uint64_t items[3] = {0, n / 2, n - 1};
+        uint32_t out = 0;
+        while (s_job.args[out].kind != NS_ARG_OUT)
+            out++;
+        uint64_t size = s_job.args[out].size;
         for (int i = 0; i < 3; i++) {
             if (i > 0 && items[i] == items[i - 1])
                 continue;
+            /* the unit's position, spread over the output's bytes */
+            uint64_t pos = size * items[i] / (n ? n : 1);
             seeds_check(ns_fraud_build(&s_p, &s_job, job_id, ns_identity_pk(id),
-                                       sig, NULL, outputs, items[i]),
+                                       sig, NULL, outputs, items[i], out,
+                                       pos),
                         "build proof");
             if (memcmp(s_p.root, root, NS_HASH_BYTES) != 0)
                 seeds_die("proof root is not the committed root", NS_ERR_PROOF);
-            snprintf(what, sizeof what, "proof, %s, item %llu", name,
+            snprintf(what, sizeof what, "proof, %s, unit %llu", name,
                      (unsigned long long)items[i]);
             s_save_proof(what, &s_p, true, v == 0 && i == 0);
             if (v == 1 && i == 0) {
@@ -89,11 +96,11 @@ int main(int argc, char **argv)
                 snprintf(what, sizeof what, "%s, signature flipped", name);
                 s_save_proof(what, &s_p, true, false);
                 s_p.sig[0] ^= 0x01;
-                s_p.claimed[0] ^= 0x01;
+                s_p.chunk[0] ^= 0x01;
                 snprintf(what, sizeof what, "%s, claim changed", name);
                 s_save_proof(what, &s_p, true, false);
-                s_p.item = n; /* out of range: read rejects it */
-                snprintf(what, sizeof what, "%s, item out of range", name);
+                s_p.unit = n; /* out of range: read rejects it */
+                snprintf(what, sizeof what, "%s, unit out of range", name);
                 s_save_proof(what, &s_p, false, false);
             }
             ns_fraud_release(&s_p);

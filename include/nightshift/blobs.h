@@ -1,0 +1,47 @@
+/* blobs.h - a content-addressed store of byte blobs on disk (node layer):
+ * job inputs that a provider keeps so that a job reusing them does not
+ * fetch them again, and that any node serves by hash (the inputs a SLASH
+ * needs to be re-run by every node).
+ *
+ * <dir>/<64 hex digits of the BLAKE2b-256 of the bytes>, written
+ * atomically (ns_file_write_atomic), checked against its name when read
+ * (a corrupt file is deleted and reported missing). The store holds at
+ * most cap bytes: a put evicts the least recently used blobs (file
+ * modification time, refreshed by each get) until the new one fits.
+ * Not thread-safe; one store per datadir.
+ */
+#ifndef NIGHTSHIFT_BLOBS_H
+#define NIGHTSHIFT_BLOBS_H
+
+#include "nightshift/err.h"
+#include "nightshift/hash.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define NS_BLOBS_DEFAULT_CAP (UINT64_C(1) << 30) /* 1 GiB */
+
+typedef struct ns_blobs ns_blobs_t;
+
+/* Create dir (0700) if needed. NULL + *err: NS_ERR_IO (cannot create or
+ * read the directory), NS_ERR_NOMEM. */
+ns_blobs_t *ns_blobs_open(const char *dir, uint64_t cap_bytes, int *err);
+void ns_blobs_close(ns_blobs_t **b);
+
+bool ns_blobs_has(ns_blobs_t *b, const ns_hash_t id);
+/* Store data under id: NS_ERR_CORRUPT when it does not hash to id,
+ * NS_ERR_TOOBIG when it is larger than the whole store, NS_ERR_IO (disk
+ * full, read-only): nothing stored. Storing a blob already there touches
+ * it. */
+int ns_blobs_put(ns_blobs_t *b, const ns_hash_t id, const uint8_t *data,
+                 size_t len) NS_MUST_CHECK;
+/* The blob's bytes (malloc'd, caller frees): NS_ERR_NOTFOUND, NS_ERR_IO,
+ * NS_ERR_NOMEM. */
+int ns_blobs_get(ns_blobs_t *b, const ns_hash_t id, uint8_t **data,
+                 size_t *len) NS_MUST_CHECK;
+
+/* Bytes held now. */
+uint64_t ns_blobs_bytes(const ns_blobs_t *b);
+
+#endif

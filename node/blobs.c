@@ -1,0 +1,159 @@
+/* blobs.c - content-addressed blobs on disk, LRU-bounded (blobs.h). */
+#include "nightshift/blobs.h"
+
+#include "nightshift/job.h"
+#include "nightshift/log.h"
+#include "nightshift/util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct ns_blobs {
+    char dir[PATH_MAX];
+    uint64_t cap;
+    uint64_t bytes; /* sum of the blobs' sizes, as last scanned */
+};
+
+static void s_path(const ns_blobs_t *b, const ns_hash_t id, char *out,
+                   size_t cap)
+{
+    char hex[2 * NS_HASH_BYTES + 1];
+    ns_hex(hex, id, NS_HASH_BYTES);
+    snprintf(out, cap, "%s/%s", b->dir, hex);
+}
+
+static bool s_is_blob_name(const char *name)
+{
+    if (strlen(name) != 2 * NS_HASH_BYTES)
+        return false;
+    return strspn(name, "0123456789abcdef") == 2 * NS_HASH_BYTES;
+}
+
+/* Sum the blob files; with need > 0, also delete the least recently used
+ * until bytes + need fits the cap. */
+static int s_scan(ns_blobs_t *b, uint64_t need)
+{
+    for (;;) {
+        DIR *d = opendir(b->dir);
+        if (!d)
+            return NS_ERR_IO;
+        uint64_t sum = 0;
+        time_t oldest_t = 0;
+        char oldest[2 * NS_HASH_BYTES + 1] = "";
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            if (!s_is_blob_name(e->d_name))
+                continue;
+            struct stat st;
+            if (fstatat(dirfd(d), e->d_name, &st, 0) != 0)
+                continue;
+            sum += (uint64_t)st.st_size;
+            if (!oldest[0] || st.st_mtime < oldest_t) {
+                oldest_t = st.st_mtime;
+                snprintf(oldest, sizeof oldest, "%s", e->d_name);
+            }
+        }
+        int fd = dirfd(d);
+        b->bytes = sum;
+        if (need == 0 || sum + need <= b->cap || !oldest[0]) {
+            closedir(d);
+            return NS_OK;
+        }
+        (void)unlinkat(fd, oldest, 0);
+        closedir(d);
+        ns_debug(NS_MOD_NODE, "event=blob_evicted blob=%.16s", oldest);
+    }
+}
+
+ns_blobs_t *ns_blobs_open(const char *dir, uint64_t cap_bytes, int *err)
+{
+    ns_blobs_t *b = calloc(1, sizeof *b);
+    if (!b) {
+        *err = NS_ERR_NOMEM;
+        return NULL;
+    }
+    if (snprintf(b->dir, sizeof b->dir, "%s", dir) >= (int)sizeof b->dir ||
+        ns_mkdir_p(dir, 0700) != NS_OK || s_scan(b, 0) != NS_OK) {
+        *err = NS_ERR_IO;
+        free(b);
+        return NULL;
+    }
+    b->cap = cap_bytes ? cap_bytes : NS_BLOBS_DEFAULT_CAP;
+    return b;
+}
+
+void ns_blobs_close(ns_blobs_t **bp)
+{
+    if (!bp || !*bp)
+        return;
+    free(*bp);
+    *bp = NULL;
+}
+
+bool ns_blobs_has(ns_blobs_t *b, const ns_hash_t id)
+{
+    char path[PATH_MAX + 80];
+    s_path(b, id, path, sizeof path);
+    return access(path, R_OK) == 0;
+}
+
+int ns_blobs_put(ns_blobs_t *b, const ns_hash_t id, const uint8_t *data,
+                 size_t len)
+{
+    ns_hash_t h;
+    ns_hash(h, data, len);
+    if (memcmp(h, id, NS_HASH_BYTES))
+        return NS_ERR_CORRUPT;
+    if (len > b->cap)
+        return NS_ERR_TOOBIG;
+    char path[PATH_MAX + 80];
+    s_path(b, id, path, sizeof path);
+    if (access(path, R_OK) == 0) {
+        (void)utimensat(AT_FDCWD, path, NULL, 0);
+        return NS_OK;
+    }
+    int rc = s_scan(b, len);
+    if (rc == NS_OK)
+        rc = ns_file_write_atomic(path, data, len, 0600);
+    if (rc == NS_OK)
+        b->bytes += len;
+    return rc;
+}
+
+int ns_blobs_get(ns_blobs_t *b, const ns_hash_t id, uint8_t **data,
+                 size_t *len)
+{
+    char path[PATH_MAX + 80];
+    s_path(b, id, path, sizeof path);
+    *data = NULL;
+    *len = 0;
+    int rc = ns_file_read(path, NS_MAX_BUFFER, data, len);
+    if (rc != NS_OK)
+        return rc == NS_ERR_NOTFOUND ? NS_ERR_NOTFOUND : rc;
+    ns_hash_t h;
+    ns_hash(h, *data, *len);
+    if (memcmp(h, id, NS_HASH_BYTES)) {
+        /* a damaged file is no blob: drop it, fetch it again */
+        ns_warn(NS_MOD_NODE, "event=blob_corrupt path=\"%s\" action=deleted",
+                path);
+        free(*data);
+        *data = NULL;
+        *len = 0;
+        unlink(path);
+        return NS_ERR_NOTFOUND;
+    }
+    (void)utimensat(AT_FDCWD, path, NULL, 0);
+    return NS_OK;
+}
+
+uint64_t ns_blobs_bytes(const ns_blobs_t *b)
+{
+    return b->bytes;
+}
