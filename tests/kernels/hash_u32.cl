@@ -13,6 +13,7 @@
  *   --kernel hash_u32.cl --entry hash --global 1536
  *   --arg in:a.bin (1536 u32) --arg out:6144:h32.bin --arg out:1536:h8.bin
  *   --arg u64:81985529216486895 (0x0123456789abcdef) --tolerance exact
+ *   --checks 32
  */
 uint fmix(uint h)
 {

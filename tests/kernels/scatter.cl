@@ -11,7 +11,8 @@
  *   --kernel scatter.cl --entry scatter --global 1000 --local 40
  *   --item-kind group --arg in:a.bin (1000 u32) --arg in:perm.bin
  *   (1000 u32) --arg out:4000:out.bin --arg u32:12345 --tolerance exact
- * (row scatter_items: work-item units, same without --local/--item-kind)
+ * (row scatter_items: work-item units: the same without --local and
+ * --item-kind, other inputs, --arg u32:777)
  */
 __kernel void scatter(__global const uint *in, __global const uint *perm,
                       __global uint *out, uint salt)
