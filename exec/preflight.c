@@ -272,3 +272,174 @@ out:
     clReleaseContext(ctx);
     return rc;
 }
+
+/* ---- sampling units ------------------------------------------------------ */
+
+#define S_SAMPLE_MAX 8 /* units sampled at most */
+
+typedef struct {
+    uint8_t *out[NS_MAX_ARGS]; /* full-size output buffers */
+} s_bufs_t;
+
+static void s_bufs_release(const ns_job_t *job, s_bufs_t *b)
+{
+    for (uint32_t i = 0; i < job->n_args; i++)
+        free(b->out[i]);
+    memset(b, 0, sizeof *b);
+}
+
+static int s_bufs_alloc(const ns_job_t *job, s_bufs_t *b)
+{
+    memset(b, 0, sizeof *b);
+    for (uint32_t i = 0; i < job->n_args; i++)
+        if (job->args[i].kind == NS_ARG_OUT &&
+            !(b->out[i] = malloc(job->args[i].size))) {
+            s_bufs_release(job, b);
+            return NS_ERR_NOMEM;
+        }
+    return NS_OK;
+}
+
+static void s_fill(const ns_job_t *job, s_bufs_t *b, int byte)
+{
+    for (uint32_t i = 0; i < job->n_args; i++)
+        if (b->out[i])
+            memset(b->out[i], byte, job->args[i].size);
+}
+
+#define S_FILL_MID 0x5A /* the third fill, between 0x00 and 0xFF */
+
+/* The first byte whose value after the run depends on the old content:
+ * it changed from its fill in some run, but the three runs (fills 0x00,
+ * 0xFF, 0x5A) do not agree on it. A byte the unit writes has the same
+ * value after all three; one it leaves alone keeps each fill. */
+static bool s_depends(const ns_job_t *job, const s_bufs_t *zero,
+                      const s_bufs_t *ones, const s_bufs_t *mid, uint32_t *arg,
+                      uint64_t *pos)
+{
+    for (uint32_t i = 0; i < job->n_args; i++) {
+        if (!zero->out[i])
+            continue;
+        for (uint64_t p = 0; p < job->args[i].size; p++) {
+            uint8_t z = zero->out[i][p], o = ones->out[i][p],
+                    m = mid->out[i][p];
+            bool written = z == o && o == m;
+            bool untouched = z == 0x00 && o == 0xFF && m == S_FILL_MID;
+            if (!written && !untouched) {
+                *arg = i;
+                *pos = p;
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+int ns_preflight_sample(ns_runner_t *r, const ns_job_t *job,
+                        const ns_input_t *inputs, uint32_t k, char *err,
+                        size_t errlen)
+{
+    uint64_t n = ns_job_units(job);
+    if (n == 0)
+        return NS_ERR_INVAL;
+    if (k > S_SAMPLE_MAX)
+        k = S_SAMPLE_MAX;
+    if (k > n)
+        k = (uint32_t)n;
+    s_bufs_t zero, again, ones, mid;
+    uint8_t *owner[NS_MAX_ARGS];
+    memset(owner, 0, sizeof owner);
+    int rc = s_bufs_alloc(job, &zero);
+    if (rc == NS_OK && (rc = s_bufs_alloc(job, &again)) != NS_OK)
+        s_bufs_release(job, &zero);
+    if (rc == NS_OK && (rc = s_bufs_alloc(job, &ones)) != NS_OK) {
+        s_bufs_release(job, &zero);
+        s_bufs_release(job, &again);
+    }
+    if (rc == NS_OK && (rc = s_bufs_alloc(job, &mid)) != NS_OK) {
+        s_bufs_release(job, &zero);
+        s_bufs_release(job, &again);
+        s_bufs_release(job, &ones);
+    }
+    if (rc != NS_OK) {
+        ns_cl_errf(err, errlen, "out of memory for the pre-flight");
+        return rc;
+    }
+    /* which sampled unit wrote each byte: one bit-free byte map per
+     * output, unit index + 1 (k <= 8) */
+    for (uint32_t i = 0; i < job->n_args && rc == NS_OK; i++)
+        if (zero.out[i] && !(owner[i] = calloc(1, job->args[i].size)))
+            rc = NS_ERR_NOMEM;
+    for (uint32_t s = 0; s < k && rc == NS_OK; s++) {
+        uint64_t unit = k == 1 ? 0 : (n - 1) * s / (k - 1);
+        s_fill(job, &zero, 0x00);
+        s_fill(job, &again, 0x00);
+        s_fill(job, &ones, 0xFF);
+        s_fill(job, &mid, S_FILL_MID);
+        if ((rc = ns_runner_run_units(r, job, inputs, &unit, 1, zero.out, NULL,
+                                      err, errlen)) != NS_OK ||
+            (rc = ns_runner_run_units(r, job, inputs, &unit, 1, again.out,
+                                      NULL, err, errlen)) != NS_OK ||
+            (rc = ns_runner_run_units(r, job, inputs, &unit, 1, ones.out, NULL,
+                                      err, errlen)) != NS_OK ||
+            (rc = ns_runner_run_units(r, job, inputs, &unit, 1, mid.out, NULL,
+                                      err, errlen)) != NS_OK)
+            break;
+        uint32_t arg = 0;
+        uint64_t pos = 0;
+        for (uint32_t i = 0; i < job->n_args && rc == NS_OK; i++)
+            if (zero.out[i] &&
+                memcmp(zero.out[i], again.out[i], job->args[i].size)) {
+                ns_cl_errf(err, errlen,
+                           "unit %llu of kernel '%s' wrote other bytes to "
+                           "argument %u in a second identical run: the "
+                           "kernel is not deterministic (a race, or memory "
+                           "it reads before writing), so its results "
+                           "cannot be checked",
+                           (unsigned long long)unit, job->entry, i);
+                rc = NS_ERR_INVAL;
+            }
+        if (rc == NS_OK && s_depends(job, &zero, &ones, &mid, &arg, &pos)) {
+            ns_cl_errf(err, errlen,
+                       "unit %llu of kernel '%s' writes byte %llu of "
+                       "argument %u from what the output held before (it "
+                       "reads its outputs, e.g. out[i] += ..., or adds to "
+                       "a total across work-groups): its units cannot be "
+                       "checked one by one",
+                       (unsigned long long)unit, job->entry,
+                       (unsigned long long)pos, arg);
+            rc = NS_ERR_INVAL;
+        }
+        /* bytes this unit writes: the same value over every fill */
+        for (uint32_t i = 0; i < job->n_args && rc == NS_OK; i++) {
+            if (!zero.out[i])
+                continue;
+            for (uint64_t p = 0; p < job->args[i].size; p++) {
+                if (zero.out[i][p] != ones.out[i][p] ||
+                    ones.out[i][p] != mid.out[i][p])
+                    continue;
+                if (owner[i][p]) {
+                    ns_cl_errf(
+                        err, errlen,
+                        "units %llu and %llu of kernel '%s' both write byte "
+                        "%llu of argument %u: in the full launch they race, "
+                        "so the result is not defined",
+                        (unsigned long long)((n - 1) * (owner[i][p] - 1) /
+                                             (k > 1 ? k - 1 : 1)),
+                        (unsigned long long)unit, job->entry,
+                        (unsigned long long)p, i);
+                    rc = NS_ERR_INVAL;
+                    break;
+                }
+                owner[i][p] = (uint8_t)(s + 1);
+            }
+        }
+    }
+    for (uint32_t i = 0; i < job->n_args; i++)
+        free(owner[i]);
+    s_bufs_release(job, &zero);
+    s_bufs_release(job, &again);
+    s_bufs_release(job, &ones);
+    s_bufs_release(job, &mid);
+    return rc;
+}

@@ -5,6 +5,7 @@
 #include "nightshift/join.h"
 #include "nightshift/log.h"
 #include "nightshift/policy.h"
+#include "nightshift/preflight.h"
 #include "nightshift/slash.h"
 #include "nightshift/transfer.h"
 #include "nightshift/util.h"
@@ -657,6 +658,17 @@ static void s_post(ns_requester_t *q)
     ns_hash_t id;
     ns_account_t me;
     const uint8_t *self = ns_identity_pk(q->me);
+    /* Before any credit moves: can the job be checked unit by unit? */
+    char err[512];
+    int rc = q->o.no_preflight
+                 ? NS_OK
+                 : ns_preflight_sample(q->runner, q->o.job, q->o.inputs,
+                                       NS_POLICY_PREFLIGHT_UNITS, err,
+                                       sizeof err);
+    if (rc != NS_OK) {
+        s_fail(q, "%s", err);
+        return;
+    }
     memset(&b, 0, sizeof b);
     memcpy(b.job_id, q->o.job_id, NS_HASH_BYTES);
     b.escrow = q->o.max_price;

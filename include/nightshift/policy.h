@@ -32,6 +32,8 @@
 /* ---- the requester (node/requester.c) ----------------------------------- */
 
 #define NS_POLICY_REQUESTER_TICK_MS 5 /* state machine timer */
+/* Units the pre-flight runs alone (4 times each) before posting. */
+#define NS_POLICY_PREFLIGHT_UNITS 4
 #define NS_POLICY_MAX_BIDS 64         /* bids kept per auction round */
 /* An awarded provider must accept (its ACCEPT entry) within this. */
 #define NS_POLICY_ACCEPT_MS 5000

@@ -11,6 +11,17 @@
  *     Images, samplers, pipes and vector scalars (float4...) are refused
  *     with a one-line reason: the job format cannot carry them.
  *
+ *  3. A sample of units, each re-run alone over outputs filled with 0x00,
+ *     again over 0x00, over 0xFF and over 0x5A (ns_preflight_sample): a
+ *     byte the unit writes has one value after every run, one it does not
+ *     keeps each fill; what a unit
+ *     writes must not depend on what the output held before (a kernel
+ *     that reads its outputs, out[i] += ..., or adds to a total with
+ *     global atomics across groups, cannot be verified unit by unit), two
+ *     runs must write the same bytes (non-determinism: races, uninitialised
+ *     memory), and no two units may write the same byte (the full launch
+ *     would race). Such kernels are refused with the reason.
+ *
  * Every error is one line in err, as `submit` prints it.
  */
 #ifndef NIGHTSHIFT_PREFLIGHT_H
@@ -18,6 +29,7 @@
 
 #include "nightshift/err.h"
 #include "nightshift/job.h"
+#include "nightshift/runner.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -36,6 +48,14 @@ typedef struct {
 int ns_preflight_check(uint32_t device_index, const ns_job_t *job,
                        const char *source_name, ns_preflight_t *res,
                        char *err, size_t errlen) NS_MUST_CHECK;
+
+/* Up to k units spread over the job (first, last, between), each run
+ * alone three times as described above, on r. NS_ERR_INVAL with the
+ * reason when the kernel cannot be verified unit by unit; runner errors
+ * as they are. Costs 4 k unit runs and as many passes over the outputs. */
+int ns_preflight_sample(ns_runner_t *r, const ns_job_t *job,
+                        const ns_input_t *inputs, uint32_t k, char *err,
+                        size_t errlen) NS_MUST_CHECK;
 
 /* In text, replace each path of a temporary source file as OpenCL
  * compilers write it in build logs ("/tmp/x/tempfile_AbC.cl:3:16",

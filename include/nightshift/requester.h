@@ -55,6 +55,9 @@ typedef struct {
     ns_hash_t job_id;         /* ns_ledger_job_id(us, desc_id, nonce) */
     uint8_t nonce[16];
     bool resume; /* the job may be on record already: continue it */
+    /* Skip the unit sampling before posting (preflight.h). Only for tests
+     * that need a job to fail on the provider and nowhere else. */
+    bool no_preflight;
     /* Terms. */
     uint64_t max_price;  /* credits of escrow */
     uint64_t collateral; /* credits the provider locks */

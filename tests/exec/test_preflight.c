@@ -3,6 +3,7 @@
  * gets its own one-line reason. */
 #include "../check.h"
 
+#include "nightshift/hash.h"
 #include "nightshift/preflight.h"
 
 #include <sodium.h>
@@ -119,6 +120,75 @@ TEST(argument_mismatches_are_named)
     }
 }
 
+/* Sample units of src's kernel `k` over n floats (in, out). */
+static int s_sample(ns_runner_t *r, const char *src, uint32_t n, uint64_t local,
+                    char *err, size_t errlen)
+{
+    ns_job_t j;
+    const uint8_t kinds[] = {IN, OUT};
+    s_job(&j, src, kinds, 2);
+    j.global[0] = n;
+    j.local[0] = local;
+    static float in[4096];
+    for (uint32_t i = 0; i < n; i++)
+        in[i] = (float)i * 0.5f;
+    j.args[0].size = n * sizeof(float);
+    ns_hash(j.args[0].hash, in, n * sizeof(float));
+    j.args[1].size = n * sizeof(float);
+    j.args[1].item_bytes = 0;
+    ns_input_t inputs[NS_MAX_ARGS] = {{in, n * sizeof(float), true}};
+    err[0] = '\0';
+    int rc = ns_preflight_sample(r, &j, inputs, 4, err, errlen);
+    ns_job_release(&j);
+    return rc;
+}
+
+TEST(sampled_units_refuse_what_cannot_be_checked)
+{
+    char err[512];
+    int rc;
+    ns_runner_t *r = ns_runner_new(0, NULL, &rc);
+    if (!CHECK(r != NULL))
+        return;
+    /* fine: one slice per unit, per-group outputs, a scatter */
+    CHECK_RC(s_sample(r, "kernel void k(global const float *a, global float "
+                         "*o) { size_t i = get_global_id(0); o[i] = a[i] * "
+                         "2; }",
+                      1024, 0, err, sizeof err),
+             NS_OK);
+    CHECK_RC(s_sample(r, "kernel void k(global const float *a, global float "
+                         "*o) { if (get_local_id(0) == 0) "
+                         "o[get_group_id(0)] = a[get_global_id(0)]; }",
+                      1024, 64, err, sizeof err),
+             NS_OK);
+    CHECK_RC(s_sample(r, "kernel void k(global const float *a, global float "
+                         "*o) { size_t i = get_global_id(0); "
+                         "o[(i * 7) % 1024] = a[i]; }",
+                      1024, 0, err, sizeof err),
+             NS_OK);
+    /* a float output read and written back */
+    rc = s_sample(r, "kernel void k(global const float *a, global float *o) "
+                     "{ size_t i = get_global_id(0); o[i] += a[i]; }",
+                  1024, 0, err, sizeof err);
+    CHECK_RC(rc, NS_ERR_INVAL);
+    CHECK(strstr(err, "reads its outputs") != NULL);
+    /* a total across work-groups with global atomics */
+    rc = s_sample(r, "kernel void k(global const float *a, global float *o) "
+                     "{ atomic_inc((global volatile uint *)o); }",
+                  1024, 64, err, sizeof err);
+    CHECK_RC(rc, NS_ERR_INVAL);
+    CHECK(strstr(err, "across work-groups") != NULL);
+    /* every unit writes the same byte */
+    rc = s_sample(r, "kernel void k(global const float *a, global float *o) "
+                     "{ o[0] = 1.0f; o[get_global_id(0)] = a[0]; }",
+                  1024, 0, err, sizeof err);
+    CHECK_RC(rc, NS_ERR_INVAL);
+    CHECK(strstr(err, "both write") != NULL);
+    if (err[0])
+        fprintf(stderr, "    last: %s\n", err);
+    ns_runner_destroy(&r);
+}
+
 TEST(log_rename)
 {
     char t[256];
@@ -140,6 +210,7 @@ int main(void)
     RUN(good_kernels_pass);
     RUN(build_errors_name_the_users_file);
     RUN(argument_mismatches_are_named);
+    RUN(sampled_units_refuse_what_cannot_be_checked);
     RUN(log_rename);
     return ns_test_finish("exec_preflight");
 }

@@ -76,6 +76,7 @@ static s_world_t *s_w;
 /* When set, the job is this source (vector_add's signature) instead of the
  * built-in. */
 static const char *s_source;
+static bool s_no_preflight; /* the next world's requester skips it */
 
 /* ---- the fake network --------------------------------------------------- */
 
@@ -422,6 +423,7 @@ static s_world_t *s_world(const ns_fault_t *f1, const ns_fault_t *f2,
     uint8_t nonce[16] = {1};
     ns_requester_opts_t o = s_req_opts(w, nonce);
     o.deadline_s = deadline_s;
+    o.no_preflight = s_no_preflight;
     w->p[0].requester =
         ns_requester_new(&o, &w->p[0].io, w->p[0].ledger, w->runner,
                          w->fx.acct[0].id, w->fx.genesis.network_id, &rc);
@@ -712,8 +714,10 @@ TEST(broken_kernel_ends_the_job_at_once)
     s_source = "kernel void broken(global const float *a, global const "
                "float *b,\n global float *c, uint n)\n{\n  c[0] = a[0] + "
                ";\n}\n";
+    s_no_preflight = true; /* as if it built here and not there */
     s_world_t *w = s_world(NULL, NULL, 60);
     s_source = NULL;
+    s_no_preflight = false;
     if (!CHECK(w != NULL))
         return;
     w->p[2].offline = true;
@@ -736,6 +740,28 @@ TEST(broken_kernel_ends_the_job_at_once)
     for (uint32_t l = 0; l < W_PARTIES; l++)
         CHECK_EQ_INT(s_job_state(w, l), NS_JOB_CANCELLED);
     CHECK(s_conserved(w));
+    s_world_free(w);
+}
+
+TEST(preflight_refuses_before_any_credit_moves)
+{
+    /* a kernel that adds into its output: units cannot be checked alone */
+    s_source = "kernel void broken(global const float *a, global const "
+               "float *b, global float *c, uint n)\n{ size_t i = "
+               "get_global_id(0); c[i] += a[i] + b[i]; }\n";
+    s_world_t *w = s_world(NULL, NULL, 60);
+    s_source = NULL;
+    if (!CHECK(w != NULL))
+        return;
+    CHECK(s_run(w, 100));
+    const ns_receipt_t *r = ns_requester_receipt(w->p[0].requester);
+    CHECK_EQ_INT(r->phase, NS_RQ_FAILED);
+    CHECK(strstr(r->error, "reads its outputs") != NULL);
+    CHECK_EQ_INT(r->rounds, 0);
+    ns_account_t req = s_acct(w, 0, 0);
+    CHECK_EQ_INT(req.free, 1000);
+    CHECK_EQ_INT(req.seq, 0); /* nothing posted */
+    CHECK_EQ_INT(s_job_state(w, 0), 0);
     s_world_free(w);
 }
 
@@ -830,6 +856,7 @@ int main(int argc, char **argv)
     RUN(resume_picks_the_job_up);
     RUN(provider_failure_moves_on_without_penalty);
     RUN(broken_kernel_ends_the_job_at_once);
+    RUN(preflight_refuses_before_any_credit_moves);
     RUN(forged_failure_is_ignored);
     RUN(giving_up_cancels_and_releases);
     (void)s_w;
