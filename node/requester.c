@@ -46,7 +46,8 @@ struct ns_requester {
     uint64_t t_start_ms, t_announce_ms, t_accept_ms, t_last_tick_s;
     ns_join_t join;
     bool finished;
-    char last_failure[NS_MAX_FAIL_REASON + 128]; /* the last round's */
+    char last_failure[NS_MAX_FAIL_REASON + 128]; /* the last report */
+    char history[600]; /* why each earlier round's provider was dropped */
     ns_receipt_t rc;
 };
 
@@ -178,9 +179,9 @@ static void s_explain(ns_requester_t *q, char *out, size_t cap)
         used += (size_t)snprintf(out + used, cap - used, "%s %s: %u of %u",
                                  b ? ";" : "", what, x.failing[b], x.seen);
     }
-    if (q->last_failure[0] && used < cap)
-        snprintf(out + used, cap - used, "; the last round: %s",
-                 q->last_failure);
+    if (q->history[0] && used < cap)
+        snprintf(out + used, cap - used, "; earlier rounds: %.300s",
+                 q->history);
 }
 
 /* Providers we know of (their heartbeats) that qualify for the job and
@@ -496,6 +497,11 @@ static void s_restart(ns_requester_t *q, const char *why)
 {
     char who[NS_ID_SHORT_LEN + 1];
     ns_id_short(who, q->winner.provider);
+    /* kept for the final error: an empty auction later says why */
+    size_t used = strlen(q->history);
+    if (used + 8 < sizeof q->history)
+        snprintf(q->history + used, sizeof q->history - used, "%s%u: %s %s",
+                 used ? "; " : "", q->round, who, why);
     s_say(q, "provider %s %s: excluded, new auction", who, why);
     s_exclude(q, q->winner.provider);
     ns_fetch_release(&q->fetch);

@@ -624,6 +624,9 @@ TEST(deadline_penalises_silent_provider)
     CHECK(s_said(w, "missed the deadline"));
     CHECK_EQ_INT(r->cancelled, 2); /* the late provider, the empty round */
     CHECK_EQ_INT(r->phase, NS_RQ_FAILED);
+    /* the empty second round says what happened in the first */
+    CHECK(strstr(r->error, "earlier rounds: 1:") != NULL &&
+          strstr(r->error, "missed the deadline") != NULL);
     for (int i = 0; i < 500; i++) /* the provider claims what is released */
         s_step(w, 5);
     ns_account_t p = s_acct(w, 0, 1), req = s_acct(w, 0, 0);
