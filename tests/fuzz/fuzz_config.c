@@ -22,7 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define S_ASSERT(cond)                                                         \
     do {                                                                       \
         if (!(cond)) {                                                         \
-            fprintf(stderr, "fuzz_config: %s:%d: %s\n", __FILE__, __LINE__,   \
+            fprintf(stderr, "fuzz_config: %s:%d: %s\n", __FILE__, __LINE__,    \
                     #cond);                                                    \
             abort();                                                           \
         }                                                                      \

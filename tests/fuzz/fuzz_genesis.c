@@ -24,7 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define S_ASSERT(cond)                                                         \
     do {                                                                       \
         if (!(cond)) {                                                         \
-            fprintf(stderr, "fuzz_genesis: %s:%d: %s\n", __FILE__, __LINE__,  \
+            fprintf(stderr, "fuzz_genesis: %s:%d: %s\n", __FILE__, __LINE__,   \
                     #cond);                                                    \
             abort();                                                           \
         }                                                                      \
@@ -80,9 +80,8 @@ static void s_round_trip(const ns_genesis_t *g)
     S_ASSERT(again.created_ms == g->created_ms);
     S_ASSERT(again.n_allocs == g->n_allocs);
     S_ASSERT(again.total_credits == g->total_credits);
-    S_ASSERT(g->n_allocs == 0 ||
-             memcmp(again.allocs, g->allocs,
-                    g->n_allocs * sizeof *g->allocs) == 0);
+    S_ASSERT(g->n_allocs == 0 || memcmp(again.allocs, g->allocs,
+                                        g->n_allocs * sizeof *g->allocs) == 0);
     ns_genesis_release(&again);
 }
 

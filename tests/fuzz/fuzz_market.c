@@ -1,15 +1,16 @@
 /* fuzz_market.c - libFuzzer target for the market's messages
  * (market/market.c): JOB announcements, BIDs, AWARDED, FETCH, CHUNK and
- * FAILED bodies, the bytes a peer puts inside a signed envelope. Built as `fuzz_market`
- * (clang, NS_FUZZ=ON) and, with replay.c, as `fuzz_market_replay`, which
- * ctest runs over tests/fuzz/corpus/market; seeds from
- * fuzz_market_gen_corpus.
+ * FAILED bodies, the bytes a peer puts inside a signed envelope. Built as
+ * `fuzz_market` (clang, NS_FUZZ=ON) and, with replay.c, as
+ * `fuzz_market_replay`, which ctest runs over tests/fuzz/corpus/market; seeds
+ * from fuzz_market_gen_corpus.
  *
  * Every decoder runs on the whole input (each wants its own array length,
  * so at most one accepts it). Besides "no crash, no leak": what decodes
  * keeps the decoder's caps, borrowed bytes stay inside the input, a bid's
- * and a failure report's signature checks answer OK or SIG, and decode(encode(x)) == x with
- * encode(decode(encode(x))) == encode(x), byte for byte.
+ * and a failure report's signature checks answer OK or SIG, and
+ * decode(encode(x)) == x with encode(decode(encode(x))) == encode(x), byte for
+ * byte.
  */
 #include "market_fixture.h"
 
@@ -143,8 +144,7 @@ static void s_awarded(const uint8_t *data, size_t size)
     if (ns_awarded_decode(data, size, &a) != NS_OK)
         return;
     S_ASSERT(a.job_entry_len >= 1 && a.job_entry_len <= NS_MAX_ENTRY_BYTES);
-    S_ASSERT(a.award_entry_len >= 1 &&
-             a.award_entry_len <= NS_MAX_ENTRY_BYTES);
+    S_ASSERT(a.award_entry_len >= 1 && a.award_entry_len <= NS_MAX_ENTRY_BYTES);
     S_ASSERT(s_inside(a.job_entry, a.job_entry_len, data, size));
     S_ASSERT(s_inside(a.award_entry, a.award_entry_len, data, size));
     S_ROUND_TRIP(ns_awarded_encode, ns_awarded_decode, &a, &again,

@@ -27,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define S_ASSERT(cond)                                                         \
     do {                                                                       \
         if (!(cond)) {                                                         \
-            fprintf(stderr, "fuzz_worker: %s:%d: %s\n", __FILE__, __LINE__,   \
+            fprintf(stderr, "fuzz_worker: %s:%d: %s\n", __FILE__, __LINE__,    \
                     #cond);                                                    \
             abort();                                                           \
         }                                                                      \
@@ -42,8 +42,7 @@ static bool s_inside(const uint8_t *p, size_t n, const uint8_t *data,
 }
 
 /* The head of a frame the packer wrote: the prefix says its length. */
-static void s_head(const msgpack_sbuffer *sb, const uint8_t **head,
-                   size_t *len)
+static void s_head(const msgpack_sbuffer *sb, const uint8_t **head, size_t *len)
 {
     S_ASSERT(sb->data != NULL && sb->size >= NS_WORKER_FRAME_LEN);
     *head = (const uint8_t *)sb->data + NS_WORKER_FRAME_LEN;

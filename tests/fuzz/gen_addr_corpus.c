@@ -30,11 +30,18 @@ int main(int argc, char **argv)
     seeds_check(ns_id_parse(id, pk), "id");
     s_text("id", id);
 
-    static const char *const endpoints[] = {
-        "tcp://127.0.0.1:7946", "tcp://[::1]:65535", "tcp://node.example:1",
-        "tcp://*:0",            "tcp://h:*",         "tcp://h:65536",
-        "tcp://h:000080",       "tcp://:80",         "udp://h:1",
-        "tcp://h",              "tcp://a b:1",       "tcp://h:-1"};
+    static const char *const endpoints[] = {"tcp://127.0.0.1:7946",
+                                            "tcp://[::1]:65535",
+                                            "tcp://node.example:1",
+                                            "tcp://*:0",
+                                            "tcp://h:*",
+                                            "tcp://h:65536",
+                                            "tcp://h:000080",
+                                            "tcp://:80",
+                                            "udp://h:1",
+                                            "tcp://h",
+                                            "tcp://a b:1",
+                                            "tcp://h:-1"};
     for (size_t i = 0; i < sizeof endpoints / sizeof endpoints[0]; i++) {
         s_text(endpoints[i], endpoints[i]);
         snprintf(text, sizeof text, "%s@%s", id, endpoints[i]);

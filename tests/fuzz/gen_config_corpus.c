@@ -103,8 +103,9 @@ int main(int argc, char **argv)
     s_raw("log debug unknown module", "[log]\ndebug = gossip,nope\n");
     s_raw("unknown key", "[node]\ncolour = blue\n");
     s_raw("unknown section", "[gpu]\nfanout = 2\n");
-    s_raw("comments, CRLF, colon", "; settings\r\n[node]\r\n# c\r\n"
-                                   "fanout: 3 ; three\r\n[log]\r\nlevel=warn\r\n");
+    s_raw("comments, CRLF, colon",
+          "; settings\r\n[node]\r\n# c\r\n"
+          "fanout: 3 ; three\r\n[log]\r\nlevel=warn\r\n");
     s_raw("a continuation line", "[node]\nregion = a\n  b\n");
     s_raw("no section", "fanout = 2\n");
     s_raw("no value", "[node]\nfanout\n");

@@ -84,7 +84,10 @@ int main(int argc, char **argv)
 
     s_raw("[\"status\"]", "\x91\xa6status", 8);
     s_raw("[]", "\x90", 1);
-    s_raw("unknown command", "\xa5" "steal", 6);
+    s_raw("unknown command",
+          "\xa5"
+          "steal",
+          6);
     s_raw("[\"stake\"] without its amount", "\x91\xa5stake", 7);
     s_raw("stake -1", "\x92\xa5stake\xff", 8);
     s_raw("status in a str 8", "\xd9\x06status", 8);

@@ -60,16 +60,17 @@ int main(int argc, char **argv)
     all.credits = NS_MAX_SUPPLY;
     s_write("one account with the whole supply", "x", false, UINT64_MAX, &all,
             1);
-    s_write("80 accounts", "a-network-name-of-sixty-four-characters-"
-                           "exactly-0123456789abcdef",
+    s_write("80 accounts",
+            "a-network-name-of-sixty-four-characters-"
+            "exactly-0123456789abcdef",
             true, 1, allocs, 80);
 
     char id0[NS_ID_TEXT_LEN + 1], id1[NS_ID_TEXT_LEN + 1], text[1024];
     ns_id_text(id0, allocs[0].id);
     ns_id_text(id1, allocs[1].id);
-    int n = snprintf(text, sizeof text,
-                     "[network]\nname = n\n[alloc]\n%s = 1\n%s = 2\n", id0,
-                     id0);
+    int n =
+        snprintf(text, sizeof text,
+                 "[network]\nname = n\n[alloc]\n%s = 1\n%s = 2\n", id0, id0);
     s_raw("an account listed twice", text, (size_t)n);
     n = snprintf(text, sizeof text,
                  "[network]\nname = n\n[alloc]\n%s = %llu\n%s = 1\n", id0,

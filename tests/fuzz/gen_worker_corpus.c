@@ -50,17 +50,17 @@ int main(int argc, char **argv)
     dev.gflops = 51234.5;
     dev.gbps = 2890.25;
     ns_worker_hello_pack(&sb, NS_OK, "", &dev);
-    seeds_check(ns_worker_hello_read((const uint8_t *)sb.data + 4, sb.size - 4,
-                                     &h),
-                "hello");
+    seeds_check(
+        ns_worker_hello_read((const uint8_t *)sb.data + 4, sb.size - 4, &h),
+        "hello");
     s_save("hello, a measured GPU", &sb, 1, NS_WORKER_MSG_RESULT);
     static char error[NS_WORKER_MAX_ERROR + 2];
     memset(error, 'e', sizeof error - 1);
     memset(&dev, 0, sizeof dev);
     ns_worker_hello_pack(&sb, NS_ERR_OPENCL, error, &dev);
-    seeds_check(ns_worker_hello_read((const uint8_t *)sb.data + 4, sb.size - 4,
-                                     &h),
-                "hello");
+    seeds_check(
+        ns_worker_hello_read((const uint8_t *)sb.data + 4, sb.size - 4, &h),
+        "hello");
     s_save("hello, no device, the longest error", &sb, SIZE_MAX, 0);
     ns_worker_hello_pack(&sb, NS_ERR_NOTFOUND, "no device 7", &dev);
     s_save("hello, no device 7", &sb, SIZE_MAX, 0);
@@ -104,17 +104,17 @@ int main(int argc, char **argv)
                       .cache_hit = true};
     ns_worker_reply_t r;
     ns_worker_result_pack(&sb, NS_OK, "", &t);
-    seeds_check(ns_worker_result_read((const uint8_t *)sb.data + 4,
-                                      sb.size - 4, &r),
-                "result");
+    seeds_check(
+        ns_worker_result_read((const uint8_t *)sb.data + 4, sb.size - 4, &r),
+        "result");
     s_save("RESULT, ok from the cache", &sb, 1, NS_WORKER_MSG_HELLO);
     memset(&t, 0, sizeof t);
     t.build_us = 99;
     ns_worker_result_pack(&sb, NS_ERR_OPENCL,
                           "<kernel>:1:1: error: unknown type name 'flot'", &t);
-    seeds_check(ns_worker_result_read((const uint8_t *)sb.data + 4,
-                                      sb.size - 4, &r),
-                "result");
+    seeds_check(
+        ns_worker_result_read((const uint8_t *)sb.data + 4, sb.size - 4, &r),
+        "result");
     s_save("RESULT, build failed", &sb, SIZE_MAX, 0);
     ns_worker_result_pack(&sb, NS_ERR_TIMEOUT, error, &t);
     s_save("RESULT, the longest error", &sb, SIZE_MAX, 0);
