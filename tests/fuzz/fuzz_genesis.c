@@ -9,7 +9,8 @@
  * bytes, the name is 1..64 printable characters, the allocations are
  * distinct accounts under the caps that sum to total_credits, and
  * ns_genesis_write of what was parsed writes a file that loads to the
- * same name, flags and allocations.
+ * same name, flags and allocations (or refuses a name that starts with
+ * ';', which it cannot write so that it reads back).
  */
 #include "nightshift/genesis.h"
 
@@ -68,9 +69,15 @@ static void s_round_trip(const ns_genesis_t *g)
     ns_genesis_t again;
     char err[256] = "";
     const char *path = s_path();
-    S_ASSERT(ns_genesis_write(path, g->name, g->test_network, g->created_ms,
-                              g->allocs, g->n_allocs) == NS_OK);
-    int rc = ns_genesis_load(path, &again, err, sizeof err);
+    int rc = ns_genesis_write(path, g->name, g->test_network, g->created_ms,
+                              g->allocs, g->n_allocs);
+    /* "name = ;x" reads as an empty name (inih's inline comment needs a
+     * space before it), so the writer, which checks its text with the
+     * parser, refuses the names "name=;x" gave; nothing else. */
+    if (rc == NS_ERR_INVAL && g->name[0] == ';')
+        return;
+    S_ASSERT(rc == NS_OK);
+    rc = ns_genesis_load(path, &again, err, sizeof err);
     if (rc != NS_OK)
         fprintf(stderr, "fuzz_genesis: reload: %s\n", err);
     S_ASSERT(rc == NS_OK);

@@ -8,7 +8,8 @@
  * account holding the whole supply, 80 accounts (more than one realloc);
  * and by hand: a repeated account, a supply one credit over the cap, a
  * name with a space, an unknown key and section, a missing name, comments
- * and CRLF line ends, a continuation line, a NUL byte.
+ * and CRLF line ends, a continuation line, a NUL byte, a name that
+ * starts with ';' (the writer cannot write it).
  */
 #include "seeds.h"
 
@@ -92,6 +93,7 @@ int main(int argc, char **argv)
           "[network]\nname = n\ncreated_ms = 18446744073709551616\n", 52);
     s_raw("a NUL byte", "[network]\nname = n\0\n", 20);
     s_raw("a key without a section", "name = n\n", 9);
+    s_raw("a name that starts with ';'", "[network]\nname=;x\n", 18);
     seeds_done();
     return 0;
 }
