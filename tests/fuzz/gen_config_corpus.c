@@ -7,7 +7,8 @@
  * before it is saved): the defaults, every setting changed, the most
  * bootstrap peers; and by hand: each setting one past its range, an
  * unknown key and section, a seventeenth bootstrap peer, comments, CRLF,
- * a continuation line, a line too long for inih.
+ * a continuation line, a line too long for inih, a region that starts
+ * with ';' (regression: written back as "region = ;x", an empty region).
  */
 #include "seeds.h"
 
@@ -97,6 +98,8 @@ int main(int argc, char **argv)
     s_raw("advertise on any port", "[node]\nadvertise = tcp://a:0\n");
     s_raw("listen on udp", "[node]\nlisten = udp://a:1\n");
     s_raw("region with a space", "[node]\nregion = eu west\n");
+    s_raw("region ';x' (was written as a file that did not load)",
+          "[node]\nregion=;x\n");
     s_raw("region of 33", "[node]\nregion = "
                           "abcdefghijklmnopqrstuvwxyz0123456\n");
     s_raw("log level loud", "[log]\nlevel = loud\n");
