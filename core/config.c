@@ -91,7 +91,11 @@ int ns_config_set(ns_config_t *cfg, const char *section, const char *key,
         rc = s_u32(value, 1, 1000000, &cfg->rate_burst);
     } else if (KEY("node", "region")) {
         size_t n = strlen(value);
-        if (n == 0 || n > NS_MAX_REGION || strpbrk(value, " \t\"="))
+        /* No ';' either: ns_config_write puts "region = " before it, and
+         * inih reads a ';' after a space as a comment, so a region ";x"
+         * (from "region=;x" or `init --set node.region=;x`) would be
+         * written as a config.ini that fails to load. */
+        if (n == 0 || n > NS_MAX_REGION || strpbrk(value, " \t\"=;"))
             rc = NS_ERR_CONFIG;
         else
             snprintf(cfg->region, sizeof cfg->region, "%s", value);

@@ -1,15 +1,16 @@
 /* fuzz_market.c - libFuzzer target for the market's messages
- * (market/market.c): JOB announcements, BIDs, FETCH and CHUNK bodies, the
- * bytes a peer puts inside a signed envelope. Built as `fuzz_market`
- * (clang, NS_FUZZ=ON) and, with replay.c, as `fuzz_market_replay`, which
- * ctest runs over tests/fuzz/corpus/market; seeds from
- * fuzz_market_gen_corpus.
+ * (market/market.c): JOB announcements, BIDs, AWARDED, FETCH, CHUNK and
+ * FAILED bodies, the bytes a peer puts inside a signed envelope. Built as
+ * `fuzz_market` (clang, NS_FUZZ=ON) and, with replay.c, as
+ * `fuzz_market_replay`, which ctest runs over tests/fuzz/corpus/market; seeds
+ * from fuzz_market_gen_corpus.
  *
  * Every decoder runs on the whole input (each wants its own array length,
  * so at most one accepts it). Besides "no crash, no leak": what decodes
  * keeps the decoder's caps, borrowed bytes stay inside the input, a bid's
- * signature check answers OK or SIG, and decode(encode(x)) == x with
- * encode(decode(encode(x))) == encode(x), byte for byte.
+ * and a failure report's signature checks answer OK or SIG, and
+ * decode(encode(x)) == x with encode(decode(encode(x))) == encode(x), byte for
+ * byte.
  */
 #include "market_fixture.h"
 
@@ -74,6 +75,20 @@ static bool s_same_chunk(const ns_chunk_t *a, const ns_chunk_t *b)
            (a->data_len == 0 || memcmp(a->data, b->data, a->data_len) == 0);
 }
 
+static bool s_same_awarded(const ns_awarded_t *a, const ns_awarded_t *b)
+{
+    return memcmp(a->job_id, b->job_id, NS_HASH_BYTES) == 0 &&
+           a->job_entry_len == b->job_entry_len &&
+           memcmp(a->job_entry, b->job_entry, a->job_entry_len) == 0 &&
+           a->award_entry_len == b->award_entry_len &&
+           memcmp(a->award_entry, b->award_entry, a->award_entry_len) == 0;
+}
+
+static bool s_same_failure(const ns_failure_t *a, const ns_failure_t *b)
+{
+    return memcmp(a, b, sizeof *a) == 0; /* the decoder zeroes it first */
+}
+
 static ns_announce_t s_ann[2]; /* 1.2 KiB each: off the stack */
 
 static void s_announce(const uint8_t *data, size_t size)
@@ -123,13 +138,48 @@ static void s_chunk(const uint8_t *data, size_t size)
     S_ROUND_TRIP(ns_chunk_encode, ns_chunk_decode, &c, &again, s_same_chunk);
 }
 
+static void s_awarded(const uint8_t *data, size_t size)
+{
+    ns_awarded_t a, again;
+    if (ns_awarded_decode(data, size, &a) != NS_OK)
+        return;
+    S_ASSERT(a.job_entry_len >= 1 && a.job_entry_len <= NS_MAX_ENTRY_BYTES);
+    S_ASSERT(a.award_entry_len >= 1 && a.award_entry_len <= NS_MAX_ENTRY_BYTES);
+    S_ASSERT(s_inside(a.job_entry, a.job_entry_len, data, size));
+    S_ASSERT(s_inside(a.award_entry, a.award_entry_len, data, size));
+    S_ROUND_TRIP(ns_awarded_encode, ns_awarded_decode, &a, &again,
+                 s_same_awarded);
+}
+
+static void s_failure(const uint8_t *data, size_t size)
+{
+    ns_failure_t f, again;
+    if (ns_failure_decode(data, size, &f) != NS_OK)
+        return;
+    S_ASSERT(f.kind <= NS_FAIL_KIND_MAX);
+    S_ASSERT(strcmp(ns_fail_kind_name(f.kind), "?") != 0);
+    size_t n = strnlen(f.reason, sizeof f.reason);
+    S_ASSERT(n <= NS_MAX_FAIL_REASON);
+    for (size_t i = 0; i < n; i++)
+        S_ASSERT((unsigned char)f.reason[i] >= 0x20 && f.reason[i] != 0x7f);
+    ns_hash_t net;
+    fuzz_market_network(net);
+    int rc = ns_failure_verify(&f, net);
+    S_ASSERT(rc == NS_OK || rc == NS_ERR_SIG);
+    S_ROUND_TRIP(ns_failure_encode, ns_failure_decode, &f, &again,
+                 s_same_failure);
+    S_ASSERT(ns_failure_verify(&again, net) == rc);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (sodium_init() < 0)
         abort();
     s_announce(data, size);
     s_bid(data, size);
+    s_awarded(data, size);
     s_fetch(data, size);
     s_chunk(data, size);
+    s_failure(data, size);
     return 0;
 }

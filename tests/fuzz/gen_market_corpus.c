@@ -4,7 +4,12 @@
  *
  * Seeds: JOB announcements (no exclusions, a full list, requirements set),
  * a BID signed for the fixture's network (and one whose signature does not
- * verify), FETCHes, CHUNKs (empty, middle, last), each encoded by the real
+ * verify), AWARDED (small entries, one empty; entries at the 69 KiB cap
+ * are left out to keep the corpus small),
+ * FETCHes, CHUNKs (empty, middle, last), FAILED reports of every kind
+ * signed for the fixture's network (and ones that do not verify, an
+ * unknown kind, a reason that is too long or not one line), each encoded
+ * by the real
  * encoder and decoded back before it is saved, with mutants that reach
  * the error paths (truncated, a trailing byte, last byte flipped, a
  * count changed).
@@ -81,6 +86,28 @@ int main(int argc, char **argv)
     seeds_check(ns_bid_encode(&bid, &b), "bid");
     seeds_save("bid, price changed after signing", b.data, b.len);
 
+    /* AWARDED: the entries are opaque bytes here (the ledger checks them) */
+    static uint8_t entry[400];
+    for (size_t i = 0; i < sizeof entry; i++)
+        entry[i] = (uint8_t)(i * 13 + 1);
+    ns_awarded_t aw, aw_back;
+    memcpy(aw.job_id, s_ann.job_id, NS_HASH_BYTES);
+    aw.job_entry = entry;
+    aw.job_entry_len = 180;
+    aw.award_entry = entry + 200;
+    aw.award_entry_len = 150;
+    seeds_check(ns_awarded_encode(&aw, &b), "awarded");
+    seeds_check(ns_awarded_decode(b.data, b.len, &aw_back), "awarded");
+    seeds_save_mutants("awarded, small entries", b.data, b.len, 0, 0x94);
+    aw.job_entry_len = 1;
+    aw.award_entry_len = 1;
+    seeds_check(ns_awarded_encode(&aw, &b), "awarded");
+    seeds_check(ns_awarded_decode(b.data, b.len, &aw_back), "awarded");
+    seeds_save("awarded, one-byte entries", b.data, b.len);
+    aw.award_entry_len = 0;
+    seeds_check(ns_awarded_encode(&aw, &b), "awarded");
+    seeds_save("awarded, empty award entry", b.data, b.len);
+
     /* FETCH */
     ns_chunk_t c, c_back;
     memset(&c, 0, sizeof c);
@@ -126,6 +153,56 @@ int main(int argc, char **argv)
     seeds_check(ns_chunk_encode(&c, &b), "chunk");
     seeds_check(ns_chunk_decode(b.data, b.len, &c_back), "chunk");
     seeds_save("chunk, empty blob", b.data, b.len);
+
+    /* FAILED */
+    ns_failure_t f, f_back;
+    memset(&f, 0, sizeof f);
+    memcpy(f.job_id, s_ann.job_id, NS_HASH_BYTES);
+    ns_hash(f.award_id, "award", 5);
+    f.timestamp_ms = UINT64_C(1800000000456);
+    for (uint32_t k = 0; k <= NS_FAIL_KIND_MAX; k++) {
+        char what[96];
+        f.kind = k;
+        snprintf(f.reason, sizeof f.reason, "%s: error %u on line %u",
+                 ns_fail_kind_name(k), k * 7, k + 1);
+        ns_failure_sign(&f, id, net);
+        seeds_check(ns_failure_verify(&f, net), "failure verify");
+        seeds_check(ns_failure_encode(&f, &b), "failure");
+        seeds_check(ns_failure_decode(b.data, b.len, &f_back), "failure");
+        snprintf(what, sizeof what, "failure %s, signed", ns_fail_kind_name(k));
+        if (k == NS_FAIL_BUILD) /* array of 6 */
+            seeds_save_mutants(what, b.data, b.len, 0, 0x96);
+        else
+            seeds_save(what, b.data, b.len);
+    }
+    f.kind = NS_FAIL_TIMEOUT;
+    f.reason[0] = '\0';
+    ns_failure_sign(&f, id, net);
+    seeds_check(ns_failure_encode(&f, &b), "failure");
+    seeds_check(ns_failure_decode(b.data, b.len, &f_back), "failure");
+    seeds_save("failure, empty reason", b.data, b.len);
+    memset(f.reason, 'x', NS_MAX_FAIL_REASON);
+    f.reason[NS_MAX_FAIL_REASON] = '\0';
+    ns_failure_sign(&f, id, net);
+    seeds_check(ns_failure_encode(&f, &b), "failure");
+    seeds_check(ns_failure_decode(b.data, b.len, &f_back), "failure");
+    seeds_save("failure, longest reason", b.data, b.len);
+    f.timestamp_ms++;
+    seeds_check(ns_failure_encode(&f, &b), "failure");
+    seeds_save("failure, timestamp changed after signing", b.data, b.len);
+    snprintf(f.reason, sizeof f.reason, "two\nlines");
+    seeds_check(ns_failure_encode(&f, &b), "failure");
+    seeds_save("failure, reason with a newline", b.data, b.len);
+    /* the encoder refuses an unknown kind: patch the packed one, the
+     * fixint after the array header and three bin 8 of 32 bytes */
+    f.kind = NS_FAIL_INPUT;
+    f.reason[0] = '\0';
+    seeds_check(ns_failure_encode(&f, &b), "failure");
+    size_t kind_at = 1 + 3 * (2 + NS_HASH_BYTES);
+    if (b.data[kind_at] != NS_FAIL_INPUT)
+        seeds_die("failure kind offset", NS_ERR_INVAL);
+    b.data[kind_at] = NS_FAIL_KIND_MAX + 1;
+    seeds_save("failure, unknown kind", b.data, b.len);
 
     ns_identity_destroy(&id);
     ns_buf_release(&b);
