@@ -25,6 +25,7 @@ void ns_config_defaults(ns_config_t *cfg)
     cfg->stake = 0;
     cfg->slots = 1;
     cfg->ledger_map_bytes = NS_DEFAULT_LEDGER_MAP_BYTES;
+    cfg->blob_cache_bytes = UINT64_C(1) << 30;
     cfg->log_level = NS_LOG_INFO;
 }
 
@@ -105,6 +106,13 @@ int ns_config_set(ns_config_t *cfg, const char *section, const char *key,
         rc = ns_parse_u64(value, &cfg->stake) == NS_OK ? NS_OK : NS_ERR_CONFIG;
     } else if (KEY("node", "slots")) {
         rc = s_u32(value, 0, 1024, &cfg->slots);
+    } else if (KEY("node", "input_cache_bytes")) {
+        uint64_t v = 0;
+        rc = ns_parse_u64(value, &v) == NS_OK && v >= (UINT64_C(1) << 20)
+                 ? NS_OK
+                 : NS_ERR_CONFIG;
+        if (rc == NS_OK)
+            cfg->blob_cache_bytes = v;
     } else if (KEY("ledger", "map_size")) {
         uint64_t v = 0;
         rc = ns_parse_u64(value, &v) == NS_OK && v >= (UINT64_C(1) << 20) &&
@@ -211,6 +219,9 @@ int ns_config_write(const ns_config_t *cfg, const char *path)
     PUT_U(price);
     PUT_U(stake);
     PUT_U(slots);
+    if (cfg->blob_cache_bytes != def.blob_cache_bytes)
+        PUT("input_cache_bytes = %llu\n",
+            (unsigned long long)cfg->blob_cache_bytes);
     PUT("region = %s\n", cfg->region);
     if (cfg->ledger_map_bytes != def.ledger_map_bytes)
         PUT("[ledger]\nmap_size = %llu\n",

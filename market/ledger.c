@@ -422,6 +422,21 @@ const char *ns_ledger_last_error(const ns_ledger_t *l)
     return l->store.last_error;
 }
 
+void ns_ledger_data_arrived(ns_ledger_t *l, const ns_hash_t id)
+{
+    /* what waits for id (a SLASH waiting for its input): retried like the
+     * waiters of an entry that arrives (no author chain involved) */
+    static const uint8_t none[NS_ID_BYTES];
+    ns_entry_t e;
+    memset(&e, 0, sizeof e);
+    memcpy(e.author, none, NS_ID_BYTES);
+    e.seq = UINT64_MAX; /* no author's seq + 1 matches */
+    memcpy(e.id, id, NS_HASH_BYTES);
+    s_pending_retry(l, &e);
+    if (ns_ledger_commit(l) != NS_OK)
+        ns_warn(NS_MOD_LEDGER, "event=commit_failed after=data_arrived");
+}
+
 void ns_ledger_set_verifier(ns_ledger_t *l, ns_slash_verifier_fn fn, void *user)
 {
     l->verifier = fn;

@@ -371,8 +371,11 @@ int ns_rule_slash(ns_rule_io_t *io)
         return rc;
     if (!io->verifier)
         return NS_ERR_STATE; /* no way to check the proof */
-    if (io->verifier(io->verifier_user, job, job->provider, io->ref.b.root,
-                     io->ref.b.n_items, b->proof, b->proof_len) != NS_OK)
+    rc = io->verifier(io->verifier_user, job, job->provider, io->ref.b.root,
+                      io->ref.b.n_items, b->proof, b->proof_len, io->missing);
+    if (rc == NS_ERR_MISSING)
+        return NS_ERR_MISSING; /* waits for the data, then tried again */
+    if (rc != NS_OK)
         return NS_ERR_PROOF;
     if (io->lock_rc != NS_OK)
         return io->lock_rc == NS_ERR_NOTFOUND ? NS_ERR_CORRUPT : io->lock_rc;

@@ -4,7 +4,9 @@
 
 #include "hosted.h"
 
+#include "nightshift/blobs.h"
 #include "nightshift/cancel.h"
+#include "nightshift/content.h"
 #include "nightshift/control.h"
 #include "nightshift/devices.h"
 #include "nightshift/identity.h"
@@ -45,6 +47,8 @@ struct ns_node {
     ns_runner_t *runner;             /* requesters' spot checks */
     ns_slash_ctx_t slash_ctx;
     ns_control_t *control;           /* full node */
+    ns_blobs_t *blobs;               /* inputs by hash: <datadir>/blobs */
+    ns_content_t *content;           /* blobs wanted from peers */
     ns_requester_t *req[NS_NODE_MAX_REQUESTERS];
     uint32_t n_req;
     bool req_timer; /* the requesters' timer is registered */
@@ -147,6 +151,8 @@ static int s_on_market(void *user, const ns_envelope_t *env,
     void *ctx[2] = {n->p2p, src};
     ns_node_msg_t m = {env->type, env->sender, env->body, env->body_len,
                        s_reply,   ctx};
+    if (n->content && ns_content_is_ours(&m))
+        return ns_content_on_msg(n->content, &m);
     for (uint32_t i = 0; i < n->n_req; i++)
         if (ns_requester_owns(n->req[i], &m))
             return ns_requester_on_msg(n->req[i], &m);
@@ -159,6 +165,14 @@ static void s_on_provider_tick(void *user, uint64_t now)
 {
     ns_node_t *n = user;
     ns_provider_tick(n->provider, now);
+    ns_content_tick(n->content, now);
+}
+
+/* A blob arrived that a SLASH waited for: the ledger tries it again. */
+static void s_on_blob(void *user, const ns_hash_t id)
+{
+    ns_node_t *n = user;
+    ns_ledger_data_arrived(n->ledger, id);
 }
 
 static void s_on_claim_tick(void *user, uint64_t now)
@@ -171,6 +185,8 @@ static void s_on_claim_tick(void *user, uint64_t now)
 static void s_on_requester_tick(void *user, uint64_t now)
 {
     ns_node_t *n = user;
+    if (n->c.light)
+        ns_content_tick(n->content, now);
     bool all_done = n->n_req > 0;
     for (uint32_t i = 0; i < n->n_req; i++) {
         ns_requester_tick(n->req[i], now);
@@ -260,6 +276,14 @@ static int s_load(ns_node_t *n, char *err, size_t errlen)
 static int s_start_market(ns_node_t *n, char *err, size_t errlen)
 {
     int rc;
+    char path[PATH_MAX];
+    if (ns_path_join(path, sizeof path, n->c.datadir, "blobs") != NS_OK ||
+        !(n->blobs = ns_blobs_open(path, n->c.cfg->blob_cache_bytes, &rc)))
+        return s_err(err, errlen, "cannot use %s/blobs: %s", n->c.datadir,
+                     strerror(errno));
+    n->content = ns_content_new(&n->io, n->blobs, s_on_blob, n, &rc);
+    if (!n->content)
+        return s_err(err, errlen, "out of memory");
     n->sync = ns_ledger_sync_new(n->p2p, n->ledger, &rc);
     if (!n->sync)
         return s_err(err, errlen, "cannot start ledger sync: %s",
@@ -268,6 +292,8 @@ static int s_start_market(ns_node_t *n, char *err, size_t errlen)
      * sandboxed worker in a full node, on the light peer's own runner. */
     n->slash_ctx.worker = n->c.light ? NULL : &n->slash_worker;
     n->slash_ctx.runner = n->runner;
+    n->slash_ctx.blobs = n->blobs;
+    n->slash_ctx.content = n->content;
     ns_ledger_set_verifier(n->ledger, ns_slash_verify, &n->slash_ctx);
     if ((rc = ns_p2p_register(n->p2p, NS_MSG_MKT_JOB, true, s_on_market,
                               n)) ||
@@ -285,9 +311,9 @@ static int s_start_market(ns_node_t *n, char *err, size_t errlen)
                      ns_strerror(rc));
     if (n->c.light)
         return NS_OK;
-    ns_provider_opts_t po = {n->ledger, n->me,     n->c.cfg,
-                             {0},       n->devs,   n->n_devs,
-                             n->c.datadir, n->fault};
+    ns_provider_opts_t po = {n->ledger,    n->me,    n->c.cfg,
+                             {0},          n->devs,  n->n_devs,
+                             n->c.datadir, n->fault, n->blobs};
     memcpy(po.network_id, n->genesis.network_id, NS_HASH_BYTES);
     n->provider = ns_provider_new(&po, &n->io, &rc);
     if (!n->provider)
@@ -379,6 +405,8 @@ void ns_node_close(ns_node_t **np)
         ns_hosted_destroy(&n->hosted[i]);
     ns_provider_destroy(&n->provider);
     ns_worker_destroy(&n->slash_worker);
+    ns_content_destroy(&n->content);
+    ns_blobs_close(&n->blobs);
     ns_ledger_sync_destroy(&n->sync);
     ns_p2p_destroy(&n->p2p);
     ns_runner_destroy(&n->runner);
@@ -424,6 +452,7 @@ ns_requester_t *ns_node_add_requester(ns_node_t *n, ns_requester_opts_t *o,
     }
     if (!o->endpoint)
         o->endpoint = strchr(ns_p2p_address(n->p2p), '@') + 1;
+    o->blobs = n->blobs;
     if (!n->req_timer) {
         if ((*err = ns_p2p_add_timer(n->p2p, NS_POLICY_REQUESTER_TICK_MS,
                                      s_on_requester_tick, n)) != NS_OK)

@@ -34,6 +34,7 @@ typedef struct {
     uint64_t since_ms; /* monotonic, entered the state */
     ns_hash_t award_id, accept_id;
     ns_fetch_t fetch; /* descriptor, then the inputs, from the requester */
+    uint8_t *cached[NS_MAX_ARGS]; /* inputs read from the blob store */
     bool have_job;
     ns_job_t job;
     ns_input_t inputs[NS_MAX_ARGS];
@@ -53,6 +54,7 @@ struct ns_provider {
     struct {
         uint64_t announces, bids, awards, accepts, results, failed;
         uint64_t served_bytes, refused_requester, claims, table_full;
+        uint64_t inputs_cached;
     } stats;
     ns_account_t seen; /* our account at the last claim tick */
     bool have_seen;
@@ -95,6 +97,8 @@ int ns_fault_parse(const char *spec, ns_fault_t *f)
 static void s_job_clear(s_job_t *j)
 {
     ns_fetch_release(&j->fetch);
+    for (int i = 0; i < NS_MAX_ARGS; i++)
+        free(j->cached[i]);
     if (j->have_job)
         ns_job_release(&j->job);
     ns_worker_result_release(&j->res);
@@ -404,13 +408,32 @@ static int s_descriptor_done(ns_provider_t *p, s_job_t *j)
         s_fail(p, j, "descriptor does not hash to the job id");
         return NS_ERR_INVAL;
     }
-    for (uint32_t i = 0; i < j->job.n_args; i++)
-        if (j->job.args[i].kind == NS_ARG_IN &&
-            ns_fetch_add(&j->fetch, NS_BLOB_INPUT(i), NULL, j->job.args[i].size,
-                         0) != NS_OK) {
+    for (uint32_t i = 0; i < j->job.n_args; i++) {
+        const ns_arg_t *a = &j->job.args[i];
+        if (a->kind != NS_ARG_IN)
+            continue;
+        /* an input we hold already (the same weights for many jobs) is
+         * not fetched again */
+        uint8_t *data = NULL;
+        size_t len = 0;
+        if (p->o.blobs && ns_blobs_get(p->o.blobs, a->hash, &data, &len) ==
+                              NS_OK) {
+            if (len == a->size) {
+                j->cached[i] = data;
+                j->inputs[i].data = data;
+                j->inputs[i].len = len;
+                j->inputs[i].verified = true; /* the store checked it */
+                p->stats.inputs_cached++;
+                continue;
+            }
+            free(data);
+        }
+        if (ns_fetch_add(&j->fetch, NS_BLOB_INPUT(i), NULL, a->size, 0) !=
+            NS_OK) {
             s_fail(p, j, "out of memory for inputs");
             return NS_ERR_NOMEM;
         }
+    }
     return NS_OK;
 }
 
@@ -427,6 +450,14 @@ static int s_input_done(ns_provider_t *p, s_job_t *j, uint32_t arg)
     j->inputs[arg].data = in->data;
     j->inputs[arg].len = in->total;
     j->inputs[arg].verified = true;
+    /* kept for the next job that names it (bounded store, LRU) */
+    if (p->o.blobs) {
+        int rc = ns_blobs_put(p->o.blobs, j->job.args[arg].hash, in->data,
+                              in->total);
+        if (rc != NS_OK && rc != NS_ERR_TOOBIG)
+            ns_warn(NS_MOD_MARKET, "event=input_cache_failed error=%s",
+                    ns_errname(rc));
+    }
     return NS_OK;
 }
 
@@ -774,7 +805,7 @@ void ns_provider_destroy(ns_provider_t **pp)
 
 void ns_provider_pack_status(const ns_provider_t *p, msgpack_packer *pk)
 {
-    msgpack_pack_map(pk, 11);
+    msgpack_pack_map(pk, 12);
 #define KV(k, v)                                                               \
     ns_mp_str(pk, k);                                                          \
     msgpack_pack_uint64(pk, v)
@@ -789,5 +820,6 @@ void ns_provider_pack_status(const ns_provider_t *p, msgpack_packer *pk)
     KV("claims", p->stats.claims);
     KV("table_full", p->stats.table_full);
     KV("busy", s_busy(p));
+    KV("inputs_cached", p->stats.inputs_cached);
 #undef KV
 }

@@ -48,6 +48,8 @@ struct ns_requester {
     bool finished;
     char last_failure[NS_MAX_FAIL_REASON + 128]; /* the last report */
     char history[600]; /* why each earlier round's provider was dropped */
+    bool slash_by_ref;     /* a SLASH whose inputs peers fetch from us */
+    uint64_t done_wait_ms; /* since when we wait for them to */
     ns_receipt_t rc;
 };
 
@@ -97,7 +99,10 @@ static void s_fail(ns_requester_t *q, const char *fmt, ...)
     vsnprintf(q->rc.error, sizeof q->rc.error, fmt, ap);
     va_end(ap);
     s_phase(q, NS_RQ_FAILED);
-    q->finished = true;
+    /* a light peer whose SLASH's inputs peers still fetch from it waits
+     * for them in the tick (s_inputs_taken) */
+    if (!q->slash_by_ref)
+        q->finished = true;
 }
 
 /* ---- ledger helpers ----------------------------------------------------- */
@@ -540,8 +545,18 @@ static void s_slash(ns_requester_t *q, const ns_ledger_job_t *lj)
     int rc = ns_fraud_build(
         &proof, q->o.job, q->o.desc_id, q->winner.provider, q->statement, NULL,
         q->o.outputs, q->check.first_bad, q->check.bad_arg, q->check.bad_pos);
+    bool inline_inputs = false;
     if (rc == NS_OK)
-        rc = ns_slash_proof_pack(&proof, q->o.inputs, &packed);
+        rc = ns_slash_proof_pack(&proof, q->o.inputs, &packed, &inline_inputs);
+    if (rc == NS_OK && !inline_inputs) {
+        /* too large for the entry: every node fetches them by hash, from
+         * us first */
+        rc = q->o.blobs ? ns_slash_keep_inputs(q->o.blobs, q->o.job,
+                                               q->o.inputs)
+                        : NS_ERR_STATE;
+        if (rc == NS_OK)
+            q->slash_by_ref = true;
+    }
     ns_fraud_release(&proof);
     if (rc == NS_OK) {
         ns_entry_body_t b;
@@ -741,6 +756,28 @@ static void s_give_up(ns_requester_t *q)
            (unsigned long long)q->o.timeout_s, phase, what);
 }
 
+static bool s_same_digest(void *u, const uint8_t *id, const ns_heartbeat_t *hb)
+{
+    (void)id;
+    const ns_hash_t *digest = u;
+    return memcmp(hb->ledger_digest, *digest, NS_HASH_BYTES) == 0;
+}
+
+static bool s_inputs_taken(ns_requester_t *q, uint64_t now)
+{
+    if (!q->slash_by_ref || !q->o.join)
+        return true; /* a running node stays up to serve them anyway */
+    if (!q->done_wait_ms) {
+        q->done_wait_ms = now;
+        s_say(q, "waiting for a peer to take the SLASH's inputs (by hash)");
+    }
+    ns_ledger_stats_t st;
+    ns_ledger_stats(q->ledger, &st);
+    if (q->io->visit_peers(q->io->user, s_same_digest, st.digest))
+        return true;
+    return now - q->done_wait_ms > NS_POLICY_SLASH_DATA_WAIT_MS;
+}
+
 void ns_requester_tick(ns_requester_t *q, uint64_t now)
 {
     if (q->finished)
@@ -760,8 +797,12 @@ void ns_requester_tick(ns_requester_t *q, uint64_t now)
         s_post(q);
         break;
     case NS_RQ_BIDDING:
+        /* early once every qualified provider we know has bid, except
+         * after a SLASH: that window is long on purpose, every node
+         * re-runs the proof before it reads the announcement */
         if (now - q->phase_ms >= q->ann.bid_window_ms ||
-            (q->n_bids > 0 && q->n_bids >= s_qualified_known(q)))
+            (q->n_bids > 0 && q->ann.bid_window_ms == q->o.bid_window_ms &&
+             q->n_bids >= s_qualified_known(q)))
             s_award(q);
         break;
     case NS_RQ_ACCEPT:
@@ -792,10 +833,12 @@ void ns_requester_tick(ns_requester_t *q, uint64_t now)
         s_verify(q);
         break;
     case NS_RQ_DONE:
-        q->finished = true; /* the SETTLE is durable and handed over */
-        break;
     case NS_RQ_FAILED:
-        q->finished = true;
+        /* the SETTLE is durable and handed over; a light peer that
+         * slashed with inputs by reference stays until a peer has taken
+         * the SLASH (fetched them) */
+        if (s_inputs_taken(q, now))
+            q->finished = true;
         break;
     }
 }

@@ -8,8 +8,10 @@
 #include <string.h>
 
 int ns_slash_proof_pack(const ns_fraud_proof_t *p, const ns_input_t *inputs,
-                        ns_buf_t *out)
+                        ns_buf_t *out, bool *inline_inputs)
 {
+    if (inline_inputs)
+        *inline_inputs = false;
     ns_mp_writer_t w;
     msgpack_packer pk;
     ns_mp_writer_init(&w, &pk, out);
@@ -28,6 +30,8 @@ int ns_slash_proof_pack(const ns_fraud_proof_t *p, const ns_input_t *inputs,
         for (uint32_t i = 0; i < p->job.n_args; i++)
             if (p->job.args[i].kind == NS_ARG_IN)
                 ns_mp_bin(&pk, inputs[i].data, inputs[i].len);
+        if (inline_inputs)
+            *inline_inputs = true;
     } else {
         msgpack_pack_nil(&pk);
     }
@@ -36,17 +40,64 @@ int ns_slash_proof_pack(const ns_fraud_proof_t *p, const ns_input_t *inputs,
     return w.err;
 }
 
+int ns_slash_keep_inputs(ns_blobs_t *blobs, const ns_job_t *job,
+                         const ns_input_t *inputs)
+{
+    for (uint32_t i = 0; i < job->n_args; i++) {
+        if (job->args[i].kind != NS_ARG_IN)
+            continue;
+        int rc = ns_blobs_put(blobs, job->args[i].hash, inputs[i].data,
+                              inputs[i].len);
+        if (rc != NS_OK)
+            return rc;
+    }
+    return NS_OK;
+}
+
+/* Inputs that did not travel in the proof: from the blob store, or asked
+ * from peers (the SLASH's author, the requester, first). */
+static int s_inputs_by_hash(ns_slash_ctx_t *ctx, const ns_ledger_job_t *job,
+                            const ns_fraud_proof_t *p, ns_input_t *inputs,
+                            uint8_t **owned, uint8_t missing[NS_HASH_BYTES])
+{
+    for (uint32_t i = 0; i < p->job.n_args; i++) {
+        const ns_arg_t *a = &p->job.args[i];
+        if (a->kind != NS_ARG_IN)
+            continue;
+        size_t len = 0;
+        int rc = ctx->blobs ? ns_blobs_get(ctx->blobs, a->hash, &owned[i], &len)
+                            : NS_ERR_NOTFOUND;
+        if (rc == NS_OK && len == a->size) {
+            inputs[i].data = owned[i];
+            inputs[i].len = len;
+            inputs[i].verified = true; /* the store checked the hash */
+            continue;
+        }
+        if (rc == NS_OK) /* the hash matches but not the size: forged */
+            return NS_ERR_PROOF;
+        memcpy(missing, a->hash, NS_HASH_BYTES);
+        if (ctx->content &&
+            ns_content_want(ctx->content, a->hash, job->requester) != NS_OK)
+            ns_debug(NS_MOD_MARKET, "event=slash_input_queue_full");
+        return NS_ERR_MISSING;
+    }
+    return NS_OK;
+}
+
 int ns_slash_verify(void *user, const ns_ledger_job_t *job,
                     const uint8_t *provider, const ns_hash_t root,
-                    uint64_t n_items, const uint8_t *proof, size_t len)
+                    uint64_t n_items, const uint8_t *proof, size_t len,
+                    uint8_t missing[NS_HASH_BYTES])
 {
     ns_slash_ctx_t *ctx = user;
     ns_fraud_proof_t p;
     ns_mpr_t r;
     char err[256];
     ns_input_t inputs[NS_MAX_ARGS];
+    uint8_t *owned[NS_MAX_ARGS];
     memset(&p, 0, sizeof p);
     memset(inputs, 0, sizeof inputs);
+    memset(owned, 0, sizeof owned);
     if (ctx->reran)
         *ctx->reran = false;
     ns_mpr_init(&r, proof, len);
@@ -83,13 +134,11 @@ int ns_slash_verify(void *user, const ns_ledger_job_t *job,
         goto out;
     if (ns_fraud_verify_claim(&p, err, sizeof err) != NS_OK)
         goto out;
-    if (!have_inputs) {
-        /* Inputs too large to carry: structure and signatures only. */
-        ns_warn(NS_MOD_MARKET, "event=slash_checked_without_rerun "
-                               "reason=inputs_not_in_proof");
-        rc = NS_OK;
+    if (!have_inputs &&
+        (rc = s_inputs_by_hash(ctx, job, &p, inputs, owned, missing)) !=
+            NS_OK)
         goto out;
-    }
+    rc = NS_ERR_PROOF;
     if (ctx->runner) {
         rc = ns_fraud_check(ctx->runner, &p, inputs, err, sizeof err);
     } else if (ctx->worker) {
@@ -107,6 +156,8 @@ int ns_slash_verify(void *user, const ns_ledger_job_t *job,
     if (ctx->reran)
         *ctx->reran = true;
 out:
+    for (uint32_t i = 0; i < NS_MAX_ARGS; i++)
+        free(owned[i]);
     ns_fraud_release(&p);
     return rc;
 }

@@ -41,6 +41,7 @@ typedef struct {
     uint64_t stake; /* announced stake, credits */
     uint32_t slots; /* concurrent jobs offered */
     uint64_t ledger_map_bytes; /* [ledger] map_size: LMDB map, bytes */
+    uint64_t blob_cache_bytes; /* input_cache_bytes: kept inputs, bytes */
     ns_log_level log_level;
     char log_debug[128]; /* modules with debug lines: "gossip,net" */
 } ns_config_t;

@@ -175,11 +175,16 @@ typedef struct {
 } ns_ledger_job_t;
 
 /* The exec layer's fraud-proof check, supplied at start-up so that the
- * ledger does not depend on exec. NS_OK = proof valid (fraud shown). */
+ * ledger does not depend on exec. NS_OK = proof valid (fraud shown);
+ * NS_ERR_MISSING = data the check needs is not here yet: its hash in
+ * missing, and the SLASH waits in the out-of-order buffer until
+ * ns_ledger_data_arrived names that hash; any other error = not a proof
+ * (the SLASH is rejected). */
 typedef int (*ns_slash_verifier_fn)(void *user, const ns_ledger_job_t *job,
                                     const uint8_t *provider,
                                     const ns_hash_t root, uint64_t n_items,
-                                    const uint8_t *proof, size_t len);
+                                    const uint8_t *proof, size_t len,
+                                    uint8_t missing[NS_HASH_BYTES]);
 
 /* Open (or create from the genesis) the ledger in dir. Checks the stored
  * network id and the conservation invariant; a mismatch or LMDB
@@ -207,6 +212,9 @@ void ns_ledger_close(ns_ledger_t **l);
 const char *ns_ledger_last_error(const ns_ledger_t *l);
 void ns_ledger_set_verifier(ns_ledger_t *l, ns_slash_verifier_fn fn,
                             void *user);
+/* Data with this hash (a SLASH's input) is here now: retry the entries
+ * that waited for it. */
+void ns_ledger_data_arrived(ns_ledger_t *l, const ns_hash_t id);
 
 /* Append our own entry: assigns seq and prev, signs, validates, stores
  * durably. The encoded entry (to gossip) goes to out, its id to id.

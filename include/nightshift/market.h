@@ -45,6 +45,8 @@
 #define NS_BLOB_INPUT(i) (1 + (i))
 #define NS_BLOB_STATEMENT 255 /* the provider's signed result statement */
 #define NS_BLOB_OUTPUT(i) (256 + (i))
+/* Content by hash (content.h): the FETCH's job id field is the hash. */
+#define NS_BLOB_CONTENT UINT32_C(0xFFFFFFFF)
 #define NS_MAX_EXCLUDED 16 /* providers a job will not take again */
 
 /* What a job needs from a provider. */

@@ -52,6 +52,10 @@
  * printed before. */
 #define NS_POLICY_CLOSE_LINGER_MS 2000
 
+/* A light peer that slashed with inputs by reference waits at most this
+ * long, after its job ended, for a peer to take the SLASH. */
+#define NS_POLICY_SLASH_DATA_WAIT_MS 30000
+
 /* Defaults of `submit` (flags override them). */
 #define NS_POLICY_BID_WINDOW_MS 300
 #define NS_POLICY_DEADLINE_S 120

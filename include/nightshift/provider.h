@@ -12,6 +12,7 @@
 #ifndef NIGHTSHIFT_PROVIDER_H
 #define NIGHTSHIFT_PROVIDER_H
 
+#include "nightshift/blobs.h"
 #include "nightshift/config.h"
 #include "nightshift/devinfo.h"
 #include "nightshift/ledger.h"
@@ -42,6 +43,7 @@ typedef struct {
     uint32_t n_devices;
     const char *datadir;
     ns_fault_t fault;
+    ns_blobs_t *blobs; /* inputs kept by hash (blobs.h), or NULL */
 } ns_provider_opts_t;
 
 /* Stakes what cfg->stake asks (from free credits) and announces the

@@ -19,6 +19,7 @@
 #ifndef NIGHTSHIFT_REQUESTER_H
 #define NIGHTSHIFT_REQUESTER_H
 
+#include "nightshift/blobs.h"
 #include "nightshift/job.h"
 #include "nightshift/ledger.h"
 #include "nightshift/market.h"
@@ -58,6 +59,9 @@ typedef struct {
     /* Skip the unit sampling before posting (preflight.h). Only for tests
      * that need a job to fail on the provider and nowhere else. */
     bool no_preflight;
+    /* Where a SLASH's inputs wait for peers to fetch them when they do
+     * not fit in the entry (set by the node; NULL: none). */
+    ns_blobs_t *blobs;
     /* Terms. */
     uint64_t max_price;  /* credits of escrow */
     uint64_t collateral; /* credits the provider locks */

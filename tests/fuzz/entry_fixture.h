@@ -83,8 +83,9 @@ static inline int fuzz_genesis(ns_identity_t *const *keys, ns_genesis_t *g)
 static inline int fuzz_verifier(void *user, const ns_ledger_job_t *job,
                                 const uint8_t *provider, const ns_hash_t root,
                                 uint64_t n_items, const uint8_t *proof,
-                                size_t len)
+                                size_t len, uint8_t missing[NS_HASH_BYTES])
 {
+    (void)missing;
     (void)user;
     (void)job;
     (void)provider;

@@ -169,8 +169,10 @@ static uint32_t s_kind_ok[NS_ENTRY_TYPE_MAX + 1];
 /* Slash proofs: the verifier accepts a proof that starts with 1. */
 static int s_verifier(void *user, const ns_ledger_job_t *job,
                       const uint8_t *provider, const ns_hash_t root,
-                      uint64_t n_items, const uint8_t *proof, size_t len)
+                      uint64_t n_items, const uint8_t *proof, size_t len,
+                      uint8_t missing[NS_HASH_BYTES])
 {
+    (void)missing;
     (void)user;
     (void)job;
     (void)provider;

@@ -212,11 +212,13 @@ typedef struct {
     uint64_t n_items;
     uint8_t proof[64];
     size_t proof_len;
+    ns_hash_t missing; /* answer NS_ERR_MISSING: the data it waits for */
 } s_verifier_t;
 
 static int s_verify(void *user, const ns_ledger_job_t *job,
                     const uint8_t *provider, const ns_hash_t root,
-                    uint64_t n_items, const uint8_t *proof, size_t len)
+                    uint64_t n_items, const uint8_t *proof, size_t len,
+                    uint8_t missing[NS_HASH_BYTES])
 {
     s_verifier_t *v = user;
     v->calls++;
@@ -226,6 +228,8 @@ static int s_verify(void *user, const ns_ledger_job_t *job,
     v->n_items = n_items;
     v->proof_len = len;
     memcpy(v->proof, proof, len < sizeof v->proof ? len : sizeof v->proof);
+    if (v->answer == NS_ERR_MISSING)
+        memcpy(missing, v->missing, NS_HASH_BYTES);
     return v->answer;
 }
 
@@ -1099,6 +1103,60 @@ TEST(settle_flow)
     PUT(&fx, R, NS_ENTRY_SETTLE, &b, NULL, 0, NULL);
     CHECK_EQ_INT(s_acct(&fx, R).free, S_CREDITS - 250 - 100);
     CONSERVED(&fx);
+    fx_free(&fx);
+}
+
+/* A SLASH whose check needs data that is not here yet (an input by
+ * hash) waits in the buffer, changes nothing, and applies once the data
+ * arrives; other data does not wake it. */
+TEST(slash_waits_for_its_inputs)
+{
+    fx_t fx;
+    if (!s_init(&fx, "slashwait", 4))
+        return;
+    ns_entry_body_t b = fx_amount(1000);
+    PUT(&fx, P, NS_ENTRY_STAKE, &b, NULL, 0, NULL);
+    ns_hash_t j, award, accept, result;
+    if (!CHECK(s_run_to_result(&fx, 1, P, 250, j, award, accept, result)))
+        goto out;
+    s_verifier_t v;
+    memset(&v, 0, sizeof v);
+    v.answer = NS_ERR_MISSING;
+    memset(v.missing, 0x42, NS_HASH_BYTES);
+    ns_ledger_set_verifier(fx.l, s_verify, &v);
+    const uint8_t proof[] = "unit 3 by reference";
+    b = fx_ref(j, result);
+    b.proof = proof;
+    b.proof_len = sizeof proof;
+    ns_buf_t e;
+    ns_buf_init(&e);
+    ns_hash_t id;
+    uint64_t ts;
+    CHECK_RC(fx_make(&fx, R, NS_ENTRY_SLASH, &b, NULL, 0, &e, id, &ts),
+             NS_OK);
+    CHECK_RC(ns_ledger_ingest(fx.l, e.data, e.len, NULL, NULL),
+             NS_ERR_MISSING);
+    CHECK_RC(ns_ledger_commit(fx.l), NS_OK);
+    CHECK_EQ_INT(s_job(&fx, j).state, NS_JOB_AWARDED);
+    CHECK_EQ_INT(s_acct(&fx, P).locked_collateral, 200);
+    /* other data: still waiting */
+    v.answer = NS_OK;
+    ns_hash_t other;
+    memset(other, 0x43, NS_HASH_BYTES);
+    ns_ledger_data_arrived(fx.l, other);
+    CHECK_EQ_INT(s_job(&fx, j).state, NS_JOB_AWARDED);
+    /* its data: applied */
+    ns_ledger_data_arrived(fx.l, v.missing);
+    fx_advance(&fx, R, id, ts);
+    ns_ledger_job_t job = s_job(&fx, j);
+    CHECK_EQ_INT(job.state, NS_JOB_OPEN);
+    CHECK_EQ_INT(job.slashed, 1);
+    CHECK_EQ_INT(s_acct(&fx, P).locked_collateral, 0);
+    CHECK_EQ_INT(s_acct(&fx, P).jobs_slashed, 1);
+    CHECK_EQ_INT(s_stats(&fx).burned, 200);
+    CONSERVED(&fx);
+    ns_buf_release(&e);
+out:
     fx_free(&fx);
 }
 
@@ -2109,6 +2167,7 @@ int main(void)
     RUN(accept_rules);
     RUN(settle_flow);
     RUN(slash_flow);
+    RUN(slash_waits_for_its_inputs);
     RUN(cancel_before_award);
     RUN(cancel_after_deadline_penalty);
     RUN(cancel_unaccepted_award);

@@ -386,7 +386,7 @@ static s_world_t *s_world(const ns_fault_t *f1, const ns_fault_t *f2,
         fprintf(stderr, "no OpenCL device: %s\n", ns_strerror(rc));
         return NULL;
     }
-    w->slash = (ns_slash_ctx_t){NULL, w->runner, NULL};
+    w->slash = (ns_slash_ctx_t){.runner = w->runner};
     w->dev.type = NS_DEV_CPU;
     w->dev.global_mem_bytes = UINT64_C(1) << 30;
     w->dev.gflops = 10;
@@ -414,7 +414,7 @@ static s_world_t *s_world(const ns_fault_t *f1, const ns_fault_t *f2,
             p->fault = *faults[i];
         ns_provider_opts_t po = {p->ledger, w->fx.acct[i].id, &p->cfg, {0},
                                  &w->dev,   1,                w->fx.root,
-                                 p->fault};
+                                 p->fault,  NULL};
         memcpy(po.network_id, w->fx.genesis.network_id, NS_HASH_BYTES);
         p->provider = ns_provider_new(&po, &p->io, &rc);
         if (!p->provider)
