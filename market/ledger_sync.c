@@ -1,4 +1,14 @@
-/* ledger_sync.c - gossip of entries, head exchange and range pulls. */
+/* ledger_sync.c - gossip of entries, head exchange and range pulls.
+ *
+ * Commits: entries from the network are committed by the ledger's policy
+ * (ns_ledger_commit_due: enough entries or bytes, or old enough), checked
+ * after every ENTRY and ENTRIES message and by a timer; our own appends
+ * commit at once (and carry the batch before them along). What a control
+ * request reports (status) is committed first. Peers' HEADS_REQ and GET
+ * are answered from the open batch without committing it: entries are
+ * signed by their authors, so serving ones we may lose in a crash misleads
+ * nobody, and a commit per request would undo the batching.
+ */
 #include "nightshift/ledger_sync.h"
 #include "nightshift/log.h"
 #include "nightshift/util.h"
@@ -39,6 +49,13 @@ static void s_commit(ns_ledger_sync_t *s)
     if (s->dirty)
         s_publish_summary(s);
     s->dirty = false;
+}
+
+/* Commit if the ledger's policy says the batch is due. */
+static void s_commit_if_due(ns_ledger_sync_t *s)
+{
+    if (ns_ledger_commit_due(s->ledger, ns_mono_ms()))
+        s_commit(s);
 }
 
 static int s_send_get(ns_ledger_sync_t *s, const uint8_t *peer,
@@ -95,7 +112,9 @@ static int s_on_entry(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
     (void)src;
     ns_ledger_sync_t *s = user;
     s->stats.gossip_in++;
-    return s_take(s, env->body, env->body_len, env->sender);
+    int rc = s_take(s, env->body, env->body_len, env->sender);
+    s_commit_if_due(s);
+    return rc;
 }
 
 typedef struct {
@@ -133,7 +152,6 @@ static int s_on_heads_req(void *user, const ns_envelope_t *env,
     ns_mpr_bin_exact(&r, start, NS_ID_BYTES);
     if (ns_mpr_end(&r) != NS_OK)
         return r.err;
-    s_commit(s);
     s_heads_t c = {start,
                    malloc((size_t)NS_SYNC_HEADS_MAX * NS_ID_BYTES),
                    malloc(NS_SYNC_HEADS_MAX * sizeof(uint64_t)),
@@ -247,7 +265,6 @@ static int s_on_get(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
         return r.err;
     if (from == 0 || to < from)
         return NS_ERR_INVAL;
-    s_commit(s);
     ns_account_t a;
     if (ns_ledger_account(s->ledger, author, &a) != NS_OK)
         return NS_ERR_IO;
@@ -315,10 +332,10 @@ static int s_on_entries(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
         if (ns_mpr_bin(&r, &e, &len, NS_MAX_ENTRY_BYTES) == NS_OK)
             (void)s_take(s, e, len, NULL);
     }
+    s_commit_if_due(s);
     if (ns_mpr_end(&r) != NS_OK)
         return r.err;
     s->stats.ranges_in++;
-    s_commit(s); /* one synced commit per batch */
     /* Continue only while this author advances: one whose next entry
      * waits on another author's entry is asked again in a later round. */
     if (n > 0 && ns_ledger_account(s->ledger, author, &mine) == NS_OK &&
@@ -342,7 +359,7 @@ static void s_on_sync_timer(void *user, uint64_t now)
 {
     (void)now;
     ns_ledger_sync_t *s = user;
-    s_commit(s);
+    s_commit_if_due(s);
     ns_ledger_stats_t st;
     ns_ledger_stats(s->ledger, &st);
     uint8_t peer[NS_ID_BYTES];
@@ -354,7 +371,7 @@ static void s_on_sync_timer(void *user, uint64_t now)
 static void s_on_commit_timer(void *user, uint64_t now)
 {
     (void)now;
-    s_commit(user);
+    s_commit_if_due(user);
 }
 
 /* ---- public ---------------------------------------------------------------
@@ -378,7 +395,8 @@ ns_ledger_sync_t *ns_ledger_sync_new(ns_p2p_t *p, ns_ledger_t *l, int *err)
         (rc = ns_p2p_register(p, NS_MSG_GET, false, s_on_get, s)) ||
         (rc = ns_p2p_register(p, NS_MSG_ENTRIES, false, s_on_entries, s)) ||
         (rc = ns_p2p_add_timer(p, NS_LEDGER_SYNC_MS, s_on_sync_timer, s)) ||
-        (rc = ns_p2p_add_timer(p, NS_LEDGER_COMMIT_MS, s_on_commit_timer, s))) {
+        (rc = ns_p2p_add_timer(p, NS_LEDGER_COMMIT_TICK_MS, s_on_commit_timer,
+                               s))) {
         *err = rc;
         ns_ledger_sync_destroy(&s);
         return NULL;
@@ -404,14 +422,15 @@ int ns_ledger_sync_append(ns_ledger_sync_t *s, const ns_identity_t *me,
 {
     uint8_t refs[NS_MAX_REFS * NS_HASH_BYTES];
     uint32_t n_refs = 0;
-    s_commit(s);
     if (claim_credits)
         n_refs = ns_ledger_unclaimed(s->ledger, ns_identity_pk(me), refs,
                                      NS_MAX_REFS);
+    /* The append commits the whole batch, ingested entries included. */
     int rc = ns_ledger_append(s->ledger, me, type, body, refs, n_refs,
                               &s->entry, id);
     if (rc != NS_OK)
         return rc;
+    s->dirty = false;
     s_publish_summary(s);
     return ns_p2p_publish(s->p2p, NS_MSG_ENTRY, s->entry.data, s->entry.len);
 }
