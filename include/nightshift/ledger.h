@@ -50,8 +50,8 @@
  * wait for this many, or this many bytes, or this long after the first of
  * them was stored, whichever comes first. Own appends commit at once. */
 #define NS_LEDGER_COMMIT_ENTRIES 8192
-#define NS_LEDGER_COMMIT_BYTES (4u * 1024 * 1024) /* encoded entries */
-#define NS_LEDGER_COMMIT_MS 500
+#define NS_LEDGER_COMMIT_BYTES (8u * 1024 * 1024) /* encoded entries */
+#define NS_LEDGER_COMMIT_MS 1000
 #define NS_LEDGER_MAP_BYTES NS_DEFAULT_LEDGER_MAP_BYTES /* config.h */
 
 typedef enum {
