@@ -290,6 +290,20 @@ static int s_ingest_one(ns_ledger_t *l, const uint8_t *buf, size_t len,
     return rc;
 }
 
+uint64_t ns_ledger_buffered_through(ns_ledger_t *l,
+                                    const uint8_t author[NS_ID_BYTES])
+{
+    ns_account_t a;
+    if (ns_ledger_account(l, author, &a) != NS_OK)
+        return 0;
+    uint64_t s = a.seq;
+    if (l->pending.bytes > l->pending.cap_bytes / 2)
+        return s; /* leave the rest of the room to what is asked anyway */
+    while (s < UINT64_MAX && ns_lbuf_find(&l->pending, author, s + 1))
+        s++;
+    return s;
+}
+
 int ns_ledger_ingest(ns_ledger_t *l, const uint8_t *buf, size_t len,
                      uint8_t *missing_author, uint64_t *missing_seq)
 {

@@ -230,10 +230,15 @@ static int s_on_heads(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
         if (ns_ledger_account(s->ledger, authors[i], &mine) != NS_OK ||
             mine.banned || seqs[i] <= mine.seq)
             continue;
-        uint64_t to = seqs[i] < mine.seq + NS_SYNC_BATCH
-                          ? seqs[i]
-                          : mine.seq + NS_SYNC_BATCH;
-        if (s_send_get(s, env->sender, authors[i], mine.seq + 1, to) == NS_OK)
+        /* From past what already waits in the buffer, unless all of it
+         * does: then from the head, in case what it waits for is ours
+         * to fetch again. */
+        uint64_t from = ns_ledger_buffered_through(s->ledger, authors[i]);
+        if (from >= seqs[i])
+            from = mine.seq;
+        uint64_t to =
+            seqs[i] < from + NS_SYNC_BATCH ? seqs[i] : from + NS_SYNC_BATCH;
+        if (s_send_get(s, env->sender, authors[i], from + 1, to) == NS_OK)
             gets++;
     }
     free(authors);
@@ -326,6 +331,8 @@ static int s_on_entries(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
     ns_account_t before, mine;
     if (r.err != NS_OK || ns_ledger_account(s->ledger, author, &before))
         before.seq = 0;
+    uint64_t had =
+        r.err == NS_OK ? ns_ledger_buffered_through(s->ledger, author) : 0;
     for (uint32_t i = 0; i < n && r.err == NS_OK; i++) {
         const uint8_t *e = NULL;
         size_t len = 0;
@@ -336,12 +343,18 @@ static int s_on_entries(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
     if (ns_mpr_end(&r) != NS_OK)
         return r.err;
     s->stats.ranges_in++;
-    /* Continue only while this author advances: one whose next entry
-     * waits on another author's entry is asked again in a later round. */
+    /* Continue while this author's chain advances or more of it waits in
+     * the buffer: an author whose next entry waits on another author's
+     * entry is pulled on past it (up to half the buffer), so that the
+     * rest of the chain is in hand when that entry comes. A reply that
+     * adds nothing ends it; the next round asks again. */
     if (n > 0 && ns_ledger_account(s->ledger, author, &mine) == NS_OK &&
-        !mine.banned && mine.seq < their_head && mine.seq > before.seq)
-        (void)s_send_get(s, env->sender, author, mine.seq + 1,
-                         mine.seq + NS_SYNC_BATCH);
+        !mine.banned) {
+        uint64_t through = ns_ledger_buffered_through(s->ledger, author);
+        if (through < their_head && (mine.seq > before.seq || through > had))
+            (void)s_send_get(s, env->sender, author, through + 1,
+                             through + NS_SYNC_BATCH);
+    }
     return NS_OK;
 }
 

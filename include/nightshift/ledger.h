@@ -248,6 +248,13 @@ int ns_ledger_commit(ns_ledger_t *l) NS_MUST_CHECK;
  * or its first entry was stored NS_LEDGER_COMMIT_MS or more before
  * now_ms (ns_mono_ms). False when nothing is uncommitted. */
 bool ns_ledger_commit_due(const ns_ledger_t *l, uint64_t now_ms);
+/* How far author's chain is in hand: the highest seq s such that each of
+ * its entries from its head + 1 to s is stored or waits in the
+ * out-of-order buffer (its head seq when the next one does not wait, or
+ * when the buffer is over half full). Range pulls go on from there while
+ * the chain waits on other authors' entries. */
+uint64_t ns_ledger_buffered_through(ns_ledger_t *l,
+                                    const uint8_t author[NS_ID_BYTES]);
 /* Entries and bytes stored since the last commit. */
 void ns_ledger_uncommitted(const ns_ledger_t *l, uint32_t *entries,
                            uint64_t *bytes);
