@@ -11,12 +11,16 @@ fresh node's `status` shows the source's entry count and heads digest. Then, as 
 durable appends through the CLI (`nightshift stake`, one process and one
 control-socket round trip each) on the source node. Figures only.
 
+The issue's figure (100k entries with cross-author credits):
+    bench/bench_catchup.py --claims --authors 100 --per-author 1000
+
     bench/bench_catchup.py [--authors 100] [--per-author 1000] [--claims]
                            [--appends 200] [--bin build/nightshift]
 """
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -83,6 +87,8 @@ def bench(args, work):
 
     out = run(*build)
     print(f"source ledger: {out.strip()}")
+    m = re.search(r"\(([0-9]+) entries/s\)", out)
+    build_rate = float(m.group(1)) if m else None
     procs = []
 
     def start(d, *extra):
@@ -131,8 +137,11 @@ def bench(args, work):
               f"(heartbeat {args.hb_ms} ms):")
         print(f"   until identical   {took:7.1f} s from its start "
               f"({took - t_up:.1f} s after it first answered status)")
-        print(f"   rate              {want[0] / (took - t_up):7.0f} "
-              f"entries/s after start-up")
+        rate = want[0] / (took - t_up)
+        print(f"   rate              {rate:7.0f} entries/s after start-up"
+              + (f"; same run's local ingest (the build): {build_rate:.0f}"
+                 f" entries/s, {100 * rate / build_rate:.0f} % of it"
+                 if build_rate else ""))
         print(f"   CPU               fresh node {cpu_fresh:.1f} s, source "
               f"{cpu_src:.1f} s (whole lives, source build excluded)")
         print(f"   fresh node        ranges_in {last['ranges_in']}, "

@@ -2,15 +2,17 @@
  *
  * (a) verified entries ingested per second: ns_ledger_ingest of
  *     pre-signed entries from many authors (transfers, stakes, unstakes,
- *     credits taken in by refs), one ns_ledger_commit per 256 entries,
+ *     credits taken in by refs), committed by the ledger's policy
+ *     (ns_ledger_commit_due: NS_LEDGER_COMMIT_ENTRIES, _BYTES or _MS),
  *     next to the raw Ed25519 verify rate measured on the same entries in
- *     the same run, the two interleaved in rounds of 256 so that noise from
- *     other processes hits both alike (as bench_ingest.c does);
+ *     the same run, and next to the old policy (one commit per 256, into a
+ *     second ledger), all interleaved in rounds of 256 so that noise from
+ *     other processes hits them alike (as bench_ingest.c does);
  * (b) own-entry appends per second: ns_ledger_append, each one a synced
  *     LMDB commit; and, for comparison, the same kind of own entries
- *     signed here and fed through ns_ledger_ingest with one commit per
- *     256 (the ledger has no batched append call: this is what one would
- *     give).
+ *     signed here and fed through ns_ledger_ingest, committed by the
+ *     policy (the ledger has no batched append call: this is what one
+ *     would give).
  *
  *   bench_ledger [ENTRIES] [AUTHORS] [APPENDS]
  *   bench_ledger --keys DIR N
@@ -44,7 +46,9 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
-#define S_ROUND 256             /* entries per commit and per round */
+#define S_ROUND                                                                \
+    256                         /* entries per round (and per commit in        \
+                                   the old policy) */
 #define S_APPEND_MAX_US 8000000 /* time cap on the durable appends */
 #define S_CREDITS 1000000       /* genesis credits of each bench author */
 
@@ -252,8 +256,8 @@ static int s_bench_ingest(const char *base, uint32_t n_entries,
     s_gen_t g;
     ns_genesis_t gen;
     s_set_t s;
-    ns_ledger_t *l = NULL;
-    char dir[PATH_MAX] = "";
+    ns_ledger_t *l = NULL, *old = NULL;
+    char dir[PATH_MAX] = "", odir[PATH_MAX] = "";
     memset(&s, 0, sizeof s);
     memset(&gen, 0, sizeof gen);
     int rc = s_gen_init(&g, n_authors, s_no_network);
@@ -288,13 +292,15 @@ static int s_bench_ingest(const char *base, uint32_t n_entries,
     }
     if (rc != NS_OK)
         goto out;
-    if (!(l = s_open(base, "ingest", &gen, dir, sizeof dir))) {
+    if (!(l = s_open(base, "ingest", &gen, dir, sizeof dir)) ||
+        !(old = s_open(base, "ingest-256", &gen, odir, sizeof odir))) {
         rc = NS_ERR_IO;
         goto out;
     }
 
-    uint32_t ok = 0, decoded = 0, stored = 0, other = 0;
+    uint32_t ok = 0, decoded = 0, stored = 0, other = 0, commits = 0;
     uint64_t verify_us = 0, decode_us = 0, ingest_us = 0, commit_us = 0;
+    uint64_t old_us = 0, old_commit_us = 0;
     for (uint32_t start = 0; start < n_entries; start += S_ROUND) {
         uint32_t end =
             start + S_ROUND < n_entries ? start + S_ROUND : n_entries;
@@ -322,33 +328,55 @@ static int s_bench_ingest(const char *base, uint32_t n_entries,
                         ns_strerror(r));
         }
         uint64_t c0 = ns_mono_us();
-        if ((rc = ns_ledger_commit(l)) != NS_OK) {
-            fprintf(stderr, "bench_ledger: commit: %s\n", ns_strerror(rc));
-            goto out;
+        if (end == n_entries || ns_ledger_commit_due(l, c0 / 1000)) {
+            if ((rc = ns_ledger_commit(l)) != NS_OK) {
+                fprintf(stderr, "bench_ledger: commit: %s\n", ns_strerror(rc));
+                goto out;
+            }
+            commits++;
         }
         uint64_t c1 = ns_mono_us();
+        /* The old policy, same entries: one synced commit per round. */
+        for (uint32_t i = start; i < end; i++)
+            (void)ns_ledger_ingest(old, s.entries[i].data, s.entries[i].len,
+                                   NULL, NULL);
+        uint64_t o0 = ns_mono_us();
+        if ((rc = ns_ledger_commit(old)) != NS_OK)
+            goto out;
+        uint64_t o1 = ns_mono_us();
         verify_us += v1 - v0;
         decode_us += d1 - v1;
         ingest_us += c1 - d1;
         commit_us += c1 - c0;
+        old_us += o1 - c1;
+        old_commit_us += o1 - o0;
     }
     uint64_t sum = 0;
     int conserved = ns_ledger_check_conservation(l, &sum) == NS_OK;
 
     double verify_rate = n_entries / ((double)verify_us / 1e6);
     double ingest_rate = n_entries / ((double)ingest_us / 1e6);
+    double old_rate = n_entries / ((double)old_us / 1e6);
     printf("(a) ledger ingest: %u entries from %u authors, %.0f bytes and "
            "%.2f refs each, one core\n",
            n_entries, n_authors, (double)bytes / n_entries,
            (double)refs / n_entries);
     printf("    LMDB in %s: %s\n", dir, s_fs_name(dir));
+    printf("    commit policy           %d entries or %u KiB or %d ms after "
+           "the first, whichever first\n",
+           NS_LEDGER_COMMIT_ENTRIES, NS_LEDGER_COMMIT_BYTES / 1024,
+           NS_LEDGER_COMMIT_MS);
     printf("    raw Ed25519 verify      %9.0f entries/s  (%u/%u valid)\n",
            verify_rate, ok, n_entries);
     printf("    verified ingest         %9.0f entries/s  (%u/%u stored, "
-           "one synced commit per %d)\n",
-           ingest_rate, stored, n_entries, S_ROUND);
+           "%u synced commits)\n",
+           ingest_rate, stored, n_entries, commits);
     printf("    ingest / verify         %9.1f %%         (goal >= 85 %%)\n",
            100.0 * ingest_rate / verify_rate);
+    printf("    old: commit per %d     %9.0f entries/s  = %.1f %% of verify "
+           "(%.2f us an entry in commits)\n",
+           S_ROUND, old_rate, 100.0 * old_rate / verify_rate,
+           (double)old_commit_us / n_entries);
     printf("    same, commits left out  %9.1f %%\n",
            100.0 * (double)verify_us / (double)(ingest_us - commit_us));
     printf("    per entry               %9.2f us ingest = %.2f decode and "
@@ -364,8 +392,11 @@ static int s_bench_ingest(const char *base, uint32_t n_entries,
     rc = stored == n_entries && conserved ? NS_OK : NS_ERR_STATE;
 out:
     ns_ledger_close(&l);
+    ns_ledger_close(&old);
     if (dir[0])
         s_remove_ledger(dir);
+    if (odir[0])
+        s_remove_ledger(odir);
     for (uint32_t i = 0; s.entries && i < n_entries; i++) {
         ns_buf_release(&s.entries[i]);
         free(s.preimages[i]);
@@ -452,7 +483,7 @@ static int s_bench_append(const char *base, uint32_t n_appends)
         if (rc != NS_OK)
             goto out;
         stored += ns_ledger_ingest(l, out.data, out.len, NULL, NULL) == NS_OK;
-        if ((i + 1) % S_ROUND == 0 || i + 1 == n_batch) {
+        if (i + 1 == n_batch || ns_ledger_commit_due(l, ns_mono_ms())) {
             if ((rc = ns_ledger_commit(l)) != NS_OK)
                 goto out;
         }
@@ -469,9 +500,9 @@ static int s_bench_append(const char *base, uint32_t n_appends)
            (double)lat[done - 1] / 1000.0);
     printf("    batched (sign + ingest, %9.0f appends/s  (%u/%u stored; "
            "no batched append call exists:\n"
-           "    one commit per %d)                           this is what "
+           "    commit policy)                               this is what "
            "one would give)\n",
-           n_batch / ((double)batch_us / 1e6), stored, n_batch, S_ROUND);
+           n_batch / ((double)batch_us / 1e6), stored, n_batch);
     rc = stored == n_batch ? NS_OK : NS_ERR_STATE;
 out:
     ns_ledger_close(&l);
@@ -579,7 +610,7 @@ static int s_build(const s_build_opts_t *o)
         if (rc == NS_OK)
             stored +=
                 ns_ledger_ingest(l, out.data, out.len, NULL, NULL) == NS_OK;
-        if ((i + 1) % S_ROUND == 0 && rc == NS_OK)
+        if (rc == NS_OK && ns_ledger_commit_due(l, ns_mono_ms()))
             rc = ns_ledger_commit(l);
     }
     for (uint64_t j = 0; j < o->per && rc == NS_OK; j++)
@@ -588,7 +619,7 @@ static int s_build(const s_build_opts_t *o)
             if (rc == NS_OK)
                 stored +=
                     ns_ledger_ingest(l, out.data, out.len, NULL, NULL) == NS_OK;
-            if ((i + 1) % S_ROUND == 0 && rc == NS_OK)
+            if (rc == NS_OK && ns_ledger_commit_due(l, ns_mono_ms()))
                 rc = ns_ledger_commit(l);
         }
     if (rc == NS_OK)

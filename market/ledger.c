@@ -5,7 +5,8 @@
  *
  * Every entry is validated and applied in a nested transaction of the
  * current batch: a rejected entry leaves no trace. ns_ledger_commit makes
- * the batch durable with one synced commit.
+ * the batch durable with one synced commit; ns_ledger_commit_due says
+ * when a batch of ingested entries has grown or aged enough for one.
  */
 #include "ledger_apply.h"
 #include "ledger_buffer.h"
@@ -28,6 +29,9 @@ struct ns_ledger {
     ns_lstore_t store;
     MDB_txn *batch;               /* open write transaction, or NULL */
     bool dirty;                   /* the batch holds changes */
+    uint32_t batch_entries;       /* entries stored in the batch */
+    uint64_t batch_bytes;         /* their encoded bytes */
+    uint64_t batch_since_ms;      /* ns_mono_ms when the first was stored */
     bool readonly;                /* opened with ns_ledger_open_readonly */
     ns_ledger_totals_t totals;    /* as of the open batch */
     ns_ledger_totals_t committed; /* as of the last commit: what a failed
@@ -57,6 +61,44 @@ static int s_batch(ns_ledger_t *l)
     return ns_lstore_begin(&l->store, NULL, false, &l->batch);
 }
 
+static void s_batch_done(ns_ledger_t *l)
+{
+    l->batch = NULL;
+    l->dirty = false;
+    l->batch_entries = 0;
+    l->batch_bytes = 0;
+    l->batch_since_ms = 0;
+}
+
+/* A change is in the batch: start its clock. */
+static void s_dirty(ns_ledger_t *l, size_t len)
+{
+    if (!l->dirty)
+        l->batch_since_ms = ns_mono_ms();
+    l->dirty = true;
+    l->batch_entries++;
+    l->batch_bytes += len;
+}
+
+bool ns_ledger_commit_due(const ns_ledger_t *l, uint64_t now_ms)
+{
+    if (!l->batch)
+        return false;
+    if (!l->dirty)
+        return true; /* only rejections: closing it is free, and frees
+                        the write lock */
+    return l->batch_entries >= NS_LEDGER_COMMIT_ENTRIES ||
+           l->batch_bytes >= NS_LEDGER_COMMIT_BYTES ||
+           now_ms - l->batch_since_ms >= NS_LEDGER_COMMIT_MS;
+}
+
+void ns_ledger_uncommitted(const ns_ledger_t *l, uint32_t *entries,
+                           uint64_t *bytes)
+{
+    *entries = l->batch_entries;
+    *bytes = l->batch_bytes;
+}
+
 int ns_ledger_commit(ns_ledger_t *l)
 {
     if (!l->batch)
@@ -65,16 +107,15 @@ int ns_ledger_commit(ns_ledger_t *l)
         /* Only rejections or duplicates: nothing to write, and a held
          * write transaction would block every other writer. */
         mdb_txn_abort(l->batch);
-        l->batch = NULL;
+        s_batch_done(l);
         return NS_OK;
     }
-    l->dirty = false;
     int rc = s_totals_save(l->batch, l);
     if (rc != NS_OK)
         mdb_txn_abort(l->batch);
     else
         rc = ns_lstore_commit(&l->store, l->batch); /* synced */
-    l->batch = NULL;
+    s_batch_done(l);
     if (rc != NS_OK) {
         /* The batch is gone: so are its entries' effects on the totals,
          * or the next commit would store totals the accounts disagree
@@ -123,7 +164,7 @@ static int s_store(ns_ledger_t *l, const uint8_t *buf, size_t len,
                 ns_lstore_fork_put(&l->store, child, e->author, &f, buf, len) ==
                     NS_OK &&
                 ns_lstore_commit(&l->store, child) == NS_OK) {
-                l->dirty = true;
+                s_dirty(l, len);
                 if (first_fork)
                     l->totals.forks++;
                 return NS_ERR_FORK;
@@ -140,31 +181,87 @@ static int s_store(ns_ledger_t *l, const uint8_t *buf, size_t len,
     if ((rc = ns_lstore_commit(&l->store, child)) != NS_OK)
         l->totals = saved;
     else
-        l->dirty = true;
+        s_dirty(l, len);
     return rc;
 }
 
 /* ---- out-of-order buffer ------------------------------------------------ */
 
-static int s_ingest_one(ns_ledger_t *l, const uint8_t *buf, size_t len,
-                        uint8_t *missing_author, uint64_t *missing_seq,
-                        ns_entry_t *e);
+/* A stored entry whose waiters are still to be retried. */
+typedef struct {
+    uint8_t author[NS_ID_BYTES];
+    uint64_t seq;
+    ns_hash_t id;
+} s_stored_t;
+
+typedef struct {
+    s_stored_t *v;
+    size_t n, cap;
+} s_stack_t;
+
+static bool s_push(s_stack_t *st, const ns_entry_t *e)
+{
+    if (st->n == st->cap) {
+        size_t cap = st->cap ? st->cap * 2 : 64;
+        s_stored_t *grown = realloc(st->v, cap * sizeof *grown);
+        if (!grown)
+            return false;
+        st->v = grown;
+        st->cap = cap;
+    }
+    s_stored_t *x = &st->v[st->n++];
+    memcpy(x->author, e->author, NS_ID_BYTES);
+    x->seq = e->seq;
+    memcpy(x->id, e->id, NS_HASH_BYTES);
+    return true;
+}
+
+static void s_buffer(ns_ledger_t *l, const uint8_t *buf, size_t len,
+                     const ns_entry_t *e, int why)
+{
+    int rc = ns_lbuf_add(&l->pending, buf, len, e,
+                         why == NS_ERR_MISSING ? l->missing : NULL);
+    if (rc == NS_ERR_NOMEM)
+        ns_warn(NS_MOD_LEDGER, "event=buffer_nomem");
+}
 
 /* After storing e, retry what waited for it: its author's next entry and
- * entries that named it. Each waiting entry is tried once per call; one
- * that still cannot apply goes back to the buffer (no loop), one that
- * applies retries its own waiters in turn. */
+ * entries that named it, and in turn what waited for those. A loop over a
+ * stack, not recursion: a chain delivered backwards can hold as many
+ * entries as the buffer's bytes allow. What is taken out was verified
+ * when it was buffered, so it is parsed without a second signature check;
+ * one that still cannot apply goes back to the buffer, waiting for what
+ * it lacks now. */
 static void s_pending_retry(ns_ledger_t *l, const ns_entry_t *stored)
 {
-    ns_lbuf_item_t *take = NULL;
-    uint32_t n = ns_lbuf_take(&l->pending, stored->author, stored->seq,
-                              stored->id, &take);
-    for (uint32_t k = 0; k < n; k++) {
-        ns_entry_t e;
-        s_ingest_one(l, take[k].bytes, take[k].len, NULL, NULL, &e);
-        free(take[k].bytes);
+    if (l->pending.n == 0)
+        return;
+    s_stack_t st = {NULL, 0, 0};
+    if (!s_push(&st, stored))
+        return;
+    while (st.n > 0) {
+        s_stored_t x = st.v[--st.n];
+        ns_lbuf_item_t *it = ns_lbuf_take(&l->pending, x.author, x.seq, x.id);
+        while (it) {
+            ns_lbuf_item_t *next = it->newer;
+            ns_entry_t e;
+            int rc =
+                ns_entry_parse(it->bytes, it->len, l->store.network_id, &e);
+            if (rc == NS_OK)
+                rc = s_store(l, it->bytes, it->len, &e);
+            if (rc == NS_OK) {
+                if (!s_push(&st, &e))
+                    ns_warn(NS_MOD_LEDGER, "event=retry_nomem");
+            } else if (rc == NS_ERR_GAP || rc == NS_ERR_MISSING) {
+                s_buffer(l, it->bytes, it->len, &e, rc);
+            } else if (rc != NS_ERR_DUPLICATE) {
+                l->rejected[-rc < NS_ERR_COUNT ? -rc : 0]++;
+            }
+            free(it);
+            it = next;
+        }
     }
-    free(take);
+    free(st.v);
 }
 
 static int s_ingest_one(ns_ledger_t *l, const uint8_t *buf, size_t len,
@@ -179,8 +276,7 @@ static int s_ingest_one(ns_ledger_t *l, const uint8_t *buf, size_t len,
         return NS_OK;
     }
     if (rc == NS_ERR_GAP || rc == NS_ERR_MISSING) {
-        ns_lbuf_add(&l->pending, buf, len, e,
-                    rc == NS_ERR_MISSING ? l->missing : NULL);
+        s_buffer(l, buf, len, e, rc);
         if (missing_author && rc == NS_ERR_GAP) {
             ns_account_t a;
             memcpy(missing_author, e->author, 32);
@@ -192,6 +288,20 @@ static int s_ingest_one(ns_ledger_t *l, const uint8_t *buf, size_t len,
     if (rc != NS_ERR_DUPLICATE)
         l->rejected[-rc < NS_ERR_COUNT ? -rc : 0]++;
     return rc;
+}
+
+uint64_t ns_ledger_buffered_through(ns_ledger_t *l,
+                                    const uint8_t author[NS_ID_BYTES])
+{
+    ns_account_t a;
+    if (ns_ledger_account(l, author, &a) != NS_OK)
+        return 0;
+    uint64_t s = a.seq;
+    if (l->pending.bytes > l->pending.cap_bytes / 2)
+        return s; /* leave the rest of the room to what is asked anyway */
+    while (s < UINT64_MAX && ns_lbuf_find(&l->pending, author, s + 1))
+        s++;
+    return s;
 }
 
 int ns_ledger_ingest(ns_ledger_t *l, const uint8_t *buf, size_t len,
@@ -314,8 +424,8 @@ static ns_ledger_t *s_open(const char *dir, const ns_genesis_t *g,
     int r = NS_ERR_NOMEM;
     if (!l)
         goto fail;
-    if ((r = ns_lbuf_init(&l->pending)) != NS_OK)
-        goto fail;
+    ns_lbuf_init(&l->pending, NS_LEDGER_BUFFER_BYTES,
+                 NS_LEDGER_BUFFER_AUTHOR_BYTES);
     memcpy(l->store.network_id, g->network_id, NS_HASH_BYTES);
     l->readonly = readonly;
     char datafile[PATH_MAX];
@@ -568,6 +678,8 @@ void ns_ledger_stats(ns_ledger_t *l, ns_ledger_stats_t *s)
     s->pending_credit = l->totals.pending;
     s->forks = l->totals.forks;
     s->buffered = l->pending.n;
+    s->buffered_bytes = l->pending.bytes;
+    s->buffer_evicted = l->pending.evicted;
     memcpy(s->digest, l->totals.digest, NS_HASH_BYTES);
     memcpy(s->rejected, l->rejected, sizeof s->rejected);
     MDB_txn *t;

@@ -1,4 +1,14 @@
-/* ledger_sync.c - gossip of entries, head exchange and range pulls. */
+/* ledger_sync.c - gossip of entries, head exchange and range pulls.
+ *
+ * Commits: entries from the network are committed by the ledger's policy
+ * (ns_ledger_commit_due: enough entries or bytes, or old enough), checked
+ * after every ENTRY and ENTRIES message and by a timer; our own appends
+ * commit at once (and carry the batch before them along). What a control
+ * request reports (status) is committed first. Peers' HEADS_REQ and GET
+ * are answered from the open batch without committing it: entries are
+ * signed by their authors, so serving ones we may lose in a crash misleads
+ * nobody, and a commit per request would undo the batching.
+ */
 #include "nightshift/ledger_sync.h"
 #include "nightshift/log.h"
 #include "nightshift/util.h"
@@ -39,6 +49,13 @@ static void s_commit(ns_ledger_sync_t *s)
     if (s->dirty)
         s_publish_summary(s);
     s->dirty = false;
+}
+
+/* Commit if the ledger's policy says the batch is due. */
+static void s_commit_if_due(ns_ledger_sync_t *s)
+{
+    if (ns_ledger_commit_due(s->ledger, ns_mono_ms()))
+        s_commit(s);
 }
 
 static int s_send_get(ns_ledger_sync_t *s, const uint8_t *peer,
@@ -95,7 +112,9 @@ static int s_on_entry(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
     (void)src;
     ns_ledger_sync_t *s = user;
     s->stats.gossip_in++;
-    return s_take(s, env->body, env->body_len, env->sender);
+    int rc = s_take(s, env->body, env->body_len, env->sender);
+    s_commit_if_due(s);
+    return rc;
 }
 
 typedef struct {
@@ -133,7 +152,6 @@ static int s_on_heads_req(void *user, const ns_envelope_t *env,
     ns_mpr_bin_exact(&r, start, NS_ID_BYTES);
     if (ns_mpr_end(&r) != NS_OK)
         return r.err;
-    s_commit(s);
     s_heads_t c = {start,
                    malloc((size_t)NS_SYNC_HEADS_MAX * NS_ID_BYTES),
                    malloc(NS_SYNC_HEADS_MAX * sizeof(uint64_t)),
@@ -212,10 +230,15 @@ static int s_on_heads(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
         if (ns_ledger_account(s->ledger, authors[i], &mine) != NS_OK ||
             mine.banned || seqs[i] <= mine.seq)
             continue;
-        uint64_t to = seqs[i] < mine.seq + NS_SYNC_BATCH
-                          ? seqs[i]
-                          : mine.seq + NS_SYNC_BATCH;
-        if (s_send_get(s, env->sender, authors[i], mine.seq + 1, to) == NS_OK)
+        /* From past what already waits in the buffer, unless all of it
+         * does: then from the head, in case what it waits for is ours
+         * to fetch again. */
+        uint64_t from = ns_ledger_buffered_through(s->ledger, authors[i]);
+        if (from >= seqs[i])
+            from = mine.seq;
+        uint64_t to =
+            seqs[i] < from + NS_SYNC_BATCH ? seqs[i] : from + NS_SYNC_BATCH;
+        if (s_send_get(s, env->sender, authors[i], from + 1, to) == NS_OK)
             gets++;
     }
     free(authors);
@@ -247,7 +270,6 @@ static int s_on_get(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
         return r.err;
     if (from == 0 || to < from)
         return NS_ERR_INVAL;
-    s_commit(s);
     ns_account_t a;
     if (ns_ledger_account(s->ledger, author, &a) != NS_OK)
         return NS_ERR_IO;
@@ -309,22 +331,30 @@ static int s_on_entries(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
     ns_account_t before, mine;
     if (r.err != NS_OK || ns_ledger_account(s->ledger, author, &before))
         before.seq = 0;
+    uint64_t had =
+        r.err == NS_OK ? ns_ledger_buffered_through(s->ledger, author) : 0;
     for (uint32_t i = 0; i < n && r.err == NS_OK; i++) {
         const uint8_t *e = NULL;
         size_t len = 0;
         if (ns_mpr_bin(&r, &e, &len, NS_MAX_ENTRY_BYTES) == NS_OK)
             (void)s_take(s, e, len, NULL);
     }
+    s_commit_if_due(s);
     if (ns_mpr_end(&r) != NS_OK)
         return r.err;
     s->stats.ranges_in++;
-    s_commit(s); /* one synced commit per batch */
-    /* Continue only while this author advances: one whose next entry
-     * waits on another author's entry is asked again in a later round. */
+    /* Continue while this author's chain advances or more of it waits in
+     * the buffer: an author whose next entry waits on another author's
+     * entry is pulled on past it (up to half the buffer), so that the
+     * rest of the chain is in hand when that entry comes. A reply that
+     * adds nothing ends it; the next round asks again. */
     if (n > 0 && ns_ledger_account(s->ledger, author, &mine) == NS_OK &&
-        !mine.banned && mine.seq < their_head && mine.seq > before.seq)
-        (void)s_send_get(s, env->sender, author, mine.seq + 1,
-                         mine.seq + NS_SYNC_BATCH);
+        !mine.banned) {
+        uint64_t through = ns_ledger_buffered_through(s->ledger, author);
+        if (through < their_head && (mine.seq > before.seq || through > had))
+            (void)s_send_get(s, env->sender, author, through + 1,
+                             through + NS_SYNC_BATCH);
+    }
     return NS_OK;
 }
 
@@ -342,7 +372,7 @@ static void s_on_sync_timer(void *user, uint64_t now)
 {
     (void)now;
     ns_ledger_sync_t *s = user;
-    s_commit(s);
+    s_commit_if_due(s);
     ns_ledger_stats_t st;
     ns_ledger_stats(s->ledger, &st);
     uint8_t peer[NS_ID_BYTES];
@@ -354,7 +384,7 @@ static void s_on_sync_timer(void *user, uint64_t now)
 static void s_on_commit_timer(void *user, uint64_t now)
 {
     (void)now;
-    s_commit(user);
+    s_commit_if_due(user);
 }
 
 /* ---- public ---------------------------------------------------------------
@@ -378,7 +408,8 @@ ns_ledger_sync_t *ns_ledger_sync_new(ns_p2p_t *p, ns_ledger_t *l, int *err)
         (rc = ns_p2p_register(p, NS_MSG_GET, false, s_on_get, s)) ||
         (rc = ns_p2p_register(p, NS_MSG_ENTRIES, false, s_on_entries, s)) ||
         (rc = ns_p2p_add_timer(p, NS_LEDGER_SYNC_MS, s_on_sync_timer, s)) ||
-        (rc = ns_p2p_add_timer(p, NS_LEDGER_COMMIT_MS, s_on_commit_timer, s))) {
+        (rc = ns_p2p_add_timer(p, NS_LEDGER_COMMIT_TICK_MS, s_on_commit_timer,
+                               s))) {
         *err = rc;
         ns_ledger_sync_destroy(&s);
         return NULL;
@@ -404,14 +435,15 @@ int ns_ledger_sync_append(ns_ledger_sync_t *s, const ns_identity_t *me,
 {
     uint8_t refs[NS_MAX_REFS * NS_HASH_BYTES];
     uint32_t n_refs = 0;
-    s_commit(s);
     if (claim_credits)
         n_refs = ns_ledger_unclaimed(s->ledger, ns_identity_pk(me), refs,
                                      NS_MAX_REFS);
+    /* The append commits the whole batch, ingested entries included. */
     int rc = ns_ledger_append(s->ledger, me, type, body, refs, n_refs,
                               &s->entry, id);
     if (rc != NS_OK)
         return rc;
+    s->dirty = false;
     s_publish_summary(s);
     return ns_p2p_publish(s->p2p, NS_MSG_ENTRY, s->entry.data, s->entry.len);
 }

@@ -14,6 +14,10 @@
  *
  * Durability: ns_ledger_append and ns_ledger_commit return only after the
  * LMDB transaction is synced; what they report stored survives kill -9.
+ * Entries from the network (ns_ledger_ingest) are batched: the caller
+ * commits when ns_ledger_commit_due says so (NS_LEDGER_COMMIT_ENTRIES,
+ * _BYTES, _MS, whichever comes first), and before it reports any of
+ * them to a user.
  */
 #ifndef NIGHTSHIFT_LEDGER_H
 #define NIGHTSHIFT_LEDGER_H
@@ -34,9 +38,20 @@
 #define NS_BID_DOMAIN "nightshift/bid/v1"
 #define NS_MAX_ENTRY_BODY (64 * 1024)                 /* body bytes */
 #define NS_MAX_ENTRY_BYTES (NS_MAX_ENTRY_BODY + 4096) /* encoded entry */
-#define NS_MAX_REFS 32             /* credits claimed by one entry */
-#define NS_MAX_PROOF (48 * 1024)   /* fraud proof bytes in a SLASH */
-#define NS_LEDGER_PENDING_MAX 4096 /* buffered out-of-order entries */
+#define NS_MAX_REFS 32           /* credits claimed by one entry */
+#define NS_MAX_PROOF (48 * 1024) /* fraud proof bytes in a SLASH */
+/* The out-of-order buffer (entries waiting for their author's previous
+ * entry or for an entry they name): a cap on its bytes, and one author's
+ * share of it, so that one author cannot crowd the others out. */
+#define NS_LEDGER_BUFFER_BYTES (64u * 1024 * 1024)
+#define NS_LEDGER_BUFFER_AUTHOR_BYTES (NS_LEDGER_BUFFER_BYTES / 16)
+/* The commit policy for ingested entries (ns_ledger_commit_due): a synced
+ * commit costs milliseconds whatever it holds, so entries from the network
+ * wait for this many, or this many bytes, or this long after the first of
+ * them was stored, whichever comes first. Own appends commit at once. */
+#define NS_LEDGER_COMMIT_ENTRIES 8192
+#define NS_LEDGER_COMMIT_BYTES (8u * 1024 * 1024) /* encoded entries */
+#define NS_LEDGER_COMMIT_MS 1000
 #define NS_LEDGER_MAP_BYTES NS_DEFAULT_LEDGER_MAP_BYTES /* config.h */
 
 typedef enum {
@@ -233,8 +248,24 @@ int ns_ledger_append(ns_ledger_t *l, const ns_identity_t *me, uint8_t type,
 int ns_ledger_ingest(ns_ledger_t *l, const uint8_t *buf, size_t len,
                      uint8_t *missing_author, uint64_t *missing_seq);
 /* Make everything ingested so far durable (one synced LMDB commit).
- * NS_ERR_MAPFULL or NS_ERR_IO (see ns_ledger_last_error) when it fails. */
+ * NS_ERR_MAPFULL or NS_ERR_IO (see ns_ledger_last_error) when it fails;
+ * what the batch held is then gone (totals rolled back with it). */
 int ns_ledger_commit(ns_ledger_t *l) NS_MUST_CHECK;
+/* Whether the uncommitted batch should be committed now: it holds at
+ * least NS_LEDGER_COMMIT_ENTRIES entries or NS_LEDGER_COMMIT_BYTES bytes,
+ * or its first entry was stored NS_LEDGER_COMMIT_MS or more before
+ * now_ms (ns_mono_ms). False when nothing is uncommitted. */
+bool ns_ledger_commit_due(const ns_ledger_t *l, uint64_t now_ms);
+/* How far author's chain is in hand: the highest seq s such that each of
+ * its entries from its head + 1 to s is stored or waits in the
+ * out-of-order buffer (its head seq when the next one does not wait, or
+ * when the buffer is over half full). Range pulls go on from there while
+ * the chain waits on other authors' entries. */
+uint64_t ns_ledger_buffered_through(ns_ledger_t *l,
+                                    const uint8_t author[NS_ID_BYTES]);
+/* Entries and bytes stored since the last commit. */
+void ns_ledger_uncommitted(const ns_ledger_t *l, uint32_t *entries,
+                           uint64_t *bytes);
 
 int ns_ledger_account(ns_ledger_t *l, const uint8_t id[NS_ID_BYTES],
                       ns_account_t *out) NS_MUST_CHECK;
@@ -267,6 +298,8 @@ typedef struct {
     uint64_t pending_credit; /* credits not yet taken in */
     uint64_t forks;          /* fork proofs stored */
     uint32_t buffered;       /* out-of-order entries waiting */
+    uint64_t buffered_bytes; /* their cost against NS_LEDGER_BUFFER_BYTES */
+    uint64_t buffer_evicted; /* forgotten or refused by the buffer's caps */
     ns_hash_t digest;        /* XOR of H(author, seq, head) over authors */
     uint64_t rejected[NS_ERR_COUNT]; /* by -reason */
 } ns_ledger_stats_t;

@@ -9,9 +9,11 @@
  *   20 ENTRIES    direct: [author, responder's head seq, [entry...]]
  * Every NS_LEDGER_SYNC_MS a node picks a live peer whose heartbeat
  * announces a different heads digest, asks for its heads and pulls the
- * ranges it lacks in batches of at most NS_SYNC_BATCH entries; each batch
- * is one synced LMDB commit. A gap seen in gossip is fetched at once from
- * the peer that showed it.
+ * ranges it lacks in batches of at most NS_SYNC_BATCH entries. Ingested
+ * entries are committed by the ledger's policy (ns_ledger_commit_due,
+ * checked after each message and every NS_LEDGER_COMMIT_TICK_MS), and
+ * before a control request reports the ledger (status). A gap seen in
+ * gossip is fetched at once from the peer that showed it.
  */
 #ifndef NIGHTSHIFT_LEDGER_SYNC_H
 #define NIGHTSHIFT_LEDGER_SYNC_H
@@ -33,7 +35,9 @@
     256                        /* entries per ENTRIES message (and bytes       \
                                   under NS_MAX_BODY) */
 #define NS_SYNC_HEADS_MAX 2048 /* (author, seq) pairs per HEADS */
-#define NS_LEDGER_COMMIT_MS 50 /* gossiped entries become durable within */
+#define NS_LEDGER_COMMIT_TICK_MS                                               \
+    50 /* how often the commit policy is                                       \
+          checked when no message comes */
 
 typedef struct ns_ledger_sync ns_ledger_sync_t;
 

@@ -5,8 +5,11 @@ the source's key funds N accounts, each then writes a chain of transfers,
 stakes and unstakes that take in each other's credits, so entries name
 entries of other chains in their refs); a node runs on it, and a fresh
 node that bootstraps to it must end with the same entries and heads
-digest. Once with fewer authors than the ranges one sync round asks for
-(64), once with more."""
+digest. Once with fewer authors than the ranges one sync round asks for,
+once with more, and once with last round's livelock: 100 authors x 80
+entries crediting each other, more than the old 4096-entry out-of-order
+buffer held while they waited on each other, so the catch-up never
+finished."""
 import os
 import subprocess
 import time
@@ -18,7 +21,7 @@ import ledgerutil as lu
 
 HB_MS = 400
 # (authors, entries per author, seconds allowed for the catch-up)
-ROUNDS = [(30, 20, 30), (80, 50, 40)]
+ROUNDS = [(30, 20, 30), (80, 50, 40), (100, 80, 60)]
 
 FILL_BIN = os.environ.get("NS_LEDGER_FILL_BIN") or os.path.join(
     os.path.dirname(nstest.BIN), "tests", "integration", "ns_ledger_fill")

@@ -504,14 +504,14 @@ TEST(seq_gap_buffered)
     fx_free(&fx);
 }
 
-/* A chain longer than the buffer, delivered backwards: the buffer keeps
- * at most NS_LEDGER_PENDING_MAX entries (the oldest arrivals are dropped,
- * sync fetches them again), the first entry sets off one cascade that
- * applies everything still buffered, and the dropped ones apply when they
- * come again. */
+/* A chain twice as long as the old 4096-entry buffer, delivered
+ * backwards: every entry waits (well under one author's share of
+ * NS_LEDGER_BUFFER_BYTES), and the first one sets off one cascade that
+ * applies them all, in a loop rather than a recursion as deep as the
+ * chain. */
 TEST(gap_cascade_long_chain)
 {
-    enum { N = NS_LEDGER_PENDING_MAX + 10 };
+    enum { N = 2 * 4096 + 10 };
     fx_t fx;
     if (!s_init(&fx, "cascade", 2))
         return;
@@ -520,6 +520,7 @@ TEST(gap_cascade_long_chain)
         return;
     ns_hash_t prev;
     memset(prev, 0, sizeof prev);
+    uint64_t bytes = 0;
     for (int i = 0; i < N; i++) {
         ns_entry_body_t b = fx_amount(1);
         ns_hash_t id;
@@ -528,23 +529,26 @@ TEST(gap_cascade_long_chain)
                         0, fx_tick(&fx), &e[i], id) != NS_OK)
             break;
         memcpy(prev, id, NS_HASH_BYTES);
+        bytes += e[i].len;
     }
+    CHECK(bytes + (uint64_t)N * 192 < NS_LEDGER_BUFFER_AUTHOR_BYTES);
     int gaps = 0;
     for (int i = N - 1; i >= 1; i--)
         gaps += ns_ledger_ingest(fx.l, e[i].data, e[i].len, NULL, NULL) ==
                 NS_ERR_GAP;
     CHECK_EQ_INT(gaps, N - 1);
-    CHECK_EQ_INT(s_stats(&fx).buffered, NS_LEDGER_PENDING_MAX);
+    CHECK_EQ_INT(s_stats(&fx).buffered, N - 1);
+    CHECK_EQ_INT(s_stats(&fx).buffer_evicted, 0);
     CHECK_EQ_INT(s_stats(&fx).entries, 0);
+    /* a copy of one that waits is not kept twice */
+    CHECK_RC(ns_ledger_ingest(fx.l, e[5].data, e[5].len, NULL, NULL),
+             NS_ERR_GAP);
+    CHECK_EQ_INT(s_stats(&fx).buffered, N - 1);
     CHECK_RC(ns_ledger_ingest(fx.l, e[0].data, e[0].len, NULL, NULL), NS_OK);
     CHECK_EQ_INT(s_stats(&fx).buffered, 0);
-    /* seq N - 8 .. N were the first to arrive and were dropped */
-    CHECK_EQ_INT(s_acct(&fx, 0).seq, N - 9);
-    CHECK_EQ_INT(s_acct(&fx, 0).staked, N - 9);
-    for (int i = N - 9; i < N; i++)
-        CHECK_RC(ns_ledger_ingest(fx.l, e[i].data, e[i].len, NULL, NULL),
-                 NS_OK);
+    CHECK_EQ_INT(s_stats(&fx).buffered_bytes, 0);
     CHECK_EQ_INT(s_acct(&fx, 0).seq, N);
+    CHECK_EQ_INT(s_acct(&fx, 0).staked, N);
     CHECK_EQ_INT(s_stats(&fx).entries, N);
     CHECK_RC(ns_ledger_commit(fx.l), NS_OK);
     CONSERVED(&fx);
