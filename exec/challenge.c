@@ -387,6 +387,171 @@ int ns_label_open_host(const ns_label_params_t *p, const uint8_t *labels,
     return NS_OK;
 }
 
+/* ---- labelling: the answer codec ----------------------------------------- */
+
+static void s_put_le64(uint8_t *p, uint64_t v)
+{
+    s_put_le32(p, (uint32_t)v);
+    s_put_le32(p + 4, (uint32_t)(v >> 32));
+}
+
+/* The chunk index the opening of label `label` must carry, and its path
+ * depth in a tree over all chunks. */
+static bool s_chunk_shape_ok(const ns_label_params_t *p,
+                             const ns_label_chunk_t *c, uint64_t label)
+{
+    uint64_t n_chunks = p->bytes / NS_LABEL_CHUNK_BYTES;
+    uint64_t want = label / NS_LABEL_CHUNK_LABELS;
+    return c->chunk == want &&
+           c->depth == ns_merkle_proof_len((size_t)n_chunks, (size_t)want);
+}
+
+/* The label that the ref chunk of an opening must hold (row >= 1). */
+static uint64_t s_opening_ref(const ns_label_params_t *p,
+                              const ns_label_opening_t *o)
+{
+    uint64_t pv = o->position - p->lanes;
+    return ns_label_ref(p, o->position, s_in_chunk(&o->prev, pv));
+}
+
+static int s_pack_chunk(ns_buf_t *out, const ns_label_chunk_t *c)
+{
+    uint8_t head[9];
+    s_put_le64(head, c->chunk);
+    head[8] = (uint8_t)c->depth;
+    int rc = ns_buf_append(out, head, sizeof head);
+    if (rc == NS_OK)
+        rc = ns_buf_append(out, c->data, sizeof c->data);
+    if (rc == NS_OK && c->depth > 0)
+        rc = ns_buf_append(out, c->path, c->depth * NS_HASH_BYTES);
+    return rc;
+}
+
+int ns_label_answer_pack(const ns_label_params_t *p, const ns_hash_t root,
+                         const uint64_t *positions, uint32_t k,
+                         const ns_label_opening_t *openings, ns_buf_t *out)
+{
+    uint8_t head[NS_HASH_BYTES + 4];
+    int rc = NS_OK;
+    out->len = 0;
+    if (ns_label_params_check(p) != NS_OK || k == 0)
+        return NS_ERR_INVAL;
+    if (k > NS_CHAL_MAX_OPENINGS)
+        return NS_ERR_TOOBIG;
+    for (uint32_t i = 0; i < k; i++) {
+        const ns_label_opening_t *o = &openings[i];
+        uint64_t v = positions[i];
+        if (o->position != v || v >= ns_label_count(p) ||
+            !s_chunk_shape_ok(p, &o->at, v))
+            return NS_ERR_INVAL;
+        if (v >= p->lanes && (!s_chunk_shape_ok(p, &o->prev, v - p->lanes) ||
+                              !s_chunk_shape_ok(p, &o->ref, s_opening_ref(p, o))))
+            return NS_ERR_INVAL;
+    }
+    memcpy(head, root, NS_HASH_BYTES);
+    s_put_le32(head + NS_HASH_BYTES, k);
+    rc = ns_buf_append(out, head, sizeof head);
+    for (uint32_t i = 0; i < k && rc == NS_OK; i++) {
+        const ns_label_opening_t *o = &openings[i];
+        uint8_t pos[8];
+        s_put_le64(pos, o->position);
+        rc = ns_buf_append(out, pos, sizeof pos);
+        if (rc == NS_OK)
+            rc = s_pack_chunk(out, &o->at);
+        if (rc == NS_OK && o->position >= p->lanes)
+            rc = s_pack_chunk(out, &o->prev);
+        if (rc == NS_OK && o->position >= p->lanes)
+            rc = s_pack_chunk(out, &o->ref);
+    }
+    if (rc != NS_OK)
+        out->len = 0;
+    return rc;
+}
+
+/* A cursor over hostile bytes: every take is checked against what
+ * remains. */
+typedef struct {
+    const uint8_t *p;
+    size_t left;
+} s_cursor_t;
+
+static bool s_take(s_cursor_t *c, void *out, size_t n)
+{
+    if (n > c->left)
+        return false;
+    memcpy(out, c->p, n);
+    c->p += n;
+    c->left -= n;
+    return true;
+}
+
+/* One chunk that must hold label `label`. */
+static int s_read_chunk_at(s_cursor_t *cur, const ns_label_params_t *p,
+                           uint64_t label, ns_label_chunk_t *c)
+{
+    uint8_t head[9];
+    if (!s_take(cur, head, sizeof head))
+        return NS_ERR_TRUNCATED;
+    c->chunk = s_le64(head);
+    c->depth = head[8];
+    /* the depth is checked before it sizes the path read: the tree's
+     * depth is at most NS_MERKLE_MAX_DEPTH, path's capacity */
+    if (!s_chunk_shape_ok(p, c, label))
+        return NS_ERR_INVAL;
+    if (!s_take(cur, c->data, sizeof c->data) ||
+        !s_take(cur, c->path, c->depth * NS_HASH_BYTES))
+        return NS_ERR_TRUNCATED;
+    return NS_OK;
+}
+
+int ns_label_answer_read(const uint8_t *buf, size_t len,
+                         const ns_label_params_t *p, ns_hash_t root,
+                         uint64_t *positions, uint32_t *k,
+                         ns_label_opening_t *openings)
+{
+    s_cursor_t cur = {buf, len};
+    uint8_t head[NS_HASH_BYTES + 4];
+    uint32_t n = 0;
+    int rc = NS_OK;
+    *k = 0;
+    if (ns_label_params_check(p) != NS_OK)
+        return NS_ERR_INVAL;
+    if (!s_take(&cur, head, sizeof head))
+        return NS_ERR_TRUNCATED;
+    memcpy(root, head, NS_HASH_BYTES);
+    n = s_le32(head + NS_HASH_BYTES);
+    if (n == 0)
+        return NS_ERR_INVAL;
+    if (n > NS_CHAL_MAX_OPENINGS)
+        return NS_ERR_TOOBIG;
+    for (uint32_t i = 0; i < n && rc == NS_OK; i++) {
+        ns_label_opening_t *o = &openings[i];
+        uint8_t pos[8];
+        memset(o, 0, sizeof *o);
+        if (!s_take(&cur, pos, sizeof pos)) {
+            rc = NS_ERR_TRUNCATED;
+            break;
+        }
+        uint64_t v = s_le64(pos);
+        o->position = positions[i] = v;
+        if (v >= ns_label_count(p)) {
+            rc = NS_ERR_INVAL;
+            break;
+        }
+        rc = s_read_chunk_at(&cur, p, v, &o->at);
+        if (rc == NS_OK && v >= p->lanes)
+            rc = s_read_chunk_at(&cur, p, v - p->lanes, &o->prev);
+        /* the ref index comes from the prev label just read */
+        if (rc == NS_OK && v >= p->lanes)
+            rc = s_read_chunk_at(&cur, p, s_opening_ref(p, o), &o->ref);
+    }
+    if (rc == NS_OK && cur.left != 0)
+        rc = NS_ERR_TRAILING;
+    if (rc == NS_OK)
+        *k = n;
+    return rc;
+}
+
 /* ---- integer matrix product ------------------------------------------- */
 
 static uint64_t s_mulmod(uint64_t a, uint64_t b, uint64_t m)
@@ -1073,4 +1238,107 @@ static int s_warm_up(ns_chal_prover_t *pr, char *err, size_t errlen)
         rc = ns_imatmul_prove(pr, &ip, c, NULL, err, errlen);
     free(c);
     return rc;
+}
+
+int ns_label_prove_answer(ns_chal_prover_t *pr, const ns_label_params_t *p,
+                          const uint8_t seed[32], uint32_t k, ns_hash_t root,
+                          uint64_t *device_us, ns_buf_t *out, char *err,
+                          size_t errlen)
+{
+    uint64_t t0 = ns_mono_us();
+    uint64_t *positions = NULL;
+    ns_label_opening_t *openings = NULL;
+    int rc = NS_OK;
+    ns_cl_errf(err, errlen, "ok");
+    out->len = 0;
+    if (k == 0 || k > NS_CHAL_MAX_OPENINGS) {
+        ns_cl_errf(err, errlen, "%u openings: must be 1..%d", k,
+                   NS_CHAL_MAX_OPENINGS);
+        return k == 0 ? NS_ERR_INVAL : NS_ERR_TOOBIG;
+    }
+    rc = ns_label_prove(pr, p, seed, root, NULL, err, errlen);
+    if (rc != NS_OK)
+        goto out;
+    positions = calloc(k, sizeof *positions);
+    openings = calloc(k, sizeof *openings);
+    if (!positions || !openings) {
+        ns_cl_errf(err, errlen, "no memory for %u openings", k);
+        rc = NS_ERR_NOMEM;
+        goto out;
+    }
+    /* Fiat-Shamir: the positions follow from the root just committed */
+    ns_label_positions(p, root, seed, k, positions);
+    rc = ns_label_open(pr, positions, k, openings, err, errlen);
+    if (rc != NS_OK)
+        goto out;
+    rc = ns_label_answer_pack(p, root, positions, k, openings, out);
+    if (rc != NS_OK) {
+        ns_cl_errf(err, errlen, "packing the answer: %s", ns_strerror(rc));
+        goto out;
+    }
+    if (device_us)
+        *device_us = ns_mono_us() - t0;
+out:
+    free(openings);
+    free(positions);
+    return rc;
+}
+
+/* ---- a challenge request ------------------------------------------------ */
+
+int ns_chal_request_check(const ns_chal_request_t *r, uint64_t max_alloc_bytes,
+                          char *err, size_t errlen)
+{
+    int rc;
+    ns_cl_errf(err, errlen, "ok");
+    if (r->kind == NS_CHAL_KIND_LABEL) {
+        rc = ns_label_params_check(&r->label);
+        if (rc != NS_OK) {
+            ns_cl_errf(err, errlen,
+                       "bad labelling parameters (bytes %llu, lanes %u, "
+                       "segments %u, steps %u)",
+                       (unsigned long long)r->label.bytes, r->label.lanes,
+                       r->label.segments, r->label.steps);
+            return rc;
+        }
+        if (r->k == 0 || r->k > NS_CHAL_MAX_OPENINGS) {
+            ns_cl_errf(err, errlen, "%u openings: must be 1..%d", r->k,
+                       NS_CHAL_MAX_OPENINGS);
+            return r->k == 0 ? NS_ERR_INVAL : NS_ERR_TOOBIG;
+        }
+        if (max_alloc_bytes && r->label.bytes > max_alloc_bytes) {
+            ns_cl_errf(err, errlen,
+                       "a labelling of %llu bytes is over the device's "
+                       "largest allocation (%llu bytes)",
+                       (unsigned long long)r->label.bytes,
+                       (unsigned long long)max_alloc_bytes);
+            return NS_ERR_TOOBIG;
+        }
+        return NS_OK;
+    }
+    if (r->kind == NS_CHAL_KIND_IMATMUL) {
+        ns_imatmul_params_t ip = {.n = r->imatmul.n, .p = r->imatmul.p};
+        if (r->imatmul.n > NS_CHAL_REQUEST_MAX_N) {
+            ns_cl_errf(err, errlen, "matrix order %u is over %d", r->imatmul.n,
+                       NS_CHAL_REQUEST_MAX_N);
+            return NS_ERR_TOOBIG;
+        }
+        if (ns_imatmul_params_check(&ip) != NS_OK) {
+            ns_cl_errf(err, errlen, "bad matrix parameters (n %u, p %u)",
+                       r->imatmul.n, r->imatmul.p);
+            return NS_ERR_INVAL;
+        }
+        uint64_t bytes = ns_chal_imatmul_answer_bytes(r->imatmul.n);
+        if (max_alloc_bytes && bytes > max_alloc_bytes) {
+            ns_cl_errf(err, errlen,
+                       "a %llu-byte matrix is over the device's largest "
+                       "allocation (%llu bytes)",
+                       (unsigned long long)bytes,
+                       (unsigned long long)max_alloc_bytes);
+            return NS_ERR_TOOBIG;
+        }
+        return NS_OK;
+    }
+    ns_cl_errf(err, errlen, "unknown challenge kind %u", r->kind);
+    return NS_ERR_INVAL;
 }

@@ -72,6 +72,7 @@
 #include "nightshift/devinfo.h"
 #include "nightshift/err.h"
 #include "nightshift/hash.h"
+#include "nightshift/mp.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -184,6 +185,56 @@ ns_chal_verdict ns_label_verify(const ns_label_params_t *p,
                                 uint64_t elapsed_us, uint64_t deadline_us,
                                 char *why, size_t whylen);
 
+/* ---- the labelling answer ------------------------------------------------
+ *
+ * Non-interactive (Fiat-Shamir): the prover fills and commits, draws the
+ * positions itself with ns_label_positions(p, root, seed, k) and opens
+ * them in the same answer. It cannot pick the positions before the root
+ * is fixed, and another root costs another full labelling, which the
+ * deadline bounds. The verifier recomputes the positions from the root it
+ * received and its own seed, then calls ns_label_verify(secret = seed).
+ *
+ * Bytes (integers little-endian):
+ *   root[32] | k: u32 | k openings
+ *   opening: position: u64 | chunk(at) | chunk(prev) chunk(ref) unless the
+ *            position is in row 0 (position < lanes)
+ *   chunk:   index: u64 | depth: u8 | data[NS_LABEL_CHUNK_BYTES] |
+ *            path[depth][32]
+ */
+
+/* The most bytes of one encoded chunk and of one whole answer. */
+#define NS_LABEL_ANSWER_CHUNK_MAX                                              \
+    (8 + 1 + NS_LABEL_CHUNK_BYTES + NS_HASH_BYTES * NS_MERKLE_MAX_DEPTH)
+#define NS_LABEL_ANSWER_MAX                                                    \
+    (NS_HASH_BYTES + 4 +                                                       \
+     NS_CHAL_MAX_OPENINGS * (8 + 3 * NS_LABEL_ANSWER_CHUNK_MAX))
+
+/* Encode an answer into out (ns_buf_init'ed by the caller, who releases
+ * it; emptied first). The openings must be for positions[0..k), in order,
+ * with the chunk indexes and path depths the reader demands.
+ * NS_ERR_INVAL for bad parameters, k == 0 or an opening that does not fit
+ * its position, NS_ERR_TOOBIG for k > NS_CHAL_MAX_OPENINGS, NS_ERR_NOMEM.
+ * On error out is empty. */
+int ns_label_answer_pack(const ns_label_params_t *p, const ns_hash_t root,
+                         const uint64_t *positions, uint32_t k,
+                         const ns_label_opening_t *openings,
+                         ns_buf_t *out) NS_MUST_CHECK;
+
+/* Decode an answer from a prover (hostile bytes: never reads outside
+ * buf[0..len), allocates nothing). Fills root, positions[0..*k), *k and
+ * openings[0..*k) (arrays of NS_CHAL_MAX_OPENINGS entries). Checks all
+ * that needs no seed but leaves the hashing to ns_label_verify: exact
+ * size, 1 <= k <= NS_CHAL_MAX_OPENINGS, positions below the label count,
+ * every chunk index consistent with its position (ref: with the ref that
+ * the opened prev label names), every path exactly as deep as the tree
+ * demands for that chunk. NS_ERR_INVAL for bad parameters or an
+ * inconsistent answer, NS_ERR_TRUNCATED, NS_ERR_TRAILING, NS_ERR_TOOBIG
+ * (k over the cap). On error *k is 0 and the outputs are not to be used. */
+int ns_label_answer_read(const uint8_t *buf, size_t len,
+                         const ns_label_params_t *p, ns_hash_t root,
+                         uint64_t *positions, uint32_t *k,
+                         ns_label_opening_t *openings) NS_MUST_CHECK;
+
 /* Host reference (small M; tests, cheaters and cross-checks): fill
  * `labels` (p->bytes) by the rule, build the Merkle tree over its chunks
  * (release with ns_merkle_release), open positions from them. */
@@ -266,9 +317,58 @@ int ns_label_open(ns_chal_prover_t *pr, const uint64_t *positions, uint32_t k,
                   ns_label_opening_t *out, char *err,
                   size_t errlen) NS_MUST_CHECK;
 
+/* The whole non-interactive labelling answer in one call: ns_label_prove,
+ * positions from ns_label_positions(p, root, seed, k), ns_label_open,
+ * ns_label_answer_pack into out (ns_buf_init'ed by the caller). k is
+ * 1..NS_CHAL_MAX_OPENINGS. *device_us (may be NULL) gets the wall time of
+ * all of it. Errors of those calls; err says why. */
+int ns_label_prove_answer(ns_chal_prover_t *pr, const ns_label_params_t *p,
+                          const uint8_t seed[32], uint32_t k, ns_hash_t root,
+                          uint64_t *device_us, ns_buf_t *out, char *err,
+                          size_t errlen) NS_MUST_CHECK;
+
 /* Generate A and B on the device, multiply, read C (n * n words) back. */
 int ns_imatmul_prove(ns_chal_prover_t *pr, const ns_imatmul_params_t *p,
                      uint32_t *c, uint64_t *device_us, char *err,
                      size_t errlen) NS_MUST_CHECK;
+
+/* ---- a challenge request, as the sandbox worker runs it --------------- */
+
+#define NS_CHAL_KIND_LABEL 1
+#define NS_CHAL_KIND_IMATMUL 2
+/* Largest matrix order through the worker: C is 16 MiB. */
+#define NS_CHAL_REQUEST_MAX_N 2048
+/* The most answer bytes of any request: a label answer, or C. */
+#define NS_CHAL_MAX_ANSWER                                                     \
+    (NS_LABEL_ANSWER_MAX > 4u * NS_CHAL_REQUEST_MAX_N * NS_CHAL_REQUEST_MAX_N \
+         ? NS_LABEL_ANSWER_MAX                                                 \
+         : 4u * NS_CHAL_REQUEST_MAX_N * NS_CHAL_REQUEST_MAX_N)
+
+typedef struct {
+    uint32_t kind;           /* NS_CHAL_KIND_LABEL or NS_CHAL_KIND_IMATMUL */
+    ns_label_params_t label; /* LABEL: the labelling */
+    struct {
+        uint32_t n; /* IMATMUL: matrix order, multiple of NS_IMATMUL_TILE,
+                       at most NS_CHAL_REQUEST_MAX_N */
+        uint32_t p; /* IMATMUL: prime modulus */
+    } imatmul;
+    uint8_t seed[32]; /* fresh per challenge; LABEL: also the Fiat-Shamir
+                         secret of the positions */
+    uint32_t k;       /* LABEL: openings, 1..NS_CHAL_MAX_OPENINGS;
+                         IMATMUL: ignored (sent as 0) */
+} ns_chal_request_t;
+
+/* Check a request against the rules and caps above and a device whose
+ * largest allocation is max_alloc_bytes (0 = unknown: not checked).
+ * NS_ERR_INVAL (unknown kind, bad parameters, k == 0), NS_ERR_TOOBIG (k,
+ * n, or a buffer over the device's largest allocation); err says which. */
+int ns_chal_request_check(const ns_chal_request_t *r, uint64_t max_alloc_bytes,
+                          char *err, size_t errlen) NS_MUST_CHECK;
+
+/* The answer's size for an IMATMUL request: n * n little-endian u32. */
+static inline uint64_t ns_chal_imatmul_answer_bytes(uint32_t n)
+{
+    return (uint64_t)n * n * 4;
+}
 
 #endif
