@@ -444,8 +444,9 @@ int ns_label_answer_pack(const ns_label_params_t *p, const ns_hash_t root,
         if (o->position != v || v >= ns_label_count(p) ||
             !s_chunk_shape_ok(p, &o->at, v))
             return NS_ERR_INVAL;
-        if (v >= p->lanes && (!s_chunk_shape_ok(p, &o->prev, v - p->lanes) ||
-                              !s_chunk_shape_ok(p, &o->ref, s_opening_ref(p, o))))
+        if (v >= p->lanes &&
+            (!s_chunk_shape_ok(p, &o->prev, v - p->lanes) ||
+             !s_chunk_shape_ok(p, &o->ref, s_opening_ref(p, o))))
             return NS_ERR_INVAL;
     }
     memcpy(head, root, NS_HASH_BYTES);

@@ -95,3 +95,13 @@ int ns_worker_check_fraud(ns_worker_t *w, const ns_fraud_proof_t *p,
     }
     return rc;
 }
+
+int ns_worker_run_challenge(ns_worker_t *w, const ns_chal_request_t *req,
+                            ns_worker_result_t *res, char *err, size_t errlen)
+{
+    memset(res, 0, sizeof *res);
+    int rc = ns_worker_submit_challenge(w, req, err, errlen);
+    if (rc == NS_OK)
+        rc = s_run_wait(w, res, err, errlen);
+    return rc;
+}

@@ -1,12 +1,13 @@
 /* worker_child.c - the sandboxed worker process (worker.h): `nightshift
- * worker` opens one OpenCL device, then serves RUN, ITEMS and FRAUD requests
- * from its supervisor (worker_supervisor.c) until EOF.
+ * worker` opens one OpenCL device, then serves RUN, ITEMS, FRAUD and
+ * CHALLENGE requests from its supervisor (worker_supervisor.c) until EOF.
  *
  * Blocking reads and writes, one request at a time. Before it opens
  * OpenCL it closes inherited descriptors, sets RLIMIT_CORE 0, asks to die
  * with its parent and raises its oom_score_adj; after opening the device
  * it caps its address space (RLIMIT_AS).
  */
+#include "nightshift/challenge.h"
 #include "nightshift/log.h"
 #include "nightshift/runner.h"
 #include "nightshift/util.h"
@@ -257,11 +258,104 @@ static void s_harden(const s_worker_args_t *a)
     signal(SIGPIPE, SIG_IGN);
 }
 
+/* Little-endian u32 words of C as the answer bytes, in place. */
+static void s_words_le(uint32_t *c, size_t n)
+{
+    uint8_t *b = (uint8_t *)c;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t v = c[i];
+        b[4 * i] = (uint8_t)v;
+        b[4 * i + 1] = (uint8_t)(v >> 8);
+        b[4 * i + 2] = (uint8_t)(v >> 16);
+        b[4 * i + 3] = (uint8_t)(v >> 24);
+    }
+}
+
+/* A CHALLENGE head: check it, run it on the prover (created at the first
+ * challenge, kept until the worker exits), answer. A bad head ends the
+ * worker (the stream may be out of step); a refused or failed challenge
+ * is an answer with its error. */
+static int s_serve_challenge(int fd, const uint8_t *head, size_t len,
+                             ns_runner_t *runner, const s_worker_args_t *a,
+                             ns_chal_prover_t **prover)
+{
+    ns_chal_request_t q;
+    char err[NS_WORKER_MAX_ERROR + 1] = "";
+    ns_hash_t root;
+    uint64_t device_us = 0;
+    const uint8_t *answer = NULL;
+    uint64_t answer_len = 0;
+    uint32_t *c = NULL;
+    ns_buf_t buf;
+    msgpack_sbuffer sb;
+    int status = NS_OK;
+
+    ns_buf_init(&buf);
+    memset(root, 0, sizeof root);
+    int rc = ns_worker_chal_read(head, len, &q);
+    if (rc != NS_OK) {
+        ns_error(NS_MOD_EXEC, "event=worker_bad_challenge rc=%s",
+                 ns_errname(rc));
+        return rc;
+    }
+    /* refused before anything runs: the caps, the device's largest
+     * allocation */
+    status = ns_chal_request_check(
+        &q, ns_runner_device(runner)->info.max_alloc_bytes, err, sizeof err);
+    if (status == NS_OK && !*prover) {
+        *prover = ns_chal_prover_new(a->device_index, &status, err, sizeof err);
+        if (!*prover && status == NS_OK)
+            status = NS_ERR_OPENCL;
+    }
+    if (status == NS_OK && q.kind == NS_CHAL_KIND_LABEL) {
+        status = ns_label_prove_answer(*prover, &q.label, q.seed, q.k, root,
+                                       &device_us, &buf, err, sizeof err);
+        answer = buf.data;
+        answer_len = buf.len;
+    } else if (status == NS_OK) {
+        ns_imatmul_params_t ip = {.n = q.imatmul.n, .p = q.imatmul.p};
+        memcpy(ip.seed, q.seed, sizeof ip.seed);
+        size_t words = (size_t)ip.n * ip.n;
+        c = malloc(words * sizeof *c);
+        if (!c) {
+            snprintf(err, sizeof err,
+                     "the worker ran out of memory holding the product");
+            status = NS_ERR_NOMEM;
+        }
+        if (status == NS_OK)
+            status =
+                ns_imatmul_prove(*prover, &ip, c, &device_us, err, sizeof err);
+        if (status == NS_OK) {
+            s_words_le(c, words);
+            answer = (const uint8_t *)c;
+            answer_len = words * sizeof *c;
+            ns_hash(root, answer, (size_t)answer_len);
+        }
+    }
+    if (status != NS_OK) {
+        if (err[0] == '\0' || strcmp(err, "ok") == 0)
+            snprintf(err, sizeof err, "%s", ns_strerror(status));
+        memset(root, 0, sizeof root);
+        device_us = 0;
+        answer_len = 0;
+    } else {
+        err[0] = '\0';
+    }
+    ns_worker_chal_result_pack(&sb, status, err, root, device_us, answer_len);
+    rc = s_write_full(fd, sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+    if (rc == NS_OK && answer_len > 0)
+        rc = s_write_full(fd, answer, answer_len);
+    free(c);
+    ns_buf_release(&buf);
+    return rc;
+}
+
 /* One request: read it whole (inputs included, even the ones we cannot
  * hold, so the stream stays in step), run it, reply. NS_OK to go on;
  * anything else ends the worker. */
 static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
-                       bool *eof)
+                       ns_chal_prover_t **prover, bool *eof)
 {
     uint8_t lenbuf[NS_WORKER_FRAME_LEN];
     uint8_t *head = NULL;
@@ -298,6 +392,12 @@ static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
     if (rc != NS_OK)
         goto out;
 
+    uint32_t head_type = 0;
+    if (ns_worker_frame_type(head, len, &head_type) == NS_OK &&
+        head_type == NS_WORKER_MSG_CHALLENGE) {
+        rc = s_serve_challenge(fd, head, len, runner, a, prover);
+        goto out;
+    }
     rc = ns_worker_request_read(head, len, &q, err, sizeof err);
     if (rc != NS_OK) {
         /* Without a valid job we cannot know how many bytes follow. */
@@ -473,6 +573,7 @@ int ns_worker_main(int argc, char **argv)
 {
     s_worker_args_t a;
     ns_runner_t *runner = NULL;
+    ns_chal_prover_t *prover = NULL; /* at the first challenge */
     ns_devinfo_t none;
     char msg[NS_WORKER_MAX_ERROR + 1];
     int status = 2;
@@ -507,13 +608,14 @@ int ns_worker_main(int argc, char **argv)
     }
     for (;;) {
         bool eof = false;
-        rc = s_serve_one(a.fd, runner, &a, &eof);
+        rc = s_serve_one(a.fd, runner, &a, &prover, &eof);
         if (rc == NS_OK)
             continue;
         status = eof ? 0 : 3;
         break;
     }
 out:
+    ns_chal_prover_destroy(&prover);
     ns_runner_destroy(&runner);
     close(a.fd);
     return status;

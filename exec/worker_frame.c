@@ -189,6 +189,108 @@ int ns_worker_result_read(const uint8_t *head, size_t len,
     return ns_mpr_end(&r);
 }
 
+int ns_worker_frame_type(const uint8_t *head, size_t len, uint32_t *type)
+{
+    ns_mpr_t r;
+    uint32_t n = 0;
+    *type = 0;
+    ns_mpr_init(&r, head, len);
+    ns_mpr_array(&r, &n, 16);
+    if (r.err == NS_OK && n == 0)
+        r.err = NS_ERR_TYPE;
+    ns_mpr_u32(&r, type);
+    return r.err;
+}
+
+void ns_worker_chal_pack(msgpack_sbuffer *sb, const ns_chal_request_t *r)
+{
+    msgpack_packer pk;
+    s_frame_begin(sb, &pk);
+    msgpack_pack_array(&pk, 5);
+    msgpack_pack_uint32(&pk, NS_WORKER_MSG_CHALLENGE);
+    msgpack_pack_uint32(&pk, r->kind);
+    if (r->kind == NS_CHAL_KIND_LABEL) {
+        msgpack_pack_array(&pk, 4);
+        msgpack_pack_uint64(&pk, r->label.bytes);
+        msgpack_pack_uint32(&pk, r->label.lanes);
+        msgpack_pack_uint32(&pk, r->label.segments);
+        msgpack_pack_uint32(&pk, r->label.steps);
+    } else if (r->kind == NS_CHAL_KIND_IMATMUL) {
+        msgpack_pack_array(&pk, 2);
+        msgpack_pack_uint32(&pk, r->imatmul.n);
+        msgpack_pack_uint32(&pk, r->imatmul.p);
+    } else {
+        msgpack_pack_array(&pk, 0);
+    }
+    ns_mp_bin(&pk, r->seed, sizeof r->seed);
+    msgpack_pack_uint32(&pk, r->kind == NS_CHAL_KIND_LABEL ? r->k : 0);
+    s_frame_end(sb);
+}
+
+int ns_worker_chal_read(const uint8_t *head, size_t len, ns_chal_request_t *q)
+{
+    ns_mpr_t r;
+    uint32_t type = 0;
+    memset(q, 0, sizeof *q);
+    ns_mpr_init(&r, head, len);
+    ns_mpr_array_exact(&r, 5);
+    ns_mpr_u32(&r, &type);
+    if (r.err == NS_OK && type != NS_WORKER_MSG_CHALLENGE)
+        r.err = NS_ERR_MSGTYPE;
+    ns_mpr_u32(&r, &q->kind);
+    if (r.err == NS_OK && q->kind == NS_CHAL_KIND_LABEL) {
+        ns_mpr_array_exact(&r, 4);
+        ns_mpr_uint(&r, &q->label.bytes);
+        ns_mpr_u32(&r, &q->label.lanes);
+        ns_mpr_u32(&r, &q->label.segments);
+        ns_mpr_u32(&r, &q->label.steps);
+    } else if (r.err == NS_OK && q->kind == NS_CHAL_KIND_IMATMUL) {
+        ns_mpr_array_exact(&r, 2);
+        ns_mpr_u32(&r, &q->imatmul.n);
+        ns_mpr_u32(&r, &q->imatmul.p);
+    } else if (r.err == NS_OK) {
+        r.err = NS_ERR_INVAL;
+    }
+    ns_mpr_bin_exact(&r, q->seed, sizeof q->seed);
+    ns_mpr_u32(&r, &q->k);
+    if (r.err == NS_OK && q->kind == NS_CHAL_KIND_IMATMUL && q->k != 0)
+        r.err = NS_ERR_INVAL;
+    return ns_mpr_end(&r);
+}
+
+void ns_worker_chal_result_pack(msgpack_sbuffer *sb, int status,
+                                const char *error, const ns_hash_t root,
+                                uint64_t device_us, uint64_t answer_len)
+{
+    static const ns_hash_t zero;
+    msgpack_packer pk;
+    s_frame_begin(sb, &pk);
+    msgpack_pack_array(&pk, 6);
+    msgpack_pack_uint32(&pk, NS_WORKER_MSG_CHAL_RESULT);
+    msgpack_pack_int(&pk, status);
+    ns_mp_bin(&pk, error, strnlen(error, NS_WORKER_MAX_ERROR));
+    ns_mp_bin(&pk, root ? root : zero, NS_HASH_BYTES);
+    msgpack_pack_uint64(&pk, device_us);
+    msgpack_pack_uint64(&pk, answer_len);
+    s_frame_end(sb);
+}
+
+int ns_worker_chal_result_read(const uint8_t *head, size_t len,
+                               ns_worker_chal_reply_t *out)
+{
+    ns_mpr_t r;
+    memset(out, 0, sizeof *out);
+    ns_mpr_init(&r, head, len);
+    ns_mpr_array_exact(&r, 6);
+    ns_mpr_u32(&r, &out->type);
+    ns_mpr_int(&r, &out->status);
+    ns_mpr_bin(&r, &out->error, &out->error_len, NS_WORKER_MAX_ERROR);
+    ns_mpr_bin_exact(&r, out->root, NS_HASH_BYTES);
+    ns_mpr_uint(&r, &out->device_us);
+    ns_mpr_uint(&r, &out->answer_len);
+    return ns_mpr_end(&r);
+}
+
 void ns_worker_fmt_bytes(char *out, size_t cap, uint64_t b)
 {
     if (b >= (UINT64_C(1) << 30))
@@ -203,7 +305,8 @@ void ns_worker_fmt_bytes(char *out, size_t cap, uint64_t b)
 
 const char *ns_worker_mode_name(int type)
 {
-    return type == NS_WORKER_MSG_ITEMS   ? "items"
-           : type == NS_WORKER_MSG_FRAUD ? "fraud"
-                                         : "run";
+    return type == NS_WORKER_MSG_ITEMS       ? "items"
+           : type == NS_WORKER_MSG_FRAUD     ? "fraud"
+           : type == NS_WORKER_MSG_CHALLENGE ? "challenge"
+                                             : "run";
 }

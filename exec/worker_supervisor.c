@@ -99,12 +99,14 @@ struct ns_worker {
     uint64_t rseg_off;
 
     /* the job between submit and result */
-    bool pending;        /* submitted, result not delivered yet */
-    bool dispatched;     /* its request is being (or was) written */
-    bool sent_all;       /* the whole request is written */
-    int mode;            /* NS_WORKER_MSG_RUN, _ITEMS or _FRAUD */
-    ns_job_t job;        /* shallow copy, source NULL: sizes for the reply */
-    msgpack_sbuffer req; /* request frame (head) */
+    bool pending;    /* submitted, result not delivered yet */
+    bool dispatched; /* its request is being (or was) written */
+    bool sent_all;   /* the whole request is written */
+    int mode;        /* NS_WORKER_MSG_RUN, _ITEMS, _FRAUD or _CHALLENGE */
+    ns_chal_request_t chal; /* CHALLENGE: the request, for the answer's
+                               checks */
+    ns_job_t job;           /* shallow copy, source NULL: sizes for the reply */
+    msgpack_sbuffer req;    /* request frame (head) */
     bool req_live;
     s_wseg_t wseg[1 + NS_MAX_ARGS];
     uint32_t n_wseg, wseg_i;
@@ -150,6 +152,11 @@ static void s_finish_keep(ns_worker_t *w, int status)
             res->outputs[i] = NULL;
         }
         memset(&res->timings, 0, sizeof res->timings);
+        free(res->chal_bytes);
+        res->chal_bytes = NULL;
+        res->chal_len = 0;
+        res->chal_device_us = 0;
+        memset(res->chal_root, 0, sizeof res->chal_root);
     }
     res->wall_us = ns_mono_us() - w->submit_us;
     w->res_ready = true;
@@ -340,6 +347,9 @@ static void s_dispatch(ns_worker_t *w)
 {
     char err[NS_WORKER_MAX_ERROR + 1];
     int rc = s_check_device(w, &w->job, err, sizeof err);
+    if (rc == NS_OK && w->mode == NS_WORKER_MSG_CHALLENGE)
+        rc = ns_chal_request_check(&w->chal, w->dev.max_alloc_bytes, err,
+                                   sizeof err);
     if (rc != NS_OK) {
         s_finish(w, rc, "%s", err);
         return;
@@ -458,10 +468,90 @@ nomem:
     s_respawn(w, had_started);
 }
 
+/* The answer to a CHALLENGE: its length is judged against what the
+ * request allows (exactly C's size for imatmul), then read raw. */
+static void s_on_chal_result(ns_worker_t *w)
+{
+    bool had_started;
+    ns_worker_chal_reply_t reply;
+    int rc = ns_worker_chal_result_read(w->head, w->head_len, &reply);
+    int64_t status = reply.status;
+    if (rc == NS_OK && reply.type != NS_WORKER_MSG_CHAL_RESULT) {
+        s_violation(w, "message type %" PRIu32 " instead of CHAL_RESULT",
+                    reply.type);
+        return;
+    }
+    if (rc != NS_OK) {
+        s_violation(w, "malformed CHAL_RESULT: %s", ns_strerror(rc));
+        return;
+    }
+    if (!s_valid_status(status)) {
+        s_violation(w, "unknown status %" PRId64, status);
+        return;
+    }
+    if (reply.device_us > S_MAX_TIMING_US) {
+        s_violation(w, "implausible timings");
+        return;
+    }
+    uint64_t want_min = 0, want_max = 0;
+    if (status == NS_OK && w->chal.kind == NS_CHAL_KIND_IMATMUL)
+        want_min = want_max = ns_chal_imatmul_answer_bytes(w->chal.imatmul.n);
+    else if (status == NS_OK)
+        want_min = NS_HASH_BYTES + 4, want_max = NS_LABEL_ANSWER_MAX;
+    if (reply.answer_len < want_min || reply.answer_len > want_max) {
+        s_violation(w, "an answer of %" PRIu64 " bytes", reply.answer_len);
+        return;
+    }
+
+    ns_worker_result_t *res = &w->res;
+    s_sanitize(res->error, sizeof res->error, reply.error, reply.error_len);
+    free(w->head);
+    w->head = NULL;
+    if (status != NS_OK) {
+        w->state = S_IDLE;
+        w->rphase = R_LEN;
+        s_finish_keep(w, (int)status);
+        return;
+    }
+    memcpy(res->chal_root, reply.root, sizeof res->chal_root);
+    res->chal_device_us = reply.device_us;
+    res->chal_bytes = malloc((size_t)reply.answer_len);
+    if (!res->chal_bytes)
+        goto nomem;
+    res->chal_len = (size_t)reply.answer_len;
+    w->rseg[0].p = res->chal_bytes;
+    w->rseg[0].len = reply.answer_len;
+    w->n_rseg = 1;
+    w->rseg_i = 0;
+    w->rseg_off = 0;
+    w->rphase = R_DATA;
+    return;
+nomem:
+    had_started = w->hello_ok;
+    s_kill(w);
+    s_finish(w, NS_ERR_NOMEM, "out of memory receiving the challenge answer");
+    s_respawn(w, had_started);
+}
+
+/* A whole answer says what its head said: the label answer starts with
+ * the root, C hashes to it. */
+static bool s_chal_consistent(const ns_worker_t *w)
+{
+    const ns_worker_result_t *res = &w->res;
+    if (w->chal.kind == NS_CHAL_KIND_LABEL)
+        return res->chal_len >= NS_HASH_BYTES &&
+               memcmp(res->chal_bytes, res->chal_root, NS_HASH_BYTES) == 0;
+    ns_hash_t h;
+    ns_hash(h, res->chal_bytes, res->chal_len);
+    return memcmp(h, res->chal_root, NS_HASH_BYTES) == 0;
+}
+
 static void s_on_head(ns_worker_t *w)
 {
     if (w->state == S_STARTING)
         s_on_hello(w);
+    else if (w->mode == NS_WORKER_MSG_CHALLENGE)
+        s_on_chal_result(w);
     else
         s_on_result(w);
     if (w->state != S_DEAD && w->rphase != R_DATA) {
@@ -490,6 +580,10 @@ static bool s_data_advance(ns_worker_t *w)
     }
     if (w->rseg_i < w->n_rseg)
         return false;
+    if (w->mode == NS_WORKER_MSG_CHALLENGE && !s_chal_consistent(w)) {
+        s_violation(w, "the answer does not match its root");
+        return true;
+    }
     w->state = S_IDLE;
     s_reader_reset(w);
     s_finish_keep(w, NS_OK);
@@ -681,6 +775,7 @@ void ns_worker_result_release(ns_worker_result_t *res)
         return;
     for (uint32_t i = 0; i < NS_MAX_ARGS; i++)
         free(res->outputs[i]);
+    free(res->chal_bytes);
     memset(res, 0, sizeof *res);
 }
 
@@ -740,6 +835,28 @@ bool ns_worker_busy(const ns_worker_t *w)
 void ns_worker_stats(const ns_worker_t *w, ns_worker_stats_t *out)
 {
     *out = w->stats;
+}
+
+/* The request frame is in w->req and w->wseg: start a worker if there is
+ * none, mark the job pending, dispatch it if the worker is ready. */
+static int s_queue(ns_worker_t *w, int mode, char *err, size_t errlen)
+{
+    if (w->state == S_DEAD) {
+        int rc = s_spawn(w, err, errlen);
+        if (rc != NS_OK) {
+            s_request_free(w);
+            return rc;
+        }
+    }
+    w->mode = mode;
+    memset(&w->res, 0, sizeof w->res);
+    w->pending = true;
+    w->dispatched = false;
+    w->sent_all = false;
+    w->submit_us = ns_mono_us();
+    if (w->state == S_IDLE)
+        s_dispatch(w);
+    return NS_OK;
 }
 
 /* Both kinds of submission: a job (whole, or units) or a fraud proof
@@ -828,26 +945,13 @@ static int s_submit(ns_worker_t *w, const ns_job_t *job,
     w->wseg_i = 0;
     w->wseg_off = 0;
 
-    if (w->state == S_DEAD) {
-        rc = s_spawn(w, err, errlen);
-        if (rc != NS_OK) {
-            s_request_free(w);
-            return rc;
-        }
-    }
     w->job = *job;
     w->job.source = NULL; /* a shallow copy: never freed, never read */
-    w->mode = proof   ? NS_WORKER_MSG_FRAUD
-              : items ? NS_WORKER_MSG_ITEMS
-                      : NS_WORKER_MSG_RUN;
-    memset(&w->res, 0, sizeof w->res);
-    w->pending = true;
-    w->dispatched = false;
-    w->sent_all = false;
-    w->submit_us = ns_mono_us();
-    if (w->state == S_IDLE)
-        s_dispatch(w);
-    return NS_OK;
+    return s_queue(w,
+                   proof   ? NS_WORKER_MSG_FRAUD
+                   : items ? NS_WORKER_MSG_ITEMS
+                           : NS_WORKER_MSG_RUN,
+                   err, errlen);
 }
 
 int ns_worker_submit(ns_worker_t *w, const ns_job_t *job,
@@ -861,6 +965,37 @@ int ns_worker_submit_fraud(ns_worker_t *w, const ns_fraud_proof_t *p,
                            const ns_input_t *inputs, char *err, size_t errlen)
 {
     return s_submit(w, &p->job, inputs, NULL, 0, p, err, errlen);
+}
+
+int ns_worker_submit_challenge(ns_worker_t *w, const ns_chal_request_t *req,
+                               char *err, size_t errlen)
+{
+    if (ns_worker_busy(w)) {
+        snprintf(err, errlen, "a job is already running in this worker");
+        return NS_ERR_STATE;
+    }
+    /* refused before anything runs; again at dispatch once the device is
+     * known, and in the worker */
+    int rc = ns_chal_request_check(
+        req, w->have_dev ? w->dev.max_alloc_bytes : 0, err, errlen);
+    if (rc != NS_OK)
+        return rc;
+    ns_worker_chal_pack(&w->req, req);
+    if (!w->req.data) {
+        snprintf(err, errlen, "no memory for the challenge request");
+        return NS_ERR_NOMEM;
+    }
+    w->req_live = true;
+    w->n_wseg = 1;
+    w->wseg[0].p = (const uint8_t *)w->req.data;
+    w->wseg[0].len = w->req.size;
+    w->wseg_i = 0;
+    w->wseg_off = 0;
+    memset(&w->job, 0, sizeof w->job); /* no buffers: s_check_device passes */
+    w->chal = *req;
+    if (w->chal.kind != NS_CHAL_KIND_LABEL)
+        w->chal.k = 0;
+    return s_queue(w, NS_WORKER_MSG_CHALLENGE, err, errlen);
 }
 
 int ns_worker_collect(ns_worker_t *w, ns_worker_result_t *res)

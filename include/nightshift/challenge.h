@@ -340,7 +340,7 @@ int ns_imatmul_prove(ns_chal_prover_t *pr, const ns_imatmul_params_t *p,
 #define NS_CHAL_REQUEST_MAX_N 2048
 /* The most answer bytes of any request: a label answer, or C. */
 #define NS_CHAL_MAX_ANSWER                                                     \
-    (NS_LABEL_ANSWER_MAX > 4u * NS_CHAL_REQUEST_MAX_N * NS_CHAL_REQUEST_MAX_N \
+    (NS_LABEL_ANSWER_MAX > 4u * NS_CHAL_REQUEST_MAX_N * NS_CHAL_REQUEST_MAX_N  \
          ? NS_LABEL_ANSWER_MAX                                                 \
          : 4u * NS_CHAL_REQUEST_MAX_N * NS_CHAL_REQUEST_MAX_N)
 

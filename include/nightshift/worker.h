@@ -31,6 +31,7 @@
 #ifndef NIGHTSHIFT_WORKER_H
 #define NIGHTSHIFT_WORKER_H
 
+#include "nightshift/challenge.h"
 #include "nightshift/devinfo.h"
 #include "nightshift/err.h"
 #include "nightshift/job.h"
@@ -114,6 +115,8 @@ int ns_worker_check_fraud(ns_worker_t *w, const ns_fraud_proof_t *p,
                           const ns_input_t *inputs, char *err,
                           size_t errlen) NS_MUST_CHECK;
 
+/* (ns_worker_run_challenge, blocking too, follows ns_worker_result_t.) */
+
 /* ---- non-blocking, for an event loop ----------------------------------
  *
  *   ns_worker_submit(w, job, inputs, NULL, 0, err, sizeof err);
@@ -139,6 +142,16 @@ typedef struct {
                                             malloc'd */
     ns_timings_t timings;                /* from the worker (zero on failure) */
     uint64_t wall_us;                    /* submit to result, this side */
+    /* CHALLENGE (ns_worker_submit_challenge), status NS_OK only: */
+    uint8_t *chal_bytes;     /* malloc'd answer: label: ns_label_answer_pack
+                                bytes (read them with ns_label_answer_read);
+                                imatmul: C, n * n little-endian u32 */
+    size_t chal_len;         /* bytes in chal_bytes */
+    ns_hash_t chal_root;     /* label: the Merkle root (also the answer's first
+                                32 bytes); imatmul: ns_hash(chal_bytes) */
+    uint64_t chal_device_us; /* the worker's prover wall time, microseconds
+                                (label: fill, commit and open; imatmul:
+                                generate, multiply, read back) */
 } ns_worker_result_t;
 
 /* Free the buffers of a result and zero it (NULL-safe, idempotent). A
@@ -161,6 +174,38 @@ int ns_worker_submit(ns_worker_t *w, const ns_job_t *job,
 int ns_worker_submit_fraud(ns_worker_t *w, const ns_fraud_proof_t *p,
                            const ns_input_t *inputs, char *err,
                            size_t errlen) NS_MUST_CHECK;
+
+/* Queue a hardware challenge (ns_worker_run_challenge); the request is
+ * copied and packed here. Its result arrives through ns_worker_collect:
+ * status, error and the chal_* fields of ns_worker_result_t (outputs and
+ * timings stay empty). The supervisor checks the answer's shape before it
+ * delivers it (imatmul: exactly 4 n^2 bytes hashing to chal_root; label:
+ * at most NS_LABEL_ANSWER_MAX bytes starting with chal_root) and treats
+ * a mismatch as a protocol violation (NS_ERR_CORRUPT); whether the answer
+ * is right is the verifier's to judge (ns_label_answer_read and
+ * ns_label_verify, ns_imatmul_verify). Errors before anything is sent as
+ * for ns_worker_run_challenge, and NS_ERR_STATE while a job is in
+ * flight. */
+int ns_worker_submit_challenge(ns_worker_t *w, const ns_chal_request_t *req,
+                               char *err, size_t errlen) NS_MUST_CHECK;
+
+/* Blocking: run a hardware challenge (challenge.h) in the worker, waiting up to
+ * the start-up and job limits (the job limit, timeout_ms, also bounds the
+ * challenge: size it for the labelling asked for). The worker's prover is
+ * created at its first challenge (the challenge programs built and warmed
+ * up: seconds, counted in that challenge's wall time, not in its
+ * device_us) and kept for the next ones; a provider may run a small
+ * challenge first to have it ready. On NS_OK *res holds the answer
+ * (chal_bytes, chal_len, chal_root, chal_device_us; see
+ * ns_worker_result_t) and the caller releases it with
+ * ns_worker_result_release; on failure *res is zeroed and err gets one
+ * line: NS_ERR_INVAL / NS_ERR_TOOBIG for a request that
+ * ns_chal_request_check refuses (against the device's largest allocation
+ * once the worker has said HELLO; refused before anything runs), the
+ * prover's errors (NS_ERR_OPENCL...), and those of ns_worker_run. */
+int ns_worker_run_challenge(ns_worker_t *w, const ns_chal_request_t *req,
+                            ns_worker_result_t *res, char *err,
+                            size_t errlen) NS_MUST_CHECK;
 
 /* The socket to poll for reading (always) and for writing (while
  * ns_worker_wants_write); -1 while no worker process exists. */

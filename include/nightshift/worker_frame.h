@@ -25,6 +25,18 @@
  *            status 0: then raw output: RUN and ITEMS every OUT buffer
  *            in argument order; FRAUD nothing (status NS_OK: fraud
  *            proven, NS_ERR_PROOF: not a valid proof)
+ *   hardware challenges (challenge.h), supervisor -> worker:
+ *     CHALLENGE [6, kind, params, seed (bin 32), k]
+ *            kind 1 (label): params [bytes, lanes, segments, steps], k
+ *            openings; kind 2 (imatmul): params [n, p], k 0
+ *   worker -> supervisor, its answer:
+ *     CHAL_RESULT [7, status, error (bin), root (bin 32), device_us,
+ *            answer_len]
+ *            status 0: then answer_len raw bytes: the packed label answer
+ *            (ns_label_answer_pack; root: the Merkle root) or C as n * n
+ *            little-endian u32 (root: ns_hash of those bytes). answer_len
+ *            is at most NS_CHAL_MAX_ANSWER (exactly 4 n^2 for imatmul);
+ *            0 when status != 0.
  *
  * The readers check shape only (exact types and counts, caps on the error
  * text and the item list); what a value means (the protocol number, a
@@ -33,6 +45,7 @@
 #ifndef NIGHTSHIFT_WORKER_FRAME_H
 #define NIGHTSHIFT_WORKER_FRAME_H
 
+#include "nightshift/challenge.h"
 #include "nightshift/devinfo.h"
 #include "nightshift/err.h"
 #include "nightshift/job.h"
@@ -51,6 +64,8 @@
 #define NS_WORKER_MSG_ITEMS 3
 #define NS_WORKER_MSG_RESULT 4
 #define NS_WORKER_MSG_FRAUD 5
+#define NS_WORKER_MSG_CHALLENGE 6
+#define NS_WORKER_MSG_CHAL_RESULT 7
 
 #define NS_WORKER_FRAME_LEN 4 /* bytes of the big-endian length prefix */
 #define NS_WORKER_IO_CHUNK (1u << 30) /* bytes per read/write system call */
@@ -146,12 +161,55 @@ void ns_worker_result_pack(msgpack_sbuffer *sb, int status, const char *error,
 int ns_worker_result_read(const uint8_t *head, size_t len,
                           ns_worker_reply_t *r) NS_MUST_CHECK;
 
+/* The message type of a head (the first element of its array) without
+ * reading the rest, so a reader can pick the codec. Errors of ns_mpr_*. */
+int ns_worker_frame_type(const uint8_t *head, size_t len,
+                         uint32_t *type) NS_MUST_CHECK;
+
+/* ---- CHALLENGE and CHAL_RESULT ------------------------------------------ */
+
+/* The whole CHALLENGE frame for r into sb (initialised here, the caller
+ * destroys it). Unknown kinds are packed as kind with empty params (the
+ * caller has checked r with ns_chal_request_check). */
+void ns_worker_chal_pack(msgpack_sbuffer *sb, const ns_chal_request_t *r);
+
+/* Read a CHALLENGE head into *r (zeroed first). Shape only: the type,
+ * a known kind with its params' count, a 32-byte seed, k 0 for imatmul;
+ * ns_chal_request_check judges the values. NS_ERR_MSGTYPE for another
+ * type, NS_ERR_INVAL for an unknown kind or imatmul k != 0, errors of
+ * ns_mpr_end. */
+int ns_worker_chal_read(const uint8_t *head, size_t len,
+                        ns_chal_request_t *r) NS_MUST_CHECK;
+
+typedef struct {
+    uint32_t type;        /* NS_WORKER_MSG_CHAL_RESULT in a well-formed one */
+    int64_t status;       /* NS_OK or the challenge's error */
+    const uint8_t *error; /* borrowed from the head, not NUL-terminated */
+    size_t error_len;     /* at most NS_WORKER_MAX_ERROR */
+    ns_hash_t root;       /* label: Merkle root; imatmul: hash of C */
+    uint64_t device_us;   /* the prover's own wall time */
+    uint64_t answer_len;  /* raw bytes after the head */
+} ns_worker_chal_reply_t;
+
+/* The whole CHAL_RESULT frame into sb (initialised here, the caller
+ * destroys it); root may be NULL (zeros). error is cut at
+ * NS_WORKER_MAX_ERROR bytes. */
+void ns_worker_chal_result_pack(msgpack_sbuffer *sb, int status,
+                                const char *error, const ns_hash_t root,
+                                uint64_t device_us, uint64_t answer_len);
+
+/* Read a CHAL_RESULT head into *r (borrows from head), as
+ * ns_worker_result_read does (answer_len is not judged here). */
+int ns_worker_chal_result_read(const uint8_t *head, size_t len,
+                               ns_worker_chal_reply_t *r) NS_MUST_CHECK;
+
 /* ---- text both ends put in error lines ---------------------------------- */
 
 /* "8.0 GiB", "512.0 MiB", "12 bytes" into out[cap]. */
 void ns_worker_fmt_bytes(char *out, size_t cap, uint64_t bytes);
 
-/* "run", "items" or "fraud" for a request kind. Static text. */
+/* "run", "items", "fraud" or "challenge" for a request kind. Static
+ * text. */
 const char *ns_worker_mode_name(int type);
 
 #endif
