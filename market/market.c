@@ -288,6 +288,79 @@ int ns_failure_decode(const uint8_t *buf, size_t len, ns_failure_t *f)
     return NS_OK;
 }
 
+int ns_chal_msg_encode(const ns_chal_msg_t *c, ns_buf_t *out)
+{
+    S_PACKER(out, w, pk);
+    msgpack_pack_array(&pk, 7);
+    ns_mp_bin(&pk, c->nonce, NS_HASH_BYTES);
+    msgpack_pack_uint32(&pk, c->device);
+    msgpack_pack_uint64(&pk, c->label_bytes);
+    msgpack_pack_uint32(&pk, c->label_segments);
+    msgpack_pack_uint32(&pk, c->k);
+    msgpack_pack_uint32(&pk, c->imatmul_n);
+    ns_mp_bin(&pk, c->seed, sizeof c->seed);
+    return w.err;
+}
+
+int ns_chal_msg_decode(const uint8_t *buf, size_t len, ns_chal_msg_t *c)
+{
+    ns_mpr_t r;
+    memset(c, 0, sizeof *c);
+    ns_mpr_init(&r, buf, len);
+    ns_mpr_array_exact(&r, 7);
+    ns_mpr_bin_exact(&r, c->nonce, NS_HASH_BYTES);
+    ns_mpr_u32(&r, &c->device);
+    ns_mpr_uint(&r, &c->label_bytes);
+    ns_mpr_u32(&r, &c->label_segments);
+    ns_mpr_u32(&r, &c->k);
+    ns_mpr_u32(&r, &c->imatmul_n);
+    ns_mpr_bin_exact(&r, c->seed, sizeof c->seed);
+    if (ns_mpr_end(&r) != NS_OK)
+        return r.err;
+    if (c->device >= NS_MAX_DEVICES ||
+        c->label_bytes > NS_CHAL_MAX_LABEL_BYTES ||
+        c->imatmul_n > NS_CHAL_MAX_IMATMUL_N || c->k > 1024 ||
+        c->label_segments > 64 || (!c->label_bytes && !c->imatmul_n))
+        return NS_ERR_INVAL;
+    return NS_OK;
+}
+
+int ns_chal_done_encode(const ns_chal_done_t *d, ns_buf_t *out)
+{
+    S_PACKER(out, w, pk);
+    msgpack_pack_array(&pk, 6);
+    ns_mp_bin(&pk, d->nonce, NS_HASH_BYTES);
+    msgpack_pack_int32(&pk, d->status);
+    ns_mp_bin(&pk, d->label_root, NS_HASH_BYTES);
+    ns_mp_bin(&pk, d->c_hash, NS_HASH_BYTES);
+    msgpack_pack_uint64(&pk, d->answer_bytes);
+    msgpack_pack_uint64(&pk, d->label_answer_bytes);
+    return w.err;
+}
+
+int ns_chal_done_decode(const uint8_t *buf, size_t len, ns_chal_done_t *d)
+{
+    ns_mpr_t r;
+    int64_t status = 0;
+    memset(d, 0, sizeof *d);
+    ns_mpr_init(&r, buf, len);
+    ns_mpr_array_exact(&r, 6);
+    ns_mpr_bin_exact(&r, d->nonce, NS_HASH_BYTES);
+    ns_mpr_int(&r, &status);
+    ns_mpr_bin_exact(&r, d->label_root, NS_HASH_BYTES);
+    ns_mpr_bin_exact(&r, d->c_hash, NS_HASH_BYTES);
+    ns_mpr_uint(&r, &d->answer_bytes);
+    ns_mpr_uint(&r, &d->label_answer_bytes);
+    if (ns_mpr_end(&r) != NS_OK)
+        return r.err;
+    if (status > 0 || status < -1000 ||
+        d->label_answer_bytes > d->answer_bytes ||
+        d->answer_bytes > (UINT64_C(64) << 20))
+        return NS_ERR_INVAL;
+    d->status = (int32_t)status;
+    return NS_OK;
+}
+
 /* ---- offers and decisions ----------------------------------------------- */
 
 void ns_offer_from_heartbeat(ns_offer_t *o, const ns_heartbeat_t *hb)

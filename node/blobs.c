@@ -57,7 +57,9 @@ static int s_scan(ns_blobs_t *b, uint64_t need)
             sum += (uint64_t)st.st_size;
             if (!oldest[0] || st.st_mtime < oldest_t) {
                 oldest_t = st.st_mtime;
-                snprintf(oldest, sizeof oldest, "%s", e->d_name);
+                /* a blob name: exactly 64 hex digits (s_is_blob_name) */
+                memcpy(oldest, e->d_name, 2 * NS_HASH_BYTES);
+                oldest[2 * NS_HASH_BYTES] = '\0';
             }
         }
         int fd = dirfd(d);

@@ -18,6 +18,7 @@
 #include "nightshift/preflight.h"
 #include "nightshift/slash.h"
 #include "nightshift/util.h"
+#include "nightshift/verified.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -49,6 +50,7 @@ struct ns_node {
     ns_control_t *control;           /* full node */
     ns_blobs_t *blobs;               /* inputs by hash: <datadir>/blobs */
     ns_content_t *content;           /* blobs wanted from peers */
+    ns_verified_t *verified;         /* challenge verdicts (verified.h) */
     ns_requester_t *req[NS_NODE_MAX_REQUESTERS];
     uint32_t n_req;
     bool req_timer; /* the requesters' timer is registered */
@@ -284,6 +286,9 @@ static int s_start_market(ns_node_t *n, char *err, size_t errlen)
     n->content = ns_content_new(&n->io, n->blobs, s_on_blob, n, &rc);
     if (!n->content)
         return s_err(err, errlen, "out of memory");
+    if (ns_path_join(path, sizeof path, n->c.datadir, "verified") != NS_OK ||
+        !(n->verified = ns_verified_open(path)))
+        return s_err(err, errlen, "out of memory");
     n->sync = ns_ledger_sync_new(n->p2p, n->ledger, &rc);
     if (!n->sync)
         return s_err(err, errlen, "cannot start ledger sync: %s",
@@ -306,7 +311,11 @@ static int s_start_market(ns_node_t *n, char *err, size_t errlen)
         (rc = ns_p2p_register(n->p2p, NS_MSG_MKT_CHUNK, false, s_on_market,
                               n)) ||
         (rc = ns_p2p_register(n->p2p, NS_MSG_MKT_FAILED, false, s_on_market,
-                              n)))
+                              n)) ||
+        (rc = ns_p2p_register(n->p2p, NS_MSG_MKT_CHAL, false, s_on_market,
+                              n)) ||
+        (rc = ns_p2p_register(n->p2p, NS_MSG_MKT_CHAL_DONE, false,
+                              s_on_market, n)))
         return s_err(err, errlen, "cannot start the market: %s",
                      ns_strerror(rc));
     if (n->c.light)
@@ -407,6 +416,7 @@ void ns_node_close(ns_node_t **np)
     ns_worker_destroy(&n->slash_worker);
     ns_content_destroy(&n->content);
     ns_blobs_close(&n->blobs);
+    ns_verified_close(&n->verified);
     ns_ledger_sync_destroy(&n->sync);
     ns_p2p_destroy(&n->p2p);
     ns_runner_destroy(&n->runner);
@@ -453,6 +463,7 @@ ns_requester_t *ns_node_add_requester(ns_node_t *n, ns_requester_opts_t *o,
     if (!o->endpoint)
         o->endpoint = strchr(ns_p2p_address(n->p2p), '@') + 1;
     o->blobs = n->blobs;
+    o->verified = n->verified;
     if (!n->req_timer) {
         if ((*err = ns_p2p_add_timer(n->p2p, NS_POLICY_REQUESTER_TICK_MS,
                                      s_on_requester_tick, n)) != NS_OK)

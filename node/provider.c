@@ -4,6 +4,7 @@
 #include "nightshift/log.h"
 #include "nightshift/market.h"
 #include "nightshift/policy.h"
+#include "nightshift/prover.h"
 #include "nightshift/transfer.h"
 #include "nightshift/util.h"
 #include "nightshift/verify.h"
@@ -58,6 +59,7 @@ struct ns_provider {
     } stats;
     ns_account_t seen; /* our account at the last claim tick */
     bool have_seen;
+    ns_prover_t prover; /* hardware challenges (prover.h) */
 };
 
 /* ---- fault specs -----------------------------------------------------------
@@ -634,6 +636,12 @@ static int s_on_fetch(ns_provider_t *p, const ns_node_msg_t *m)
 
 void ns_provider_tick(ns_provider_t *p, uint64_t now)
 {
+    if (p->worker) {
+        ns_prover_tick(&p->prover, p->worker, p->io, now);
+        ns_prover_warm(&p->prover, p->worker);
+    } else if (p->o.n_devices && !p->prover.warm && s_worker(p) != NS_OK) {
+        p->prover.warm = true; /* no worker: challenges will say so */
+    }
     for (int i = 0; i < S_MAX_JOBS; i++) {
         s_job_t *j = &p->jobs[i];
         switch (j->state) {
@@ -741,9 +749,51 @@ void ns_provider_claim(ns_provider_t *p)
     s_update_offer(p);
 }
 
+/* A requester we bid to wants our device claims proven. One challenge at
+ * a time, only from requesters with a live bid of ours (nobody else can
+ * make us burn the device), only when the worker is free. */
+static int s_on_chal(ns_provider_t *p, const ns_node_msg_t *m)
+{
+    ns_chal_msg_t c;
+    int rc = ns_chal_msg_decode(m->body, m->len, &c);
+    if (rc != NS_OK)
+        return rc;
+    bool bid = false;
+    for (int i = 0; i < S_MAX_JOBS && !bid; i++)
+        bid = p->jobs[i].state == PJ_BID &&
+              memcmp(p->jobs[i].ann.requester, m->sender, NS_ID_BYTES) == 0;
+    if (!bid)
+        return NS_OK;
+    uint64_t now = p->io->mono_ms(p->io->user);
+    if (c.device >= p->o.n_devices || s_worker(p) != NS_OK ||
+        ns_worker_busy(p->worker) || ns_prover_busy(&p->prover)) {
+        ns_chal_done_t d;
+        memset(&d, 0, sizeof d);
+        memcpy(d.nonce, c.nonce, NS_HASH_BYTES);
+        d.status = c.device >= p->o.n_devices ? NS_ERR_INVAL : NS_ERR_STATE;
+        if (ns_chal_done_encode(&d, &p->body) == NS_OK)
+            return p->io->send(p->io->user, m->sender, NS_MSG_MKT_CHAL_DONE,
+                               p->body.data, p->body.len);
+        return NS_OK;
+    }
+    char jid[17];
+    ns_hex(jid, c.nonce, 8);
+    ns_info(NS_MOD_MARKET,
+            "event=challenged nonce=%s label_bytes=%llu imatmul_n=%u", jid,
+            (unsigned long long)c.label_bytes, c.imatmul_n);
+    ns_prover_start(&p->prover, p->worker, p->io, &c, m->sender,
+                    p->o.devices[c.device].max_alloc_bytes, now);
+    return NS_OK;
+}
+
 int ns_provider_on_msg(ns_provider_t *p, const ns_node_msg_t *m)
 {
+    if (m->type == NS_MSG_MKT_FETCH && ns_prover_serve(&p->prover, m) !=
+                                           NS_ERR_NOTFOUND)
+        return NS_OK;
     switch (m->type) {
+    case NS_MSG_MKT_CHAL:
+        return s_on_chal(p, m);
     case NS_MSG_MKT_JOB:
         return s_on_job(p, m);
     case NS_MSG_MKT_AWARDED:
@@ -772,6 +822,7 @@ ns_provider_t *ns_provider_new(const ns_provider_opts_t *o,
     p->io = io;
     memcpy(p->self, ns_identity_pk(o->me), NS_ID_BYTES);
     ns_buf_init(&p->body);
+    ns_prover_init(&p->prover);
     /* Stake what the settings ask, from free credits. */
     ns_account_t a;
     if (o->cfg->stake && ns_ledger_account(o->ledger, p->self, &a) == NS_OK &&
@@ -798,6 +849,7 @@ void ns_provider_destroy(ns_provider_t **pp)
     for (int i = 0; i < S_MAX_JOBS; i++)
         s_job_clear(&p->jobs[i]);
     ns_worker_destroy(&p->worker);
+    ns_prover_release(&p->prover);
     ns_buf_release(&p->body);
     free(p);
     *pp = NULL;

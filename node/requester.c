@@ -2,6 +2,7 @@
 #include "nightshift/requester.h"
 
 #include "nightshift/cancel.h"
+#include "nightshift/challenger.h"
 #include "nightshift/join.h"
 #include "nightshift/log.h"
 #include "nightshift/policy.h"
@@ -9,6 +10,7 @@
 #include "nightshift/slash.h"
 #include "nightshift/transfer.h"
 #include "nightshift/util.h"
+#include "nightshift/verified.h"
 #include "nightshift/verify.h"
 
 #include <sodium.h>
@@ -49,11 +51,13 @@ struct ns_requester {
     char last_failure[NS_MAX_FAIL_REASON + 128]; /* the last report */
     char history[600]; /* why each earlier round's provider was dropped */
     bool slash_by_ref;     /* a SLASH whose inputs peers fetch from us */
+    ns_challenger_t chal;  /* the winner's hardware challenge */
+    ns_bid_t chal_bid;     /* the bid that wins if it passes */
     uint64_t done_wait_ms; /* since when we wait for them to */
     ns_receipt_t rc;
 };
 
-static const char *const s_phase_names[] = {"join",   "announce", "bidding",
+static const char *const s_phase_names[] = {"join", "announce", "bidding", "challenge",
                                             "accept", "running",  "fetch",
                                             "verify", "done",     "failed"};
 
@@ -349,6 +353,8 @@ static int s_on_failed(ns_requester_t *q, const ns_node_msg_t *m)
 
 bool ns_requester_owns(const ns_requester_t *q, const ns_node_msg_t *m)
 {
+    if (ns_challenger_owns(&q->chal, m))
+        return true;
     /* Every message a requester takes starts [job_id (bin 32), ...] or,
      * for a BID, [provider, job_id, ...]: decode to be sure. */
     ns_chunk_t c;
@@ -375,6 +381,8 @@ bool ns_requester_owns(const ns_requester_t *q, const ns_node_msg_t *m)
 
 int ns_requester_on_msg(ns_requester_t *q, const ns_node_msg_t *m)
 {
+    if (q->phase == NS_RQ_CHALLENGE && ns_challenger_owns(&q->chal, m))
+        return ns_challenger_on_msg(&q->chal, q->io, m, s_mono(q));
     switch (m->type) {
     case NS_MSG_MKT_BID:
         return s_on_bid(q, m);
@@ -455,25 +463,10 @@ static void s_start_fetch(ns_requester_t *q)
         s_fail(q, "cannot fetch the outputs: %s", ns_strerror(rc));
 }
 
-static void s_award(ns_requester_t *q)
+/* Award the job to bid (AWARD entry, AWARDED message). */
+static void s_award_to(ns_requester_t *q, const ns_bid_t *bid)
 {
-    int64_t rep[NS_POLICY_MAX_BIDS];
-    for (uint32_t i = 0; i < q->n_bids; i++) {
-        ns_account_t a;
-        rep[i] = ns_ledger_account(q->ledger, q->bids[i].provider, &a) == NS_OK
-                     ? ns_reputation(&a)
-                     : 0;
-    }
-    int w = ns_auction_pick(q->bids, rep, q->bid_us, q->n_bids, q->o.max_price,
-                            &q->ann);
-    if (w < 0) {
-        char why[sizeof q->rc.error];
-        s_explain(q, why, sizeof why);
-        s_cancel(q, NULL, false);
-        s_fail(q, "%s", why);
-        return;
-    }
-    q->winner = q->bids[w];
+    q->winner = *bid;
     memcpy(q->rc.provider, q->winner.provider, NS_ID_BYTES);
     ns_entry_body_t b;
     ns_hash_t award_id;
@@ -496,6 +489,146 @@ static void s_award(ns_requester_t *q)
           (unsigned long long)q->winner.est_ms,
           rc == NS_OK ? "" : " (provider not reachable yet)");
     s_phase(q, NS_RQ_ACCEPT);
+}
+
+/* The device a provider claims for our job, from its heartbeat. */
+typedef struct {
+    const ns_requester_t *q;
+    const uint8_t *id;
+    bool found;
+    uint32_t device;
+    ns_devinfo_t claim;
+} s_claim_t;
+
+static bool s_find_claim(void *u, const uint8_t *id, const ns_heartbeat_t *hb)
+{
+    s_claim_t *c = u;
+    if (memcmp(id, c->id, NS_ID_BYTES) || hb->n_devices == 0)
+        return false;
+    ns_offer_t offer;
+    ns_offer_from_heartbeat(&offer, hb);
+    uint32_t dev = 0;
+    (void)ns_reqs_check(&c->q->ann.reqs, &offer, c->q->ann.collateral,
+                        c->q->ann.max_price, c->q->ann.work_flops, &dev);
+    c->device = dev < hb->n_devices ? dev : 0;
+    c->claim = hb->devices[c->device];
+    c->found = true;
+    return true;
+}
+
+static void s_note_dropped(ns_requester_t *q, const uint8_t *who_id,
+                           const char *why)
+{
+    char who[NS_ID_SHORT_LEN + 1];
+    ns_id_short(who, who_id);
+    size_t used = strlen(q->history);
+    if (used + 8 < sizeof q->history)
+        snprintf(q->history + used, sizeof q->history - used, "%s%u: %s %s",
+                 used ? "; " : "", q->round, who, why);
+    s_say(q, "provider %s %s: excluded", who, why);
+    s_exclude(q, who_id);
+}
+
+/* Before bid wins: 1 = award it, 0 = a challenge started, -1 = it is
+ * excluded (failed a challenge lately): pick again. */
+static int s_vet(ns_requester_t *q, const ns_bid_t *bid, uint64_t now)
+{
+    if (!q->o.verified)
+        return 1;
+    uint64_t at = 0, wall = q->io->now_ms(q->io->user);
+    uint8_t st = ns_verified_get(q->o.verified, bid->provider, &at);
+    if (st == NS_VERIFIED_PASSED && wall - at < NS_POLICY_CHAL_VALID_MS)
+        return 1;
+    if (st == NS_VERIFIED_FAILED && wall - at < NS_POLICY_CHAL_RETRY_MS) {
+        s_note_dropped(q, bid->provider,
+                       "failed a hardware challenge lately");
+        return -1;
+    }
+    s_claim_t c;
+    memset(&c, 0, sizeof c);
+    c.q = q;
+    c.id = bid->provider;
+    q->io->visit_peers(q->io->user, s_find_claim, &c);
+    if (!c.found)
+        return 1; /* no heartbeat: no claim to hold it to */
+    uint64_t label = q->o.reqs.min_mem_bytes / 4;
+    double by_rate = c.claim.gbps * 1e9 * NS_POLICY_CHAL_LABEL_MS / 1000.0;
+    if (by_rate > (double)label)
+        label = by_rate > 1e18 ? UINT64_MAX : (uint64_t)by_rate;
+    if (label < NS_POLICY_CHAL_LABEL_BYTES)
+        label = NS_POLICY_CHAL_LABEL_BYTES;
+    if (label > NS_POLICY_CHAL_LABEL_MAX_BYTES)
+        label = NS_POLICY_CHAL_LABEL_MAX_BYTES;
+    if (ns_challenger_start(&q->chal, q->io, bid->provider, c.device,
+                            &c.claim, label, NS_POLICY_CHAL_IMATMUL_N,
+                            now) != NS_OK) {
+        s_note_dropped(q, bid->provider, "could not be challenged");
+        return -1;
+    }
+    char who[NS_ID_SHORT_LEN + 1];
+    ns_id_short(who, bid->provider);
+    s_say(q,
+          "challenging %s's claimed device (%s): labelling %llu MiB, "
+          "product of order %u",
+          who, c.claim.name, (unsigned long long)(q->chal.label.bytes >> 20),
+          NS_POLICY_CHAL_IMATMUL_N);
+    q->chal_bid = *bid;
+    s_phase(q, NS_RQ_CHALLENGE);
+    return 0;
+}
+
+static void s_award(ns_requester_t *q)
+{
+    int64_t rep[NS_POLICY_MAX_BIDS];
+    for (uint32_t i = 0; i < q->n_bids; i++) {
+        ns_account_t a;
+        rep[i] = ns_ledger_account(q->ledger, q->bids[i].provider, &a) == NS_OK
+                     ? ns_reputation(&a)
+                     : 0;
+    }
+    for (;;) {
+        int w = ns_auction_pick(q->bids, rep, q->bid_us, q->n_bids,
+                                q->o.max_price, &q->ann);
+        if (w < 0) {
+            char why[sizeof q->rc.error];
+            s_explain(q, why, sizeof why);
+            s_cancel(q, NULL, false);
+            s_fail(q, "%s", why);
+            return;
+        }
+        int v = s_vet(q, &q->bids[w], s_mono(q));
+        if (v == 1)
+            s_award_to(q, &q->bids[w]);
+        if (v >= 0)
+            return;
+    }
+}
+
+/* The winner's challenge went one way or the other. */
+static void s_challenged(ns_requester_t *q, uint64_t now)
+{
+    char why[160] = "";
+    int v = ns_challenger_tick(&q->chal, q->io, now, why, sizeof why);
+    if (v == NS_CHALLENGER_PENDING)
+        return;
+    uint64_t wall = q->io->now_ms(q->io->user);
+    char who[NS_ID_SHORT_LEN + 1];
+    ns_id_short(who, q->chal_bid.provider);
+    if (v == NS_CHAL_PASSED) {
+        ns_verified_put(q->o.verified, q->chal_bid.provider,
+                        NS_VERIFIED_PASSED, wall, "passed");
+        s_say(q, "%s passed its hardware challenge", who);
+        s_award_to(q, &q->chal_bid);
+        return;
+    }
+    char what[200];
+    snprintf(what, sizeof what, "failed its hardware challenge (%s: %s)",
+             ns_chal_verdict_name(v), why);
+    ns_verified_put(q->o.verified, q->chal_bid.provider, NS_VERIFIED_FAILED,
+                    wall, what);
+    s_note_dropped(q, q->chal_bid.provider, what);
+    s_phase(q, NS_RQ_BIDDING);
+    s_award(q); /* the next bid */
 }
 
 static void s_restart(ns_requester_t *q, const char *why)
@@ -805,6 +938,9 @@ void ns_requester_tick(ns_requester_t *q, uint64_t now)
              q->n_bids >= s_qualified_known(q)))
             s_award(q);
         break;
+    case NS_RQ_CHALLENGE:
+        s_challenged(q, now);
+        break;
     case NS_RQ_ACCEPT:
         if (ns_ledger_job(q->ledger, q->o.job_id, &lj) == NS_OK &&
             !sodium_is_zero(lj.accept_id, NS_HASH_BYTES)) {
@@ -862,6 +998,7 @@ ns_requester_t *ns_requester_new(const ns_requester_opts_t *o,
     q->me = me;
     memcpy(q->network_id, network_id, NS_HASH_BYTES);
     ns_buf_init(&q->body);
+    ns_challenger_init(&q->chal);
     ns_hex(q->job_hex, o->job_id, NS_HASH_BYTES);
     q->n_items = ns_job_items(o->job);
     q->t_start_ms = io->mono_ms(io->user);
@@ -906,6 +1043,7 @@ void ns_requester_destroy(ns_requester_t **qp)
         return;
     ns_requester_t *q = *qp;
     ns_fetch_release(&q->fetch);
+    ns_challenger_release(&q->chal);
     ns_buf_release(&q->body);
     free(q);
     *qp = NULL;

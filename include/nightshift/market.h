@@ -12,6 +12,11 @@
  *   36 CHUNK    direct    [job_id, blob, offset, total, bytes]
  *   37 FAILED   direct    provider -> requester: a signed ns_failure_t,
  *                         sent as soon as a job fails on the provider
+ *   38 CHAL     direct    requester -> a provider that bid: prove the
+ *                         device you claim (ns_chal_msg_t)
+ *   39 CHAL_DONE direct   provider -> requester: the answer is ready
+ *                         (ns_chal_done_t); the answer itself is fetched
+ *                         as blob NS_BLOB_CHAL of the challenge's nonce
  * Blobs: 0 = the packed job descriptor, 1 + i = input argument i,
  * 255 = the provider's signed result statement, 256 + i = output argument
  * i (served by the provider after RESULT).
@@ -39,11 +44,14 @@
 #define NS_MSG_MKT_FETCH 35
 #define NS_MSG_MKT_CHUNK 36
 #define NS_MSG_MKT_FAILED 37
+#define NS_MSG_MKT_CHAL 38
+#define NS_MSG_MKT_CHAL_DONE 39
 
 #define NS_CHUNK_BYTES (128 * 1024) /* data per CHUNK */
 #define NS_BLOB_DESCRIPTOR 0
 #define NS_BLOB_INPUT(i) (1 + (i))
 #define NS_BLOB_STATEMENT 255 /* the provider's signed result statement */
+#define NS_BLOB_CHAL 254      /* a hardware challenge's answer */
 #define NS_BLOB_OUTPUT(i) (256 + (i))
 /* Content by hash (content.h): the FETCH's job id field is the hash. */
 #define NS_BLOB_CONTENT UINT32_C(0xFFFFFFFF)
@@ -153,6 +161,40 @@ int ns_failure_encode(const ns_failure_t *f, ns_buf_t *out) NS_MUST_CHECK;
 /* Strict; the reason must be printable text without newlines. */
 int ns_failure_decode(const uint8_t *buf, size_t len,
                       ns_failure_t *f) NS_MUST_CHECK;
+
+/* CHAL / CHAL_DONE: a hardware challenge of the device a provider claims
+ * (challenge.h): a memory labelling of label_bytes (Merkle root, then k
+ * openings at positions drawn from H(root || seed)) and an integer
+ * product of order imatmul_n (C, hashed). The time from CHAL to
+ * CHAL_DONE is held against deadlines from the claimed figures. */
+typedef struct {
+    ns_hash_t nonce;       /* names it; the answer's blob is fetched by it */
+    uint32_t device;       /* the claimed device (heartbeat index) */
+    uint64_t label_bytes;  /* 0 = no labelling */
+    uint32_t label_segments;
+    uint32_t k;            /* label openings */
+    uint32_t imatmul_n;    /* 0 = no product */
+    uint8_t seed[32];
+} ns_chal_msg_t;
+
+typedef struct {
+    ns_hash_t nonce;
+    int32_t status;        /* NS_OK, or why it could not answer */
+    ns_hash_t label_root;  /* the labelling's Merkle root */
+    ns_hash_t c_hash;      /* BLAKE2b of C's bytes */
+    uint64_t answer_bytes; /* size of the blob: label answer then C */
+    uint64_t label_answer_bytes;
+} ns_chal_done_t;
+
+#define NS_CHAL_MAX_LABEL_BYTES (UINT64_C(1) << 32) /* 4 GiB per test */
+#define NS_CHAL_MAX_IMATMUL_N 2048
+
+int ns_chal_msg_encode(const ns_chal_msg_t *c, ns_buf_t *out) NS_MUST_CHECK;
+int ns_chal_msg_decode(const uint8_t *buf, size_t len,
+                       ns_chal_msg_t *c) NS_MUST_CHECK;
+int ns_chal_done_encode(const ns_chal_done_t *d, ns_buf_t *out) NS_MUST_CHECK;
+int ns_chal_done_decode(const uint8_t *buf, size_t len,
+                        ns_chal_done_t *d) NS_MUST_CHECK;
 
 /* ---- offers ----------------------------------------------------------- */
 

@@ -52,6 +52,26 @@
  * printed before. */
 #define NS_POLICY_CLOSE_LINGER_MS 2000
 
+/* Hardware challenges (challenger.h): a winner whose device claims this
+ * node has not verified proves them before the award: a labelling of the
+ * largest of CHAL_LABEL_BYTES, the job's min_mem / 4 and CHAL_LABEL_MS of
+ * the claimed bandwidth (so a claim far above the device shows), up to
+ * CHAL_LABEL_MAX_BYTES within its claimed largest allocation, and a
+ * product of order CHAL_IMATMUL_N, both timed against deadlines from its
+ * claimed figures (4x slack, challenge.h), plus ALLOWANCE_MS for the
+ * network and the worker's dispatch (its programs are built ahead,
+ * prover.h). A pass holds for CHAL_VALID_MS; a failure excludes it for
+ * CHAL_RETRY_MS, then it may try again. Failing costs jobs, not
+ * credits. */
+#define NS_POLICY_CHAL_LABEL_BYTES (UINT64_C(16) << 20)
+#define NS_POLICY_CHAL_LABEL_MAX_BYTES (UINT64_C(256) << 20)
+#define NS_POLICY_CHAL_IMATMUL_N 256
+#define NS_POLICY_CHAL_OPENINGS 16
+#define NS_POLICY_CHAL_ALLOWANCE_MS 250
+#define NS_POLICY_CHAL_LABEL_MS 50
+#define NS_POLICY_CHAL_VALID_MS (24 * 3600 * 1000)
+#define NS_POLICY_CHAL_RETRY_MS (10 * 60 * 1000)
+
 /* A light peer that slashed with inputs by reference waits at most this
  * long, after its job ended, for a peer to take the SLASH. */
 #define NS_POLICY_SLASH_DATA_WAIT_MS 30000

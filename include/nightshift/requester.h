@@ -1,8 +1,11 @@
 /* requester.h - the requester's side of the market: one job from escrow to
  * settlement.
  *
- * JOIN -> ANNOUNCE -> BIDDING -> ACCEPT -> RUNNING -> FETCH -> VERIFY ->
- * DONE, or FAILED with a reason. It locks the escrow (JOB entry), runs
+ * JOIN -> ANNOUNCE -> BIDDING -> [CHALLENGE] -> ACCEPT -> RUNNING -> FETCH
+ * -> VERIFY -> DONE, or FAILED with a reason. CHALLENGE: a winner whose
+ * device claims this node has not verified yet proves them first
+ * (hardware challenges, challenge.h); one that fails is excluded and the
+ * next bid wins. It locks the escrow (JOB entry), runs
  * the reverse auction over the bids that arrive in the window, awards the
  * winner (AWARD entry, AWARDED message), serves the descriptor and inputs,
  * waits for the RESULT entry, fetches the statement and outputs, re-runs k
@@ -35,6 +38,7 @@ typedef enum {
     NS_RQ_JOIN,
     NS_RQ_ANNOUNCE,
     NS_RQ_BIDDING,
+    NS_RQ_CHALLENGE, /* the winner proves the device it claims */
     NS_RQ_ACCEPT,
     NS_RQ_RUNNING,
     NS_RQ_FETCH,
@@ -62,6 +66,9 @@ typedef struct {
     /* Where a SLASH's inputs wait for peers to fetch them when they do
      * not fit in the entry (set by the node; NULL: none). */
     ns_blobs_t *blobs;
+    /* Verdicts of hardware challenges (verified.h), shared by the node's
+     * requesters; NULL: providers are not challenged. */
+    struct ns_verified *verified;
     /* Terms. */
     uint64_t max_price;  /* credits of escrow */
     uint64_t collateral; /* credits the provider locks */

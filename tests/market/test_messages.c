@@ -246,6 +246,56 @@ TEST(failure_round_trip_signature_and_caps)
     ns_identity_destroy(&id);
 }
 
+TEST(challenge_messages_round_trip_and_caps)
+{
+    ns_chal_msg_t c, d;
+    memset(&c, 0, sizeof c);
+    randombytes_buf(c.nonce, sizeof c.nonce);
+    randombytes_buf(c.seed, sizeof c.seed);
+    c.device = 1;
+    c.label_bytes = 16 << 20;
+    c.label_segments = 4;
+    c.k = 16;
+    c.imatmul_n = 256;
+    ns_buf_t buf;
+    ns_buf_init(&buf);
+    CHECK_RC(ns_chal_msg_encode(&c, &buf), NS_OK);
+    CHECK_RC(ns_chal_msg_decode(buf.data, buf.len, &d), NS_OK);
+    CHECK(memcmp(&c, &d, sizeof c) == 0);
+    for (size_t n = 0; n < buf.len; n++)
+        CHECK(ns_chal_msg_decode(buf.data, n, &d) != NS_OK);
+    c.imatmul_n = NS_CHAL_MAX_IMATMUL_N + 1; /* over the cap */
+    CHECK_RC(ns_chal_msg_encode(&c, &buf), NS_OK);
+    CHECK_RC(ns_chal_msg_decode(buf.data, buf.len, &d), NS_ERR_INVAL);
+    c.imatmul_n = 0;
+    c.label_bytes = 0; /* asks for nothing */
+    CHECK_RC(ns_chal_msg_encode(&c, &buf), NS_OK);
+    CHECK_RC(ns_chal_msg_decode(buf.data, buf.len, &d), NS_ERR_INVAL);
+
+    ns_chal_done_t a, b;
+    memset(&a, 0, sizeof a);
+    randombytes_buf(a.nonce, sizeof a.nonce);
+    randombytes_buf(a.label_root, sizeof a.label_root);
+    randombytes_buf(a.c_hash, sizeof a.c_hash);
+    a.answer_bytes = 300000;
+    a.label_answer_bytes = 40000;
+    CHECK_RC(ns_chal_done_encode(&a, &buf), NS_OK);
+    CHECK_RC(ns_chal_done_decode(buf.data, buf.len, &b), NS_OK);
+    CHECK(memcmp(&a, &b, sizeof a) == 0);
+    a.status = NS_ERR_STATE;
+    CHECK_RC(ns_chal_done_encode(&a, &buf), NS_OK);
+    CHECK_RC(ns_chal_done_decode(buf.data, buf.len, &b), NS_OK);
+    CHECK_EQ_INT(b.status, NS_ERR_STATE);
+    a.status = 5; /* not an error code */
+    CHECK_RC(ns_chal_done_encode(&a, &buf), NS_OK);
+    CHECK_RC(ns_chal_done_decode(buf.data, buf.len, &b), NS_ERR_INVAL);
+    a.status = 0;
+    a.label_answer_bytes = a.answer_bytes + 1; /* parts bigger than all */
+    CHECK_RC(ns_chal_done_encode(&a, &buf), NS_OK);
+    CHECK_RC(ns_chal_done_decode(buf.data, buf.len, &b), NS_ERR_INVAL);
+    ns_buf_release(&buf);
+}
+
 TEST(offer_requirements)
 {
     ns_devinfo_t dev[2];
@@ -312,6 +362,7 @@ int main(void)
     RUN(fetch_and_chunk_round_trip_and_caps);
     RUN(awarded_round_trip_and_caps);
     RUN(failure_round_trip_signature_and_caps);
+    RUN(challenge_messages_round_trip_and_caps);
     RUN(offer_requirements);
     RUN(requester_acceptance_rule);
     return ns_test_finish("market_messages");

@@ -23,6 +23,7 @@
 #include "nightshift/requester.h"
 #include "nightshift/runner.h"
 #include "nightshift/slash.h"
+#include "nightshift/verified.h"
 #include "nightshift/worker.h"
 
 #include <time.h>
@@ -52,6 +53,7 @@ typedef struct {
     uint32_t drop_awarded; /* AWARDED messages to drop on the way in */
     bool offline;          /* receives nothing */
     uint32_t free_slots;   /* last announced */
+    ns_devinfo_t dev;      /* the device it claims */
 } s_party_t;
 
 struct s_world {
@@ -77,6 +79,8 @@ static s_world_t *s_w;
  * built-in. */
 static const char *s_source;
 static bool s_no_preflight; /* the next world's requester skips it */
+static bool s_liar;         /* provider 1 claims an impossible device */
+static ns_verified_t *s_verified; /* the next requester challenges */
 
 /* ---- the fake network --------------------------------------------------- */
 
@@ -187,7 +191,7 @@ static bool s_visit(void *u, ns_peer_visit_fn fn, void *fu)
         memset(hb, 0, sizeof *hb);
         if (p->w->p[i].provider) {
             hb->n_devices = 1;
-            hb->devices[0] = p->w->dev;
+            hb->devices[0] = p->w->p[i].dev;
             hb->free_slots = p->w->p[i].free_slots;
             hb->price = p->w->p[i].cfg.price;
         }
@@ -390,6 +394,8 @@ static s_world_t *s_world(const ns_fault_t *f1, const ns_fault_t *f2,
     w->dev.type = NS_DEV_CPU;
     w->dev.global_mem_bytes = UINT64_C(1) << 30;
     w->dev.gflops = 10;
+    w->dev.gbps = 1;
+    w->dev.max_alloc_bytes = UINT64_C(256) << 20;
     snprintf(w->dev.cl_c_version, sizeof w->dev.cl_c_version, "OpenCL C 1.2");
     s_job_setup(w);
     for (uint32_t i = 0; i < W_PARTIES; i++) {
@@ -406,6 +412,11 @@ static s_world_t *s_world(const ns_fault_t *f1, const ns_fault_t *f2,
         ns_config_defaults(&p->cfg);
         p->cfg.slots = 1;
         p->cfg.stake = 100;
+        p->dev = w->dev;
+        if (s_liar && i == 1) { /* claims a device far beyond its own */
+            p->dev.gflops = 1e9;
+            p->dev.gbps = 1e9;
+        }
     }
     const ns_fault_t *faults[W_PARTIES] = {NULL, f1, f2};
     for (uint32_t i = 1; i < W_PARTIES; i++) {
@@ -413,7 +424,7 @@ static s_world_t *s_world(const ns_fault_t *f1, const ns_fault_t *f2,
         if (faults[i])
             p->fault = *faults[i];
         ns_provider_opts_t po = {p->ledger, w->fx.acct[i].id, &p->cfg, {0},
-                                 &w->dev,   1,                w->fx.root,
+                                 &p->dev,   1,                w->fx.root,
                                  p->fault,  NULL};
         memcpy(po.network_id, w->fx.genesis.network_id, NS_HASH_BYTES);
         p->provider = ns_provider_new(&po, &p->io, &rc);
@@ -424,6 +435,7 @@ static s_world_t *s_world(const ns_fault_t *f1, const ns_fault_t *f2,
     ns_requester_opts_t o = s_req_opts(w, nonce);
     o.deadline_s = deadline_s;
     o.no_preflight = s_no_preflight;
+    o.verified = s_verified;
     w->p[0].requester =
         ns_requester_new(&o, &w->p[0].io, w->p[0].ledger, w->runner,
                          w->fx.acct[0].id, w->fx.genesis.network_id, &rc);
@@ -841,6 +853,47 @@ TEST(giving_up_cancels_and_releases)
     s_world_free(w);
 }
 
+TEST(hardware_challenges_before_the_award)
+{
+    char path[600];
+    snprintf(path, sizeof path, "/tmp/ns-test-verified-%d", (int)getpid());
+    unlink(path);
+    s_verified = ns_verified_open(path);
+    s_liar = true; /* provider 1: cheap, and claims a device it is not */
+    s_world_t *w = s_world(NULL, NULL, 60);
+    s_liar = false;
+    if (!CHECK(w != NULL && s_verified != NULL))
+        return;
+    w->p[2].cfg.price = 1000000; /* dearer: the liar wins the auction */
+    /* the providers warm their challenge programs meanwhile: a busy
+     * provider is asked again */
+    CHECK(s_run(w, 60000));
+    const ns_receipt_t *r = ns_requester_receipt(w->p[0].requester);
+    if (!CHECK_EQ_INT(r->phase, NS_RQ_DONE))
+        for (uint32_t i = 0; i < w->n_lines; i++)
+            fprintf(stderr, "    %s\n", w->lines[i]);
+    CHECK(memcmp(r->provider, w->fx.acct[2].pk, NS_ID_BYTES) == 0);
+    CHECK(s_said(w, "challenging"));
+    CHECK(s_said(w, "failed its hardware challenge"));
+    CHECK(s_said(w, "passed its hardware challenge"));
+    CHECK_EQ_INT(ns_verified_get(s_verified, w->fx.acct[1].pk, NULL),
+                 NS_VERIFIED_FAILED);
+    CHECK_EQ_INT(ns_verified_get(s_verified, w->fx.acct[2].pk, NULL),
+                 NS_VERIFIED_PASSED);
+    CHECK(memcmp(w->outputs[2], w->want, sizeof w->want) == 0);
+    /* remembered across restarts: the file holds the verdicts */
+    ns_verified_close(&s_verified);
+    ns_verified_t *again = ns_verified_open(path);
+    CHECK_EQ_INT(ns_verified_get(again, w->fx.acct[1].pk, NULL),
+                 NS_VERIFIED_FAILED);
+    ns_verified_close(&again);
+    unlink(path);
+    /* nobody lost stake: failing a challenge costs a job, not credits */
+    ns_account_t p1 = s_acct(w, 0, 1);
+    CHECK_EQ_INT(p1.free + p1.staked + p1.locked_collateral, 1000);
+    s_world_free(w);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "worker") == 0) {
@@ -862,6 +915,7 @@ int main(int argc, char **argv)
     RUN(preflight_refuses_before_any_credit_moves);
     RUN(forged_failure_is_ignored);
     RUN(giving_up_cancels_and_releases);
+    RUN(hardware_challenges_before_the_award);
     (void)s_w;
     return ns_test_finish("node_market_sm");
 }
