@@ -7,6 +7,7 @@
 #include "nightshift/identity.h"
 #include "nightshift/mp.h"
 #include "nightshift/util.h"
+#include "nightshift/verified.h"
 
 #include <limits.h>
 #include <msgpack.h>
@@ -168,13 +169,16 @@ int ns_cmd_status(int argc, char **argv)
 /* ---- peers -----------------------------------------------------------------
  */
 
+/* This datadir's hardware-challenge verdicts, for the CHALLENGE column. */
+static ns_verified_t *s_peers_verified;
+
 static void s_render_peers(const msgpack_object *d)
 {
-    static const char *const headers[] = {"ID",     "ENDPOINT", "SEEN",
-                                          "REGION", "PRICE",    "STAKE",
-                                          "SLOTS",  "DEVICES",  "VERSION"};
+    static const char *const headers[] = {
+        "ID",    "ENDPOINT", "SEEN",    "REGION",   "PRICE",
+        "STAKE", "SLOTS",    "DEVICES", "CHALLENGE", "VERSION"};
     ns_table_t t;
-    ns_table_init(&t, 9, headers);
+    ns_table_init(&t, 10, headers);
     if (d->type != MSGPACK_OBJECT_ARRAY)
         return;
     for (uint32_t i = 0; i < d->via.array.size; i++) {
@@ -182,6 +186,11 @@ static void s_render_peers(const msgpack_object *d)
         char id[80], ep[NS_ENDPOINT_MAX], seen[32], region[40], price[32],
             stake[32], slots[16], devs[160], ver[40];
         s_s(id, sizeof id, p, "id");
+        uint8_t pk[NS_ID_BYTES];
+        const char *chal =
+            ns_id_parse(id, pk) == NS_OK
+                ? ns_verified_name(ns_verified_get(s_peers_verified, pk, NULL))
+                : "-";
         id[NS_ID_SHORT_LEN] = '\0';
         s_s(ep, sizeof ep, p, "endpoint");
         snprintf(seen, sizeof seen, "%.1fs ago",
@@ -205,7 +214,7 @@ static void s_render_peers(const msgpack_object *d)
         if (!devs[0])
             snprintf(devs, sizeof devs, "none");
         const char *const row[] = {id,    ep,    seen, region, price,
-                                   stake, slots, devs, ver};
+                                   stake, slots, devs, chal, ver};
         ns_table_row(&t, row);
     }
     printf("%u peers\n", d->via.array.size);
@@ -219,7 +228,9 @@ static const char s_peers_usage[] =
     "\n"
     "List the live peers of the node running on D: id, endpoint, time since\n"
     "its last heartbeat, region, price (micro-credits per device-second),\n"
-    "stake, free slots, devices. --json gives a list of objects with id,\n"
+    "stake, free slots, devices, and how the peer did in a hardware\n"
+    "challenge of this datadir (passed, failed, - for never). --json\n"
+    "gives a list of objects with id,\n"
     "endpoint, last_seen_ms, devices and the rest.\n";
 
 int ns_cmd_peers(int argc, char **argv)
@@ -230,7 +241,14 @@ int ns_cmd_peers(int argc, char **argv)
     }
     s_query_opts_t o;
     int rc = s_parse("peers", argc, argv, &o);
-    return rc ? rc : s_run("peers", "peers", &o, s_render_peers);
+    if (rc)
+        return rc;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/verified", o.datadir);
+    s_peers_verified = ns_verified_open(path);
+    rc = s_run("peers", "peers", &o, s_render_peers);
+    ns_verified_close(&s_peers_verified);
+    return rc;
 }
 
 /* ---- id -------------------------------------------------------------------
