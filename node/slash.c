@@ -84,6 +84,56 @@ static int s_inputs_by_hash(ns_slash_ctx_t *ctx, const ns_ledger_job_t *job,
     return NS_OK;
 }
 
+int ns_slash_proof_read(const uint8_t *buf, size_t len, ns_fraud_proof_t *p,
+                        ns_input_t *inputs, bool *inline_inputs, char *err,
+                        size_t errlen)
+{
+    ns_mpr_t r;
+    memset(p, 0, sizeof *p);
+    memset(inputs, 0, NS_MAX_ARGS * sizeof *inputs);
+    *inline_inputs = false;
+    ns_mpr_init(&r, buf, len);
+    if (ns_mpr_array_exact(&r, 2) != NS_OK) {
+        snprintf(err, errlen, "not a SLASH proof: [proof, inputs]");
+        return NS_ERR_INVAL;
+    }
+    int rc = ns_fraud_read(&r, p, err, errlen);
+    if (rc != NS_OK)
+        return rc;
+    if (r.left && r.p[0] == 0xc0) { /* nil: the inputs go by hash */
+        r.p++;
+        r.left--;
+    } else {
+        uint32_t n = 0, n_in = 0, k = 0;
+        for (uint32_t i = 0; i < p->job.n_args; i++)
+            n_in += p->job.args[i].kind == NS_ARG_IN;
+        ns_mpr_array(&r, &n, NS_MAX_ARGS);
+        if (r.err == NS_OK && n != n_in)
+            r.err = NS_ERR_INVAL; /* one bin per input, exactly */
+        for (uint32_t i = 0; i < p->job.n_args && r.err == NS_OK; i++) {
+            if (p->job.args[i].kind != NS_ARG_IN)
+                continue;
+            const uint8_t *d = NULL;
+            size_t dl = 0;
+            if (ns_mpr_bin(&r, &d, &dl, NS_MAX_PROOF) == NS_OK &&
+                dl != p->job.args[i].size)
+                r.err = NS_ERR_INVAL;
+            inputs[i].data = d;
+            inputs[i].len = dl;
+            k++;
+        }
+        *inline_inputs = r.err == NS_OK && k == n_in;
+    }
+    if (ns_mpr_end(&r) != NS_OK) {
+        snprintf(err, errlen, "malformed inputs in the SLASH proof");
+        ns_fraud_release(p);
+        memset(inputs, 0, NS_MAX_ARGS * sizeof *inputs);
+        *inline_inputs = false;
+        return r.err ? r.err : NS_ERR_INVAL;
+    }
+    return NS_OK;
+}
+
 int ns_slash_verify(void *user, const ns_ledger_job_t *job,
                     const uint8_t *provider, const ns_hash_t root,
                     uint64_t n_items, const uint8_t *proof, size_t len,
@@ -91,7 +141,6 @@ int ns_slash_verify(void *user, const ns_ledger_job_t *job,
 {
     ns_slash_ctx_t *ctx = user;
     ns_fraud_proof_t p;
-    ns_mpr_t r;
     char err[256];
     ns_input_t inputs[NS_MAX_ARGS];
     uint8_t *owned[NS_MAX_ARGS];
@@ -100,37 +149,15 @@ int ns_slash_verify(void *user, const ns_ledger_job_t *job,
     memset(owned, 0, sizeof owned);
     if (ctx->reran)
         *ctx->reran = false;
-    ns_mpr_init(&r, proof, len);
-    if (ns_mpr_array_exact(&r, 2) != NS_OK ||
-        ns_fraud_read(&r, &p, err, sizeof err) != NS_OK)
+    bool have_inputs = false;
+    if (ns_slash_proof_read(proof, len, &p, inputs, &have_inputs, err,
+                            sizeof err) != NS_OK)
         return NS_ERR_PROOF;
     int rc = NS_ERR_PROOF;
     /* The proof must be about this job's RESULT on record. */
     if (memcmp(p.job_id, job->desc_id, NS_HASH_BYTES) ||
         memcmp(p.provider, provider, NS_ID_BYTES) ||
         memcmp(p.root, root, NS_HASH_BYTES) || p.n_units != n_items)
-        goto out;
-    bool have_inputs = false;
-    if (r.left && r.p[0] == 0xc0) {
-        r.p++;
-        r.left--;
-    } else {
-        uint32_t n = 0;
-        ns_mpr_array(&r, &n, NS_MAX_ARGS);
-        uint32_t k = 0;
-        for (uint32_t i = 0; i < p.job.n_args && r.err == NS_OK; i++) {
-            if (p.job.args[i].kind != NS_ARG_IN)
-                continue;
-            const uint8_t *d = NULL;
-            size_t dl = 0;
-            if (k++ >= n || ns_mpr_bin(&r, &d, &dl, NS_MAX_PROOF) != NS_OK)
-                break;
-            inputs[i].data = d;
-            inputs[i].len = dl;
-        }
-        have_inputs = r.err == NS_OK && k == n;
-    }
-    if (ns_mpr_end(&r) != NS_OK)
         goto out;
     if (ns_fraud_verify_claim(&p, err, sizeof err) != NS_OK)
         goto out;

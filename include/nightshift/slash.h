@@ -34,6 +34,14 @@ typedef struct {
 int ns_slash_proof_pack(const ns_fraud_proof_t *p, const ns_input_t *inputs,
                         ns_buf_t *out, bool *inline_inputs) NS_MUST_CHECK;
 
+/* Read a SLASH body strictly: the proof (ns_fraud_read) and either nil or
+ * exactly one bin per IN argument of the descriptor's size (borrowed from
+ * buf into inputs, NS_MAX_ARGS entries; *inline_inputs true). On error p
+ * is released and err says why. */
+int ns_slash_proof_read(const uint8_t *buf, size_t len, ns_fraud_proof_t *p,
+                        ns_input_t *inputs, bool *inline_inputs, char *err,
+                        size_t errlen) NS_MUST_CHECK;
+
 /* ns_slash_verifier_fn: user is an ns_slash_ctx_t. NS_OK: the re-run
  * proves the claim wrong; NS_ERR_PROOF: it does not (or the proof is
  * malformed); NS_ERR_MISSING: an input is not here yet, its hash in

@@ -1,6 +1,6 @@
 /* fuzz_market.c - libFuzzer target for the market's messages
- * (market/market.c): JOB announcements, BIDs, AWARDED, FETCH, CHUNK and
- * FAILED bodies, the bytes a peer puts inside a signed envelope. Built as
+ * (market/market.c): JOB announcements, BIDs, AWARDED, FETCH, CHUNK,
+ * FAILED, CHAL and CHAL_DONE bodies, the bytes a peer puts inside a signed envelope. Built as
  * `fuzz_market` (clang, NS_FUZZ=ON) and, with replay.c, as
  * `fuzz_market_replay`, which ctest runs over tests/fuzz/corpus/market; seeds
  * from fuzz_market_gen_corpus.
@@ -171,10 +171,43 @@ static void s_failure(const uint8_t *data, size_t size)
     S_ASSERT(ns_failure_verify(&again, net) == rc);
 }
 
+static bool s_same_chal(const ns_chal_msg_t *a, const ns_chal_msg_t *b)
+{
+    return memcmp(a, b, sizeof *a) == 0;
+}
+
+static bool s_same_done(const ns_chal_done_t *a, const ns_chal_done_t *b)
+{
+    return memcmp(a, b, sizeof *a) == 0;
+}
+
+static void s_chal(const uint8_t *data, size_t size)
+{
+    ns_chal_msg_t c, again;
+    memset(&c, 0, sizeof c);
+    memset(&again, 0, sizeof again);
+    if (ns_chal_msg_decode(data, size, &c) == NS_OK) {
+        S_ASSERT(c.label_bytes <= NS_CHAL_MAX_LABEL_BYTES &&
+                 c.imatmul_n <= NS_CHAL_MAX_IMATMUL_N &&
+                 (c.label_bytes || c.imatmul_n));
+        S_ROUND_TRIP(ns_chal_msg_encode, ns_chal_msg_decode, &c, &again,
+                     s_same_chal);
+    }
+    ns_chal_done_t d, d2;
+    memset(&d, 0, sizeof d);
+    memset(&d2, 0, sizeof d2);
+    if (ns_chal_done_decode(data, size, &d) == NS_OK) {
+        S_ASSERT(d.status <= 0 && d.label_answer_bytes <= d.answer_bytes);
+        S_ROUND_TRIP(ns_chal_done_encode, ns_chal_done_decode, &d, &d2,
+                     s_same_done);
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (sodium_init() < 0)
         abort();
+    s_chal(data, size);
     s_announce(data, size);
     s_bid(data, size);
     s_awarded(data, size);

@@ -193,6 +193,33 @@ int main(int argc, char **argv)
     snprintf(f.reason, sizeof f.reason, "two\nlines");
     seeds_check(ns_failure_encode(&f, &b), "failure");
     seeds_save("failure, reason with a newline", b.data, b.len);
+    {
+        ns_chal_msg_t cm;
+        memset(&cm, 0, sizeof cm);
+        memset(cm.nonce, 0x11, sizeof cm.nonce);
+        memset(cm.seed, 0x22, sizeof cm.seed);
+        cm.label_bytes = 16u << 20;
+        cm.label_segments = 4;
+        cm.k = 16;
+        cm.imatmul_n = 256;
+        seeds_check(ns_chal_msg_encode(&cm, &b), "chal");
+        seeds_save_mutants("chal, labelling and product", b.data, b.len, 0,
+                           0x97);
+        cm.label_bytes = 0;
+        seeds_check(ns_chal_msg_encode(&cm, &b), "chal");
+        seeds_save("chal, product only", b.data, b.len);
+        ns_chal_done_t d;
+        memset(&d, 0, sizeof d);
+        memset(d.nonce, 0x11, sizeof d.nonce);
+        d.answer_bytes = 300000;
+        d.label_answer_bytes = 40000;
+        seeds_check(ns_chal_done_encode(&d, &b), "chal done");
+        seeds_save_mutants("chal done", b.data, b.len, 0, 0x96);
+        d.status = NS_ERR_STATE;
+        d.answer_bytes = d.label_answer_bytes = 0;
+        seeds_check(ns_chal_done_encode(&d, &b), "chal done");
+        seeds_save("chal done, busy", b.data, b.len);
+    }
     /* the encoder refuses an unknown kind: patch the packed one, the
      * fixint after the array header and three bin 8 of 32 bytes */
     f.kind = NS_FAIL_INPUT;
