@@ -325,6 +325,10 @@ static void s_provider_failed(ns_requester_t *q, const ns_failure_t *f)
         return;
     }
     s_cancel(q, NULL, true);
+    /* its reputation with us: one that fails often is passed over */
+    (void)ns_verified_note_failure(q->o.verified, f->provider,
+                                   q->io->now_ms(q->io->user),
+                                   NS_POLICY_FAIL_WINDOW_MS);
     char why[sizeof q->last_failure + 32];
     snprintf(why, sizeof why, "reported a failure (%s: %s)",
              ns_fail_kind_name(f->kind), f->reason);
@@ -536,6 +540,14 @@ static int s_vet(ns_requester_t *q, const ns_bid_t *bid, uint64_t now)
     if (!q->o.verified)
         return 1;
     uint64_t at = 0, wall = q->io->now_ms(q->io->user);
+    uint32_t fails = ns_verified_failures(q->o.verified, bid->provider, wall,
+                                          NS_POLICY_FAIL_WINDOW_MS);
+    if (fails >= NS_POLICY_FAIL_EXCLUDE) {
+        char why[96];
+        snprintf(why, sizeof why, "failed %u jobs of ours lately", fails);
+        s_note_dropped(q, bid->provider, why);
+        return -1;
+    }
     uint8_t st = ns_verified_get(q->o.verified, bid->provider, &at);
     if (st == NS_VERIFIED_PASSED && wall - at < NS_POLICY_CHAL_VALID_MS)
         return 1;

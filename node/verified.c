@@ -29,11 +29,13 @@ static void s_load(ns_verified_t *v)
     for (uint32_t i = 0; i < n && r.err == NS_OK; i++) {
         ns_verified_entry_t *e = &v->e[v->n];
         uint32_t st = 0;
-        ns_mpr_array_exact(&r, 4);
+        ns_mpr_array_exact(&r, 6);
         ns_mpr_bin_exact(&r, e->id, NS_ID_BYTES);
         ns_mpr_u32(&r, &st);
         ns_mpr_uint(&r, &e->at_ms);
         ns_mpr_str(&r, e->why, sizeof e->why - 1);
+        ns_mpr_u32(&r, &e->failures);
+        ns_mpr_uint(&r, &e->window_ms);
         if (r.err == NS_OK && st <= NS_VERIFIED_FAILED) {
             e->state = (uint8_t)st;
             v->n++;
@@ -55,11 +57,13 @@ static void s_save(const ns_verified_t *v)
     ns_mp_writer_init(&w, &pk, &b);
     msgpack_pack_array(&pk, v->n);
     for (uint32_t i = 0; i < v->n; i++) {
-        msgpack_pack_array(&pk, 4);
+        msgpack_pack_array(&pk, 6);
         ns_mp_bin(&pk, v->e[i].id, NS_ID_BYTES);
         msgpack_pack_uint32(&pk, v->e[i].state);
         msgpack_pack_uint64(&pk, v->e[i].at_ms);
         ns_mp_str(&pk, v->e[i].why);
+        msgpack_pack_uint32(&pk, v->e[i].failures);
+        msgpack_pack_uint64(&pk, v->e[i].window_ms);
     }
     if (w.err != NS_OK ||
         ns_file_write_atomic(v->path, b.data, b.len, 0600) != NS_OK)
@@ -100,16 +104,16 @@ uint8_t ns_verified_get(const ns_verified_t *v, const uint8_t id[NS_ID_BYTES],
     return NS_VERIFIED_NONE;
 }
 
-void ns_verified_put(ns_verified_t *v, const uint8_t id[NS_ID_BYTES],
-                     uint8_t state, uint64_t at_ms, const char *why)
+/* id's entry, made (zeroed) when new; the oldest is forgotten when the
+ * table is full. */
+static ns_verified_entry_t *s_entry(ns_verified_t *v,
+                                    const uint8_t id[NS_ID_BYTES])
 {
-    if (!v)
-        return;
     uint32_t i = 0;
     while (i < v->n && memcmp(v->e[i].id, id, NS_ID_BYTES))
         i++;
     if (i == v->n) {
-        if (v->n == NS_VERIFIED_MAX) { /* forget the oldest verdict */
+        if (v->n == NS_VERIFIED_MAX) {
             uint32_t old = 0;
             for (uint32_t k = 1; k < v->n; k++)
                 if (v->e[k].at_ms < v->e[old].at_ms)
@@ -117,8 +121,48 @@ void ns_verified_put(ns_verified_t *v, const uint8_t id[NS_ID_BYTES],
             v->e[old] = v->e[--v->n];
         }
         i = v->n++;
+        memset(&v->e[i], 0, sizeof v->e[i]);
+        memcpy(v->e[i].id, id, NS_ID_BYTES);
     }
-    memcpy(v->e[i].id, id, NS_ID_BYTES);
+    return &v->e[i];
+}
+
+uint32_t ns_verified_note_failure(ns_verified_t *v,
+                                  const uint8_t id[NS_ID_BYTES],
+                                  uint64_t now_ms, uint64_t window_ms)
+{
+    if (!v)
+        return 0;
+    ns_verified_entry_t *e = s_entry(v, id);
+    if (now_ms - e->window_ms > window_ms) {
+        e->window_ms = now_ms;
+        e->failures = 0;
+    }
+    e->failures++;
+    if (!e->at_ms)
+        e->at_ms = now_ms;
+    s_save(v);
+    return e->failures;
+}
+
+uint32_t ns_verified_failures(const ns_verified_t *v,
+                              const uint8_t id[NS_ID_BYTES], uint64_t now_ms,
+                              uint64_t window_ms)
+{
+    for (uint32_t i = 0; v && i < v->n; i++)
+        if (memcmp(v->e[i].id, id, NS_ID_BYTES) == 0)
+            return now_ms - v->e[i].window_ms > window_ms ? 0
+                                                          : v->e[i].failures;
+    return 0;
+}
+
+void ns_verified_put(ns_verified_t *v, const uint8_t id[NS_ID_BYTES],
+                     uint8_t state, uint64_t at_ms, const char *why)
+{
+    if (!v)
+        return;
+    ns_verified_entry_t *e = s_entry(v, id);
+    uint32_t i = (uint32_t)(e - v->e);
     v->e[i].state = state;
     v->e[i].at_ms = at_ms;
     size_t n = 0;

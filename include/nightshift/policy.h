@@ -72,6 +72,12 @@
 #define NS_POLICY_CHAL_VALID_MS (24 * 3600 * 1000)
 #define NS_POLICY_CHAL_RETRY_MS (10 * 60 * 1000)
 
+/* A provider that reported FAIL_EXCLUDE failures (not the job's fault)
+ * within FAIL_WINDOW_MS is passed over by this requester until the window
+ * ends (verified.h). */
+#define NS_POLICY_FAIL_EXCLUDE 3
+#define NS_POLICY_FAIL_WINDOW_MS (60 * 60 * 1000)
+
 /* A light peer that slashed with inputs by reference waits at most this
  * long, after its job ended, for a peer to take the SLASH. */
 #define NS_POLICY_SLASH_DATA_WAIT_MS 30000

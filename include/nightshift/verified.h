@@ -3,7 +3,8 @@
  * ours until it passes one; one that passed is not challenged again for a
  * while. Kept in <datadir>/verified (msgpack, written atomically), so a
  * light peer that submits again remembers. Local knowledge: each
- * requester decides for itself; `peers` shows it.
+ * requester decides for itself; `peers` shows it. Also the failures a
+ * provider reported lately: one that fails often is passed over.
  */
 #ifndef NIGHTSHIFT_VERIFIED_H
 #define NIGHTSHIFT_VERIFIED_H
@@ -28,6 +29,8 @@ typedef struct {
     uint8_t state;  /* ns_verified_state */
     uint64_t at_ms; /* wall clock of the verdict */
     char why[96];   /* the verdict's reason, one line */
+    uint32_t failures;   /* failures it reported (FAILED) in the window */
+    uint64_t window_ms;  /* wall clock the window started */
 } ns_verified_entry_t;
 
 typedef struct ns_verified ns_verified_t;
@@ -44,5 +47,15 @@ uint8_t ns_verified_get(const ns_verified_t *v, const uint8_t id[NS_ID_BYTES],
 void ns_verified_put(ns_verified_t *v, const uint8_t id[NS_ID_BYTES],
                      uint8_t state, uint64_t at_ms, const char *why);
 const char *ns_verified_name(uint8_t state); /* "passed", "failed", "-" */
+
+/* A provider reported that a job of ours failed on its side (not the
+ * job's fault): counted in a window of window_ms; returns the count. */
+uint32_t ns_verified_note_failure(ns_verified_t *v,
+                                  const uint8_t id[NS_ID_BYTES],
+                                  uint64_t now_ms, uint64_t window_ms);
+/* Failures in the current window (0 when it is over). */
+uint32_t ns_verified_failures(const ns_verified_t *v,
+                              const uint8_t id[NS_ID_BYTES], uint64_t now_ms,
+                              uint64_t window_ms);
 
 #endif
