@@ -27,13 +27,20 @@ void ns_challenger_release(ns_challenger_t *c)
 int ns_challenger_start(ns_challenger_t *c, const ns_node_io_t *io,
                         const uint8_t provider[NS_ID_BYTES], uint32_t device,
                         const ns_devinfo_t *claim, uint64_t label_bytes,
-                        uint32_t imatmul_n, uint64_t now_ms)
+                        uint32_t imatmul_n, uint32_t allowance_ms,
+                        uint64_t now_ms)
 {
     if (c->fetching)
         ns_fetch_release(&c->fetch);
     ns_buf_t body = c->body;
+    uint32_t late = c->active ? c->late_retries : 0;
     memset(c, 0, sizeof *c);
     c->body = body; /* busy_retries start at 0 */
+    c->late_retries = late;
+    c->allowance_ms = allowance_ms;
+    c->device = device;
+    c->claim = *claim;
+    c->want_label_bytes = label_bytes;
     uint64_t cap = claim->max_alloc_bytes ? claim->max_alloc_bytes
                                           : NS_LABEL_MIN_BYTES;
     if (label_bytes > cap)
@@ -132,7 +139,7 @@ static int s_check(ns_challenger_t *c, char *why, size_t whylen)
     const uint8_t *cw = b->data + label_len;
     size_t c_len = (size_t)(b->total - label_len);
     uint64_t deadline = c->deadline_us +
-                        (uint64_t)NS_POLICY_CHAL_ALLOWANCE_MS * 1000;
+                        (uint64_t)c->allowance_ms * 1000;
     ns_chal_verdict v = NS_CHAL_PASSED;
     if (c->msg.label_bytes) {
         static ns_label_opening_t open[NS_CHAL_MAX_OPENINGS];
@@ -185,7 +192,7 @@ int ns_challenger_tick(ns_challenger_t *c, const ns_node_io_t *io,
     if (!c->active)
         return NS_CHALLENGER_PENDING;
     uint64_t limit_ms =
-        c->deadline_us / 1000 + NS_POLICY_CHAL_ALLOWANCE_MS;
+        c->deadline_us / 1000 + c->allowance_ms;
     int verdict = NS_CHALLENGER_PENDING;
     if (!c->done) {
         if (now_ms - c->sent_ms > limit_ms) {
@@ -219,6 +226,20 @@ int ns_challenger_tick(ns_challenger_t *c, const ns_node_io_t *io,
     } else if (now_ms - c->sent_ms > limit_ms + NS_POLICY_FETCH_MS) {
         snprintf(why, whylen, "its answer did not arrive");
         verdict = NS_CHAL_WRONG;
+    }
+    if (verdict == NS_CHAL_LATE &&
+        c->late_retries < NS_CHALLENGER_LATE_RETRIES) {
+        /* once more, afresh: momentary load is not a lie */
+        uint32_t tries = c->late_retries + 1;
+        uint8_t provider[NS_ID_BYTES];
+        ns_devinfo_t claim = c->claim;
+        memcpy(provider, c->provider, NS_ID_BYTES);
+        c->active = true;
+        c->late_retries = tries;
+        if (ns_challenger_start(c, io, provider, c->device, &claim,
+                                c->want_label_bytes, c->msg.imatmul_n,
+                                c->allowance_ms, now_ms) == NS_OK)
+            return NS_CHALLENGER_PENDING;
     }
     if (verdict != NS_CHALLENGER_PENDING)
         c->active = false;

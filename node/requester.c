@@ -573,6 +573,9 @@ static int s_vet(ns_requester_t *q, const ns_bid_t *bid, uint64_t now)
         label = NS_POLICY_CHAL_LABEL_MAX_BYTES;
     if (ns_challenger_start(&q->chal, q->io, bid->provider, c.device,
                             &c.claim, label, NS_POLICY_CHAL_IMATMUL_N,
+                            q->o.chal_allowance_ms
+                                ? q->o.chal_allowance_ms
+                                : NS_POLICY_CHAL_ALLOWANCE_MS,
                             now) != NS_OK) {
         s_note_dropped(q, bid->provider, "could not be challenged");
         return -1;

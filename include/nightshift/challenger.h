@@ -35,6 +35,12 @@ typedef struct {
     ns_buf_t body;
     uint32_t busy_retries;     /* "busy" answers so far */
     uint64_t busy_ms;          /* when the last one came */
+    uint32_t allowance_ms;     /* network and dispatch on top of deadlines */
+    uint32_t late_retries;     /* late verdicts turned into a new try */
+    /* to start a new try with */
+    uint32_t device;
+    ns_devinfo_t claim;
+    uint64_t want_label_bytes;
 } ns_challenger_t;
 
 /* A provider whose worker is busy (warming its programs, a job) answers
@@ -42,6 +48,10 @@ typedef struct {
  * times, before the verdict is WRONG. */
 #define NS_CHALLENGER_BUSY_RETRY_MS 250
 #define NS_CHALLENGER_BUSY_RETRIES 20
+/* A late answer is tried again this many times with a fresh challenge: a
+ * device that is slower than it claims stays late, an honest one on a
+ * momentarily loaded machine does not. */
+#define NS_CHALLENGER_LATE_RETRIES 2
 
 #define NS_CHALLENGER_PENDING (-1)
 
@@ -54,7 +64,8 @@ void ns_challenger_release(ns_challenger_t *c);
 int ns_challenger_start(ns_challenger_t *c, const ns_node_io_t *io,
                         const uint8_t provider[NS_ID_BYTES], uint32_t device,
                         const ns_devinfo_t *claim, uint64_t label_bytes,
-                        uint32_t imatmul_n, uint64_t now_ms) NS_MUST_CHECK;
+                        uint32_t imatmul_n, uint32_t allowance_ms,
+                        uint64_t now_ms) NS_MUST_CHECK;
 
 /* Whether a message (CHAL_DONE, CHUNK of the answer) is this challenge's. */
 bool ns_challenger_owns(const ns_challenger_t *c, const ns_node_msg_t *m);

@@ -61,13 +61,14 @@
  * claimed figures (4x slack, challenge.h), plus ALLOWANCE_MS for the
  * network and the worker's dispatch (its programs are built ahead,
  * prover.h). A pass holds for CHAL_VALID_MS; a failure excludes it for
- * CHAL_RETRY_MS, then it may try again. Failing costs jobs, not
+ * CHAL_RETRY_MS, then it may try again. A late answer is tried afresh
+ * twice before it counts (challenger.h). Failing costs jobs, not
  * credits. */
 #define NS_POLICY_CHAL_LABEL_BYTES (UINT64_C(16) << 20)
-#define NS_POLICY_CHAL_LABEL_MAX_BYTES (UINT64_C(256) << 20)
+#define NS_POLICY_CHAL_LABEL_MAX_BYTES (UINT64_C(64) << 20)
 #define NS_POLICY_CHAL_IMATMUL_N 256
 #define NS_POLICY_CHAL_OPENINGS 16
-#define NS_POLICY_CHAL_ALLOWANCE_MS 250
+#define NS_POLICY_CHAL_ALLOWANCE_MS 1000
 #define NS_POLICY_CHAL_LABEL_MS 50
 #define NS_POLICY_CHAL_VALID_MS (24 * 3600 * 1000)
 #define NS_POLICY_CHAL_RETRY_MS (10 * 60 * 1000)

@@ -69,6 +69,7 @@ typedef struct {
     /* Verdicts of hardware challenges (verified.h), shared by the node's
      * requesters; NULL: providers are not challenged. */
     struct ns_verified *verified;
+    uint32_t chal_allowance_ms; /* 0: NS_POLICY_CHAL_ALLOWANCE_MS */
     /* Terms. */
     uint64_t max_price;  /* credits of escrow */
     uint64_t collateral; /* credits the provider locks */

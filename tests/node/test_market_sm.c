@@ -393,8 +393,8 @@ static s_world_t *s_world(const ns_fault_t *f1, const ns_fault_t *f2,
     w->slash = (ns_slash_ctx_t){.runner = w->runner};
     w->dev.type = NS_DEV_CPU;
     w->dev.global_mem_bytes = UINT64_C(1) << 30;
-    w->dev.gflops = 10;
-    w->dev.gbps = 1;
+    w->dev.gflops = 1;
+    w->dev.gbps = 0.05; /* modest claims: deadlines even a sanitizer meets */
     w->dev.max_alloc_bytes = UINT64_C(256) << 20;
     snprintf(w->dev.cl_c_version, sizeof w->dev.cl_c_version, "OpenCL C 1.2");
     s_job_setup(w);
@@ -436,6 +436,7 @@ static s_world_t *s_world(const ns_fault_t *f1, const ns_fault_t *f2,
     o.deadline_s = deadline_s;
     o.no_preflight = s_no_preflight;
     o.verified = s_verified;
+    o.chal_allowance_ms = 20; /* the liar's work takes longer than this */
     w->p[0].requester =
         ns_requester_new(&o, &w->p[0].io, w->p[0].ledger, w->runner,
                          w->fx.acct[0].id, w->fx.genesis.network_id, &rc);
