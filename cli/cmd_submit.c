@@ -77,10 +77,13 @@ static const char s_usage[] =
     "       nightshift submit --node D JOB-FLAGS --max-price CREDITS [--json]\n"
     "\n"
     "Post one job to the network as a light peer with D's key and ledger:\n"
-    "lock the escrow, run a reverse auction, hand the job to the cheapest\n"
-    "qualified provider, check its result by challenge-response (k random\n"
-    "items re-run here), then settle and write the outputs -- or slash the\n"
-    "cheater with a fraud proof and start again without it.\n"
+    "check it here first (it builds, its arguments fit the kernel, a few\n"
+    "work-groups run alone the same way twice), lock the escrow, run a\n"
+    "reverse auction, hand the job to the cheapest qualified provider\n"
+    "(after a hardware challenge of its claimed device, once a day), check\n"
+    "its result by challenge-response (k random units re-run here), then\n"
+    "settle and write the outputs -- or slash the cheater with a fraud\n"
+    "proof and start again without it. `nightshift cancel` ends a job.\n"
     "\n"
     "JOB-FLAGS as for `nightshift run` (--kernel FILE.cl | --builtin NAME,\n"
     "--entry, --global, --local, --arg..., --tolerance, --checks K).\n"
@@ -252,7 +255,7 @@ static void s_print_receipt(s_submit_t *q, const ns_receipt_t *rc,
     }
     char checks[64];
     if (rc->checked)
-        snprintf(checks, sizeof checks, "%u items re-run, all matched",
+        snprintf(checks, sizeof checks, "%u units re-run, all matched",
                  rc->checked);
     else
         snprintf(checks, sizeof checks, "verified when it was settled");
