@@ -14,6 +14,7 @@
 #include "nightshift/jobdir.h"
 #include "nightshift/ledger_sync.h"
 #include "nightshift/log.h"
+#include "nightshift/loop.h"
 #include "nightshift/policy.h"
 #include "nightshift/preflight.h"
 #include "nightshift/slash.h"
@@ -51,6 +52,7 @@ struct ns_node {
     ns_blobs_t *blobs;               /* inputs by hash: <datadir>/blobs */
     ns_content_t *content;           /* blobs wanted from peers */
     ns_verified_t *verified;         /* challenge verdicts (verified.h) */
+    int worker_fd;                   /* the provider's worker, polled */
     ns_requester_t *req[NS_NODE_MAX_REQUESTERS];
     uint32_t n_req;
     bool req_timer; /* the requesters' timer is registered */
@@ -163,11 +165,45 @@ static int s_on_market(void *user, const ns_envelope_t *env,
     return NS_OK; /* a light peer passes other jobs' gossip on */
 }
 
+static void s_watch_worker(ns_node_t *n);
+
 static void s_on_provider_tick(void *user, uint64_t now)
 {
     ns_node_t *n = user;
     ns_provider_tick(n->provider, now);
     ns_content_tick(n->content, now);
+    s_watch_worker(n);
+}
+
+/* The worker's socket is readable (or writable while it wants to write):
+ * move its bytes now, not at the next tick. */
+static void s_on_worker_io(void *user, int fd)
+{
+    (void)fd;
+    ns_node_t *n = user;
+    ns_provider_tick(n->provider, ns_mono_ms());
+    s_watch_worker(n);
+}
+
+static bool s_worker_wants_write(void *user)
+{
+    ns_node_t *n = user;
+    return ns_provider_worker_wants_write(n->provider);
+}
+
+/* Poll the provider's worker socket; follow it across restarts. */
+static void s_watch_worker(ns_node_t *n)
+{
+    int fd = ns_provider_worker_fd(n->provider);
+    if (fd == n->worker_fd)
+        return;
+    ns_loop_t *loop = ns_p2p_loop(n->p2p);
+    if (n->worker_fd >= 0)
+        (void)ns_loop_remove_fd(loop, n->worker_fd);
+    n->worker_fd = -1;
+    if (fd >= 0 && ns_loop_add_fd_io(loop, fd, s_on_worker_io,
+                                     s_worker_wants_write, n) == NS_OK)
+        n->worker_fd = fd;
 }
 
 /* A blob arrived that a SLASH waited for: the ledger tries it again. */
@@ -346,6 +382,7 @@ ns_node_t *ns_node_open(const ns_node_conf_t *c, char *err, size_t errlen)
     }
     n->c = *c;
     n->lock_fd = -1;
+    n->worker_fd = -1;
     n->io = (ns_node_io_t){n,           s_io_send,      s_io_publish,
                            s_io_dial,   s_io_append,    s_io_set_offer,
                            s_io_visit,  s_io_live,      s_io_now,

@@ -786,6 +786,16 @@ static int s_on_chal(ns_provider_t *p, const ns_node_msg_t *m)
     return NS_OK;
 }
 
+int ns_provider_worker_fd(const ns_provider_t *p)
+{
+    return p->worker ? ns_worker_fd(p->worker) : -1;
+}
+
+bool ns_provider_worker_wants_write(const ns_provider_t *p)
+{
+    return p->worker && ns_worker_wants_write(p->worker);
+}
+
 int ns_provider_on_msg(ns_provider_t *p, const ns_node_msg_t *m)
 {
     if (m->type == NS_MSG_MKT_FETCH && ns_prover_serve(&p->prover, m) !=

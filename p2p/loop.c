@@ -28,6 +28,7 @@ typedef struct {
     ns_loop_fd_fn fd_fn;
     void *user;
     uint64_t serial; /* unique per registration, from 1 */
+    ns_loop_want_fn wants_write; /* fd: poll for writing too when true */
 } s_reader_t;
 
 typedef struct {
@@ -142,7 +143,7 @@ int ns_loop_add_socket(ns_loop_t *loop, void *socket, ns_loop_socket_fn fn,
 {
     if (!socket || !fn)
         return NS_ERR_INVAL;
-    return s_add(loop, &(s_reader_t){socket, -1, fn, NULL, user, 0});
+    return s_add(loop, &(s_reader_t){socket, -1, fn, NULL, user, 0, NULL});
 }
 
 int ns_loop_remove_socket(ns_loop_t *loop, void *socket)
@@ -154,7 +155,16 @@ int ns_loop_add_fd(ns_loop_t *loop, int fd, ns_loop_fd_fn fn, void *user)
 {
     if (fd < 0 || !fn)
         return NS_ERR_INVAL;
-    return s_add(loop, &(s_reader_t){NULL, fd, NULL, fn, user, 0});
+    return s_add(loop, &(s_reader_t){NULL, fd, NULL, fn, user, 0, NULL});
+}
+
+int ns_loop_add_fd_io(ns_loop_t *loop, int fd, ns_loop_fd_fn fn,
+                      ns_loop_want_fn wants_write, void *user)
+{
+    if (fd < 0 || !fn)
+        return NS_ERR_INVAL;
+    return s_add(loop,
+                 &(s_reader_t){NULL, fd, NULL, fn, user, 0, wants_write});
 }
 
 int ns_loop_remove_fd(ns_loop_t *loop, int fd)
@@ -289,7 +299,10 @@ static int s_turn(ns_loop_t *loop)
     uint32_t n = loop->n_readers;
     for (uint32_t i = 0; i < n; i++) {
         const s_reader_t *r = &loop->readers[i];
-        loop->items[i] = (zmq_pollitem_t){r->socket, r->fd, ZMQ_POLLIN, 0};
+        short events = ZMQ_POLLIN;
+        if (!r->socket && r->wants_write && r->wants_write(r->user))
+            events |= ZMQ_POLLOUT;
+        loop->items[i] = (zmq_pollitem_t){r->socket, r->fd, events, 0};
         loop->polled[i] = r->serial;
     }
     if (zmq_poll(loop->items, (int)n, s_timeout(loop)) < 0) {
@@ -300,7 +313,7 @@ static int s_turn(ns_loop_t *loop)
     loop->turn++;
     for (uint32_t i = 0; i < n && !loop->stopping; i++) {
         short ev = loop->items[i].revents;
-        if (!(ev & (ZMQ_POLLIN | ZMQ_POLLERR)))
+        if (!(ev & (ZMQ_POLLIN | ZMQ_POLLOUT | ZMQ_POLLERR)))
             continue;
         const s_reader_t *r = s_polled_reader(loop, i);
         if (!r)

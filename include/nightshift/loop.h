@@ -73,6 +73,12 @@ int ns_loop_remove_socket(ns_loop_t *loop, void *socket);
 int ns_loop_add_fd(ns_loop_t *loop, int fd, ns_loop_fd_fn fn,
                    void *user) NS_MUST_CHECK;
 int ns_loop_remove_fd(ns_loop_t *loop, int fd);
+/* A descriptor that is also polled for writing whenever wants_write(user)
+ * says so (asked before each poll): fn runs when it is readable or, then,
+ * writable. For a pipe to a child that both reads and writes. */
+typedef bool (*ns_loop_want_fn)(void *user);
+int ns_loop_add_fd_io(ns_loop_t *loop, int fd, ns_loop_fd_fn fn,
+                      ns_loop_want_fn wants_write, void *user) NS_MUST_CHECK;
 
 /* Sockets and descriptors registered now. */
 uint32_t ns_loop_sockets(const ns_loop_t *loop);

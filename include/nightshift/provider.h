@@ -64,6 +64,13 @@ int ns_provider_on_msg(ns_provider_t *p, const ns_node_msg_t *m);
  * NS_POLICY_PROVIDER_TICK_MS. */
 void ns_provider_tick(ns_provider_t *p, uint64_t now);
 
+/* The worker's descriptor (-1 without a worker) and whether it has bytes
+ * to write to it: the node polls it so that inputs and outputs move at
+ * the speed of the socket, not of the tick. It changes when the worker
+ * is restarted. */
+int ns_provider_worker_fd(const ns_provider_t *p);
+bool ns_provider_worker_wants_write(const ns_provider_t *p);
+
 /* Take in payments and released collateral (a claim entry) and refresh
  * the offer. Call every NS_POLICY_CLAIM_MS. */
 void ns_provider_claim(ns_provider_t *p);
