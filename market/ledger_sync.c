@@ -27,6 +27,7 @@ struct ns_ledger_sync {
         uint64_t heads_req_sent, heads_served, gets_sent, gets_served;
         uint64_t ranges_in;
     } stats;
+    uint32_t commit_timer; /* running while entries wait, 0 otherwise */
 };
 
 #define S_PACKER(b, w, pk)                                                     \
@@ -51,11 +52,27 @@ static void s_commit(ns_ledger_sync_t *s)
     s->dirty = false;
 }
 
-/* Commit if the ledger's policy says the batch is due. */
+static void s_on_commit_timer(void *user, uint64_t now);
+
+/* Commit if the ledger's policy says the batch is due; keep the commit
+ * timer running only while entries wait for a commit (an idle node does
+ * not wake for it). */
 static void s_commit_if_due(ns_ledger_sync_t *s)
 {
     if (ns_ledger_commit_due(s->ledger, ns_mono_ms()))
         s_commit(s);
+    uint32_t pending = 0;
+    uint64_t bytes = 0;
+    ns_ledger_uncommitted(s->ledger, &pending, &bytes);
+    if (pending && !s->commit_timer) {
+        if (ns_p2p_timer_start(s->p2p, NS_LEDGER_COMMIT_TICK_MS, true,
+                               s_on_commit_timer, s, &s->commit_timer) !=
+            NS_OK)
+            s->commit_timer = 0;
+    } else if (!pending && s->commit_timer) {
+        (void)ns_p2p_timer_cancel(s->p2p, s->commit_timer);
+        s->commit_timer = 0;
+    }
 }
 
 static int s_send_get(ns_ledger_sync_t *s, const uint8_t *peer,
@@ -407,9 +424,7 @@ ns_ledger_sync_t *ns_ledger_sync_new(ns_p2p_t *p, ns_ledger_t *l, int *err)
         (rc = ns_p2p_register(p, NS_MSG_HEADS, false, s_on_heads, s)) ||
         (rc = ns_p2p_register(p, NS_MSG_GET, false, s_on_get, s)) ||
         (rc = ns_p2p_register(p, NS_MSG_ENTRIES, false, s_on_entries, s)) ||
-        (rc = ns_p2p_add_timer(p, NS_LEDGER_SYNC_MS, s_on_sync_timer, s)) ||
-        (rc = ns_p2p_add_timer(p, NS_LEDGER_COMMIT_TICK_MS, s_on_commit_timer,
-                               s))) {
+        (rc = ns_p2p_add_timer(p, NS_LEDGER_SYNC_MS, s_on_sync_timer, s))) {
         *err = rc;
         ns_ledger_sync_destroy(&s);
         return NULL;
@@ -423,6 +438,8 @@ void ns_ledger_sync_destroy(ns_ledger_sync_t **ps)
     if (!ps || !*ps)
         return;
     s_commit(*ps);
+    if ((*ps)->commit_timer)
+        (void)ns_p2p_timer_cancel((*ps)->p2p, (*ps)->commit_timer);
     ns_buf_release(&(*ps)->body);
     ns_buf_release(&(*ps)->entry);
     free(*ps);

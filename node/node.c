@@ -53,9 +53,10 @@ struct ns_node {
     ns_content_t *content;           /* blobs wanted from peers */
     ns_verified_t *verified;         /* challenge verdicts (verified.h) */
     int worker_fd;                   /* the provider's worker, polled */
+    uint32_t tick_id;                /* the provider's fast tick, 0: idle */
+    uint32_t req_tick_id;            /* the requesters' tick, 0: none */
     ns_requester_t *req[NS_NODE_MAX_REQUESTERS];
     uint32_t n_req;
-    bool req_timer; /* the requesters' timer is registered */
     ns_hosted_t *hosted[NS_NODE_MAX_REQUESTERS]; /* submit --node jobs */
     ns_hash_t preflight_ok[16]; /* jobs (descriptor ids) that passed */
     uint32_t n_preflight;
@@ -148,6 +149,9 @@ static int s_reply(void *ctx, uint8_t type, const uint8_t *body, size_t len)
     return ns_p2p_reply(c[0], c[1], type, body, len);
 }
 
+static void s_watch_worker(ns_node_t *n);
+static void s_arm(ns_node_t *n);
+
 static int s_on_market(void *user, const ns_envelope_t *env,
                        ns_p2p_src_t *src)
 {
@@ -155,24 +159,53 @@ static int s_on_market(void *user, const ns_envelope_t *env,
     void *ctx[2] = {n->p2p, src};
     ns_node_msg_t m = {env->type, env->sender, env->body, env->body_len,
                        s_reply,   ctx};
-    if (n->content && ns_content_is_ours(&m))
-        return ns_content_on_msg(n->content, &m);
-    for (uint32_t i = 0; i < n->n_req; i++)
-        if (ns_requester_owns(n->req[i], &m))
-            return ns_requester_on_msg(n->req[i], &m);
-    if (n->provider)
-        return ns_provider_on_msg(n->provider, &m);
-    return NS_OK; /* a light peer passes other jobs' gossip on */
+    int rc = NS_OK;
+    if (n->content && ns_content_is_ours(&m)) {
+        rc = ns_content_on_msg(n->content, &m);
+    } else {
+        uint32_t i = 0;
+        while (i < n->n_req && !ns_requester_owns(n->req[i], &m))
+            i++;
+        if (i < n->n_req)
+            rc = ns_requester_on_msg(n->req[i], &m);
+        else if (n->provider)
+            rc = ns_provider_on_msg(n->provider, &m);
+        /* else a light peer passes other jobs' gossip on */
+    }
+    if (n->provider) {
+        s_watch_worker(n);
+        s_arm(n);
+    }
+    return rc;
 }
 
-static void s_watch_worker(ns_node_t *n);
+static void s_on_provider_tick(void *user, uint64_t now);
+
+/* The fast tick runs only while there is work: an idle node wakes for its
+ * heartbeats and its claims, not 40 times a second. */
+static void s_arm(ns_node_t *n)
+{
+    bool work = (n->provider && ns_provider_active(n->provider)) ||
+                (n->content && ns_content_wanted(n->content) > 0);
+    if (work && !n->tick_id) {
+        if (ns_p2p_timer_start(n->p2p, NS_POLICY_PROVIDER_TICK_MS, true,
+                               s_on_provider_tick, n, &n->tick_id) != NS_OK)
+            n->tick_id = 0;
+    } else if (!work && n->tick_id) {
+        (void)ns_p2p_timer_cancel(n->p2p, n->tick_id);
+        n->tick_id = 0;
+    }
+}
 
 static void s_on_provider_tick(void *user, uint64_t now)
 {
     ns_node_t *n = user;
-    ns_provider_tick(n->provider, now);
+    if (n->provider)
+        ns_provider_tick(n->provider, now);
     ns_content_tick(n->content, now);
-    s_watch_worker(n);
+    if (n->provider)
+        s_watch_worker(n);
+    s_arm(n);
 }
 
 /* The worker's socket is readable (or writable while it wants to write):
@@ -183,6 +216,7 @@ static void s_on_worker_io(void *user, int fd)
     ns_node_t *n = user;
     ns_provider_tick(n->provider, ns_mono_ms());
     s_watch_worker(n);
+    s_arm(n);
 }
 
 static bool s_worker_wants_write(void *user)
@@ -215,9 +249,10 @@ static void s_on_blob(void *user, const ns_hash_t id)
 
 static void s_on_claim_tick(void *user, uint64_t now)
 {
-    (void)now;
     ns_node_t *n = user;
     ns_provider_claim(n->provider);
+    if (!n->tick_id) /* the slow path: bid expiry, retention, warm-up */
+        s_on_provider_tick(n, now);
 }
 
 static void s_on_requester_tick(void *user, uint64_t now)
@@ -232,6 +267,11 @@ static void s_on_requester_tick(void *user, uint64_t now)
     }
     if (n->c.light && all_done)
         n->stop = 1;
+    if (!n->c.light && all_done && n->req_tick_id) {
+        /* nothing hosted is running: sleep until the next submit */
+        (void)ns_p2p_timer_cancel(n->p2p, n->req_tick_id);
+        n->req_tick_id = 0;
+    }
 }
 
 /* ---- life --------------------------------------------------------------- */
@@ -364,12 +404,11 @@ static int s_start_market(ns_node_t *n, char *err, size_t errlen)
     if (!n->provider)
         return s_err(err, errlen, "cannot start the provider: %s",
                      ns_strerror(rc));
-    if ((rc = ns_p2p_add_timer(n->p2p, NS_POLICY_PROVIDER_TICK_MS,
-                               s_on_provider_tick, n)) ||
-        (rc = ns_p2p_add_timer(n->p2p, NS_POLICY_CLAIM_MS, s_on_claim_tick,
+    if ((rc = ns_p2p_add_timer(n->p2p, NS_POLICY_CLAIM_MS, s_on_claim_tick,
                                n)))
         return s_err(err, errlen, "cannot start the provider: %s",
                      ns_strerror(rc));
+    s_arm(n); /* the worker starts and warms at once */
     return NS_OK;
 }
 
@@ -501,11 +540,12 @@ ns_requester_t *ns_node_add_requester(ns_node_t *n, ns_requester_opts_t *o,
         o->endpoint = strchr(ns_p2p_address(n->p2p), '@') + 1;
     o->blobs = n->blobs;
     o->verified = n->verified;
-    if (!n->req_timer) {
-        if ((*err = ns_p2p_add_timer(n->p2p, NS_POLICY_REQUESTER_TICK_MS,
-                                     s_on_requester_tick, n)) != NS_OK)
-            return NULL;
-        n->req_timer = true;
+    if (!n->req_tick_id &&
+        (*err = ns_p2p_timer_start(n->p2p, NS_POLICY_REQUESTER_TICK_MS, true,
+                                   s_on_requester_tick, n,
+                                   &n->req_tick_id)) != NS_OK) {
+        n->req_tick_id = 0;
+        return NULL;
     }
     ns_requester_t *q =
         ns_requester_new(o, &n->io, n->ledger, n->runner, n->me,

@@ -786,6 +786,19 @@ static int s_on_chal(ns_provider_t *p, const ns_node_msg_t *m)
     return NS_OK;
 }
 
+bool ns_provider_active(const ns_provider_t *p)
+{
+    if (ns_prover_busy(&p->prover) || (p->worker && ns_worker_busy(p->worker)))
+        return true;
+    if (p->o.n_devices && !p->prover.warm)
+        return true; /* the worker starts and warms its programs */
+    for (int i = 0; i < S_MAX_JOBS; i++)
+        if (p->jobs[i].state == PJ_FETCH || p->jobs[i].state == PJ_RUN ||
+            p->jobs[i].state == PJ_HOLD)
+            return true;
+    return false;
+}
+
 int ns_provider_worker_fd(const ns_provider_t *p)
 {
     return p->worker ? ns_worker_fd(p->worker) : -1;

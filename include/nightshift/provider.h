@@ -64,6 +64,12 @@ int ns_provider_on_msg(ns_provider_t *p, const ns_node_msg_t *m);
  * NS_POLICY_PROVIDER_TICK_MS. */
 void ns_provider_tick(ns_provider_t *p, uint64_t now);
 
+/* Whether anything needs the fast tick: a job fetching, running or held,
+ * a challenge or the warm-up in the worker. An idle provider is ticked
+ * only with its claims (NS_POLICY_CLAIM_MS): bids expire and served
+ * outputs are forgotten at that pace. */
+bool ns_provider_active(const ns_provider_t *p);
+
 /* The worker's descriptor (-1 without a worker) and whether it has bytes
  * to write to it: the node polls it so that inputs and outputs move at
  * the speed of the socket, not of the tick. It changes when the worker
