@@ -191,8 +191,12 @@ int ns_challenger_tick(ns_challenger_t *c, const ns_node_io_t *io,
 {
     if (!c->active)
         return NS_CHALLENGER_PENDING;
-    uint64_t limit_ms =
-        c->deadline_us / 1000 + c->allowance_ms;
+    /* an answer that never comes is late at the latest after
+     * NS_POLICY_CHAL_MAX_WAIT_MS, whatever the claim (unknown figures give
+     * no deadline at all) */
+    uint64_t limit_ms = c->deadline_us / 1000 + c->allowance_ms;
+    if (limit_ms > NS_POLICY_CHAL_MAX_WAIT_MS)
+        limit_ms = NS_POLICY_CHAL_MAX_WAIT_MS;
     int verdict = NS_CHALLENGER_PENDING;
     if (!c->done) {
         if (now_ms - c->sent_ms > limit_ms) {

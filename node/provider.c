@@ -758,13 +758,16 @@ static int s_on_chal(ns_provider_t *p, const ns_node_msg_t *m)
     int rc = ns_chal_msg_decode(m->body, m->len, &c);
     if (rc != NS_OK)
         return rc;
+    uint64_t now = p->io->mono_ms(p->io->user);
     bool bid = false;
-    for (int i = 0; i < S_MAX_JOBS && !bid; i++)
-        bid = p->jobs[i].state == PJ_BID &&
-              memcmp(p->jobs[i].ann.requester, m->sender, NS_ID_BYTES) == 0;
+    for (int i = 0; i < S_MAX_JOBS; i++)
+        if (p->jobs[i].state == PJ_BID &&
+            memcmp(p->jobs[i].ann.requester, m->sender, NS_ID_BYTES) == 0) {
+            bid = true;
+            p->jobs[i].since_ms = now; /* a challenged bid stays alive */
+        }
     if (!bid)
         return NS_OK;
-    uint64_t now = p->io->mono_ms(p->io->user);
     if (c.device >= p->o.n_devices || s_worker(p) != NS_OK ||
         ns_worker_busy(p->worker) || ns_prover_busy(&p->prover)) {
         ns_chal_done_t d;

@@ -70,6 +70,8 @@
 #define NS_POLICY_CHAL_OPENINGS 16
 #define NS_POLICY_CHAL_ALLOWANCE_MS 1000
 #define NS_POLICY_CHAL_LABEL_MS 50
+/* No CHAL_DONE after this long is late, whatever the claim says. */
+#define NS_POLICY_CHAL_MAX_WAIT_MS 10000
 #define NS_POLICY_CHAL_VALID_MS (24 * 3600 * 1000)
 #define NS_POLICY_CHAL_RETRY_MS (10 * 60 * 1000)
 
