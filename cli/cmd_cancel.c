@@ -9,10 +9,10 @@
 #include "nightshift/policy.h"
 #include "nightshift/util.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
 #include <sys/stat.h>
 
 static const char s_usage[] =

@@ -175,7 +175,7 @@ static ns_verified_t *s_peers_verified;
 static void s_render_peers(const msgpack_object *d)
 {
     static const char *const headers[] = {
-        "ID",    "ENDPOINT", "SEEN",    "REGION",   "PRICE",
+        "ID",    "ENDPOINT", "SEEN",    "REGION",    "PRICE",
         "STAKE", "SLOTS",    "DEVICES", "CHALLENGE", "VERSION"};
     ns_table_t t;
     ns_table_init(&t, 10, headers);
@@ -214,7 +214,7 @@ static void s_render_peers(const msgpack_object *d)
         if (!devs[0])
             snprintf(devs, sizeof devs, "none");
         const char *const row[] = {id,    ep,    seen, region, price,
-                                   stake, slots, devs, chal, ver};
+                                   stake, slots, devs, chal,   ver};
         ns_table_row(&t, row);
     }
     printf("%u peers\n", d->via.array.size);

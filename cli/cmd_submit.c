@@ -299,8 +299,8 @@ static int s_job(s_submit_t *q)
             ns_cli_error("submit", "--resume wants a job id (64 hex digits)");
             return 1;
         }
-        if (ns_jobdir_load(q->datadir, q->resume, &q->spec.job,
-                           q->spec.in_bufs, q->spec.inputs, q->out_paths, err,
+        if (ns_jobdir_load(q->datadir, q->resume, &q->spec.job, q->spec.in_bufs,
+                           q->spec.inputs, q->out_paths, err,
                            sizeof err) != NS_OK) {
             ns_cli_error("submit", "%s", err);
             return 1;
@@ -320,8 +320,8 @@ static int s_job(s_submit_t *q)
         const char *name = q->spec.kernel_path;
         if (name && strrchr(name, '/'))
             name = strrchr(name, '/') + 1;
-        int rc = ns_preflight_check(0, &q->spec.job, name, &pf, err,
-                                    sizeof err);
+        int rc =
+            ns_preflight_check(0, &q->spec.job, name, &pf, err, sizeof err);
         if (rc == NS_ERR_INVAL || rc == NS_ERR_OPENCL) {
             ns_cli_error("submit", "%s", err);
             return rc == NS_ERR_INVAL ? 2 : 1;
@@ -388,7 +388,7 @@ static int s_submit_via_node(s_submit_t *q)
         return 1;
     req->kind = NS_CTL_SUBMIT;
     req->terms.max_price = q->max_price;
-    req->terms.collateral = q->collateral ? q->collateral
+    req->terms.collateral = q->collateral      ? q->collateral
                             : q->max_price / 2 ? q->max_price / 2
                                                : 1;
     req->terms.bid_window_ms = (uint32_t)q->bid_window_ms;
@@ -417,9 +417,8 @@ static int s_submit_via_node(s_submit_t *q)
     size_t len = 0;
     if (ns_ctl_call(q->node, req, &doc, &len, err, sizeof err) != NS_OK) {
         /* the node's own words, without the transport's prefix */
-        const char *why = strncmp(err, "the node refused: ", 18) == 0
-                              ? err + 18
-                              : err;
+        const char *why =
+            strncmp(err, "the node refused: ", 18) == 0 ? err + 18 : err;
         ns_cli_error("submit", "%s", why);
         goto out;
     }
@@ -445,8 +444,9 @@ static int s_submit_via_node(s_submit_t *q)
     ns_ctl_job_t *j = calloc(1, sizeof *j);
     for (; j;) {
         if (ns_ctl_call(q->node, req, &doc, &len, err, sizeof err) != NS_OK) {
-            ns_cli_error("submit", "lost the node: %s (the job goes on "
-                                   "there; `nightshift ledger` shows it)",
+            ns_cli_error("submit",
+                         "lost the node: %s (the job goes on "
+                         "there; `nightshift ledger` shows it)",
                          err);
             break;
         }
@@ -465,9 +465,10 @@ static int s_submit_via_node(s_submit_t *q)
             break;
         }
         if (s_interrupted) {
-            ns_cli_error("submit", "interrupted; the job goes on in the node "
-                                   "(`nightshift cancel %s --datadir %s` "
-                                   "ends it)",
+            ns_cli_error("submit",
+                         "interrupted; the job goes on in the node "
+                         "(`nightshift cancel %s --datadir %s` "
+                         "ends it)",
                          hex, q->node);
             break;
         }
@@ -516,7 +517,7 @@ static int s_submit(s_submit_t *q)
     o.inputs = q->spec.inputs;
     o.outputs = q->spec.outputs;
     o.max_price = q->max_price;
-    o.collateral = q->collateral ? q->collateral
+    o.collateral = q->collateral      ? q->collateral
                    : q->max_price / 2 ? q->max_price / 2
                                       : 1;
     o.bid_window_ms = (uint32_t)q->bid_window_ms;
@@ -550,8 +551,7 @@ static int s_submit(s_submit_t *q)
         ns_jobdir_save(q->datadir, job_hex, q->packed.data, q->packed.len,
                        &q->spec.job, q->spec.inputs,
                        (const char *const *)q->spec.out_paths) != NS_OK) {
-        ns_cli_error("submit", "cannot save the job under %s/jobs",
-                     q->datadir);
+        ns_cli_error("submit", "cannot save the job under %s/jobs", q->datadir);
         goto out;
     }
     ns_requester_t *req = ns_node_add_requester(node, &o, &rc);
@@ -579,8 +579,8 @@ static int s_submit(s_submit_t *q)
         snprintf(why, sizeof why,
                  "interrupted in phase %s; resume with `nightshift submit "
                  "--datadir %s --bootstrap ADDR --resume %s`",
-                 ns_rq_phase_name(ns_requester_receipt(req)->phase),
-                 q->datadir, job_hex);
+                 ns_rq_phase_name(ns_requester_receipt(req)->phase), q->datadir,
+                 job_hex);
         ns_requester_stop(req, why);
     }
     s_print_receipt(q, ns_requester_receipt(req), job_hex);

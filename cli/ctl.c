@@ -22,8 +22,7 @@ int ns_ctl_call(const char *datadir, const ns_ctl_req_t *req, uint8_t **doc,
     ns_buf_init(&b);
     int rc = ns_ctl_req_pack(req, &b);
     if (rc != NS_OK)
-        snprintf(err, errlen, "cannot encode the request: %s",
-                 ns_strerror(rc));
+        snprintf(err, errlen, "cannot encode the request: %s", ns_strerror(rc));
     else
         rc = ns_ctl_request(datadir, b.data, b.len, doc, len, err, errlen);
     ns_buf_release(&b);

@@ -113,11 +113,11 @@ static int s_check_arg(const ns_job_t *job, cl_kernel k, uint32_t i,
     char type[128] = "", name[128] = "";
     if (clGetKernelArgInfo(k, i, CL_KERNEL_ARG_ADDRESS_QUALIFIER, sizeof aq,
                            &aq, NULL) != CL_SUCCESS ||
-        clGetKernelArgInfo(k, i, CL_KERNEL_ARG_TYPE_NAME, sizeof type - 1,
-                           type, NULL) != CL_SUCCESS)
+        clGetKernelArgInfo(k, i, CL_KERNEL_ARG_TYPE_NAME, sizeof type - 1, type,
+                           NULL) != CL_SUCCESS)
         return NS_OK; /* no argument info from this driver: run decides */
-    (void)clGetKernelArgInfo(k, i, CL_KERNEL_ARG_TYPE_QUALIFIER, sizeof tq,
-                             &tq, NULL);
+    (void)clGetKernelArgInfo(k, i, CL_KERNEL_ARG_TYPE_QUALIFIER, sizeof tq, &tq,
+                             NULL);
     (void)clGetKernelArgInfo(k, i, CL_KERNEL_ARG_NAME, sizeof name - 1, name,
                              NULL);
     const ns_arg_t *a = &job->args[i];
@@ -128,13 +128,13 @@ static int s_check_arg(const ns_job_t *job, cl_kernel k, uint32_t i,
     if (why) {
         snprintf(what, sizeof what, "is %s", why);
     } else if (a->kind == NS_ARG_IN || a->kind == NS_ARG_OUT) {
-        if (!ptr || (aq != CL_KERNEL_ARG_ADDRESS_GLOBAL &&
-                     !(a->kind == NS_ARG_IN &&
-                       aq == CL_KERNEL_ARG_ADDRESS_CONSTANT)))
+        if (!ptr ||
+            (aq != CL_KERNEL_ARG_ADDRESS_GLOBAL &&
+             !(a->kind == NS_ARG_IN && aq == CL_KERNEL_ARG_ADDRESS_CONSTANT)))
             snprintf(what, sizeof what,
                      "is a %s%s, but the job passes a buffer (%s)",
-                     aq == CL_KERNEL_ARG_ADDRESS_LOCAL ? "__local " : "",
-                     type, kind);
+                     aq == CL_KERNEL_ARG_ADDRESS_LOCAL ? "__local " : "", type,
+                     kind);
         else if (a->kind == NS_ARG_OUT && (tq & CL_KERNEL_ARG_TYPE_CONST))
             snprintf(what, sizeof what,
                      "is const, but the job reads it back as an output");
@@ -160,8 +160,8 @@ static int s_check_arg(const ns_job_t *job, cl_kernel k, uint32_t i,
 }
 
 int ns_preflight_check(uint32_t device_index, const ns_job_t *job,
-                       const char *source_name, ns_preflight_t *res,
-                       char *err, size_t errlen)
+                       const char *source_name, ns_preflight_t *res, char *err,
+                       size_t errlen)
 {
     memset(res, 0, sizeof *res);
     const char *src = job->source ? (const char *)job->source : NULL;
@@ -175,7 +175,7 @@ int ns_preflight_check(uint32_t device_index, const ns_job_t *job,
         src = b->source;
         src_len = b->source_len;
     }
-    const char *name = source_name  ? source_name
+    const char *name = source_name       ? source_name
                        : job->builtin[0] ? job->builtin
                                          : "<source>";
     cl_device_id dev;
@@ -255,8 +255,8 @@ int ns_preflight_check(uint32_t device_index, const ns_job_t *job,
     res->kernel_args = n;
     if (n != job->n_args) {
         ns_cl_errf(err, errlen,
-                   "%s: kernel '%s' takes %u arguments, the job gives %u",
-                   name, job->entry, n, job->n_args);
+                   "%s: kernel '%s' takes %u arguments, the job gives %u", name,
+                   job->entry, n, job->n_args);
         rc = NS_ERR_INVAL;
         goto out;
     }
@@ -378,8 +378,8 @@ int ns_preflight_sample(ns_runner_t *r, const ns_job_t *job,
         s_fill(job, &mid, S_FILL_MID);
         if ((rc = ns_runner_run_units(r, job, inputs, &unit, 1, zero.out, NULL,
                                       err, errlen)) != NS_OK ||
-            (rc = ns_runner_run_units(r, job, inputs, &unit, 1, again.out,
-                                      NULL, err, errlen)) != NS_OK ||
+            (rc = ns_runner_run_units(r, job, inputs, &unit, 1, again.out, NULL,
+                                      err, errlen)) != NS_OK ||
             (rc = ns_runner_run_units(r, job, inputs, &unit, 1, ones.out, NULL,
                                       err, errlen)) != NS_OK ||
             (rc = ns_runner_run_units(r, job, inputs, &unit, 1, mid.out, NULL,

@@ -66,8 +66,7 @@ static void s_commit_if_due(ns_ledger_sync_t *s)
     ns_ledger_uncommitted(s->ledger, &pending, &bytes);
     if (pending && !s->commit_timer) {
         if (ns_p2p_timer_start(s->p2p, NS_LEDGER_COMMIT_TICK_MS, true,
-                               s_on_commit_timer, s, &s->commit_timer) !=
-            NS_OK)
+                               s_on_commit_timer, s, &s->commit_timer) != NS_OK)
             s->commit_timer = 0;
     } else if (!pending && s->commit_timer) {
         (void)ns_p2p_timer_cancel(s->p2p, s->commit_timer);

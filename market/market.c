@@ -410,8 +410,7 @@ uint32_t ns_reqs_check(const ns_reqs_t *r, const ns_offer_t *o,
         if (maj < r->min_cl_major ||
             (maj == r->min_cl_major && min < r->min_cl_minor))
             fail |= NS_REQ_CL_VERSION;
-        if (ns_price_quote(o->price, work_flops, dev->gflops, NULL) >
-            max_price)
+        if (ns_price_quote(o->price, work_flops, dev->gflops, NULL) > max_price)
             fail |= NS_REQ_PRICE;
         if (__builtin_popcount(fail) < __builtin_popcount(best_fail)) {
             best_fail = fail;

@@ -129,8 +129,7 @@ int ns_blobs_put(ns_blobs_t *b, const ns_hash_t id, const uint8_t *data,
     return rc;
 }
 
-int ns_blobs_get(ns_blobs_t *b, const ns_hash_t id, uint8_t **data,
-                 size_t *len)
+int ns_blobs_get(ns_blobs_t *b, const ns_hash_t id, uint8_t **data, size_t *len)
 {
     char path[PATH_MAX + 80];
     s_path(b, id, path, sizeof path);

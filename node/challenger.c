@@ -41,8 +41,8 @@ int ns_challenger_start(ns_challenger_t *c, const ns_node_io_t *io,
     c->device = device;
     c->claim = *claim;
     c->want_label_bytes = label_bytes;
-    uint64_t cap = claim->max_alloc_bytes ? claim->max_alloc_bytes
-                                          : NS_LABEL_MIN_BYTES;
+    uint64_t cap =
+        claim->max_alloc_bytes ? claim->max_alloc_bytes : NS_LABEL_MIN_BYTES;
     if (label_bytes > cap)
         label_bytes = cap;
     if (label_bytes < NS_LABEL_MIN_BYTES)
@@ -64,10 +64,9 @@ int ns_challenger_start(ns_challenger_t *c, const ns_node_io_t *io,
     c->msg.imatmul_n = imatmul_n;
     randombytes_buf(c->secret, sizeof c->secret);
     memcpy(c->provider, provider, NS_ID_BYTES);
-    c->deadline_us = ns_label_deadline_claim_us(&c->label, claim) +
-                     (imatmul_n ? ns_imatmul_deadline_claim_us(&c->imatmul,
-                                                               claim)
-                                : 0);
+    c->deadline_us =
+        ns_label_deadline_claim_us(&c->label, claim) +
+        (imatmul_n ? ns_imatmul_deadline_claim_us(&c->imatmul, claim) : 0);
     if ((rc = ns_chal_msg_encode(&c->msg, &c->body)) != NS_OK ||
         (rc = io->send(io->user, provider, NS_MSG_MKT_CHAL, c->body.data,
                        c->body.len)) != NS_OK)
@@ -138,8 +137,7 @@ static int s_check(ns_challenger_t *c, char *why, size_t whylen)
     size_t label_len = (size_t)c->answer.label_answer_bytes;
     const uint8_t *cw = b->data + label_len;
     size_t c_len = (size_t)(b->total - label_len);
-    uint64_t deadline = c->deadline_us +
-                        (uint64_t)c->allowance_ms * 1000;
+    uint64_t deadline = c->deadline_us + (uint64_t)c->allowance_ms * 1000;
     ns_chal_verdict v = NS_CHAL_PASSED;
     if (c->msg.label_bytes) {
         static ns_label_opening_t open[NS_CHAL_MAX_OPENINGS];

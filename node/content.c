@@ -81,8 +81,7 @@ int ns_content_want(ns_content_t *c, const ns_hash_t id, const uint8_t *hint)
         return NS_OK;
     s_want_t *free_slot = NULL;
     for (int i = 0; i < NS_CONTENT_MAX_WANTED; i++) {
-        if (c->want[i].used &&
-            memcmp(c->want[i].id, id, NS_HASH_BYTES) == 0)
+        if (c->want[i].used && memcmp(c->want[i].id, id, NS_HASH_BYTES) == 0)
             return NS_OK;
         if (!c->want[i].used && !free_slot)
             free_slot = &c->want[i];
@@ -118,7 +117,7 @@ bool ns_content_is_ours(const ns_node_msg_t *m)
 /* A random live peer other than `not` (NULL: any). */
 typedef struct {
     uint32_t seen, pick;
-    const uint8_t *not;
+    const uint8_t * not ;
     uint8_t out[NS_ID_BYTES];
     bool found;
 } s_pick_t;
@@ -128,7 +127,7 @@ static bool s_pick(void *u, const uint8_t id[NS_ID_BYTES],
 {
     (void)hb;
     s_pick_t *p = u;
-    if (p->not && memcmp(id, p->not, NS_ID_BYTES) == 0)
+    if (p->not &&memcmp(id, p->not, NS_ID_BYTES) == 0)
         return false;
     /* reservoir sampling over the visit */
     if (randombytes_uniform(++p->seen) == 0) {

@@ -16,11 +16,11 @@
 #include <zmq.h>
 
 static const char *const s_names[] = {
-    [NS_CTL_STATUS] = "status",     [NS_CTL_PEERS] = "peers",
-    [NS_CTL_LATENCY] = "latency",   [NS_CTL_CONNECT] = "connect",
-    [NS_CTL_BLOCK] = "block",       [NS_CTL_TRANSFER] = "transfer",
-    [NS_CTL_STAKE] = "stake",       [NS_CTL_UNSTAKE] = "unstake",
-    [NS_CTL_CANCEL] = "cancel",     [NS_CTL_SUBMIT] = "submit",
+    [NS_CTL_STATUS] = "status",   [NS_CTL_PEERS] = "peers",
+    [NS_CTL_LATENCY] = "latency", [NS_CTL_CONNECT] = "connect",
+    [NS_CTL_BLOCK] = "block",     [NS_CTL_TRANSFER] = "transfer",
+    [NS_CTL_STAKE] = "stake",     [NS_CTL_UNSTAKE] = "unstake",
+    [NS_CTL_CANCEL] = "cancel",   [NS_CTL_SUBMIT] = "submit",
     [NS_CTL_JOB] = "job",
 };
 #define S_N_KINDS (sizeof s_names / sizeof s_names[0])
@@ -194,8 +194,8 @@ int ns_ctl_req_read(const uint8_t *buf, size_t len, ns_ctl_req_t *r)
     if (len > NS_CTL_MAX_REQUEST)
         return NS_ERR_INVAL;
     ns_mpr_init(&rd, buf, len);
-    if (rd.left && ((rd.p[0] & 0xf0) == 0x90 || rd.p[0] == 0xdc ||
-                    rd.p[0] == 0xdd)) {
+    if (rd.left &&
+        ((rd.p[0] & 0xf0) == 0x90 || rd.p[0] == 0xdc || rd.p[0] == 0xdd)) {
         if (ns_mpr_array(&rd, &n, 6) != NS_OK || n == 0)
             return NS_ERR_INVAL;
         n--;
@@ -327,7 +327,8 @@ int ns_ctl_endpoint(const char *datadir, char *out, size_t cap)
     return NS_OK;
 }
 
-/* ---- server --------------------------------------------------------------- */
+/* ---- server ---------------------------------------------------------------
+ */
 
 struct ns_control {
     ns_node_t *node;
@@ -369,12 +370,11 @@ static void s_ledger(ns_node_t *n, const ns_ctl_req_t *r, msgpack_packer *pk)
     ns_mp_str(pk, "entry");
     ns_mp_str(pk, hex);
     ns_mp_str(pk, "seq");
-    msgpack_pack_uint64(pk, ns_ledger_account(ns_node_ledger(n),
-                                              ns_identity_pk(ns_node_identity(
-                                                  n)),
-                                              &a) == NS_OK
-                                ? a.seq
-                                : 0);
+    msgpack_pack_uint64(
+        pk, ns_ledger_account(ns_node_ledger(n),
+                              ns_identity_pk(ns_node_identity(n)), &a) == NS_OK
+                ? a.seq
+                : 0);
 }
 
 static void s_handle(ns_node_t *n, ns_ctl_req_t *rp, const uint8_t *req,
@@ -525,8 +525,8 @@ ns_control_t *ns_control_open(ns_node_t *n, char *err, size_t errlen)
     }
     c->node = n;
     ns_buf_init(&c->reply);
-    if (ns_ctl_endpoint(ns_node_datadir(n), c->endpoint,
-                        sizeof c->endpoint) != NS_OK) {
+    if (ns_ctl_endpoint(ns_node_datadir(n), c->endpoint, sizeof c->endpoint) !=
+        NS_OK) {
         snprintf(err, errlen, "datadir path too long for a control socket");
         goto fail;
     }
@@ -536,8 +536,8 @@ ns_control_t *ns_control_open(ns_node_t *n, char *err, size_t errlen)
     int bound = c->sock ? zmq_bind(c->sock, c->endpoint) : -1;
     umask(old_mask);
     if (bound != 0) {
-        snprintf(err, errlen, "cannot bind control socket %s: %s",
-                 c->endpoint, zmq_strerror(zmq_errno()));
+        snprintf(err, errlen, "cannot bind control socket %s: %s", c->endpoint,
+                 zmq_strerror(zmq_errno()));
         c->endpoint[0] = '\0'; /* not ours to remove */
         goto fail;
     }
@@ -545,8 +545,7 @@ ns_control_t *ns_control_open(ns_node_t *n, char *err, size_t errlen)
     int64_t maxmsg = NS_CTL_MAX_REQUEST;
     zmq_setsockopt(c->sock, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(c->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
-    if (ns_p2p_add_socket(ns_node_p2p(n), c->sock, s_on_request, c) !=
-        NS_OK) {
+    if (ns_p2p_add_socket(ns_node_p2p(n), c->sock, s_on_request, c) != NS_OK) {
         snprintf(err, errlen, "cannot serve the control socket");
         goto fail;
     }

@@ -30,8 +30,8 @@ static void s_progress(void *user, const char *line)
     char *dst = h->lines[h->n_lines % NS_HOSTED_LINES];
     size_t n = 0;
     for (; line[n] && n < NS_CTL_LINE_MAX; n++)
-        dst[n] = (unsigned char)line[n] < 0x20 || line[n] == 0x7f ? ' '
-                                                                  : line[n];
+        dst[n] =
+            (unsigned char)line[n] < 0x20 || line[n] == 0x7f ? ' ' : line[n];
     dst[n] = '\0';
     h->n_lines++;
 }
@@ -71,10 +71,9 @@ static int s_read_inputs(ns_hosted_t *h, const ns_ctl_req_t *r, char *err,
         if (a->kind != NS_ARG_IN)
             continue;
         size_t len = 0;
-        int rc = r->in_path[i][0]
-                     ? ns_file_read(r->in_path[i], NS_MAX_BUFFER,
-                                    &h->in_bufs[i], &len)
-                     : NS_ERR_NOTFOUND;
+        int rc = r->in_path[i][0] ? ns_file_read(r->in_path[i], NS_MAX_BUFFER,
+                                                 &h->in_bufs[i], &len)
+                                  : NS_ERR_NOTFOUND;
         if (rc != NS_OK) {
             snprintf(err, errlen, "arg %u: cannot read '%s': %s", i,
                      r->in_path[i], ns_strerror(rc));

@@ -24,13 +24,12 @@ int ns_jobdir_save(const char *datadir, const char *job_hex,
     for (uint32_t i = 0; rc == NS_OK && i < job->n_args; i++) {
         if (job->args[i].kind == NS_ARG_IN) {
             snprintf(path, sizeof path, "%s/in%u.bin", dir, i);
-            rc = ns_file_write_atomic(path, inputs[i].data, inputs[i].len,
-                                      0600);
+            rc =
+                ns_file_write_atomic(path, inputs[i].data, inputs[i].len, 0600);
         } else if (job->args[i].kind == NS_ARG_OUT && out_paths &&
                    out_paths[i]) {
             char real[PATH_MAX];
-            const char *p =
-                realpath(out_paths[i], real) ? real : out_paths[i];
+            const char *p = realpath(out_paths[i], real) ? real : out_paths[i];
             snprintf(path, sizeof path, "%s/out%u.path", dir, i);
             rc = ns_file_write_atomic(path, p, strlen(p), 0600);
         }

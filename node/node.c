@@ -10,8 +10,8 @@
 #include "nightshift/control.h"
 #include "nightshift/devices.h"
 #include "nightshift/identity.h"
-#include "nightshift/join.h"
 #include "nightshift/jobdir.h"
+#include "nightshift/join.h"
 #include "nightshift/ledger_sync.h"
 #include "nightshift/log.h"
 #include "nightshift/loop.h"
@@ -44,17 +44,17 @@ struct ns_node {
     uint32_t n_devs;
     ns_fault_t fault;
     ns_node_io_t io;
-    ns_provider_t *provider;         /* full node */
-    ns_worker_t *slash_worker;       /* full node: SLASH re-runs */
-    ns_runner_t *runner;             /* requesters' spot checks */
+    ns_provider_t *provider;   /* full node */
+    ns_worker_t *slash_worker; /* full node: SLASH re-runs */
+    ns_runner_t *runner;       /* requesters' spot checks */
     ns_slash_ctx_t slash_ctx;
-    ns_control_t *control;           /* full node */
-    ns_blobs_t *blobs;               /* inputs by hash: <datadir>/blobs */
-    ns_content_t *content;           /* blobs wanted from peers */
-    ns_verified_t *verified;         /* challenge verdicts (verified.h) */
-    int worker_fd;                   /* the provider's worker, polled */
-    uint32_t tick_id;                /* the provider's fast tick, 0: idle */
-    uint32_t req_tick_id;            /* the requesters' tick, 0: none */
+    ns_control_t *control;   /* full node */
+    ns_blobs_t *blobs;       /* inputs by hash: <datadir>/blobs */
+    ns_content_t *content;   /* blobs wanted from peers */
+    ns_verified_t *verified; /* challenge verdicts (verified.h) */
+    int worker_fd;           /* the provider's worker, polled */
+    uint32_t tick_id;        /* the provider's fast tick, 0: idle */
+    uint32_t req_tick_id;    /* the requesters' tick, 0: none */
     ns_requester_t *req[NS_NODE_MAX_REQUESTERS];
     uint32_t n_req;
     ns_hosted_t *hosted[NS_NODE_MAX_REQUESTERS]; /* submit --node jobs */
@@ -85,8 +85,7 @@ static int s_io_send(void *u, const uint8_t peer[NS_ID_BYTES], uint8_t type,
     return ns_p2p_send(n->p2p, peer, type, body, len);
 }
 
-static int s_io_publish(void *u, uint8_t type, const uint8_t *body,
-                        size_t len)
+static int s_io_publish(void *u, uint8_t type, const uint8_t *body, size_t len)
 {
     ns_node_t *n = u;
     return ns_p2p_publish(n->p2p, type, body, len);
@@ -152,13 +151,12 @@ static int s_reply(void *ctx, uint8_t type, const uint8_t *body, size_t len)
 static void s_watch_worker(ns_node_t *n);
 static void s_arm(ns_node_t *n);
 
-static int s_on_market(void *user, const ns_envelope_t *env,
-                       ns_p2p_src_t *src)
+static int s_on_market(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
 {
     ns_node_t *n = user;
     void *ctx[2] = {n->p2p, src};
-    ns_node_msg_t m = {env->type, env->sender, env->body, env->body_len,
-                       s_reply,   ctx};
+    ns_node_msg_t m = {env->type,     env->sender, env->body,
+                       env->body_len, s_reply,     ctx};
     int rc = NS_OK;
     if (n->content && ns_content_is_ours(&m)) {
         rc = ns_content_on_msg(n->content, &m);
@@ -293,13 +291,13 @@ static int s_lock_datadir(ns_node_t *n, char *err, size_t errlen)
                      n->c.datadir, strerror(errno), n->c.datadir);
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         close(fd);
-        return n->c.light ? s_err(err, errlen,
-                                  "%s is in use (a node or another submit "
-                                  "runs on it)",
-                                  n->c.datadir)
-                          : s_err(err, errlen,
-                                  "another node is already running on %s",
-                                  n->c.datadir);
+        return n->c.light
+                   ? s_err(err, errlen,
+                           "%s is in use (a node or another submit "
+                           "runs on it)",
+                           n->c.datadir)
+                   : s_err(err, errlen, "another node is already running on %s",
+                           n->c.datadir);
     }
     char pid[32];
     int len = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
@@ -343,9 +341,8 @@ static int s_load(ns_node_t *n, char *err, size_t errlen)
     if (ns_path_join(path, sizeof path, n->c.datadir, "ledger") != NS_OK)
         return s_err(err, errlen, "datadir path too long");
     why[0] = '\0';
-    n->ledger = ns_ledger_open_mapsize(path, &n->genesis,
-                                       n->c.cfg->ledger_map_bytes, &rc, why,
-                                       sizeof why);
+    n->ledger = ns_ledger_open_mapsize(
+        path, &n->genesis, n->c.cfg->ledger_map_bytes, &rc, why, sizeof why);
     if (!n->ledger)
         return s_err(err, errlen, "%s", why);
     return NS_OK;
@@ -376,10 +373,8 @@ static int s_start_market(ns_node_t *n, char *err, size_t errlen)
     n->slash_ctx.blobs = n->blobs;
     n->slash_ctx.content = n->content;
     ns_ledger_set_verifier(n->ledger, ns_slash_verify, &n->slash_ctx);
-    if ((rc = ns_p2p_register(n->p2p, NS_MSG_MKT_JOB, true, s_on_market,
-                              n)) ||
-        (rc = ns_p2p_register(n->p2p, NS_MSG_MKT_BID, false, s_on_market,
-                              n)) ||
+    if ((rc = ns_p2p_register(n->p2p, NS_MSG_MKT_JOB, true, s_on_market, n)) ||
+        (rc = ns_p2p_register(n->p2p, NS_MSG_MKT_BID, false, s_on_market, n)) ||
         (rc = ns_p2p_register(n->p2p, NS_MSG_MKT_AWARDED, false, s_on_market,
                               n)) ||
         (rc = ns_p2p_register(n->p2p, NS_MSG_MKT_FETCH, false, s_on_market,
@@ -388,10 +383,10 @@ static int s_start_market(ns_node_t *n, char *err, size_t errlen)
                               n)) ||
         (rc = ns_p2p_register(n->p2p, NS_MSG_MKT_FAILED, false, s_on_market,
                               n)) ||
-        (rc = ns_p2p_register(n->p2p, NS_MSG_MKT_CHAL, false, s_on_market,
-                              n)) ||
-        (rc = ns_p2p_register(n->p2p, NS_MSG_MKT_CHAL_DONE, false,
-                              s_on_market, n)))
+        (rc =
+             ns_p2p_register(n->p2p, NS_MSG_MKT_CHAL, false, s_on_market, n)) ||
+        (rc = ns_p2p_register(n->p2p, NS_MSG_MKT_CHAL_DONE, false, s_on_market,
+                              n)))
         return s_err(err, errlen, "cannot start the market: %s",
                      ns_strerror(rc));
     if (n->c.light)
@@ -404,8 +399,7 @@ static int s_start_market(ns_node_t *n, char *err, size_t errlen)
     if (!n->provider)
         return s_err(err, errlen, "cannot start the provider: %s",
                      ns_strerror(rc));
-    if ((rc = ns_p2p_add_timer(n->p2p, NS_POLICY_CLAIM_MS, s_on_claim_tick,
-                               n)))
+    if ((rc = ns_p2p_add_timer(n->p2p, NS_POLICY_CLAIM_MS, s_on_claim_tick, n)))
         return s_err(err, errlen, "cannot start the provider: %s",
                      ns_strerror(rc));
     s_arm(n); /* the worker starts and warms at once */
@@ -422,10 +416,9 @@ ns_node_t *ns_node_open(const ns_node_conf_t *c, char *err, size_t errlen)
     n->c = *c;
     n->lock_fd = -1;
     n->worker_fd = -1;
-    n->io = (ns_node_io_t){n,           s_io_send,      s_io_publish,
-                           s_io_dial,   s_io_append,    s_io_set_offer,
-                           s_io_visit,  s_io_live,      s_io_now,
-                           s_io_mono};
+    n->io = (ns_node_io_t){n,           s_io_send,      s_io_publish, s_io_dial,
+                           s_io_append, s_io_set_offer, s_io_visit,   s_io_live,
+                           s_io_now,    s_io_mono};
     int rc;
     if (s_lock_datadir(n, err, errlen) != NS_OK ||
         s_load(n, err, errlen) != NS_OK)
@@ -442,7 +435,7 @@ ns_node_t *ns_node_open(const ns_node_conf_t *c, char *err, size_t errlen)
         /* OpenCL is probed in a child before any thread exists. */
         n->n_devs = 0;
     }
-    ns_p2p_opts_t po = {c->cfg,  n->me,   {0},
+    ns_p2p_opts_t po = {c->cfg,          n->me,   {0},
                         n->genesis.name, n->devs, n->n_devs};
     memcpy(po.network_id, n->genesis.network_id, NS_HASH_BYTES);
     n->p2p = ns_p2p_new(&po, &rc);
@@ -465,8 +458,7 @@ ns_node_t *ns_node_open(const ns_node_conf_t *c, char *err, size_t errlen)
          * scripts. */
         char path[PATH_MAX], line[NS_ADDR_MAX + 2];
         int len = snprintf(line, sizeof line, "%s\n", ns_p2p_address(n->p2p));
-        if (ns_path_join(path, sizeof path, c->datadir, "node.addr") !=
-                NS_OK ||
+        if (ns_path_join(path, sizeof path, c->datadir, "node.addr") != NS_OK ||
             ns_file_write_atomic(path, line, (size_t)len, 0644) != NS_OK) {
             s_err(err, errlen, "cannot write %s", path);
             goto fail;
@@ -542,14 +534,13 @@ ns_requester_t *ns_node_add_requester(ns_node_t *n, ns_requester_opts_t *o,
     o->verified = n->verified;
     if (!n->req_tick_id &&
         (*err = ns_p2p_timer_start(n->p2p, NS_POLICY_REQUESTER_TICK_MS, true,
-                                   s_on_requester_tick, n,
-                                   &n->req_tick_id)) != NS_OK) {
+                                   s_on_requester_tick, n, &n->req_tick_id)) !=
+            NS_OK) {
         n->req_tick_id = 0;
         return NULL;
     }
-    ns_requester_t *q =
-        ns_requester_new(o, &n->io, n->ledger, n->runner, n->me,
-                         n->genesis.network_id, err);
+    ns_requester_t *q = ns_requester_new(o, &n->io, n->ledger, n->runner, n->me,
+                                         n->genesis.network_id, err);
     if (q)
         n->req[n->n_req++] = q;
     return q;
@@ -592,8 +583,8 @@ int ns_node_join(ns_node_t *n, char *err, size_t errlen)
 int ns_node_cancel(ns_node_t *n, const ns_hash_t job_id,
                    ns_cancel_result_t *res, char *err, size_t errlen)
 {
-    return ns_cancel_job(n->ledger, &n->io, ns_identity_pk(n->me), job_id,
-                         res, err, errlen);
+    return ns_cancel_job(n->ledger, &n->io, ns_identity_pk(n->me), job_id, res,
+                         err, errlen);
 }
 
 /* Forget a requester (its hosted job is gone). */
@@ -640,8 +631,7 @@ int ns_node_submit(ns_node_t *n, const ns_ctl_req_t *r, ns_hash_t job_id,
         return NS_ERR_TOOBIG;
     }
     ns_requester_opts_t o;
-    ns_hosted_t *h =
-        ns_hosted_new(r, ns_identity_pk(n->me), &o, err, errlen);
+    ns_hosted_t *h = ns_hosted_new(r, ns_identity_pk(n->me), &o, err, errlen);
     if (!h)
         return NS_ERR_INVAL;
     /* The pre-flight (preflight.h), once per descriptor. */
@@ -649,10 +639,9 @@ int ns_node_submit(ns_node_t *n, const ns_ctl_req_t *r, ns_hash_t job_id,
     for (uint32_t i = 0; i < n->n_preflight && i < 16 && !known; i++)
         known = memcmp(n->preflight_ok[i], o.desc_id, NS_HASH_BYTES) == 0;
     ns_preflight_t pf;
-    if (!known &&
-        (rc = ns_preflight_check(0, o.job,
-                                 r->source_name[0] ? r->source_name : NULL,
-                                 &pf, err, errlen)) != NS_OK) {
+    if (!known && (rc = ns_preflight_check(
+                       0, o.job, r->source_name[0] ? r->source_name : NULL, &pf,
+                       err, errlen)) != NS_OK) {
         ns_hosted_destroy(&h);
         return rc;
     }
@@ -661,8 +650,8 @@ int ns_node_submit(ns_node_t *n, const ns_ctl_req_t *r, ns_hash_t job_id,
                NS_HASH_BYTES);
     char hex[2 * NS_HASH_BYTES + 1];
     ns_hex(hex, o.job_id, NS_HASH_BYTES);
-    if ((rc = ns_jobdir_save(n->c.datadir, hex, o.packed, o.packed_len,
-                             o.job, o.inputs, NULL)) != NS_OK) {
+    if ((rc = ns_jobdir_save(n->c.datadir, hex, o.packed, o.packed_len, o.job,
+                             o.inputs, NULL)) != NS_OK) {
         snprintf(err, errlen, "cannot save the job under %s/jobs: %s",
                  n->c.datadir, ns_strerror(rc));
         ns_hosted_destroy(&h);
@@ -685,9 +674,8 @@ int ns_node_job_progress(ns_node_t *n, const ns_hash_t job_id,
                          uint32_t from_line, ns_ctl_job_t *j)
 {
     for (int i = 0; i < NS_NODE_MAX_REQUESTERS; i++)
-        if (n->hosted[i] &&
-            memcmp(ns_hosted_job_id(n->hosted[i]), job_id, NS_HASH_BYTES) ==
-                0) {
+        if (n->hosted[i] && memcmp(ns_hosted_job_id(n->hosted[i]), job_id,
+                                   NS_HASH_BYTES) == 0) {
             ns_hosted_progress(n->hosted[i], from_line, j);
             return NS_OK;
         }

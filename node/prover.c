@@ -54,15 +54,16 @@ static void s_done(ns_prover_t *pv, const ns_node_io_t *io, int status,
     memcpy(pv->done.nonce, pv->msg.nonce, NS_HASH_BYTES);
     pv->done.answer_bytes = status == NS_OK ? pv->answer.len : 0;
     if (ns_chal_done_encode(&pv->done, &pv->body) == NS_OK &&
-        io->send(io->user, pv->requester, NS_MSG_MKT_CHAL_DONE,
-                 pv->body.data, pv->body.len) != NS_OK)
+        io->send(io->user, pv->requester, NS_MSG_MKT_CHAL_DONE, pv->body.data,
+                 pv->body.len) != NS_OK)
         ns_debug(NS_MOD_MARKET, "event=chal_done_unsent");
     pv->state = status == NS_OK ? NS_PROVER_SERVE : NS_PROVER_IDLE;
     pv->since_ms = now;
     char n[17];
     ns_hex(n, pv->msg.nonce, 8);
-    ns_info(NS_MOD_MARKET, "event=challenge_answered nonce=%s status=%s "
-                           "bytes=%llu",
+    ns_info(NS_MOD_MARKET,
+            "event=challenge_answered nonce=%s status=%s "
+            "bytes=%llu",
             n, ns_errname(status), (unsigned long long)pv->answer.len);
 }
 
@@ -98,8 +99,7 @@ void ns_prover_start(ns_prover_t *pv, ns_worker_t *w, const ns_node_io_t *io,
         r.kind = NS_CHAL_KIND_LABEL;
         r.k = m->k;
         /* both sides derive the same parameters from (bytes, segments) */
-        rc = ns_label_params_init(&r.label, m->label_bytes,
-                                  m->label_segments);
+        rc = ns_label_params_init(&r.label, m->label_bytes, m->label_segments);
         if (rc == NS_OK && r.label.bytes != m->label_bytes)
             rc = NS_ERR_INVAL;
         if (rc == NS_OK)
@@ -118,7 +118,8 @@ void ns_prover_start(ns_prover_t *pv, ns_worker_t *w, const ns_node_io_t *io,
 void ns_prover_tick(ns_prover_t *pv, ns_worker_t *w, const ns_node_io_t *io,
                     uint64_t now)
 {
-    if (pv->state == NS_PROVER_SERVE && now - pv->since_ms > NS_PROVER_KEEP_MS) {
+    if (pv->state == NS_PROVER_SERVE &&
+        now - pv->since_ms > NS_PROVER_KEEP_MS) {
         pv->state = NS_PROVER_IDLE;
         pv->answer.len = 0;
     }

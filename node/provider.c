@@ -203,8 +203,8 @@ static void s_fail_as(ns_provider_t *p, s_job_t *j, uint32_t kind,
     memset(&f, 0, sizeof f);
     s_job_hex(jid, j->ann.job_id);
     s_one_line(f.reason, sizeof f.reason, why);
-    bool accepted = j->state == PJ_FETCH || j->state == PJ_RUN ||
-                    j->state == PJ_HOLD;
+    bool accepted =
+        j->state == PJ_FETCH || j->state == PJ_RUN || j->state == PJ_HOLD;
     int sent = NS_ERR_STATE;
     if (accepted) {
         memcpy(f.job_id, j->ann.job_id, NS_HASH_BYTES);
@@ -214,13 +214,15 @@ static void s_fail_as(ns_provider_t *p, s_job_t *j, uint32_t kind,
         ns_failure_sign(&f, p->o.me, p->o.network_id);
         sent = ns_failure_encode(&f, &p->body);
         if (sent == NS_OK)
-            sent = p->io->send(p->io->user, j->ann.requester,
-                               NS_MSG_MKT_FAILED, p->body.data, p->body.len);
+            sent = p->io->send(p->io->user, j->ann.requester, NS_MSG_MKT_FAILED,
+                               p->body.data, p->body.len);
     }
     ns_warn(NS_MOD_MARKET,
             "event=job_failed job=%s kind=%s reported=%s reason=\"%s\"", jid,
             ns_fail_kind_name(kind),
-            !accepted ? "no" : sent == NS_OK ? "yes" : ns_errname(sent),
+            !accepted       ? "no"
+            : sent == NS_OK ? "yes"
+                            : ns_errname(sent),
             f.reason);
     p->stats.failed++;
     s_job_clear(j);
@@ -418,8 +420,8 @@ static int s_descriptor_done(ns_provider_t *p, s_job_t *j)
          * not fetched again */
         uint8_t *data = NULL;
         size_t len = 0;
-        if (p->o.blobs && ns_blobs_get(p->o.blobs, a->hash, &data, &len) ==
-                              NS_OK) {
+        if (p->o.blobs &&
+            ns_blobs_get(p->o.blobs, a->hash, &data, &len) == NS_OK) {
             if (len == a->size) {
                 j->cached[i] = data;
                 j->inputs[i].data = data;
@@ -814,8 +816,8 @@ bool ns_provider_worker_wants_write(const ns_provider_t *p)
 
 int ns_provider_on_msg(ns_provider_t *p, const ns_node_msg_t *m)
 {
-    if (m->type == NS_MSG_MKT_FETCH && ns_prover_serve(&p->prover, m) !=
-                                           NS_ERR_NOTFOUND)
+    if (m->type == NS_MSG_MKT_FETCH &&
+        ns_prover_serve(&p->prover, m) != NS_ERR_NOTFOUND)
         return NS_OK;
     switch (m->type) {
     case NS_MSG_MKT_CHAL:

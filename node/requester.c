@@ -49,7 +49,7 @@ struct ns_requester {
     ns_join_t join;
     bool finished;
     char last_failure[NS_MAX_FAIL_REASON + 128]; /* the last report */
-    char history[600]; /* why each earlier round's provider was dropped */
+    char history[600];     /* why each earlier round's provider was dropped */
     bool slash_by_ref;     /* a SLASH whose inputs peers fetch from us */
     ns_challenger_t chal;  /* the winner's hardware challenge */
     ns_bid_t chal_bid;     /* the bid that wins if it passes */
@@ -57,9 +57,9 @@ struct ns_requester {
     ns_receipt_t rc;
 };
 
-static const char *const s_phase_names[] = {"join", "announce", "bidding", "challenge",
-                                            "accept", "running",  "fetch",
-                                            "verify", "done",     "failed"};
+static const char *const s_phase_names[] = {
+    "join",    "announce", "bidding", "challenge", "accept",
+    "running", "fetch",    "verify",  "done",      "failed"};
 
 const char *ns_rq_phase_name(ns_rq_phase_t phase)
 {
@@ -205,9 +205,8 @@ static bool s_count_qualified(void *u, const uint8_t *id,
             return false;
     ns_offer_t offer;
     ns_offer_from_heartbeat(&offer, hb);
-    if (hb->n_devices &&
-        ns_reqs_check(&a->reqs, &offer, a->collateral, a->max_price,
-                      a->work_flops, NULL) == 0)
+    if (hb->n_devices && ns_reqs_check(&a->reqs, &offer, a->collateral,
+                                       a->max_price, a->work_flops, NULL) == 0)
         x->qualified++;
     return false;
 }
@@ -552,8 +551,7 @@ static int s_vet(ns_requester_t *q, const ns_bid_t *bid, uint64_t now)
     if (st == NS_VERIFIED_PASSED && wall - at < NS_POLICY_CHAL_VALID_MS)
         return 1;
     if (st == NS_VERIFIED_FAILED && wall - at < NS_POLICY_CHAL_RETRY_MS) {
-        s_note_dropped(q, bid->provider,
-                       "failed a hardware challenge lately");
+        s_note_dropped(q, bid->provider, "failed a hardware challenge lately");
         return -1;
     }
     s_claim_t c;
@@ -571,8 +569,8 @@ static int s_vet(ns_requester_t *q, const ns_bid_t *bid, uint64_t now)
         label = NS_POLICY_CHAL_LABEL_BYTES;
     if (label > NS_POLICY_CHAL_LABEL_MAX_BYTES)
         label = NS_POLICY_CHAL_LABEL_MAX_BYTES;
-    if (ns_challenger_start(&q->chal, q->io, bid->provider, c.device,
-                            &c.claim, label, NS_POLICY_CHAL_IMATMUL_N,
+    if (ns_challenger_start(&q->chal, q->io, bid->provider, c.device, &c.claim,
+                            label, NS_POLICY_CHAL_IMATMUL_N,
                             q->o.chal_allowance_ms
                                 ? q->o.chal_allowance_ms
                                 : NS_POLICY_CHAL_ALLOWANCE_MS,
@@ -630,8 +628,8 @@ static void s_challenged(ns_requester_t *q, uint64_t now)
     char who[NS_ID_SHORT_LEN + 1];
     ns_id_short(who, q->chal_bid.provider);
     if (v == NS_CHAL_PASSED) {
-        ns_verified_put(q->o.verified, q->chal_bid.provider,
-                        NS_VERIFIED_PASSED, wall, "passed");
+        ns_verified_put(q->o.verified, q->chal_bid.provider, NS_VERIFIED_PASSED,
+                        wall, "passed");
         s_say(q, "%s passed its hardware challenge", who);
         s_award_to(q, &q->chal_bid);
         return;
@@ -699,9 +697,9 @@ static void s_slash(ns_requester_t *q, const ns_ledger_job_t *lj)
     if (rc == NS_OK && !inline_inputs) {
         /* too large for the entry: every node fetches them by hash, from
          * us first */
-        rc = q->o.blobs ? ns_slash_keep_inputs(q->o.blobs, q->o.job,
-                                               q->o.inputs)
-                        : NS_ERR_STATE;
+        rc = q->o.blobs
+                 ? ns_slash_keep_inputs(q->o.blobs, q->o.job, q->o.inputs)
+                 : NS_ERR_STATE;
         if (rc == NS_OK)
             q->slash_by_ref = true;
     }
@@ -772,10 +770,10 @@ static void s_join(ns_requester_t *q, uint64_t now)
     /* A new job needs only our free credits for the escrow, which our own
      * ledger knows; a resumed one needs the job's state from the peers. */
     ns_account_t me;
-    bool enough = !q->o.resume &&
-                  ns_ledger_account(q->ledger, ns_identity_pk(q->me), &me) ==
-                      NS_OK &&
-                  me.free >= q->o.max_price;
+    bool enough =
+        !q->o.resume &&
+        ns_ledger_account(q->ledger, ns_identity_pk(q->me), &me) == NS_OK &&
+        me.free >= q->o.max_price;
     int rc = ns_join_check(&q->join, q->ledger, q->io, enough, now);
     if (rc == NS_ERR_TIMEOUT) {
         s_fail(q, "could not reach any peer through the bootstrap "
@@ -829,11 +827,11 @@ static void s_post(ns_requester_t *q)
     const uint8_t *self = ns_identity_pk(q->me);
     /* Before any credit moves: can the job be checked unit by unit? */
     char err[512];
-    int rc = q->o.no_preflight
-                 ? NS_OK
-                 : ns_preflight_sample(q->runner, q->o.job, q->o.inputs,
-                                       NS_POLICY_PREFLIGHT_UNITS, err,
-                                       sizeof err);
+    int rc =
+        q->o.no_preflight
+            ? NS_OK
+            : ns_preflight_sample(q->runner, q->o.job, q->o.inputs,
+                                  NS_POLICY_PREFLIGHT_UNITS, err, sizeof err);
     if (rc != NS_OK) {
         s_fail(q, "%s", err);
         return;
@@ -894,8 +892,8 @@ static void s_give_up(ns_requester_t *q)
     char err[256], what[300] = "nothing was posted";
     ns_cancel_result_t res;
     const char *phase = ns_rq_phase_name(q->phase);
-    int rc = ns_cancel_job(q->ledger, q->io, ns_identity_pk(q->me),
-                           q->o.job_id, &res, err, sizeof err);
+    int rc = ns_cancel_job(q->ledger, q->io, ns_identity_pk(q->me), q->o.job_id,
+                           &res, err, sizeof err);
     if (rc == NS_OK)
         ns_cancel_describe(&res, what, sizeof what);
     else if (rc != NS_ERR_NOTFOUND)

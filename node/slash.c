@@ -162,8 +162,7 @@ int ns_slash_verify(void *user, const ns_ledger_job_t *job,
     if (ns_fraud_verify_claim(&p, err, sizeof err) != NS_OK)
         goto out;
     if (!have_inputs &&
-        (rc = s_inputs_by_hash(ctx, job, &p, inputs, owned, missing)) !=
-            NS_OK)
+        (rc = s_inputs_by_hash(ctx, job, &p, inputs, owned, missing)) != NS_OK)
         goto out;
     rc = NS_ERR_PROOF;
     if (ctx->runner) {

@@ -129,9 +129,8 @@ int ns_fetch_on_chunk(ns_fetch_t *f, const ns_chunk_t *c, int *done_blob)
     }
     if (c->total != b->total)
         return NS_ERR_INVAL;
-    uint64_t want = b->total - c->offset < NS_CHUNK_BYTES
-                        ? b->total - c->offset
-                        : NS_CHUNK_BYTES;
+    uint64_t want = b->total - c->offset < NS_CHUNK_BYTES ? b->total - c->offset
+                                                          : NS_CHUNK_BYTES;
     uint64_t k = c->offset / NS_CHUNK_BYTES;
     if (c->data_len != want || (b->seen[k / 8] & (1u << (k % 8))))
         return NS_ERR_INVAL;

@@ -42,8 +42,9 @@ static void s_load(ns_verified_t *v)
         }
     }
     if (r.err != NS_OK)
-        ns_warn(NS_MOD_NODE, "event=verified_file_unreadable path=\"%s\" "
-                             "kept=%u",
+        ns_warn(NS_MOD_NODE,
+                "event=verified_file_unreadable path=\"%s\" "
+                "kept=%u",
                 v->path, v->n);
     free(buf);
 }

@@ -27,7 +27,7 @@ typedef struct {
     ns_loop_socket_fn socket_fn;
     ns_loop_fd_fn fd_fn;
     void *user;
-    uint64_t serial; /* unique per registration, from 1 */
+    uint64_t serial;             /* unique per registration, from 1 */
     ns_loop_want_fn wants_write; /* fd: poll for writing too when true */
 } s_reader_t;
 
@@ -163,8 +163,7 @@ int ns_loop_add_fd_io(ns_loop_t *loop, int fd, ns_loop_fd_fn fn,
 {
     if (fd < 0 || !fn)
         return NS_ERR_INVAL;
-    return s_add(loop,
-                 &(s_reader_t){NULL, fd, NULL, fn, user, 0, wants_write});
+    return s_add(loop, &(s_reader_t){NULL, fd, NULL, fn, user, 0, wants_write});
 }
 
 int ns_loop_remove_fd(ns_loop_t *loop, int fd)

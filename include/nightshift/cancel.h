@@ -12,11 +12,11 @@
 #include "nightshift/node_io.h"
 
 typedef struct {
-    uint64_t refund;  /* credits back to the requester */
-    bool penalised;   /* the provider missed the deadline: a tenth of its
-                         collateral burned */
-    bool released;    /* a provider's collateral was released */
-    ns_hash_t entry;  /* the CANCEL entry */
+    uint64_t refund; /* credits back to the requester */
+    bool penalised;  /* the provider missed the deadline: a tenth of its
+                        collateral burned */
+    bool released;   /* a provider's collateral was released */
+    ns_hash_t entry; /* the CANCEL entry */
 } ns_cancel_result_t;
 
 /* Cancel job_id for requester `me` through io->append. Errors, with one
@@ -29,7 +29,6 @@ int ns_cancel_job(ns_ledger_t *ledger, const ns_node_io_t *io,
                   size_t errlen) NS_MUST_CHECK;
 
 /* "refunded 10 credits; provider's collateral released" */
-void ns_cancel_describe(const ns_cancel_result_t *res, char *out,
-                        size_t cap);
+void ns_cancel_describe(const ns_cancel_result_t *res, char *out, size_t cap);
 
 #endif

@@ -24,19 +24,19 @@ typedef struct {
     uint8_t provider[NS_ID_BYTES];
     ns_label_params_t label;
     ns_imatmul_params_t imatmul;
-    uint8_t secret[32];        /* Freivalds' vectors: never sent */
-    uint64_t sent_ms;          /* mono */
-    uint64_t deadline_us;      /* from the claim, both challenges */
-    bool done;                 /* CHAL_DONE arrived */
-    uint64_t elapsed_us;       /* CHAL to CHAL_DONE */
+    uint8_t secret[32];   /* Freivalds' vectors: never sent */
+    uint64_t sent_ms;     /* mono */
+    uint64_t deadline_us; /* from the claim, both challenges */
+    bool done;            /* CHAL_DONE arrived */
+    uint64_t elapsed_us;  /* CHAL to CHAL_DONE */
     ns_chal_done_t answer;
-    ns_fetch_t fetch;          /* the answer's blob */
+    ns_fetch_t fetch; /* the answer's blob */
     bool fetching;
     ns_buf_t body;
-    uint32_t busy_retries;     /* "busy" answers so far */
-    uint64_t busy_ms;          /* when the last one came */
-    uint32_t allowance_ms;     /* network and dispatch on top of deadlines */
-    uint32_t late_retries;     /* late verdicts turned into a new try */
+    uint32_t busy_retries; /* "busy" answers so far */
+    uint64_t busy_ms;      /* when the last one came */
+    uint32_t allowance_ms; /* network and dispatch on top of deadlines */
+    uint32_t late_retries; /* late verdicts turned into a new try */
     /* to start a new try with */
     uint32_t device;
     ns_devinfo_t claim;

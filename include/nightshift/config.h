@@ -37,9 +37,9 @@ typedef struct {
     uint32_t rate_msgs_per_s;       /* per-link token refill rate */
     uint32_t rate_burst;            /* per-link bucket size */
     char region[NS_MAX_REGION + 1];
-    uint64_t price; /* micro-credits per device-second */
-    uint64_t stake; /* announced stake, credits */
-    uint32_t slots; /* concurrent jobs offered */
+    uint64_t price;            /* micro-credits per device-second */
+    uint64_t stake;            /* announced stake, credits */
+    uint32_t slots;            /* concurrent jobs offered */
     uint64_t ledger_map_bytes; /* [ledger] map_size: LMDB map, bytes */
     uint64_t blob_cache_bytes; /* input_cache_bytes: kept inputs, bytes */
     ns_log_level log_level;

@@ -14,9 +14,9 @@
 #include "nightshift/blobs.h"
 #include "nightshift/node_io.h"
 
-#define NS_CONTENT_MAX_WANTED 16     /* blobs fetched at once */
-#define NS_CONTENT_STALL_MS 3000     /* no progress: ask another peer */
-#define NS_CONTENT_GIVEUP_MS 600000  /* then forget it (asked again later) */
+#define NS_CONTENT_MAX_WANTED 16    /* blobs fetched at once */
+#define NS_CONTENT_STALL_MS 3000    /* no progress: ask another peer */
+#define NS_CONTENT_GIVEUP_MS 600000 /* then forget it (asked again later) */
 
 typedef struct ns_content ns_content_t;
 typedef void (*ns_content_done_fn)(void *user, const ns_hash_t id);

@@ -30,8 +30,8 @@
 #include "nightshift/identity.h"
 #include "nightshift/job.h"
 #include "nightshift/market.h"
-#include "nightshift/requester.h"
 #include "nightshift/mp.h"
+#include "nightshift/requester.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -77,7 +77,7 @@ typedef struct ns_ctl_req {
     ns_ctl_terms_t terms;      /* SUBMIT */
     const uint8_t *desc;       /* SUBMIT: packed descriptor, borrowed */
     size_t desc_len;
-    uint32_t n_args;           /* SUBMIT: paths by argument, "" = none */
+    uint32_t n_args; /* SUBMIT: paths by argument, "" = none */
     char in_path[NS_MAX_ARGS][NS_CTL_MAX_PATH];
     char out_path[NS_MAX_ARGS][NS_CTL_MAX_PATH];
     char source_name[128]; /* SUBMIT: the kernel file, for messages */
@@ -103,7 +103,7 @@ int ns_ctl_endpoint(const char *datadir, char *out, size_t cap) NS_MUST_CHECK;
 #define NS_CTL_JOB_LINES 32 /* lines per answer at most */
 #define NS_CTL_LINE_MAX 255 /* bytes of one line */
 typedef struct ns_ctl_job {
-    uint32_t phase;     /* ns_rq_phase_t */
+    uint32_t phase; /* ns_rq_phase_t */
     bool finished;
     uint32_t next_line; /* ask from here next time */
     uint32_t n_lines;

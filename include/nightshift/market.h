@@ -168,12 +168,12 @@ int ns_failure_decode(const uint8_t *buf, size_t len,
  * product of order imatmul_n (C, hashed). The time from CHAL to
  * CHAL_DONE is held against deadlines from the claimed figures. */
 typedef struct {
-    ns_hash_t nonce;       /* names it; the answer's blob is fetched by it */
-    uint32_t device;       /* the claimed device (heartbeat index) */
-    uint64_t label_bytes;  /* 0 = no labelling */
+    ns_hash_t nonce;      /* names it; the answer's blob is fetched by it */
+    uint32_t device;      /* the claimed device (heartbeat index) */
+    uint64_t label_bytes; /* 0 = no labelling */
     uint32_t label_segments;
-    uint32_t k;            /* label openings */
-    uint32_t imatmul_n;    /* 0 = no product */
+    uint32_t k;         /* label openings */
+    uint32_t imatmul_n; /* 0 = no product */
     uint8_t seed[32];
 } ns_chal_msg_t;
 

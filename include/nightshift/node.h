@@ -71,8 +71,8 @@ int ns_node_join(ns_node_t *n, char *err, size_t errlen) NS_MUST_CHECK;
  * reads its inputs, saves it under jobs/, runs its requester; *job_id
  * names it for ns_node_job_progress. One line in err on failure. */
 struct ns_ctl_req;
-int ns_node_submit(ns_node_t *n, const struct ns_ctl_req *r,
-                   ns_hash_t job_id, char *err, size_t errlen) NS_MUST_CHECK;
+int ns_node_submit(ns_node_t *n, const struct ns_ctl_req *r, ns_hash_t job_id,
+                   char *err, size_t errlen) NS_MUST_CHECK;
 struct ns_ctl_job;
 int ns_node_job_progress(ns_node_t *n, const ns_hash_t job_id,
                          uint32_t from_line,

@@ -15,10 +15,10 @@
 
 /* ---- the provider (node/provider.c) ------------------------------------- */
 
-#define NS_POLICY_PROVIDER_JOBS 64          /* jobs tracked at once */
-#define NS_POLICY_PROVIDER_TICK_MS 25       /* state machine timer */
-#define NS_POLICY_CLAIM_MS 2000             /* take payments in this often */
-#define NS_POLICY_BID_TTL_MS 30000          /* forget an unanswered bid */
+#define NS_POLICY_PROVIDER_JOBS 64           /* jobs tracked at once */
+#define NS_POLICY_PROVIDER_TICK_MS 25        /* state machine timer */
+#define NS_POLICY_CLAIM_MS 2000              /* take payments in this often */
+#define NS_POLICY_BID_TTL_MS 30000           /* forget an unanswered bid */
 #define NS_POLICY_RETAIN_MS (10 * 60 * 1000) /* outputs kept at most */
 /* Outputs kept after the requester settled or moved the job on. */
 #define NS_POLICY_RETAIN_AFTER_MS 5000
@@ -34,7 +34,7 @@
 #define NS_POLICY_REQUESTER_TICK_MS 5 /* state machine timer */
 /* Units the pre-flight runs alone (4 times each) before posting. */
 #define NS_POLICY_PREFLIGHT_UNITS 4
-#define NS_POLICY_MAX_BIDS 64         /* bids kept per auction round */
+#define NS_POLICY_MAX_BIDS 64 /* bids kept per auction round */
 /* An awarded provider must accept (its ACCEPT entry) within this. */
 #define NS_POLICY_ACCEPT_MS 5000
 /* Outputs must arrive within this once the RESULT is on record. */

@@ -46,8 +46,8 @@ typedef struct {
  * arguments do not fit (err says which and why); NS_ERR_NOTFOUND: no
  * such device or built-in; NS_ERR_NOMEM. */
 int ns_preflight_check(uint32_t device_index, const ns_job_t *job,
-                       const char *source_name, ns_preflight_t *res,
-                       char *err, size_t errlen) NS_MUST_CHECK;
+                       const char *source_name, ns_preflight_t *res, char *err,
+                       size_t errlen) NS_MUST_CHECK;
 
 /* Up to k units spread over the job (first, last, between), each run
  * alone three times as described above, on r. NS_ERR_INVAL with the

@@ -28,14 +28,14 @@
 #define NS_FETCH_MAX_BLOBS (NS_MAX_ARGS + 2) /* descriptor/statement + args */
 
 typedef struct {
-    uint32_t blob;    /* NS_BLOB_* */
-    uint8_t *data;    /* destination; owned when `owned` */
-    uint64_t total;   /* bytes; 0 = learn it from the first CHUNK */
-    uint64_t max;     /* cap on a learnt total */
-    uint64_t next;    /* next offset to ask for */
-    uint64_t got;     /* bytes received */
-    uint8_t *seen;    /* one bit per chunk received */
-    bool owned;       /* data allocated here */
+    uint32_t blob;  /* NS_BLOB_* */
+    uint8_t *data;  /* destination; owned when `owned` */
+    uint64_t total; /* bytes; 0 = learn it from the first CHUNK */
+    uint64_t max;   /* cap on a learnt total */
+    uint64_t next;  /* next offset to ask for */
+    uint64_t got;   /* bytes received */
+    uint8_t *seen;  /* one bit per chunk received */
+    bool owned;     /* data allocated here */
 } ns_fetch_blob_t;
 
 typedef struct {

@@ -26,11 +26,11 @@ typedef enum {
 
 typedef struct {
     uint8_t id[NS_ID_BYTES];
-    uint8_t state;  /* ns_verified_state */
-    uint64_t at_ms; /* wall clock of the verdict */
-    char why[96];   /* the verdict's reason, one line */
-    uint32_t failures;   /* failures it reported (FAILED) in the window */
-    uint64_t window_ms;  /* wall clock the window started */
+    uint8_t state;      /* ns_verified_state */
+    uint64_t at_ms;     /* wall clock of the verdict */
+    char why[96];       /* the verdict's reason, one line */
+    uint32_t failures;  /* failures it reported (FAILED) in the window */
+    uint64_t window_ms; /* wall clock the window started */
 } ns_verified_entry_t;
 
 typedef struct ns_verified ns_verified_t;

@@ -28,8 +28,8 @@ static void s_job(ns_job_t *j, const char *src, const uint8_t *kinds,
     }
 }
 
-static int s_check(const char *src, const uint8_t *kinds, uint32_t n,
-                   char *err, size_t errlen)
+static int s_check(const char *src, const uint8_t *kinds, uint32_t n, char *err,
+                   size_t errlen)
 {
     ns_job_t j;
     ns_preflight_t res;
@@ -46,8 +46,8 @@ static int s_check(const char *src, const uint8_t *kinds, uint32_t n,
 TEST(good_kernels_pass)
 {
     char err[512];
-    const uint8_t k1[] = {IN, OUT, NS_ARG_U32, NS_ARG_F32, NS_ARG_LOCAL,
-                          NS_ARG_U64, NS_ARG_I32};
+    const uint8_t k1[] = {IN,           OUT,        NS_ARG_U32, NS_ARG_F32,
+                          NS_ARG_LOCAL, NS_ARG_U64, NS_ARG_I32};
     CHECK_RC(s_check("kernel void k(global const float *a, global float *o, "
                      "uint n, float s, local float *t, ulong m, int q)"
                      "{ o[get_global_id(0)] = a[0] * s + n + m + q + t[0]; }",
@@ -74,8 +74,8 @@ TEST(build_errors_name_the_users_file)
     CHECK(strstr(err, "tempfile") == NULL && strstr(err, "/tmp") == NULL &&
           strstr(err, ".cache") == NULL);
     CHECK(strchr(err, '\n') == NULL);
-    CHECK_RC(s_check("kernel void other(global float *o) { o[0] = 1; }", k,
-                     1, err, sizeof err),
+    CHECK_RC(s_check("kernel void other(global float *o) { o[0] = 1; }", k, 1,
+                     err, sizeof err),
              NS_ERR_INVAL);
     CHECK(strstr(err, "no kernel named 'k'") != NULL);
 }
@@ -90,29 +90,47 @@ TEST(argument_mismatches_are_named)
         const char *needle;
     } cases[] = {
         {"kernel void k(global float *o) { o[0] = 1; }",
-         {OUT, NS_ARG_U32}, 2, "takes 1 arguments, the job gives 2"},
+         {OUT, NS_ARG_U32},
+         2,
+         "takes 1 arguments, the job gives 2"},
         {"kernel void k(global float *o, float4 v) { o[0] = v.x; }",
-         {OUT, NS_ARG_F32}, 2, "vector"},
+         {OUT, NS_ARG_F32},
+         2,
+         "vector"},
         {"kernel void k(global float *o, read_only image2d_t im) "
          "{ o[0] = 1; }",
-         {OUT, IN}, 2, "image"},
+         {OUT, IN},
+         2,
+         "image"},
         {"kernel void k(global float *o, uint n) { o[0] = n; }",
-         {OUT, IN}, 2, "job passes a buffer"},
+         {OUT, IN},
+         2,
+         "job passes a buffer"},
         {"kernel void k(global float *o, global float *p) { o[0] = p[0]; }",
-         {OUT, NS_ARG_U32}, 2, "is a pointer"},
+         {OUT, NS_ARG_U32},
+         2,
+         "is a pointer"},
         {"kernel void k(global float *o, ulong n) { o[0] = n; }",
-         {OUT, NS_ARG_U32}, 2, "is a ulong, but the job passes a u32"},
+         {OUT, NS_ARG_U32},
+         2,
+         "is a ulong, but the job passes a u32"},
         {"kernel void k(global float *o, float n) { o[0] = n; }",
-         {OUT, NS_ARG_F64}, 2, "is a float, but the job passes a f64"},
+         {OUT, NS_ARG_F64},
+         2,
+         "is a float, but the job passes a f64"},
         {"kernel void k(global float *o, global float *t) { o[0] = t[0]; }",
-         {OUT, NS_ARG_LOCAL}, 2, "__local memory"},
+         {OUT, NS_ARG_LOCAL},
+         2,
+         "__local memory"},
         {"kernel void k(global float *o, local float *t) { o[0] = t[0]; }",
-         {OUT, IN}, 2, "__local"},
+         {OUT, IN},
+         2,
+         "__local"},
         {"kernel void k(global const float *o) { }", {OUT}, 1, "const"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        int rc = s_check(cases[i].src, cases[i].kinds, cases[i].n, err,
-                         sizeof err);
+        int rc =
+            s_check(cases[i].src, cases[i].kinds, cases[i].n, err, sizeof err);
         if (!CHECK_RC(rc, NS_ERR_INVAL) ||
             !CHECK(strstr(err, cases[i].needle) != NULL))
             fprintf(stderr, "case %zu: %s\n", i, err);
@@ -151,36 +169,42 @@ TEST(sampled_units_refuse_what_cannot_be_checked)
     if (!CHECK(r != NULL))
         return;
     /* fine: one slice per unit, per-group outputs, a scatter */
-    CHECK_RC(s_sample(r, "kernel void k(global const float *a, global float "
-                         "*o) { size_t i = get_global_id(0); o[i] = a[i] * "
-                         "2; }",
+    CHECK_RC(s_sample(r,
+                      "kernel void k(global const float *a, global float "
+                      "*o) { size_t i = get_global_id(0); o[i] = a[i] * "
+                      "2; }",
                       1024, 0, err, sizeof err),
              NS_OK);
-    CHECK_RC(s_sample(r, "kernel void k(global const float *a, global float "
-                         "*o) { if (get_local_id(0) == 0) "
-                         "o[get_group_id(0)] = a[get_global_id(0)]; }",
+    CHECK_RC(s_sample(r,
+                      "kernel void k(global const float *a, global float "
+                      "*o) { if (get_local_id(0) == 0) "
+                      "o[get_group_id(0)] = a[get_global_id(0)]; }",
                       1024, 64, err, sizeof err),
              NS_OK);
-    CHECK_RC(s_sample(r, "kernel void k(global const float *a, global float "
-                         "*o) { size_t i = get_global_id(0); "
-                         "o[(i * 7) % 1024] = a[i]; }",
+    CHECK_RC(s_sample(r,
+                      "kernel void k(global const float *a, global float "
+                      "*o) { size_t i = get_global_id(0); "
+                      "o[(i * 7) % 1024] = a[i]; }",
                       1024, 0, err, sizeof err),
              NS_OK);
     /* a float output read and written back */
-    rc = s_sample(r, "kernel void k(global const float *a, global float *o) "
-                     "{ size_t i = get_global_id(0); o[i] += a[i]; }",
+    rc = s_sample(r,
+                  "kernel void k(global const float *a, global float *o) "
+                  "{ size_t i = get_global_id(0); o[i] += a[i]; }",
                   1024, 0, err, sizeof err);
     CHECK_RC(rc, NS_ERR_INVAL);
     CHECK(strstr(err, "reads its outputs") != NULL);
     /* a total across work-groups with global atomics */
-    rc = s_sample(r, "kernel void k(global const float *a, global float *o) "
-                     "{ atomic_inc((global volatile uint *)o); }",
+    rc = s_sample(r,
+                  "kernel void k(global const float *a, global float *o) "
+                  "{ atomic_inc((global volatile uint *)o); }",
                   1024, 64, err, sizeof err);
     CHECK_RC(rc, NS_ERR_INVAL);
     CHECK(strstr(err, "across work-groups") != NULL);
     /* every unit writes the same byte */
-    rc = s_sample(r, "kernel void k(global const float *a, global float *o) "
-                     "{ o[0] = 1.0f; o[get_global_id(0)] = a[0]; }",
+    rc = s_sample(r,
+                  "kernel void k(global const float *a, global float *o) "
+                  "{ o[0] = 1.0f; o[get_global_id(0)] = a[0]; }",
                   1024, 0, err, sizeof err);
     CHECK_RC(rc, NS_ERR_INVAL);
     CHECK(strstr(err, "both write") != NULL);

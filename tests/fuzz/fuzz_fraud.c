@@ -70,8 +70,7 @@ static void s_checks(const ns_fraud_proof_t *p)
     S_ASSERT(ns_commit_leaf_index(&p->job, p->arg, p->pos, &leaf) == NS_OK);
     S_ASSERT(p->chunk != NULL && p->chunk_len >= 1 &&
              p->chunk_len <= NS_COMMIT_CHUNK);
-    S_ASSERT(p->depth ==
-             ns_merkle_proof_len(ns_commit_leaves(&p->job), leaf));
+    S_ASSERT(p->depth == ns_merkle_proof_len(ns_commit_leaves(&p->job), leaf));
     S_ASSERT(ns_job_id(&p->job, id) == NS_OK);
     S_ASSERT(memcmp(id, p->job_id, NS_HASH_BYTES) == 0);
     int rc = ns_fraud_verify_claim(p, err, sizeof err);

@@ -1,7 +1,7 @@
 /* fuzz_market.c - libFuzzer target for the market's messages
  * (market/market.c): JOB announcements, BIDs, AWARDED, FETCH, CHUNK,
- * FAILED, CHAL and CHAL_DONE bodies, the bytes a peer puts inside a signed envelope. Built as
- * `fuzz_market` (clang, NS_FUZZ=ON) and, with replay.c, as
+ * FAILED, CHAL and CHAL_DONE bodies, the bytes a peer puts inside a signed
+ * envelope. Built as `fuzz_market` (clang, NS_FUZZ=ON) and, with replay.c, as
  * `fuzz_market_replay`, which ctest runs over tests/fuzz/corpus/market; seeds
  * from fuzz_market_gen_corpus.
  *

@@ -83,8 +83,7 @@ int main(int argc, char **argv)
             /* the unit's position, spread over the output's bytes */
             uint64_t pos = size * items[i] / (n ? n : 1);
             seeds_check(ns_fraud_build(&s_p, &s_job, job_id, ns_identity_pk(id),
-                                       sig, NULL, outputs, items[i], out,
-                                       pos),
+                                       sig, NULL, outputs, items[i], out, pos),
                         "build proof");
             if (memcmp(s_p.root, root, NS_HASH_BYTES) != 0)
                 seeds_die("proof root is not the committed root", NS_ERR_PROOF);

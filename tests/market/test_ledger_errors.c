@@ -121,8 +121,8 @@ TEST(mapfull_append)
         ns_buf_t out;
         ns_buf_init(&out);
         ns_entry_body_t t = fx_transfer(fx.acct[1].pk, 1);
-        CHECK_RC(ns_ledger_append(l, fx.acct[0].id, NS_ENTRY_TRANSFER, &t,
-                                  NULL, 0, &out, id),
+        CHECK_RC(ns_ledger_append(l, fx.acct[0].id, NS_ENTRY_TRANSFER, &t, NULL,
+                                  0, &out, id),
                  NS_OK);
         ns_buf_release(&out);
         s_check_state(l, &fx, stored + 1);

@@ -124,8 +124,8 @@ TEST(fetch_and_chunk_round_trip_and_caps)
     f.len = NS_CHUNK_BYTES;
     CHECK_RC(ns_fetch_encode(&f, &buf), NS_OK);
     CHECK_RC(ns_fetch_decode(buf.data, buf.len, &g), NS_OK);
-    CHECK(memcmp(g.job_id, f.job_id, NS_HASH_BYTES) == 0 &&
-          g.blob == f.blob && g.offset == f.offset && g.len == f.len);
+    CHECK(memcmp(g.job_id, f.job_id, NS_HASH_BYTES) == 0 && g.blob == f.blob &&
+          g.offset == f.offset && g.len == f.len);
     CHECK(s_prefixes_refused(s_dec_fetch, &buf, &g));
     f.len = NS_CHUNK_BYTES + 1; /* asks for more than a chunk */
     CHECK_RC(ns_fetch_encode(&f, &buf), NS_OK);
@@ -143,8 +143,7 @@ TEST(fetch_and_chunk_round_trip_and_caps)
     CHECK_RC(ns_chunk_encode(&c, &buf), NS_OK);
     CHECK_RC(ns_chunk_decode(buf.data, buf.len, &g), NS_OK);
     CHECK(g.total == c.total && g.offset == c.offset &&
-          g.data_len == c.data_len &&
-          memcmp(g.data, data, c.data_len) == 0);
+          g.data_len == c.data_len && memcmp(g.data, data, c.data_len) == 0);
     CHECK(s_prefixes_refused(s_dec_chunk, &buf, &g));
     c.data_len = NS_CHUNK_BYTES + 1;
     CHECK_RC(ns_chunk_encode(&c, &buf), NS_ERR_TOOBIG);

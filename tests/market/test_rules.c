@@ -1136,10 +1136,8 @@ TEST(slash_waits_for_its_inputs)
     ns_buf_init(&e);
     ns_hash_t id;
     uint64_t ts;
-    CHECK_RC(fx_make(&fx, R, NS_ENTRY_SLASH, &b, NULL, 0, &e, id, &ts),
-             NS_OK);
-    CHECK_RC(ns_ledger_ingest(fx.l, e.data, e.len, NULL, NULL),
-             NS_ERR_MISSING);
+    CHECK_RC(fx_make(&fx, R, NS_ENTRY_SLASH, &b, NULL, 0, &e, id, &ts), NS_OK);
+    CHECK_RC(ns_ledger_ingest(fx.l, e.data, e.len, NULL, NULL), NS_ERR_MISSING);
     CHECK_RC(ns_ledger_commit(fx.l), NS_OK);
     CHECK_EQ_INT(s_job(&fx, j).state, NS_JOB_AWARDED);
     CHECK_EQ_INT(s_acct(&fx, P).locked_collateral, 200);

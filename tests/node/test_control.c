@@ -106,10 +106,13 @@ TEST(bad_requests_have_their_verdicts)
     /* "status" as a bare str and as a one-element array */
     CHECK_RC(s_read("\xa6status", 7), NS_OK);
     CHECK_RC(s_read("\x91\xa6status", 8), NS_OK);
-    CHECK_RC(s_read("\xa4" "nope", 5), NS_ERR_NOTFOUND);
+    CHECK_RC(s_read("\xa4"
+                    "nope",
+                    5),
+             NS_ERR_NOTFOUND);
     CHECK_RC(s_read("", 0), NS_ERR_INVAL);
-    CHECK_RC(s_read("\x90", 1), NS_ERR_INVAL);     /* empty array */
-    CHECK_RC(s_read("\x05", 1), NS_ERR_INVAL);     /* not a str */
+    CHECK_RC(s_read("\x90", 1), NS_ERR_INVAL);               /* empty array */
+    CHECK_RC(s_read("\x05", 1), NS_ERR_INVAL);               /* not a str */
     CHECK_RC(s_read("\x92\xa6status\x01", 9), NS_ERR_INVAL); /* extra arg */
     CHECK_RC(s_read("\x91\xa5stake", 7), NS_ERR_INVAL);      /* missing */
     CHECK_RC(s_read("\x92\xa5stake\xa1x", 9), NS_ERR_INVAL); /* wrong type */

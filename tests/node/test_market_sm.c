@@ -78,8 +78,8 @@ static s_world_t *s_w;
 /* When set, the job is this source (vector_add's signature) instead of the
  * built-in. */
 static const char *s_source;
-static bool s_no_preflight; /* the next world's requester skips it */
-static bool s_liar;         /* provider 1 claims an impossible device */
+static bool s_no_preflight;       /* the next world's requester skips it */
+static bool s_liar;               /* provider 1 claims an impossible device */
 static ns_verified_t *s_verified; /* the next requester challenges */
 
 /* ---- the fake network --------------------------------------------------- */
@@ -156,13 +156,12 @@ static int s_append(void *u, uint8_t type, const ns_entry_body_t *b,
     const ns_identity_t *me = w->fx.acct[p->idx].id;
     uint32_t n_refs =
         ns_ledger_unclaimed(p->ledger, ns_identity_pk(me), refs, NS_MAX_REFS);
-    int rc = ns_ledger_append(p->ledger, me, type, b, refs, n_refs, &entry,
-                              id);
+    int rc = ns_ledger_append(p->ledger, me, type, b, refs, n_refs, &entry, id);
     for (uint32_t i = 0; rc == NS_OK && i < W_PARTIES; i++) {
         if (i == p->idx)
             continue;
-        int in = ns_ledger_ingest(w->p[i].ledger, entry.data, entry.len, NULL,
-                                  NULL);
+        int in =
+            ns_ledger_ingest(w->p[i].ledger, entry.data, entry.len, NULL, NULL);
         if (in != NS_OK && in != NS_ERR_DUPLICATE)
             fprintf(stderr, "party %u refused a %s of party %u: %s\n", i,
                     ns_entry_type_name(type), p->idx, ns_errname(in));
@@ -340,10 +339,10 @@ static void s_job_setup(s_world_t *w)
     j->args[2].item_bytes = sizeof(float);
     j->args[3].kind = NS_ARG_U32;
     j->args[3].v.u32 = W_N;
-    w->inputs[0] = (ns_input_t){.data = (const uint8_t *)w->a,
-                                .len = sizeof w->a};
-    w->inputs[1] = (ns_input_t){.data = (const uint8_t *)w->b,
-                                .len = sizeof w->b};
+    w->inputs[0] =
+        (ns_input_t){.data = (const uint8_t *)w->a, .len = sizeof w->a};
+    w->inputs[1] =
+        (ns_input_t){.data = (const uint8_t *)w->b, .len = sizeof w->b};
     w->outputs[2] = calloc(1, sizeof w->want);
     ns_buf_init(&w->packed);
     ns_mp_writer_t wr;
@@ -406,9 +405,9 @@ static s_world_t *s_world(const ns_fault_t *f1, const ns_fault_t *f2,
         p->idx = i;
         p->ledger = i == 0 ? w->fx.l : fx_open_other(&w->fx, name);
         ns_ledger_set_verifier(p->ledger, ns_slash_verify, &w->slash);
-        p->io = (ns_node_io_t){p,         s_send,      s_publish, s_dial,
-                               s_append,  s_set_offer, s_visit,   s_live,
-                               s_now,     s_mono};
+        p->io =
+            (ns_node_io_t){p,           s_send,  s_publish, s_dial, s_append,
+                           s_set_offer, s_visit, s_live,    s_now,  s_mono};
         ns_config_defaults(&p->cfg);
         p->cfg.slots = 1;
         p->cfg.stake = 100;
@@ -423,9 +422,9 @@ static s_world_t *s_world(const ns_fault_t *f1, const ns_fault_t *f2,
         s_party_t *p = &w->p[i];
         if (faults[i])
             p->fault = *faults[i];
-        ns_provider_opts_t po = {p->ledger, w->fx.acct[i].id, &p->cfg, {0},
-                                 &p->dev,   1,                w->fx.root,
-                                 p->fault,  NULL};
+        ns_provider_opts_t po = {p->ledger,  w->fx.acct[i].id, &p->cfg,
+                                 {0},        &p->dev,          1,
+                                 w->fx.root, p->fault,         NULL};
         memcpy(po.network_id, w->fx.genesis.network_id, NS_HASH_BYTES);
         p->provider = ns_provider_new(&po, &p->io, &rc);
         if (!p->provider)
@@ -471,8 +470,7 @@ static ns_account_t s_acct(s_world_t *w, uint32_t ledger, uint32_t who)
 {
     ns_account_t a;
     memset(&a, 0, sizeof a);
-    if (ns_ledger_account(w->p[ledger].ledger, w->fx.acct[who].pk, &a) !=
-        NS_OK)
+    if (ns_ledger_account(w->p[ledger].ledger, w->fx.acct[who].pk, &a) != NS_OK)
         fprintf(stderr, "no account %u in ledger %u\n", who, ledger);
     return a;
 }
@@ -629,8 +627,7 @@ TEST(deadline_penalises_silent_provider)
     w->p[2].offline = true; /* only the silent one bids */
     /* the deadline is wall-clock time: let a real second pass */
     uint64_t until = ns_now_ms() + 1300;
-    while (ns_now_ms() < until &&
-           !ns_requester_finished(w->p[0].requester))
+    while (ns_now_ms() < until && !ns_requester_finished(w->p[0].requester))
         s_step(w, 5);
     CHECK(s_run(w, 4000));
     const ns_receipt_t *r = ns_requester_receipt(w->p[0].requester);
@@ -659,12 +656,11 @@ TEST(resume_picks_the_job_up)
         return;
     w->p[2].offline = true;
     /* run until the job is accepted, then the requester "crashes" */
-    for (int i = 0; i < 2000 && ns_requester_receipt(w->p[0].requester)
-                                        ->phase < NS_RQ_RUNNING;
+    for (int i = 0; i < 2000 && ns_requester_receipt(w->p[0].requester)->phase <
+                                    NS_RQ_RUNNING;
          i++)
         s_step(w, 5);
-    CHECK_EQ_INT(ns_requester_receipt(w->p[0].requester)->phase,
-                 NS_RQ_RUNNING);
+    CHECK_EQ_INT(ns_requester_receipt(w->p[0].requester)->phase, NS_RQ_RUNNING);
     ns_requester_destroy(&w->p[0].requester);
     memset(w->outputs[2], 0, sizeof w->want);
     uint8_t nonce[16] = {1};
@@ -787,8 +783,8 @@ TEST(forged_failure_is_ignored)
     if (!CHECK(w != NULL))
         return;
     w->p[2].offline = true;
-    for (int i = 0; i < 3000 && ns_requester_receipt(w->p[0].requester)
-                                        ->phase < NS_RQ_RUNNING;
+    for (int i = 0; i < 3000 && ns_requester_receipt(w->p[0].requester)->phase <
+                                    NS_RQ_RUNNING;
          i++)
         s_step(w, 5);
     /* provider 2 (not the winner) claims the job failed, signed by
@@ -807,8 +803,8 @@ TEST(forged_failure_is_ignored)
     ns_buf_t b;
     ns_buf_init(&b);
     CHECK_RC(ns_failure_encode(&f, &b), NS_OK);
-    ns_node_msg_t m = {NS_MSG_MKT_FAILED, w->fx.acct[2].pk, b.data, b.len,
-                       NULL, NULL};
+    ns_node_msg_t m = {
+        NS_MSG_MKT_FAILED, w->fx.acct[2].pk, b.data, b.len, NULL, NULL};
     CHECK_RC(ns_requester_on_msg(w->p[0].requester, &m), NS_OK);
     m.sender = w->fx.acct[1].pk; /* the winner's id, another's signature */
     CHECK_RC(ns_requester_on_msg(w->p[0].requester, &m), NS_ERR_SIG);
@@ -827,12 +823,11 @@ TEST(giving_up_cancels_and_releases)
     if (!CHECK(w != NULL))
         return;
     w->p[2].offline = true;
-    for (int i = 0; i < 3000 && ns_requester_receipt(w->p[0].requester)
-                                        ->phase < NS_RQ_RUNNING;
+    for (int i = 0; i < 3000 && ns_requester_receipt(w->p[0].requester)->phase <
+                                    NS_RQ_RUNNING;
          i++)
         s_step(w, 5);
-    CHECK_EQ_INT(ns_requester_receipt(w->p[0].requester)->phase,
-                 NS_RQ_RUNNING);
+    CHECK_EQ_INT(ns_requester_receipt(w->p[0].requester)->phase, NS_RQ_RUNNING);
     /* --timeout-s 600 runs out on the fake clock, long before the
      * deadline: the job ends, nothing stays locked, nobody is penalised */
     s_step(w, 600 * 1000);

@@ -46,8 +46,8 @@ static int s_serve_all(s_wire_t *w, ns_fetch_t *f, uint8_t *const *blobs,
         if (rc == NS_OK)
             rc = ns_fetch_decode(w->sent[i].data, w->sent[i].len, &req);
         if (rc == NS_OK)
-            rc = ns_transfer_serve(&req, blobs[req.blob], sizes[req.blob],
-                                   &out);
+            rc =
+                ns_transfer_serve(&req, blobs[req.blob], sizes[req.blob], &out);
         if (rc == NS_OK)
             rc = ns_chunk_decode(out.data, out.len, &c);
         if (rc == NS_OK)
