@@ -166,7 +166,7 @@ static int s_print_json(const s_run_t *r, int ok, const char *job_hex,
     uint32_t n_out = 0;
     for (uint32_t k = 0; k < r->spec.job.n_args; k++)
         n_out += r->spec.job.args[k].kind == NS_ARG_OUT;
-    msgpack_pack_map(&pk, ok ? 10 : 8);
+    msgpack_pack_map(&pk, ok ? 11 : 9);
     s_pack_str_kv(&pk, "status", ok ? "ok" : "failed");
     ns_mp_str(&pk, "error");
     if (ok)
@@ -182,7 +182,9 @@ static int s_print_json(const s_run_t *r, int ok, const char *job_hex,
     else
         msgpack_pack_nil(&pk);
     ns_mp_str(&pk, "items");
-    msgpack_pack_uint64(&pk, ns_job_items(&r->spec.job));
+    msgpack_pack_uint64(&pk, ns_job_work_items(&r->spec.job));
+    ns_mp_str(&pk, "units");
+    msgpack_pack_uint64(&pk, ns_job_units(&r->spec.job));
     ns_mp_str(&pk, "timings_ms");
     msgpack_pack_map(&pk, 5);
     ns_mp_str(&pk, "build");
@@ -230,9 +232,11 @@ static void s_print_human(const s_run_t *r, const char *job_hex,
                           const ns_devinfo_t *dev, const ns_timings_t *t,
                           uint64_t total_us)
 {
-    printf("ran %s (%s) on %s: %" PRIu64 " items, job %.16s\n",
+    printf("ran %s (%s) on %s: %" PRIu64 " work-items in %" PRIu64
+           " units, job %.16s\n",
            s_kernel_name(r), r->spec.job.entry, dev ? dev->name : "?",
-           ns_job_items(&r->spec.job), job_hex);
+           ns_job_work_items(&r->spec.job), ns_job_units(&r->spec.job),
+           job_hex);
     printf("  build    %10.3f ms%s\n", s_ms(t->build_us),
            t->cache_hit ? "  (program cache hit)" : "");
     printf("  upload   %10.3f ms\n", s_ms(t->upload_us));

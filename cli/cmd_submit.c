@@ -434,9 +434,10 @@ static int s_submit_via_node(s_submit_t *q)
     ns_hex(hex, req->job_id, NS_HASH_BYTES);
     char line[160];
     snprintf(line, sizeof line,
-             "job %.16s handed to the node on %s: %llu items, max price "
-             "%llu credits",
-             hex, q->node, (unsigned long long)ns_job_items(&q->spec.job),
+             "job %.16s handed to the node on %s: %llu work-items in %llu "
+             "units, max price %llu credits",
+             hex, q->node, (unsigned long long)ns_job_work_items(&q->spec.job),
+             (unsigned long long)ns_job_units(&q->spec.job),
              (unsigned long long)q->max_price);
     s_progress(q, line);
     req->kind = NS_CTL_JOB;
@@ -561,8 +562,11 @@ static int s_submit(s_submit_t *q)
         goto out;
     }
     char line[160];
-    snprintf(line, sizeof line, "job %.16s: %llu items, max price %llu credits",
-             job_hex, (unsigned long long)ns_job_items(&q->spec.job),
+    snprintf(line, sizeof line,
+             "job %.16s: %llu work-items in %llu units, max price "
+             "%llu credits",
+             job_hex, (unsigned long long)ns_job_work_items(&q->spec.job),
+             (unsigned long long)ns_job_units(&q->spec.job),
              (unsigned long long)q->max_price);
     s_progress(q, line);
     struct sigaction sa;

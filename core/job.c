@@ -561,6 +561,16 @@ uint64_t ns_job_items(const ns_job_t *job)
     return ns_job_units(job);
 }
 
+uint64_t ns_job_work_items(const ns_job_t *job)
+{
+    if (ns_job_units(job) == 0)
+        return 0; /* validates dims and overflow */
+    uint64_t n = 1;
+    for (uint32_t d = 0; d < job->dims; d++)
+        n *= job->global[d];
+    return n;
+}
+
 uint64_t ns_job_out_bytes(const ns_job_t *job)
 {
     uint64_t sum = 0;

@@ -146,8 +146,11 @@ int ns_job_validate(const ns_job_t *job, char *err,
  * work-items; 0 when the NDRange is not valid (dims, zero sizes,
  * overflow, local not dividing). */
 uint64_t ns_job_units(const ns_job_t *job);
-/* The same count under its old name. */
+/* The same count under its old name (the RESULT's n_items). */
 uint64_t ns_job_items(const ns_job_t *job);
+/* Work-items: the product of the global sizes; 0 when the NDRange is not
+ * valid. */
+uint64_t ns_job_work_items(const ns_job_t *job);
 /* Sum of the OUT buffer sizes. */
 uint64_t ns_job_out_bytes(const ns_job_t *job);
 /* Sum of item_bytes over OUT arguments (informative). */
