@@ -99,10 +99,12 @@ struct ns_worker {
     uint64_t rseg_off;
 
     /* the job between submit and result */
-    bool pending;    /* submitted, result not delivered yet */
-    bool dispatched; /* its request is being (or was) written */
-    bool sent_all;   /* the whole request is written */
-    int mode;        /* NS_WORKER_MSG_RUN, _ITEMS, _FRAUD or _CHALLENGE */
+    bool pending;             /* submitted, result not delivered yet */
+    uint32_t job_timeout_ms;  /* the pending job's wall-clock limit */
+    uint32_t next_timeout_ms; /* ns_worker_set_timeout; 0 = o.timeout_ms */
+    bool dispatched;          /* its request is being (or was) written */
+    bool sent_all;            /* the whole request is written */
+    int mode; /* NS_WORKER_MSG_RUN, _ITEMS, _FRAUD or _CHALLENGE */
     ns_chal_request_t chal; /* CHALLENGE: the request, for the answer's
                                checks */
     ns_job_t job;           /* shallow copy, source NULL: sizes for the reply */
@@ -357,7 +359,7 @@ static void s_dispatch(ns_worker_t *w)
     w->state = S_BUSY;
     w->dispatched = true;
     w->sent_all = false;
-    w->deadline_ms = ns_mono_ms() + w->o.timeout_ms;
+    w->deadline_ms = ns_mono_ms() + w->job_timeout_ms;
     uint64_t budget = NS_WORKER_IO_SLICE;
     s_pump_write(w, &budget);
 }
@@ -706,11 +708,11 @@ static void s_check_deadline(ns_worker_t *w)
     if (w->state == S_BUSY) {
         bool had_started = w->hello_ok;
         ns_warn(NS_MOD_EXEC, "event=worker_timeout pid=%ld limit_ms=%" PRIu32,
-                (long)w->pid, w->o.timeout_ms);
+                (long)w->pid, w->job_timeout_ms);
         s_kill(w);
         w->stats.timeouts++;
         s_finish(w, NS_ERR_TIMEOUT, "the job ran past its %" PRIu32 " ms limit",
-                 w->o.timeout_ms);
+                 w->job_timeout_ms);
         s_respawn(w, had_started);
     } else {
         ns_warn(NS_MOD_EXEC,
@@ -850,6 +852,9 @@ static int s_queue(ns_worker_t *w, int mode, char *err, size_t errlen)
     }
     w->mode = mode;
     memset(&w->res, 0, sizeof w->res);
+    w->job_timeout_ms =
+        w->next_timeout_ms ? w->next_timeout_ms : w->o.timeout_ms;
+    w->next_timeout_ms = 0;
     w->pending = true;
     w->dispatched = false;
     w->sent_all = false;
@@ -1015,6 +1020,11 @@ int ns_worker_collect(ns_worker_t *w, ns_worker_result_t *res)
     memset(&w->res, 0, sizeof w->res);
     w->res_ready = false;
     return 1;
+}
+
+void ns_worker_set_timeout(ns_worker_t *w, uint32_t timeout_ms)
+{
+    w->next_timeout_ms = timeout_ms;
 }
 
 void ns_worker_cancel(ns_worker_t *w)

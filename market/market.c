@@ -26,12 +26,14 @@ int ns_announce_encode(const ns_announce_t *a, ns_buf_t *out)
     ns_mp_bin(&pk, a->desc_id, NS_HASH_BYTES);
     ns_mp_bin(&pk, a->requester, NS_ID_BYTES);
     ns_mp_str(&pk, a->endpoint);
-    msgpack_pack_array(&pk, 5);
+    msgpack_pack_array(&pk, 7);
     msgpack_pack_uint64(&pk, a->reqs.min_mem_bytes);
     msgpack_pack_uint32(&pk, a->reqs.device_type);
     msgpack_pack_uint32(&pk, a->reqs.min_cl_major);
     msgpack_pack_uint32(&pk, a->reqs.min_cl_minor);
     ns_mp_str(&pk, a->reqs.region);
+    msgpack_pack_uint64(&pk, a->reqs.max_buffer_bytes);
+    msgpack_pack_uint64(&pk, a->reqs.buffer_bytes);
     msgpack_pack_uint64(&pk, a->max_price);
     msgpack_pack_uint64(&pk, a->collateral);
     msgpack_pack_uint64(&pk, a->work_flops);
@@ -55,12 +57,14 @@ int ns_announce_decode(const uint8_t *buf, size_t len, ns_announce_t *a)
     ns_mpr_bin_exact(&r, a->desc_id, NS_HASH_BYTES);
     ns_mpr_bin_exact(&r, a->requester, NS_ID_BYTES);
     ns_mpr_str(&r, a->endpoint, NS_ENDPOINT_MAX - 1);
-    ns_mpr_array_exact(&r, 5);
+    ns_mpr_array_exact(&r, 7);
     ns_mpr_uint(&r, &a->reqs.min_mem_bytes);
     ns_mpr_u32(&r, &a->reqs.device_type);
     ns_mpr_u32(&r, &a->reqs.min_cl_major);
     ns_mpr_u32(&r, &a->reqs.min_cl_minor);
     ns_mpr_str(&r, a->reqs.region, NS_MAX_REGION);
+    ns_mpr_uint(&r, &a->reqs.max_buffer_bytes);
+    ns_mpr_uint(&r, &a->reqs.buffer_bytes);
     ns_mpr_uint(&r, &a->max_price);
     ns_mpr_uint(&r, &a->collateral);
     ns_mpr_uint(&r, &a->work_flops);
@@ -77,6 +81,7 @@ int ns_announce_decode(const uint8_t *buf, size_t len, ns_announce_t *a)
         return r.err;
     if (ex_len != (size_t)a->n_excluded * NS_ID_BYTES ||
         a->reqs.device_type > NS_DEV_ACCEL || a->bid_window_ms > 60000 ||
+        a->reqs.max_buffer_bytes > a->reqs.buffer_bytes ||
         ns_endpoint_check(a->endpoint, 0) != NS_OK)
         return NS_ERR_INVAL;
     memcpy(a->excluded, ex, ex_len);
@@ -410,6 +415,9 @@ uint32_t ns_reqs_check(const ns_reqs_t *r, const ns_offer_t *o,
         if (maj < r->min_cl_major ||
             (maj == r->min_cl_major && min < r->min_cl_minor))
             fail |= NS_REQ_CL_VERSION;
+        if (dev->max_alloc_bytes < r->max_buffer_bytes ||
+            dev->global_mem_bytes < r->buffer_bytes)
+            fail |= NS_REQ_BUFFERS;
         if (ns_price_quote(o->price, work_flops, dev->gflops, NULL) > max_price)
             fail |= NS_REQ_PRICE;
         if (__builtin_popcount(fail) < __builtin_popcount(best_fail)) {
@@ -457,6 +465,11 @@ void ns_reqs_describe(const ns_reqs_t *r, uint32_t bit, uint64_t collateral,
         break;
     case NS_REQ_SLOTS:
         snprintf(out, cap, "a free slot");
+        break;
+    case NS_REQ_BUFFERS:
+        snprintf(out, cap, "buffers that fit (largest %.1f MiB, all %.1f MiB)",
+                 (double)r->max_buffer_bytes / (1024.0 * 1024),
+                 (double)r->buffer_bytes / (1024.0 * 1024));
         break;
     default:
         snprintf(out, cap, "?");

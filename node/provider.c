@@ -34,6 +34,7 @@ typedef struct {
     ns_bid_t bid;
     uint64_t since_ms; /* monotonic, entered the state */
     ns_hash_t award_id, accept_id;
+    bool have_award;  /* award_id is the ledger's award to us */
     ns_fetch_t fetch; /* descriptor, then the inputs, from the requester */
     uint8_t *cached[NS_MAX_ARGS]; /* inputs read from the blob store */
     bool have_job;
@@ -55,7 +56,7 @@ struct ns_provider {
     struct {
         uint64_t announces, bids, awards, accepts, results, failed;
         uint64_t served_bytes, refused_requester, claims, table_full;
-        uint64_t inputs_cached;
+        uint64_t inputs_cached, stopped;
     } stats;
     ns_account_t seen; /* our account at the last claim tick */
     bool have_seen;
@@ -105,6 +106,13 @@ static void s_job_clear(s_job_t *j)
         ns_job_release(&j->job);
     ns_worker_result_release(&j->res);
     memset(j, 0, sizeof *j);
+}
+
+static const char *s_state_name(s_state_t st)
+{
+    static const char *const names[] = {"free", "bid",  "fetch",
+                                        "run",  "hold", "serve"};
+    return st < sizeof names / sizeof names[0] ? names[st] : "?";
 }
 
 static void s_set(ns_provider_t *p, s_job_t *j, s_state_t st)
@@ -362,6 +370,7 @@ static int s_on_awarded(ns_provider_t *p, const ns_node_msg_t *m)
     }
     p->stats.awards++;
     memcpy(j->award_id, lj.award_id, NS_HASH_BYTES);
+    j->have_award = true;
     ns_entry_body_t b;
     memset(&b, 0, sizeof b);
     memcpy(b.job_id, aw.job_id, NS_HASH_BYTES);
@@ -528,6 +537,23 @@ static void s_start_run(ns_provider_t *p, s_job_t *j)
     }
     if (ns_worker_busy(p->worker))
         return; /* ns_provider_tick starts it when the worker frees up */
+    /* The run may take what is left of the job's deadline, less the time
+     * to commit and serve the outputs: a kernel that never ends holds the
+     * slot no longer than the requester waits for it. */
+    uint64_t now = p->io->now_ms(p->io->user);
+    uint64_t left = j->ann.deadline_ms > now ? j->ann.deadline_ms - now : 0;
+    uint64_t margin = left / 10 < NS_POLICY_RUN_MARGIN_MS
+                          ? left / 10
+                          : NS_POLICY_RUN_MARGIN_MS;
+    uint64_t limit = left - margin;
+    if (limit < NS_POLICY_RUN_MIN_MS) {
+        s_fail_as(p, j, NS_FAIL_TIMEOUT,
+                  "too little time left before the deadline to run the job");
+        return;
+    }
+    ns_worker_set_timeout(p->worker, limit < NS_POLICY_WORKER_TIMEOUT_MS
+                                         ? (uint32_t)limit
+                                         : NS_POLICY_WORKER_TIMEOUT_MS);
     int rc = ns_worker_submit(p->worker, &j->job, j->inputs, NULL, 0, err,
                               sizeof err);
     if (rc != NS_OK) {
@@ -636,6 +662,34 @@ static int s_on_fetch(ns_provider_t *p, const ns_node_msg_t *m)
 /* ---- timer
  * ------------------------------------------------------------------- */
 
+/* Whether the ledger still holds our award of this job: a CANCEL, a SLASH
+ * or a new award ends it, and with it every reason to go on working. */
+static bool s_award_live(ns_provider_t *p, const s_job_t *j)
+{
+    ns_ledger_job_t lj;
+    if (!j->have_award ||
+        ns_ledger_job(p->o.ledger, j->ann.job_id, &lj) != NS_OK)
+        return true; /* nothing to judge by */
+    return lj.state == NS_JOB_AWARDED &&
+           memcmp(lj.award_id, j->award_id, NS_HASH_BYTES) == 0;
+}
+
+/* Stop the work of a job whose award is over, the run in the worker
+ * included, and free its slot. */
+static void s_stop(ns_provider_t *p, s_job_t *j)
+{
+    char jid[17];
+    s_job_hex(jid, j->ann.job_id);
+    ns_info(NS_MOD_MARKET,
+            "event=run_stopped job=%s phase=%s reason=\"the award is no "
+            "longer live in the ledger (cancelled, slashed or re-awarded)\"",
+            jid, s_state_name(j->state));
+    if (j->state == PJ_RUN && p->worker)
+        ns_worker_cancel(p->worker);
+    p->stats.stopped++;
+    s_job_clear(j);
+}
+
 void ns_provider_tick(ns_provider_t *p, uint64_t now)
 {
     if (p->worker) {
@@ -646,6 +700,12 @@ void ns_provider_tick(ns_provider_t *p, uint64_t now)
     }
     for (int i = 0; i < S_MAX_JOBS; i++) {
         s_job_t *j = &p->jobs[i];
+        if ((j->state == PJ_FETCH || j->state == PJ_RUN ||
+             j->state == PJ_HOLD) &&
+            !s_award_live(p, j)) {
+            s_stop(p, j);
+            continue;
+        }
         switch (j->state) {
         case PJ_BID:
             if (now - j->since_ms > NS_POLICY_BID_TTL_MS)
@@ -885,7 +945,7 @@ void ns_provider_destroy(ns_provider_t **pp)
 
 void ns_provider_pack_status(const ns_provider_t *p, msgpack_packer *pk)
 {
-    msgpack_pack_map(pk, 12);
+    msgpack_pack_map(pk, 13);
 #define KV(k, v)                                                               \
     ns_mp_str(pk, k);                                                          \
     msgpack_pack_uint64(pk, v)
@@ -901,5 +961,6 @@ void ns_provider_pack_status(const ns_provider_t *p, msgpack_packer *pk)
     KV("table_full", p->stats.table_full);
     KV("busy", s_busy(p));
     KV("inputs_cached", p->stats.inputs_cached);
+    KV("stopped", p->stats.stopped);
 #undef KV
 }

@@ -146,14 +146,21 @@ static void s_exclude(ns_requester_t *q, const uint8_t *provider)
 
 typedef struct {
     const ns_requester_t *q;
-    uint32_t seen, qualified;
+    uint32_t seen, qualified, excluded, qualified_excluded;
     uint32_t failing[NS_REQ_COUNT];
 } s_explain_t;
+
+static bool s_is_excluded(const ns_announce_t *a, const uint8_t *id)
+{
+    for (uint32_t e = 0; e < a->n_excluded; e++)
+        if (memcmp(a->excluded[e], id, NS_ID_BYTES) == 0)
+            return true;
+    return false;
+}
 
 static bool s_count_provider(void *u, const uint8_t *id,
                              const ns_heartbeat_t *hb)
 {
-    (void)id;
     s_explain_t *x = u;
     if (hb->n_devices == 0)
         return false; /* a light peer (another requester), not a provider */
@@ -163,8 +170,12 @@ static bool s_count_provider(void *u, const uint8_t *id,
     uint32_t fail =
         ns_reqs_check(&x->q->o.reqs, &offer, x->q->o.collateral,
                       x->q->o.max_price, x->q->ann.work_flops, NULL);
-    if (!fail)
+    bool excluded = s_is_excluded(&x->q->ann, id);
+    x->excluded += excluded;
+    if (!fail) {
         x->qualified++;
+        x->qualified_excluded += excluded;
+    }
     for (int b = 0; b < NS_REQ_COUNT; b++)
         if (!(fail & (1u << b)))
             x->failing[b]++;
@@ -173,17 +184,27 @@ static bool s_count_provider(void *u, const uint8_t *id,
 
 static void s_explain(ns_requester_t *q, char *out, size_t cap)
 {
-    s_explain_t x = {q, 0, 0, {0}};
+    s_explain_t x = {q, 0, 0, 0, 0, {0}};
     q->io->visit_peers(q->io->user, s_count_provider, &x);
-    size_t used = (size_t)snprintf(out, cap,
-                                   "no provider bid on the job (%u "
-                                   "providers known):",
-                                   x.seen);
+    size_t used;
+    if ((x.seen && x.excluded == x.seen) ||
+        (x.qualified && x.qualified_excluded == x.qualified))
+        used = (size_t)snprintf(out, cap,
+                                "no provider left to try: %u of the %u "
+                                "providers known failed this job and are "
+                                "excluded:",
+                                x.excluded, x.seen);
+    else
+        used = (size_t)snprintf(out, cap,
+                                "no provider bid on the job (%u "
+                                "providers known):",
+                                x.seen);
     for (int b = 0; b < NS_REQ_COUNT && used < cap; b++) {
         char what[64];
         ns_reqs_describe(&q->o.reqs, 1u << b, q->o.collateral, q->o.max_price,
                          what, sizeof what);
-        if ((1u << b) == NS_REQ_REGION && !q->o.reqs.region[0])
+        if (((1u << b) == NS_REQ_REGION && !q->o.reqs.region[0]) ||
+            ((1u << b) == NS_REQ_BUFFERS && !q->o.reqs.buffer_bytes))
             continue;
         used += (size_t)snprintf(out + used, cap - used, "%s %s: %u of %u",
                                  b ? ";" : "", what, x.failing[b], x.seen);
@@ -200,9 +221,8 @@ static bool s_count_qualified(void *u, const uint8_t *id,
 {
     s_explain_t *x = u;
     const ns_announce_t *a = &x->q->ann;
-    for (uint32_t e = 0; e < a->n_excluded; e++)
-        if (memcmp(a->excluded[e], id, NS_ID_BYTES) == 0)
-            return false;
+    if (s_is_excluded(a, id))
+        return false;
     ns_offer_t offer;
     ns_offer_from_heartbeat(&offer, hb);
     if (hb->n_devices && ns_reqs_check(&a->reqs, &offer, a->collateral,
@@ -213,7 +233,7 @@ static bool s_count_qualified(void *u, const uint8_t *id,
 
 static uint32_t s_qualified_known(ns_requester_t *q)
 {
-    s_explain_t x = {q, 0, 0, {0}};
+    s_explain_t x = {q, 0, 0, 0, 0, {0}};
     q->io->visit_peers(q->io->user, s_count_qualified, &x);
     return x.qualified;
 }
@@ -1021,7 +1041,18 @@ ns_requester_t *ns_requester_new(const ns_requester_opts_t *o,
     memcpy(q->ann.desc_id, o->desc_id, NS_HASH_BYTES);
     memcpy(q->ann.requester, ns_identity_pk(me), NS_ID_BYTES);
     snprintf(q->ann.endpoint, sizeof q->ann.endpoint, "%s", o->endpoint);
-    q->ann.reqs = o->reqs;
+    /* What the buffers need of a device comes from the job, whatever the
+     * caller asked: a provider must not accept what it cannot allocate. */
+    q->o.reqs.buffer_bytes = q->o.reqs.max_buffer_bytes = 0;
+    for (uint32_t i = 0; i < o->job->n_args; i++) {
+        const ns_arg_t *a = &o->job->args[i];
+        if (a->kind != NS_ARG_IN && a->kind != NS_ARG_OUT)
+            continue;
+        q->o.reqs.buffer_bytes += a->size;
+        if (a->size > q->o.reqs.max_buffer_bytes)
+            q->o.reqs.max_buffer_bytes = a->size;
+    }
+    q->ann.reqs = q->o.reqs;
     q->ann.max_price = o->max_price;
     q->ann.collateral = o->collateral;
     q->ann.work_flops =

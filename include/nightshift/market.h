@@ -63,6 +63,11 @@ typedef struct {
     uint32_t device_type;                /* 0 any, NS_DEV_CPU, NS_DEV_GPU */
     uint32_t min_cl_major, min_cl_minor; /* OpenCL C version */
     char region[NS_MAX_REGION + 1];      /* "" = any */
+    /* What the job's buffers need of a device; set by the requester from
+     * the job itself, so a provider never accepts a job whose buffers it
+     * cannot allocate. */
+    uint64_t max_buffer_bytes; /* the largest buffer: <= max allocation */
+    uint64_t buffer_bytes;     /* all buffers together: <= global memory */
 } ns_reqs_t;
 
 typedef struct {
@@ -224,8 +229,10 @@ enum {
     NS_REQ_STAKE = 1 << 4,
     NS_REQ_PRICE = 1 << 5,
     NS_REQ_SLOTS = 1 << 6,
+    NS_REQ_BUFFERS = 1 << 7, /* a buffer exceeds the largest allocation,
+                                or all of them the device's memory */
 };
-#define NS_REQ_COUNT 7
+#define NS_REQ_COUNT 8
 
 /* Which requirements a provider's offer fails (0 = qualifies), with its
  * best device in *device (index) when it qualifies. */

@@ -22,8 +22,12 @@
 #define NS_POLICY_RETAIN_MS (10 * 60 * 1000) /* outputs kept at most */
 /* Outputs kept after the requester settled or moved the job on. */
 #define NS_POLICY_RETAIN_AFTER_MS 5000
-/* The sandbox's wall-clock limit for one run. */
+/* The sandbox's wall-clock limit for one run, at most; a job's run gets
+ * what is left of its deadline less RUN_MARGIN (or a tenth of what is
+ * left, if less), and is refused with less than RUN_MIN left. */
 #define NS_POLICY_WORKER_TIMEOUT_MS (10 * 60 * 1000)
+#define NS_POLICY_RUN_MARGIN_MS 2000
+#define NS_POLICY_RUN_MIN_MS 100
 /* Requesters that post and never settle are refused: after GRACE_JOBS
  * posted, at least 1/SETTLE_DIV of them must have settled. */
 #define NS_POLICY_REQUESTER_GRACE_JOBS 5

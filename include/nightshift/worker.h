@@ -222,6 +222,11 @@ bool ns_worker_busy(const ns_worker_t *w);
  * grace period of a few ms before SIGKILL). */
 int ns_worker_collect(ns_worker_t *w, ns_worker_result_t *res);
 
+/* The wall-clock limit of the next submission only (a provider gives each
+ * job what is left of its deadline); later ones go back to
+ * ns_worker_opts_t's timeout_ms. 0 = that default. */
+void ns_worker_set_timeout(ns_worker_t *w, uint32_t timeout_ms);
+
 /* Abandon the job in flight (killing the worker if it is running it; a
  * fresh one starts). No-op when idle. */
 void ns_worker_cancel(ns_worker_t *w);

@@ -53,6 +53,8 @@ static void s_announce(ns_announce_t *a)
     a->reqs.min_cl_major = 1;
     a->reqs.min_cl_minor = 2;
     snprintf(a->reqs.region, sizeof a->reqs.region, "eu-west");
+    a->reqs.max_buffer_bytes = UINT64_C(3) << 30;
+    a->reqs.buffer_bytes = UINT64_C(5) << 30;
     a->max_price = 100;
     a->collateral = 50;
     a->work_flops = UINT64_C(1) << 40;
@@ -86,6 +88,11 @@ TEST(announce_round_trip_and_caps)
     /* a window over the cap, an endpoint that is not one */
     s_announce(&a);
     a.bid_window_ms = 60001;
+    CHECK_RC(ns_announce_encode(&a, &buf), NS_OK);
+    CHECK_RC(ns_announce_decode(buf.data, buf.len, &b), NS_ERR_INVAL);
+    /* a largest buffer bigger than all of them together */
+    s_announce(&a);
+    a.reqs.max_buffer_bytes = a.reqs.buffer_bytes + 1;
     CHECK_RC(ns_announce_encode(&a, &buf), NS_OK);
     CHECK_RC(ns_announce_decode(buf.data, buf.len, &b), NS_ERR_INVAL);
     s_announce(&a);
@@ -323,6 +330,21 @@ TEST(offer_requirements)
     CHECK_EQ_INT(ns_reqs_check(&r, &o, 101, 10, 1000, NULL), NS_REQ_STAKE);
     o.free_slots = 0;
     CHECK_EQ_INT(ns_reqs_check(&r, &o, 50, 10, 1000, NULL), NS_REQ_SLOTS);
+    o.free_slots = 1;
+    /* buffers: the largest within max_alloc, all of them within memory;
+     * the GPU allocates 6 GiB at a time, the CPU 2 GiB */
+    dev[0].max_alloc_bytes = UINT64_C(2) << 30;
+    dev[1].max_alloc_bytes = UINT64_C(6) << 30;
+    r.max_buffer_bytes = UINT64_C(4) << 30;
+    r.buffer_bytes = UINT64_C(12) << 30;
+    CHECK_EQ_INT(ns_reqs_check(&r, &o, 50, 10, 1000, &d), 0);
+    CHECK_EQ_INT(d, 1);
+    r.max_buffer_bytes = UINT64_C(7) << 30;
+    CHECK_EQ_INT(ns_reqs_check(&r, &o, 50, 10, 1000, NULL), NS_REQ_BUFFERS);
+    r.max_buffer_bytes = UINT64_C(1) << 30;
+    r.buffer_bytes = UINT64_C(25) << 30;
+    CHECK_EQ_INT(ns_reqs_check(&r, &o, 50, 10, 1000, NULL), NS_REQ_BUFFERS);
+    memset(&r, 0, sizeof r);
     /* the heartbeat view of an offer is the same offer */
     ns_heartbeat_t *hb = calloc(1, sizeof *hb);
     hb->n_devices = 2;

@@ -80,6 +80,7 @@ static s_world_t *s_w;
 static const char *s_source;
 static bool s_no_preflight;       /* the next world's requester skips it */
 static bool s_liar;               /* provider 1 claims an impossible device */
+static bool s_small_alloc;        /* providers allocate 1 KiB at most */
 static ns_verified_t *s_verified; /* the next requester challenges */
 
 /* ---- the fake network --------------------------------------------------- */
@@ -412,6 +413,8 @@ static s_world_t *s_world(const ns_fault_t *f1, const ns_fault_t *f2,
         p->cfg.slots = 1;
         p->cfg.stake = 100;
         p->dev = w->dev;
+        if (s_small_alloc)
+            p->dev.max_alloc_bytes = 1024;
         if (s_liar && i == 1) { /* claims a device far beyond its own */
             p->dev.gflops = 1e9;
             p->dev.gbps = 1e9;
@@ -612,6 +615,28 @@ TEST(no_bid_cancels_and_refunds)
     ns_account_t a = s_acct(w, 0, 0);
     CHECK_EQ_INT(a.locked_escrow, 0);
     CHECK_EQ_INT(a.free, 1000);
+    for (uint32_t l = 0; l < W_PARTIES; l++)
+        CHECK_EQ_INT(s_job_state(w, l), NS_JOB_CANCELLED);
+    CHECK(s_conserved(w));
+    s_world_free(w);
+}
+
+/* The job's 4 KiB buffers do not fit a device that allocates 1 KiB at
+ * most: nobody bids (rather than accepting and failing in turn), and the
+ * error says which requirement nobody met. */
+TEST(buffers_beyond_the_largest_allocation_get_no_bid)
+{
+    s_small_alloc = true;
+    s_world_t *w = s_world(NULL, NULL, 60);
+    s_small_alloc = false;
+    if (!CHECK(w != NULL))
+        return;
+    CHECK(s_run(w, 2000));
+    const ns_receipt_t *r = ns_requester_receipt(w->p[0].requester);
+    CHECK_EQ_INT(r->phase, NS_RQ_FAILED);
+    CHECK(strstr(r->error, "no provider bid") != NULL);
+    CHECK(strstr(r->error, "buffers that fit (largest 0.0 MiB, all 0.0 MiB): "
+                           "0 of 2") != NULL);
     for (uint32_t l = 0; l < W_PARTIES; l++)
         CHECK_EQ_INT(s_job_state(w, l), NS_JOB_CANCELLED);
     CHECK(s_conserved(w));
@@ -904,6 +929,7 @@ int main(int argc, char **argv)
     RUN(accept_timeout_moves_on);
     RUN(lazy_provider_slashed_job_completed_elsewhere);
     RUN(no_bid_cancels_and_refunds);
+    RUN(buffers_beyond_the_largest_allocation_get_no_bid);
     RUN(deadline_penalises_silent_provider);
     RUN(resume_picks_the_job_up);
     RUN(provider_failure_moves_on_without_penalty);
