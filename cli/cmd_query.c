@@ -146,6 +146,29 @@ static void s_render_status(const msgpack_object *d)
                    (unsigned long long)kv->val.via.u64);
         }
     printf("\n");
+    const msgpack_object *l = s_get(d, "ledger");
+    if (l && l->type == MSGPACK_OBJECT_MAP) {
+        char digest[80];
+        s_s(digest, sizeof digest, l, "digest");
+        printf("ledger    %llu entries, %llu accounts, total %llu, burned "
+               "%llu, digest %.16s\n",
+               s_u(l, "entries"), s_u(l, "accounts"), s_u(l, "total"),
+               s_u(l, "burned"), digest);
+        const msgpack_object *se = s_get(l, "storage_error");
+        if (se && se->type == MSGPACK_OBJECT_MAP) {
+            char detail[160];
+            s_s(detail, sizeof detail, se, "detail");
+            printf("storage   CANNOT WRITE: %s (no new work until it can; "
+                   "retried every second)\n",
+                   detail);
+        }
+    }
+    const msgpack_object *p = s_get(d, "provider");
+    if (p && p->type == MSGPACK_OBJECT_MAP)
+        printf("provider  %llu busy, %llu bids, %llu awards, %llu results, "
+               "%llu failed, %llu stopped\n",
+               s_u(p, "busy"), s_u(p, "bids"), s_u(p, "awards"),
+               s_u(p, "results"), s_u(p, "failed"), s_u(p, "stopped"));
 }
 
 static const char s_status_usage[] =

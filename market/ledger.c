@@ -41,6 +41,11 @@ struct ns_ledger {
     ns_lbuf_t pending; /* out-of-order entries */
     uint64_t rejected[NS_ERR_COUNT];
     ns_hash_t missing; /* set by validation on NS_ERR_MISSING */
+    /* The last commit failed (disk full, read-only, map full): nothing is
+     * written until a commit or ns_ledger_probe_write succeeds. */
+    int write_rc;
+    char write_error[128];
+    uint64_t write_failed_ms; /* ns_now_ms of the first failure */
 };
 
 static const ns_hash_t s_zero;
@@ -52,13 +57,37 @@ static int s_totals_save(MDB_txn *t, ns_ledger_t *l)
     return ns_lstore_totals_put(&l->store, t, &l->totals);
 }
 
+static void s_write_failed(ns_ledger_t *l, int rc)
+{
+    if (l->write_rc == NS_OK)
+        l->write_failed_ms = ns_now_ms();
+    l->write_rc = rc;
+    snprintf(l->write_error, sizeof l->write_error, "%s",
+             l->store.last_error[0] ? l->store.last_error : ns_strerror(rc));
+}
+
+static void s_write_ok(ns_ledger_t *l)
+{
+    if (l->write_rc == NS_OK)
+        return;
+    ns_info(NS_MOD_LEDGER, "event=storage_recovered after_ms=%llu was=\"%s\"",
+            (unsigned long long)(ns_now_ms() - l->write_failed_ms),
+            l->write_error);
+    l->write_rc = NS_OK;
+    l->write_error[0] = '\0';
+    l->write_failed_ms = 0;
+}
+
 static int s_batch(ns_ledger_t *l)
 {
     if (l->batch)
         return NS_OK;
     if (l->readonly)
         return NS_ERR_STATE;
-    return ns_lstore_begin(&l->store, NULL, false, &l->batch);
+    int rc = ns_lstore_begin(&l->store, NULL, false, &l->batch);
+    if (rc != NS_OK)
+        s_write_failed(l, rc);
+    return rc;
 }
 
 static void s_batch_done(ns_ledger_t *l)
@@ -123,10 +152,44 @@ int ns_ledger_commit(ns_ledger_t *l)
         l->totals = l->committed;
         ns_error(NS_MOD_LEDGER, "event=commit_failed err=%s detail=\"%s\"",
                  ns_errname(rc), l->store.last_error);
+        s_write_failed(l, rc);
         return rc;
     }
     l->committed = l->totals;
+    s_write_ok(l);
     return NS_OK;
+}
+
+int ns_ledger_write_state(const ns_ledger_t *l, const char **why,
+                          uint64_t *since_ms)
+{
+    if (why)
+        *why = l->write_rc != NS_OK ? l->write_error : "";
+    if (since_ms)
+        *since_ms = l->write_rc != NS_OK ? l->write_failed_ms : 0;
+    return l->write_rc;
+}
+
+int ns_ledger_probe_write(ns_ledger_t *l)
+{
+    if (l->write_rc == NS_OK || l->readonly)
+        return l->write_rc;
+    if (l->batch) /* a batch is open: its commit is the probe */
+        return ns_ledger_commit(l);
+    /* Rewrite the committed totals: a real page written and synced,
+     * nothing changed. */
+    MDB_txn *t = NULL;
+    int rc = ns_lstore_begin(&l->store, NULL, false, &t);
+    if (rc == NS_OK &&
+        (rc = ns_lstore_totals_put(&l->store, t, &l->committed)) != NS_OK)
+        mdb_txn_abort(t);
+    else if (rc == NS_OK)
+        rc = ns_lstore_commit(&l->store, t);
+    if (rc == NS_OK)
+        s_write_ok(l);
+    else
+        s_write_failed(l, rc);
+    return rc;
 }
 
 /* One entry in a child transaction of the batch. */

@@ -11,6 +11,7 @@
  */
 #include "nightshift/ledger_sync.h"
 #include "nightshift/log.h"
+#include "nightshift/policy.h"
 #include "nightshift/util.h"
 
 #include <stdlib.h>
@@ -28,6 +29,7 @@ struct ns_ledger_sync {
         uint64_t ranges_in;
     } stats;
     uint32_t commit_timer; /* running while entries wait, 0 otherwise */
+    uint32_t probe_timer;  /* running while the ledger cannot write */
 };
 
 #define S_PACKER(b, w, pk)                                                     \
@@ -42,14 +44,44 @@ static void s_publish_summary(ns_ledger_sync_t *s)
     ns_p2p_set_ledger_summary(s->p2p, st.entries, st.digest);
 }
 
+static void s_watch_storage(ns_ledger_sync_t *s);
+
 static void s_commit(ns_ledger_sync_t *s)
 {
-    /* Always: also closes a batch that only saw rejections. */
-    if (ns_ledger_commit(s->ledger) != NS_OK)
-        ns_error(NS_MOD_LEDGER, "event=commit_failed");
+    /* Always: also closes a batch that only saw rejections. A failure is
+     * logged with its cause by the ledger. */
+    int rc = ns_ledger_commit(s->ledger);
+    (void)rc;
     if (s->dirty)
         s_publish_summary(s);
     s->dirty = false;
+    s_watch_storage(s);
+}
+
+/* While the ledger cannot write (disk full, read-only, map full), try a
+ * small write every NS_POLICY_STORAGE_RETRY_MS: the node resumes by
+ * itself once space is back, whether or not entries arrive. */
+static void s_on_probe_timer(void *user, uint64_t now)
+{
+    (void)now;
+    ns_ledger_sync_t *s = user;
+    if (ns_ledger_probe_write(s->ledger) == NS_OK) {
+        s_publish_summary(s);
+        s_watch_storage(s);
+    }
+}
+
+static void s_watch_storage(ns_ledger_sync_t *s)
+{
+    bool failing = ns_ledger_write_state(s->ledger, NULL, NULL) != NS_OK;
+    if (failing && !s->probe_timer) {
+        if (ns_p2p_timer_start(s->p2p, NS_POLICY_STORAGE_RETRY_MS, true,
+                               s_on_probe_timer, s, &s->probe_timer) != NS_OK)
+            s->probe_timer = 0;
+    } else if (!failing && s->probe_timer) {
+        (void)ns_p2p_timer_cancel(s->p2p, s->probe_timer);
+        s->probe_timer = 0;
+    }
 }
 
 static void s_on_commit_timer(void *user, uint64_t now);
@@ -439,6 +471,8 @@ void ns_ledger_sync_destroy(ns_ledger_sync_t **ps)
     s_commit(*ps);
     if ((*ps)->commit_timer)
         (void)ns_p2p_timer_cancel((*ps)->p2p, (*ps)->commit_timer);
+    if ((*ps)->probe_timer)
+        (void)ns_p2p_timer_cancel((*ps)->p2p, (*ps)->probe_timer);
     ns_buf_release(&(*ps)->body);
     ns_buf_release(&(*ps)->entry);
     free(*ps);
@@ -457,10 +491,13 @@ int ns_ledger_sync_append(ns_ledger_sync_t *s, const ns_identity_t *me,
     /* The append commits the whole batch, ingested entries included. */
     int rc = ns_ledger_append(s->ledger, me, type, body, refs, n_refs,
                               &s->entry, id);
-    if (rc != NS_OK)
+    if (rc != NS_OK) {
+        s_watch_storage(s);
         return rc;
+    }
     s->dirty = false;
     s_publish_summary(s);
+    s_watch_storage(s);
     return ns_p2p_publish(s->p2p, NS_MSG_ENTRY, s->entry.data, s->entry.len);
 }
 
@@ -484,7 +521,24 @@ void ns_ledger_sync_pack_status(ns_ledger_sync_t *s, msgpack_packer *pk)
         NS_ERR_VERSION,  NS_ERR_PROOF,  NS_ERR_STALE,    NS_ERR_STATE,
         NS_ERR_TRAILING};
     size_t nr = sizeof reasons / sizeof reasons[0];
-    msgpack_pack_map(pk, 12);
+    const char *why = "";
+    uint64_t since = 0;
+    bool writable = ns_ledger_write_state(s->ledger, &why, &since) == NS_OK;
+    msgpack_pack_map(pk, 14);
+    ns_mp_str(pk, "writable");
+    if (writable)
+        msgpack_pack_true(pk);
+    else
+        msgpack_pack_false(pk);
+    ns_mp_str(pk, "storage_error");
+    if (writable) {
+        msgpack_pack_nil(pk);
+    } else {
+        msgpack_pack_map(pk, 2);
+        ns_mp_str(pk, "detail");
+        ns_mp_str(pk, why);
+        s_kv(pk, "since_ms", since);
+    }
     s_kv(pk, "entries", st.entries);
     s_kv(pk, "accounts", st.accounts);
     s_kv(pk, "total", st.total);

@@ -355,6 +355,17 @@ static void s_ledger(ns_node_t *n, const ns_ctl_req_t *r, msgpack_packer *pk)
     b.amount = r->amount;
     ns_hash_t id;
     int rc = ns_node_append(n, type, &b, id);
+    const char *cause = "";
+    if (rc != NS_OK &&
+        ns_ledger_write_state(ns_node_ledger(n), &cause, NULL) != NS_OK) {
+        char why[300];
+        snprintf(why, sizeof why,
+                 "%s not stored: the ledger cannot write (%s); nothing "
+                 "was sent, try again once the node can write",
+                 ns_ctl_name(r->kind), cause);
+        s_fail(pk, why);
+        return;
+    }
     if (rc != NS_OK) {
         char why[160];
         snprintf(why, sizeof why, "%s rejected: %s (%s)", ns_ctl_name(r->kind),

@@ -625,6 +625,14 @@ int ns_node_submit(ns_node_t *n, const ns_ctl_req_t *r, ns_hash_t job_id,
                    char *err, size_t errlen)
 {
     int slot = s_hosted_slot(n), rc;
+    const char *why = "";
+    if ((rc = ns_ledger_write_state(n->ledger, &why, NULL)) != NS_OK) {
+        snprintf(err, errlen,
+                 "the node takes no new jobs while its ledger cannot write "
+                 "(%s: %s); it resumes by itself once it can",
+                 n->c.datadir, why);
+        return rc;
+    }
     if (slot < 0) {
         snprintf(err, errlen, "%d jobs are running on this node already",
                  NS_NODE_MAX_REQUESTERS);

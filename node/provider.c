@@ -56,9 +56,10 @@ struct ns_provider {
     struct {
         uint64_t announces, bids, awards, accepts, results, failed;
         uint64_t served_bytes, refused_requester, claims, table_full;
-        uint64_t inputs_cached, stopped;
+        uint64_t inputs_cached, stopped, no_storage;
     } stats;
-    ns_account_t seen; /* our account at the last claim tick */
+    bool storage_refusing; /* said so for this outage */
+    ns_account_t seen;     /* our account at the last claim tick */
     bool have_seen;
     ns_prover_t prover; /* hardware challenges (prover.h) */
 };
@@ -151,8 +152,30 @@ static void s_update_offer(ns_provider_t *p)
     if (ns_ledger_account(p->o.ledger, p->self, &a) == NS_OK)
         stake = a.staked;
     uint32_t busy = s_busy(p);
+    bool writable = ns_ledger_write_state(p->o.ledger, NULL, NULL) == NS_OK;
     p->io->set_offer(p->io->user, stake,
-                     busy < p->o.cfg->slots ? p->o.cfg->slots - busy : 0);
+                     writable && busy < p->o.cfg->slots ? p->o.cfg->slots - busy
+                                                        : 0);
+}
+
+/* No new work while the ledger cannot write: an ACCEPT or RESULT we could
+ * not store would cost the requester a round and us a penalty. Said once
+ * per outage. */
+static bool s_storage_ok(ns_provider_t *p)
+{
+    const char *why = "";
+    if (ns_ledger_write_state(p->o.ledger, &why, NULL) == NS_OK) {
+        p->storage_refusing = false;
+        return true;
+    }
+    p->stats.no_storage++;
+    if (!p->storage_refusing)
+        ns_warn(NS_MOD_MARKET,
+                "event=no_bid reason=storage detail=\"the ledger cannot "
+                "write: %s\" action=\"no new work until it can\"",
+                why);
+    p->storage_refusing = true;
+    return false;
 }
 
 /* One line of text for a log value or a failure reason: newlines and
@@ -265,7 +288,7 @@ static int s_on_job(ns_provider_t *p, const ns_node_msg_t *m)
     for (uint32_t e = 0; e < a.n_excluded; e++)
         if (memcmp(a.excluded[e], p->self, NS_ID_BYTES) == 0)
             return NS_OK;
-    if (s_busy(p) >= p->o.cfg->slots)
+    if (s_busy(p) >= p->o.cfg->slots || !s_storage_ok(p))
         return NS_OK;
     ns_account_t req, me;
     if (ns_ledger_account(p->o.ledger, a.requester, &req) != NS_OK ||
@@ -801,7 +824,8 @@ void ns_provider_claim(ns_provider_t *p)
 {
     s_watch_account(p);
     uint8_t ref[NS_HASH_BYTES];
-    if (ns_ledger_unclaimed(p->o.ledger, p->self, ref, 1) > 0) {
+    if (ns_ledger_write_state(p->o.ledger, NULL, NULL) == NS_OK &&
+        ns_ledger_unclaimed(p->o.ledger, p->self, ref, 1) > 0) {
         ns_entry_body_t b;
         ns_hash_t id;
         memset(&b, 0, sizeof b);
@@ -945,7 +969,7 @@ void ns_provider_destroy(ns_provider_t **pp)
 
 void ns_provider_pack_status(const ns_provider_t *p, msgpack_packer *pk)
 {
-    msgpack_pack_map(pk, 13);
+    msgpack_pack_map(pk, 14);
 #define KV(k, v)                                                               \
     ns_mp_str(pk, k);                                                          \
     msgpack_pack_uint64(pk, v)
@@ -962,5 +986,6 @@ void ns_provider_pack_status(const ns_provider_t *p, msgpack_packer *pk)
     KV("busy", s_busy(p));
     KV("inputs_cached", p->stats.inputs_cached);
     KV("stopped", p->stats.stopped);
+    KV("refused_no_storage", p->stats.no_storage);
 #undef KV
 }

@@ -251,6 +251,17 @@ int ns_ledger_ingest(ns_ledger_t *l, const uint8_t *buf, size_t len,
  * NS_ERR_MAPFULL or NS_ERR_IO (see ns_ledger_last_error) when it fails;
  * what the batch held is then gone (totals rolled back with it). */
 int ns_ledger_commit(ns_ledger_t *l) NS_MUST_CHECK;
+/* Whether the ledger can write: NS_OK, or the error of the last failed
+ * commit (NS_ERR_IO with ENOSPC/EROFS/EIO's text, NS_ERR_MAPFULL) until a
+ * commit or probe succeeds. *why (borrowed, "" when writable) and
+ * *since_ms (wall clock of the first failure, 0) may be NULL. A node
+ * takes no new work while it cannot write. */
+int ns_ledger_write_state(const ns_ledger_t *l, const char **why,
+                          uint64_t *since_ms);
+/* After a failed commit: try one small synced write (the committed totals
+ * again; an open batch is committed instead) and return the new state.
+ * NS_OK at once when nothing failed. */
+int ns_ledger_probe_write(ns_ledger_t *l) NS_MUST_CHECK;
 /* Whether the uncommitted batch should be committed now: it holds at
  * least NS_LEDGER_COMMIT_ENTRIES entries or NS_LEDGER_COMMIT_BYTES bytes,
  * or its first entry was stored NS_LEDGER_COMMIT_MS or more before

@@ -28,6 +28,9 @@
 #define NS_POLICY_WORKER_TIMEOUT_MS (10 * 60 * 1000)
 #define NS_POLICY_RUN_MARGIN_MS 2000
 #define NS_POLICY_RUN_MIN_MS 100
+/* A ledger that cannot write (disk full, read-only) is tried again this
+ * often; meanwhile the node takes no new work. */
+#define NS_POLICY_STORAGE_RETRY_MS 1000
 /* Requesters that post and never settle are refused: after GRACE_JOBS
  * posted, at least 1/SETTLE_DIV of them must have settled. */
 #define NS_POLICY_REQUESTER_GRACE_JOBS 5

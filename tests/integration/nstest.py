@@ -57,6 +57,14 @@ _SANITIZER_MARK = "Sanitizer"  # "ERROR: AddressSanitizer", LeakSanitizer...
 _T0 = time.monotonic()
 
 
+SKIP_EXIT = 77  # ctest's SKIP_RETURN_CODE for these tests
+
+
+class Skip(Exception):
+    """Raised by a test that cannot run here (say why): exit 77, which
+    ctest reports as skipped, not passed."""
+
+
 class TestFailure(AssertionError):
     """A behaviour the test asserts did not hold."""
 
@@ -467,6 +475,9 @@ def main(test, name):
                                        f"(set NIGHTSHIFT_BIN)")
         with Net(name) as net:
             test(net)
+    except Skip as e:
+        print(f"SKIP {name}: {e}", flush=True)
+        sys.exit(SKIP_EXIT)
     except TestFailure as e:
         print(f"FAIL {name} ({time.monotonic() - t0:.1f}s): {e}", flush=True)
         sys.exit(1)
