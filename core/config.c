@@ -106,6 +106,8 @@ int ns_config_set(ns_config_t *cfg, const char *section, const char *key,
         rc = ns_parse_u64(value, &cfg->stake) == NS_OK ? NS_OK : NS_ERR_CONFIG;
     } else if (KEY("node", "slots")) {
         rc = s_u32(value, 0, 1024, &cfg->slots);
+    } else if (KEY("node", "load_price_pct")) {
+        rc = s_u32(value, 0, 10000, &cfg->load_price_pct);
     } else if (KEY("node", "input_cache_bytes")) {
         uint64_t v = 0;
         rc = ns_parse_u64(value, &v) == NS_OK && v >= (UINT64_C(1) << 20)
@@ -219,6 +221,7 @@ int ns_config_write(const ns_config_t *cfg, const char *path)
     PUT_U(price);
     PUT_U(stake);
     PUT_U(slots);
+    PUT_U(load_price_pct);
     if (cfg->blob_cache_bytes != def.blob_cache_bytes)
         PUT("input_cache_bytes = %llu\n",
             (unsigned long long)cfg->blob_cache_bytes);

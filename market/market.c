@@ -493,9 +493,37 @@ bool ns_requester_acceptable(const ns_account_t *a)
                a->jobs_posted;
 }
 
-int ns_auction_pick(const ns_bid_t *bids, const int64_t *reputation,
-                    const uint64_t *arrival_us, uint32_t n, uint64_t max_price,
-                    const ns_announce_t *a)
+int64_t ns_standing(const ns_account_t *a)
+{
+    if (a->banned)
+        return INT64_MIN / 2;
+    return -10 * (int64_t)a->jobs_slashed - 2 * (int64_t)a->jobs_cancelled;
+}
+
+/* Whether bid i beats bid b among near-equal prices. */
+static bool s_tie_better(const ns_bid_t *bids, const ns_bid_rank_t *rank,
+                         uint32_t i, uint32_t b, const ns_announce_t *a)
+{
+    if (rank[i].free != rank[b].free)
+        return rank[i].free;
+    if (rank[i].standing != rank[b].standing)
+        return rank[i].standing > rank[b].standing;
+    uint64_t ti = rank[i].arrival_us / NS_POLICY_RTT_BUCKET_US;
+    uint64_t tb = rank[b].arrival_us / NS_POLICY_RTT_BUCKET_US;
+    if (ti != tb)
+        return ti < tb;
+    uint8_t in[NS_HASH_BYTES + NS_ID_BYTES];
+    ns_hash_t hi, hb;
+    memcpy(in, a->job_id, NS_HASH_BYTES);
+    memcpy(in + NS_HASH_BYTES, bids[i].provider, NS_ID_BYTES);
+    ns_hash(hi, in, sizeof in);
+    memcpy(in + NS_HASH_BYTES, bids[b].provider, NS_ID_BYTES);
+    ns_hash(hb, in, sizeof in);
+    return memcmp(hi, hb, NS_HASH_BYTES) < 0;
+}
+
+int ns_auction_pick(const ns_bid_t *bids, const ns_bid_rank_t *rank, uint32_t n,
+                    uint64_t max_price, const ns_announce_t *a)
 {
     int best = -1;
     for (uint32_t i = 0; i < n; i++) {
@@ -519,10 +547,7 @@ int ns_auction_pick(const ns_bid_t *bids, const int64_t *reputation,
         if (diff * 100 > lo) {
             if (bids[i].price < b->price)
                 best = (int)i;
-        } else if (reputation[i] != reputation[best]) {
-            if (reputation[i] > reputation[best])
-                best = (int)i;
-        } else if (arrival_us[i] < arrival_us[best]) {
+        } else if (s_tie_better(bids, rank, i, (uint32_t)best, a)) {
             best = (int)i;
         }
     }

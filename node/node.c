@@ -52,9 +52,13 @@ struct ns_node {
     ns_blobs_t *blobs;       /* inputs by hash: <datadir>/blobs */
     ns_content_t *content;   /* blobs wanted from peers */
     ns_verified_t *verified; /* challenge verdicts (verified.h) */
-    int worker_fd;           /* the provider's worker, polled */
-    uint32_t tick_id;        /* the provider's fast tick, 0: idle */
-    uint32_t req_tick_id;    /* the requesters' tick, 0: none */
+    struct s_wfd {           /* the provider's workers, polled */
+        ns_node_t *n;
+        uint32_t i;
+        int fd;
+    } wfd[NS_POLICY_MAX_WORKERS];
+    uint32_t tick_id;     /* the provider's fast tick, 0: idle */
+    uint32_t req_tick_id; /* the requesters' tick, 0: none */
     ns_requester_t *req[NS_NODE_MAX_REQUESTERS];
     uint32_t n_req;
     ns_hosted_t *hosted[NS_NODE_MAX_REQUESTERS]; /* submit --node jobs */
@@ -206,12 +210,13 @@ static void s_on_provider_tick(void *user, uint64_t now)
     s_arm(n);
 }
 
-/* The worker's socket is readable (or writable while it wants to write):
+/* A worker's socket is readable (or writable while it wants to write):
  * move its bytes now, not at the next tick. */
 static void s_on_worker_io(void *user, int fd)
 {
     (void)fd;
-    ns_node_t *n = user;
+    struct s_wfd *w = user;
+    ns_node_t *n = w->n;
     ns_provider_tick(n->provider, ns_mono_ms());
     s_watch_worker(n);
     s_arm(n);
@@ -219,23 +224,29 @@ static void s_on_worker_io(void *user, int fd)
 
 static bool s_worker_wants_write(void *user)
 {
-    ns_node_t *n = user;
-    return ns_provider_worker_wants_write(n->provider);
+    struct s_wfd *w = user;
+    return ns_provider_worker_wants_write(w->n->provider, w->i);
 }
 
-/* Poll the provider's worker socket; follow it across restarts. */
+/* Poll the provider's worker sockets; follow them across restarts. */
 static void s_watch_worker(ns_node_t *n)
 {
-    int fd = ns_provider_worker_fd(n->provider);
-    if (fd == n->worker_fd)
-        return;
     ns_loop_t *loop = ns_p2p_loop(n->p2p);
-    if (n->worker_fd >= 0)
-        (void)ns_loop_remove_fd(loop, n->worker_fd);
-    n->worker_fd = -1;
-    if (fd >= 0 && ns_loop_add_fd_io(loop, fd, s_on_worker_io,
-                                     s_worker_wants_write, n) == NS_OK)
-        n->worker_fd = fd;
+    uint32_t count = ns_provider_n_workers(n->provider);
+    for (uint32_t i = 0; i < count && i < NS_POLICY_MAX_WORKERS; i++) {
+        struct s_wfd *w = &n->wfd[i];
+        int fd = ns_provider_worker_fd(n->provider, i);
+        if (fd == w->fd)
+            continue;
+        if (w->fd >= 0)
+            (void)ns_loop_remove_fd(loop, w->fd);
+        w->fd = -1;
+        w->n = n;
+        w->i = i;
+        if (fd >= 0 && ns_loop_add_fd_io(loop, fd, s_on_worker_io,
+                                         s_worker_wants_write, w) == NS_OK)
+            w->fd = fd;
+    }
 }
 
 /* A blob arrived that a SLASH waited for: the ledger tries it again. */
@@ -415,7 +426,8 @@ ns_node_t *ns_node_open(const ns_node_conf_t *c, char *err, size_t errlen)
     }
     n->c = *c;
     n->lock_fd = -1;
-    n->worker_fd = -1;
+    for (uint32_t i = 0; i < NS_POLICY_MAX_WORKERS; i++)
+        n->wfd[i].fd = -1;
     n->io = (ns_node_io_t){n,           s_io_send,      s_io_publish, s_io_dial,
                            s_io_append, s_io_set_offer, s_io_visit,   s_io_live,
                            s_io_now,    s_io_mono};

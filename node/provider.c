@@ -44,13 +44,20 @@ typedef struct {
     ns_hash_t root;
     uint8_t statement[NS_SIG_BYTES];
     uint64_t release_ms; /* PJ_HOLD until */
+    uint32_t device;     /* the offer's device the bid was for */
+    int w;               /* PJ_RUN: index in workers */
 } s_job_t;
 
 struct ns_provider {
     ns_provider_opts_t o;
     const ns_node_io_t *io;
     uint8_t self[NS_ID_BYTES];
-    ns_worker_t *worker;
+    /* One worker a slot (up to NS_POLICY_MAX_WORKERS), worker i on device
+     * i % n_devices, each started when first needed: jobs run at once
+     * side by side, on every device. */
+    ns_worker_t *workers[NS_POLICY_MAX_WORKERS];
+    uint32_t n_workers;
+    int prover_w; /* the worker of the challenge in progress */
     s_job_t jobs[S_MAX_JOBS];
     ns_buf_t body;
     struct {
@@ -268,6 +275,8 @@ static void s_fail(ns_provider_t *p, s_job_t *j, const char *why)
 /* ---- bidding
  * ------------------------------------------------------------------ */
 
+static int s_pick_worker(const ns_provider_t *p, uint32_t dev);
+
 static int s_on_job(ns_provider_t *p, const ns_node_msg_t *m)
 {
     ns_announce_t a;
@@ -307,13 +316,30 @@ static int s_on_job(ns_provider_t *p, const ns_node_msg_t *m)
                 req.jobs_posted, req.jobs_settled_as_requester);
         return NS_OK;
     }
-    ns_offer_t offer = {
-        p->o.devices,    p->o.n_devices, p->o.cfg->price, me.staked, 1,
-        p->o.cfg->region};
+    /* load pricing: each busy slot adds load_price_pct to the price */
+    uint64_t price = p->o.cfg->price + p->o.cfg->price *
+                                           p->o.cfg->load_price_pct *
+                                           s_busy(p) / 100;
+    ns_offer_t offer = {p->o.devices,    p->o.n_devices, price, me.staked, 1,
+                        p->o.cfg->region};
     uint32_t dev = 0;
     if (ns_reqs_check(&a.reqs, &offer, a.collateral, a.max_price, a.work_flops,
                       &dev))
         return NS_OK;
+    /* Of the devices that qualify, one with a free worker: several jobs
+     * spread over several devices. */
+    for (uint32_t d = 0; d < p->o.n_devices; d++) {
+        ns_offer_t one = offer;
+        one.devices = &p->o.devices[d];
+        one.n_devices = 1;
+        if (ns_reqs_check(&a.reqs, &one, a.collateral, a.max_price,
+                          a.work_flops, NULL) == 0 &&
+            s_pick_worker(p, d) >= 0 &&
+            s_pick_worker(p, d) % (int)p->o.n_devices == (int)d) {
+            dev = d;
+            break;
+        }
+    }
     s_job_t *j = NULL, *oldest_bid = NULL;
     for (int i = 0; i < S_MAX_JOBS && !j; i++) {
         if (p->jobs[i].state == PJ_FREE)
@@ -334,9 +360,10 @@ static int s_on_job(ns_provider_t *p, const ns_node_msg_t *m)
     }
     memset(j, 0, sizeof *j);
     j->ann = a;
+    j->device = dev;
     memcpy(j->bid.job_id, a.job_id, NS_HASH_BYTES);
-    j->bid.price = ns_price_quote(p->o.cfg->price, a.work_flops,
-                                  p->o.devices[dev].gflops, &j->bid.est_ms);
+    j->bid.price = ns_price_quote(price, a.work_flops, p->o.devices[dev].gflops,
+                                  &j->bid.est_ms);
     j->bid.timestamp_ms = p->io->now_ms(p->io->user);
     ns_bid_sign(&j->bid, p->o.me, p->o.network_id);
     rc = p->io->dial(p->io->user, a.requester, a.endpoint);
@@ -536,9 +563,10 @@ static int s_on_chunk(ns_provider_t *p, const ns_node_msg_t *m)
 /* ---- run
  * --------------------------------------------------------------------- */
 
-static int s_worker(ns_provider_t *p)
+/* Worker i, started if it is not yet. */
+static int s_worker(ns_provider_t *p, uint32_t i)
 {
-    if (p->worker)
+    if (p->workers[i])
         return NS_OK;
     ns_worker_opts_t o;
     char cache[PATH_MAX];
@@ -546,20 +574,41 @@ static int s_worker(ns_provider_t *p)
     if (ns_path_join(cache, sizeof cache, p->o.datadir, "programs") == NS_OK)
         o.cache_dir = cache;
     o.timeout_ms = NS_POLICY_WORKER_TIMEOUT_MS;
+    o.device_index = p->o.n_devices ? i % p->o.n_devices : 0;
     int rc = NS_OK;
-    p->worker = ns_worker_new(&o, &rc);
-    return p->worker ? NS_OK : rc;
+    p->workers[i] = ns_worker_new(&o, &rc);
+    return p->workers[i] ? NS_OK : rc;
+}
+
+static bool s_worker_free(const ns_provider_t *p, uint32_t i)
+{
+    return !p->workers[i] ||
+           (!ns_worker_busy(p->workers[i]) &&
+            !(ns_prover_busy(&p->prover) && p->prover_w == (int)i));
+}
+
+/* A free worker on device dev (the job qualified for it at the bid);
+ * -1 when all of that device's slots are taken. */
+static int s_pick_worker(const ns_provider_t *p, uint32_t dev)
+{
+    for (uint32_t i = 0; i < p->n_workers; i++)
+        if (s_worker_free(p, i) &&
+            (!p->o.n_devices || i % p->o.n_devices == dev))
+            return (int)i;
+    return -1;
 }
 
 static void s_start_run(ns_provider_t *p, s_job_t *j)
 {
     char err[256];
-    if (s_worker(p) != NS_OK) {
+    int w = s_pick_worker(p, j->device);
+    if (w < 0)
+        return; /* ns_provider_tick starts it when a worker frees up */
+    if (s_worker(p, (uint32_t)w) != NS_OK) {
         s_fail(p, j, "cannot start the worker");
         return;
     }
-    if (ns_worker_busy(p->worker))
-        return; /* ns_provider_tick starts it when the worker frees up */
+    ns_worker_t *worker = p->workers[w];
     /* The run may take what is left of the job's deadline, less the time
      * to commit and serve the outputs: a kernel that never ends holds the
      * slot no longer than the requester waits for it. */
@@ -574,15 +623,16 @@ static void s_start_run(ns_provider_t *p, s_job_t *j)
                   "too little time left before the deadline to run the job");
         return;
     }
-    ns_worker_set_timeout(p->worker, limit < NS_POLICY_WORKER_TIMEOUT_MS
-                                         ? (uint32_t)limit
-                                         : NS_POLICY_WORKER_TIMEOUT_MS);
-    int rc = ns_worker_submit(p->worker, &j->job, j->inputs, NULL, 0, err,
-                              sizeof err);
+    ns_worker_set_timeout(worker, limit < NS_POLICY_WORKER_TIMEOUT_MS
+                                      ? (uint32_t)limit
+                                      : NS_POLICY_WORKER_TIMEOUT_MS);
+    int rc =
+        ns_worker_submit(worker, &j->job, j->inputs, NULL, 0, err, sizeof err);
     if (rc != NS_OK) {
         s_fail_as(p, j, s_fail_kind(rc, err), err);
         return;
     }
+    j->w = w;
     s_set(p, j, PJ_RUN);
 }
 
@@ -707,20 +757,20 @@ static void s_stop(ns_provider_t *p, s_job_t *j)
             "event=run_stopped job=%s phase=%s reason=\"the award is no "
             "longer live in the ledger (cancelled, slashed or re-awarded)\"",
             jid, s_state_name(j->state));
-    if (j->state == PJ_RUN && p->worker)
-        ns_worker_cancel(p->worker);
+    if (j->state == PJ_RUN && p->workers[j->w])
+        ns_worker_cancel(p->workers[j->w]);
     p->stats.stopped++;
     s_job_clear(j);
 }
 
 void ns_provider_tick(ns_provider_t *p, uint64_t now)
 {
-    if (p->worker) {
-        ns_prover_tick(&p->prover, p->worker, p->io, now);
-        ns_prover_warm(&p->prover, p->worker);
-    } else if (p->o.n_devices && !p->prover.warm && s_worker(p) != NS_OK) {
+    if (p->workers[p->prover_w])
+        ns_prover_tick(&p->prover, p->workers[p->prover_w], p->io, now);
+    if (p->workers[0])
+        ns_prover_warm(&p->prover, p->workers[0]);
+    else if (p->o.n_devices && !p->prover.warm && s_worker(p, 0) != NS_OK)
         p->prover.warm = true; /* no worker: challenges will say so */
-    }
     for (int i = 0; i < S_MAX_JOBS; i++) {
         s_job_t *j = &p->jobs[i];
         if ((j->state == PJ_FETCH || j->state == PJ_RUN ||
@@ -735,15 +785,14 @@ void ns_provider_tick(ns_provider_t *p, uint64_t now)
                 s_job_clear(j);
             break;
         case PJ_FETCH:
-            if (j->have_job && p->worker && !ns_worker_busy(p->worker) &&
-                ns_fetch_done(&j->fetch))
+            if (j->have_job && ns_fetch_done(&j->fetch))
                 s_start_run(p, j);
             if (j->state == PJ_FETCH &&
                 p->io->now_ms(p->io->user) > j->ann.deadline_ms)
                 s_fail(p, j, "deadline passed while fetching inputs");
             break;
         case PJ_RUN: {
-            int got = ns_worker_collect(p->worker, &j->res);
+            int got = ns_worker_collect(p->workers[j->w], &j->res);
             if (got <= 0)
                 break;
             if (j->res.status != NS_OK) {
@@ -854,8 +903,11 @@ static int s_on_chal(ns_provider_t *p, const ns_node_msg_t *m)
         }
     if (!bid)
         return NS_OK;
-    if (c.device >= p->o.n_devices || s_worker(p) != NS_OK ||
-        ns_worker_busy(p->worker) || ns_prover_busy(&p->prover)) {
+    /* a free worker on the claimed device */
+    int w = c.device < p->o.n_devices && !ns_prover_busy(&p->prover)
+                ? s_pick_worker(p, c.device)
+                : -1;
+    if (w < 0 || s_worker(p, (uint32_t)w) != NS_OK) {
         ns_chal_done_t d;
         memset(&d, 0, sizeof d);
         memcpy(d.nonce, c.nonce, NS_HASH_BYTES);
@@ -870,15 +922,19 @@ static int s_on_chal(ns_provider_t *p, const ns_node_msg_t *m)
     ns_info(NS_MOD_MARKET,
             "event=challenged nonce=%s label_bytes=%llu imatmul_n=%u", jid,
             (unsigned long long)c.label_bytes, c.imatmul_n);
-    ns_prover_start(&p->prover, p->worker, p->io, &c, m->sender,
+    p->prover_w = w;
+    ns_prover_start(&p->prover, p->workers[w], p->io, &c, m->sender,
                     p->o.devices[c.device].max_alloc_bytes, now);
     return NS_OK;
 }
 
 bool ns_provider_active(const ns_provider_t *p)
 {
-    if (ns_prover_busy(&p->prover) || (p->worker && ns_worker_busy(p->worker)))
+    if (ns_prover_busy(&p->prover))
         return true;
+    for (uint32_t i = 0; i < p->n_workers; i++)
+        if (p->workers[i] && ns_worker_busy(p->workers[i]))
+            return true;
     if (p->o.n_devices && !p->prover.warm)
         return true; /* the worker starts and warms its programs */
     for (int i = 0; i < S_MAX_JOBS; i++)
@@ -888,14 +944,20 @@ bool ns_provider_active(const ns_provider_t *p)
     return false;
 }
 
-int ns_provider_worker_fd(const ns_provider_t *p)
+uint32_t ns_provider_n_workers(const ns_provider_t *p)
 {
-    return p->worker ? ns_worker_fd(p->worker) : -1;
+    return p->n_workers;
 }
 
-bool ns_provider_worker_wants_write(const ns_provider_t *p)
+int ns_provider_worker_fd(const ns_provider_t *p, uint32_t i)
 {
-    return p->worker && ns_worker_wants_write(p->worker);
+    return i < p->n_workers && p->workers[i] ? ns_worker_fd(p->workers[i]) : -1;
+}
+
+bool ns_provider_worker_wants_write(const ns_provider_t *p, uint32_t i)
+{
+    return i < p->n_workers && p->workers[i] &&
+           ns_worker_wants_write(p->workers[i]);
 }
 
 int ns_provider_on_msg(ns_provider_t *p, const ns_node_msg_t *m)
@@ -935,6 +997,12 @@ ns_provider_t *ns_provider_new(const ns_provider_opts_t *o,
     memcpy(p->self, ns_identity_pk(o->me), NS_ID_BYTES);
     ns_buf_init(&p->body);
     ns_prover_init(&p->prover);
+    /* a worker a slot, and one on each device at least */
+    p->n_workers = o->cfg->slots > o->n_devices ? o->cfg->slots : o->n_devices;
+    if (p->n_workers < 1)
+        p->n_workers = 1;
+    if (p->n_workers > NS_POLICY_MAX_WORKERS)
+        p->n_workers = NS_POLICY_MAX_WORKERS;
     /* Stake what the settings ask, from free credits. */
     ns_account_t a;
     if (o->cfg->stake && ns_ledger_account(o->ledger, p->self, &a) == NS_OK &&
@@ -960,7 +1028,8 @@ void ns_provider_destroy(ns_provider_t **pp)
     ns_provider_t *p = *pp;
     for (int i = 0; i < S_MAX_JOBS; i++)
         s_job_clear(&p->jobs[i]);
-    ns_worker_destroy(&p->worker);
+    for (uint32_t i = 0; i < NS_POLICY_MAX_WORKERS; i++)
+        ns_worker_destroy(&p->workers[i]);
     ns_prover_release(&p->prover);
     ns_buf_release(&p->body);
     free(p);
@@ -969,7 +1038,7 @@ void ns_provider_destroy(ns_provider_t **pp)
 
 void ns_provider_pack_status(const ns_provider_t *p, msgpack_packer *pk)
 {
-    msgpack_pack_map(pk, 14);
+    msgpack_pack_map(pk, 16);
 #define KV(k, v)                                                               \
     ns_mp_str(pk, k);                                                          \
     msgpack_pack_uint64(pk, v)
@@ -984,6 +1053,11 @@ void ns_provider_pack_status(const ns_provider_t *p, msgpack_packer *pk)
     KV("claims", p->stats.claims);
     KV("table_full", p->stats.table_full);
     KV("busy", s_busy(p));
+    uint64_t running = 0;
+    for (int i = 0; i < S_MAX_JOBS; i++)
+        running += p->jobs[i].state == PJ_RUN;
+    KV("running", running);
+    KV("workers", p->n_workers);
     KV("inputs_cached", p->stats.inputs_cached);
     KV("stopped", p->stats.stopped);
     KV("refused_no_storage", p->stats.no_storage);

@@ -610,18 +610,38 @@ static int s_vet(ns_requester_t *q, const ns_bid_t *bid, uint64_t now)
     return 0;
 }
 
+/* The bidders' free slots, from their heartbeats. */
+typedef struct {
+    const ns_requester_t *q;
+    ns_bid_rank_t *rank;
+} s_free_t;
+
+static bool s_mark_free(void *u, const uint8_t *id, const ns_heartbeat_t *hb)
+{
+    s_free_t *f = u;
+    for (uint32_t i = 0; i < f->q->n_bids; i++)
+        if (memcmp(f->q->bids[i].provider, id, NS_ID_BYTES) == 0)
+            f->rank[i].free = hb->free_slots > 0;
+    return false;
+}
+
 static void s_award(ns_requester_t *q)
 {
-    int64_t rep[NS_POLICY_MAX_BIDS];
+    ns_bid_rank_t rank[NS_POLICY_MAX_BIDS];
+    memset(rank, 0, sizeof rank);
     for (uint32_t i = 0; i < q->n_bids; i++) {
         ns_account_t a;
-        rep[i] = ns_ledger_account(q->ledger, q->bids[i].provider, &a) == NS_OK
-                     ? ns_reputation(&a)
-                     : 0;
+        rank[i].standing =
+            ns_ledger_account(q->ledger, q->bids[i].provider, &a) == NS_OK
+                ? ns_standing(&a)
+                : 0;
+        rank[i].arrival_us = q->bid_us[i];
     }
+    s_free_t f = {q, rank};
+    q->io->visit_peers(q->io->user, s_mark_free, &f);
     for (;;) {
-        int w = ns_auction_pick(q->bids, rep, q->bid_us, q->n_bids,
-                                q->o.max_price, &q->ann);
+        int w =
+            ns_auction_pick(q->bids, rank, q->n_bids, q->o.max_price, &q->ann);
         if (w < 0) {
             char why[sizeof q->rc.error];
             s_explain(q, why, sizeof why);

@@ -40,6 +40,7 @@ typedef struct {
     uint64_t price;            /* micro-credits per device-second */
     uint64_t stake;            /* announced stake, credits */
     uint32_t slots;            /* concurrent jobs offered */
+    uint32_t load_price_pct;   /* price rises this % per busy slot */
     uint64_t ledger_map_bytes; /* [ledger] map_size: LMDB map, bytes */
     uint64_t blob_cache_bytes; /* input_cache_bytes: kept inputs, bytes */
     ns_log_level log_level;

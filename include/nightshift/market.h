@@ -256,12 +256,25 @@ int64_t ns_reputation(const ns_account_t *a);
  * that post and never settle are refused). */
 bool ns_requester_acceptable(const ns_account_t *requester);
 
+/* Standing from the ledger, for ranking near-equal bids: slashes and
+ * cancellations against, banned last. Settled jobs do not count, or the
+ * provider that won first would win every tie after. Higher is better. */
+int64_t ns_standing(const ns_account_t *a);
+
+/* What the requester knows of each bid besides the bid itself. */
+typedef struct {
+    int64_t standing;    /* ns_standing of the provider */
+    bool free;           /* its last heartbeat advertised a free slot */
+    uint64_t arrival_us; /* when the bid arrived (mono): the round trip */
+} ns_bid_rank_t;
+
 /* The reverse auction: index of the winning bid among n, or -1. Cheapest
- * price; near-ties (within 1%) go to the better reputation, then to the
- * bid that arrived first (lower round-trip). Excluded providers and bids
- * over max_price never win. */
-int ns_auction_pick(const ns_bid_t *bids, const int64_t *reputation,
-                    const uint64_t *arrival_us, uint32_t n, uint64_t max_price,
-                    const ns_announce_t *a);
+ * price; near-ties (within 1%) go to a provider with a free slot, then
+ * to the better standing, then to the earlier bid (arrival in
+ * NS_POLICY_RTT_BUCKET_US buckets: a round trip, not noise), then to the
+ * lowest H(job id || provider), which spreads equal providers evenly over
+ * jobs. Excluded providers and bids over max_price never win. */
+int ns_auction_pick(const ns_bid_t *bids, const ns_bid_rank_t *rank, uint32_t n,
+                    uint64_t max_price, const ns_announce_t *a);
 
 #endif

@@ -15,7 +15,10 @@
 
 /* ---- the provider (node/provider.c) ------------------------------------- */
 
-#define NS_POLICY_PROVIDER_JOBS 64           /* jobs tracked at once */
+#define NS_POLICY_PROVIDER_JOBS 64 /* jobs tracked at once */
+/* Worker processes (one a slot) a provider runs at most; slots beyond
+ * this share them. */
+#define NS_POLICY_MAX_WORKERS 16
 #define NS_POLICY_PROVIDER_TICK_MS 25        /* state machine timer */
 #define NS_POLICY_CLAIM_MS 2000              /* take payments in this often */
 #define NS_POLICY_BID_TTL_MS 30000           /* forget an unanswered bid */
@@ -42,6 +45,8 @@
 /* Units the pre-flight runs alone (4 times each) before posting. */
 #define NS_POLICY_PREFLIGHT_UNITS 4
 #define NS_POLICY_MAX_BIDS 64 /* bids kept per auction round */
+/* Bids closer than this in arrival tie on round trip (auction.h). */
+#define NS_POLICY_RTT_BUCKET_US 5000
 /* An awarded provider must accept (its ACCEPT entry) within this. */
 #define NS_POLICY_ACCEPT_MS 5000
 /* Outputs must arrive within this once the RESULT is on record. */

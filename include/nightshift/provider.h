@@ -70,12 +70,15 @@ void ns_provider_tick(ns_provider_t *p, uint64_t now);
  * outputs are forgotten at that pace. */
 bool ns_provider_active(const ns_provider_t *p);
 
-/* The worker's descriptor (-1 without a worker) and whether it has bytes
- * to write to it: the node polls it so that inputs and outputs move at
- * the speed of the socket, not of the tick. It changes when the worker
- * is restarted. */
-int ns_provider_worker_fd(const ns_provider_t *p);
-bool ns_provider_worker_wants_write(const ns_provider_t *p);
+/* The provider runs up to `slots` jobs at once, one sandboxed worker each
+ * (NS_POLICY_MAX_WORKERS at most, one on each device at least; worker i on
+ * device i % n_devices). Worker i's descriptor (-1 while it has no
+ * process) and whether it has bytes to write to it: the node polls each so
+ * that inputs and outputs move at the speed of the socket, not of the
+ * tick. A descriptor changes when its worker is restarted. */
+uint32_t ns_provider_n_workers(const ns_provider_t *p);
+int ns_provider_worker_fd(const ns_provider_t *p, uint32_t i);
+bool ns_provider_worker_wants_write(const ns_provider_t *p, uint32_t i);
 
 /* Take in payments and released collateral (a claim entry) and refresh
  * the offer. Call every NS_POLICY_CLAIM_MS. */

@@ -5,6 +5,7 @@
 
 #include "nightshift/identity.h"
 #include "nightshift/market.h"
+#include "nightshift/policy.h"
 
 #include <sodium.h>
 #include <stdlib.h>
@@ -374,6 +375,63 @@ TEST(requester_acceptance_rule)
     CHECK(!ns_requester_acceptable(&a));
 }
 
+/* The auction: price first; near-ties to a free provider, then standing,
+ * then round trip, then a hash that spreads equal providers over jobs. */
+TEST(auction_ranks_and_spreads)
+{
+    enum { P = 8 };
+    ns_bid_t bids[P];
+    ns_bid_rank_t rank[P];
+    ns_announce_t a;
+    memset(bids, 0, sizeof bids);
+    memset(rank, 0, sizeof rank);
+    memset(&a, 0, sizeof a);
+    for (int i = 0; i < P; i++) {
+        bids[i].provider[0] = (uint8_t)(i + 1);
+        bids[i].price = 1000;
+        rank[i].free = true;
+        rank[i].arrival_us = 1000000 + (uint64_t)i * 100; /* one bucket */
+    }
+    /* a cheaper bid (beyond 1%) wins whatever else */
+    bids[5].price = 980;
+    rank[5].free = false;
+    rank[5].standing = -20;
+    CHECK_EQ_INT(ns_auction_pick(bids, rank, P, 1000, &a), 5);
+    CHECK_EQ_INT(ns_auction_pick(bids, rank, P, 979, &a), -1); /* max price */
+    /* within 1%: the busy one loses to a free one */
+    bids[5].price = 995;
+    rank[5].standing = 0;
+    CHECK(ns_auction_pick(bids, rank, P, 1000, &a) != 5);
+    /* among the free ones, the better standing */
+    for (int i = 0; i < P; i++)
+        rank[i].standing = i == 3 ? 0 : -2;
+    CHECK_EQ_INT(ns_auction_pick(bids, rank, P, 1000, &a), 3);
+    /* then the earlier round trip, by buckets */
+    for (int i = 0; i < P; i++)
+        rank[i].standing = 0;
+    rank[6].arrival_us = 1000000 - NS_POLICY_RTT_BUCKET_US;
+    CHECK_EQ_INT(ns_auction_pick(bids, rank, P, 1000, &a), 6);
+    /* excluded providers never win */
+    a.n_excluded = 1;
+    memcpy(a.excluded[0], bids[6].provider, NS_ID_BYTES);
+    CHECK(ns_auction_pick(bids, rank, P, 1000, &a) != 6);
+    a.n_excluded = 0;
+    /* all equal: each wins its share over many jobs, not one all */
+    rank[6].arrival_us = 1000000;
+    bids[5].price = 1000;
+    rank[5].free = true;
+    uint32_t wins[P] = {0};
+    for (uint32_t j = 0; j < 800; j++) {
+        memset(a.job_id, 0, sizeof a.job_id);
+        memcpy(a.job_id, &j, sizeof j);
+        int w = ns_auction_pick(bids, rank, P, 1000, &a);
+        if (w >= 0)
+            wins[w]++;
+    }
+    for (int i = 0; i < P; i++)
+        CHECK(wins[i] >= 60 && wins[i] <= 140); /* 100 each on average */
+}
+
 int main(void)
 {
     if (sodium_init() < 0)
@@ -386,5 +444,6 @@ int main(void)
     RUN(challenge_messages_round_trip_and_caps);
     RUN(offer_requirements);
     RUN(requester_acceptance_rule);
+    RUN(auction_ranks_and_spreads);
     return ns_test_finish("market_messages");
 }

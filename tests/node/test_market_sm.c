@@ -885,7 +885,8 @@ TEST(hardware_challenges_before_the_award)
     s_liar = false;
     if (!CHECK(w != NULL && s_verified != NULL))
         return;
-    w->p[2].cfg.price = 1000000; /* dearer: the liar wins the auction */
+    /* dearer (5 credits for the job, not a near-tie): the liar wins */
+    w->p[2].cfg.price = UINT64_C(5000000000);
     /* the providers warm their challenge programs meanwhile: a busy
      * provider is asked again */
     CHECK(s_run(w, 60000));
