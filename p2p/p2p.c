@@ -333,14 +333,15 @@ int ns_p2p_pick_peer(ns_p2p_t *p,
                      void *u, uint8_t out[NS_ID_BYTES])
 {
     /* Peers scored below zero (invalid messages) only when no other
-     * qualifies. */
+     * qualifies. Each live peer is shown to want once at most (callers
+     * count with it). */
     uint64_t now = ns_mono_ms();
     uint32_t n = 0, chosen = 0;
     for (int pass = 0; pass < 2 && n == 0; pass++) {
         for (uint32_t i = 0; i < p->n_peers; i++) {
             const ns_peer_t *q = &p->peers[i];
             if (q->state != NS_PEER_LIVE ||
-                (pass == 0 && ns_peer_score(p, q, now) < 0) ||
+                (ns_peer_score(p, q, now) < 0) == (pass == 0) ||
                 (want && !want(u, q->id, q->hb)))
                 continue;
             /* reservoir sampling: uniform without a second pass */

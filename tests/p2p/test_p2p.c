@@ -575,6 +575,62 @@ TEST(peer_score)
     s_teardown(&f);
 }
 
+static bool s_count_visit(void *u, const uint8_t id[NS_ID_BYTES],
+                          const ns_heartbeat_t *hb)
+{
+    (void)id;
+    (void)hb;
+    (*(int *)u)++;
+    return false;
+}
+
+static bool s_want_any(void *u, const uint8_t id[NS_ID_BYTES],
+                       const ns_heartbeat_t *hb)
+{
+    (void)u;
+    (void)id;
+    (void)hb;
+    return true;
+}
+
+/* pick_peer prefers peers scored >= 0 and shows each live peer to `want`
+ * once (the market counts providers with it). */
+TEST(pick_peer_scored)
+{
+    s_fix_t f;
+    s_setup(&f, 1000);
+    if (!f.p)
+        return;
+    ns_buf_t m;
+    ns_buf_init(&m);
+    ns_identity_t *k[2] = {ns_identity_generate(), ns_identity_generate()};
+    for (int i = 0; i < 2; i++) {
+        s_heartbeat_ivl(&m, k[i], f.net, ns_now_ms(), 1000);
+        CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_OK);
+    }
+    CHECK_EQ_INT(f.p->n_peers, 2);
+    for (uint32_t i = 0; i < f.p->n_peers; i++) { /* as if they answered */
+        CHECK(ns_peers_reached(f.p, &f.p->peers[i]));
+        CHECK(f.p->peers[i].state == NS_PEER_LIVE);
+    }
+    f.p->peers[0].faults = 10; /* forged messages: score < 0 */
+    int visits = 0;
+    uint8_t got[NS_ID_BYTES];
+    CHECK_RC(ns_p2p_pick_peer(f.p, s_count_visit, &visits, got),
+             NS_ERR_NOTFOUND);
+    CHECK_EQ_INT(visits, 2);
+    for (int t = 0; t < 20; t++) {
+        CHECK_RC(ns_p2p_pick_peer(f.p, s_want_any, NULL, got), NS_OK);
+        CHECK(memcmp(got, f.p->peers[1].id, NS_ID_BYTES) == 0);
+    }
+    f.p->peers[1].faults = 10; /* nobody scores >= 0: any live one */
+    CHECK_RC(ns_p2p_pick_peer(f.p, NULL, NULL, got), NS_OK);
+    ns_identity_destroy(&k[0]);
+    ns_identity_destroy(&k[1]);
+    ns_buf_release(&m);
+    s_teardown(&f);
+}
+
 TEST(reply_reports_send_failure)
 {
     s_fix_t f;
@@ -650,6 +706,7 @@ int main(void)
     RUN(loop_sockets_timers_handlers);
     RUN(sybil_admission);
     RUN(peer_score);
+    RUN(pick_peer_scored);
     RUN(reply_reports_send_failure);
     return ns_test_finish("p2p");
 }
