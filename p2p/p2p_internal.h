@@ -31,6 +31,8 @@
 #define S_ADDR_SLOTS 64      /* source addresses tracked (LRU) */
 #define S_ADDR_BURST 64.0    /* unknown keys one source address may bring */
 #define S_ADDR_PER_S 8.0     /* and its refill, keys per second */
+#define S_REFUSED_SLOTS 64   /* ids that found their direction full */
+#define S_REFUSED_MS 30000   /* and are not dialled again for this long */
 #define S_SCORE_DECAY 0.98   /* per S_MAINTAIN_MS, deliveries and faults */
 #define S_DELIVERY_CAP 100.0 /* first deliveries that count */
 /* ZMQ_MAXMSGSIZE (transport.c): room for CURVE's overhead and for
@@ -165,6 +167,11 @@ struct ns_p2p {
     ns_p2p_stake_fn stake_fn;     /* ns_p2p_set_stake_fn */
     void *stake_user;
     ns_addr_budget_t addrs[S_ADDR_SLOTS];
+    struct {
+        uint8_t id[NS_ID_BYTES];
+        uint64_t until_ms;      /* monotonic */
+    } refused[S_REFUSED_SLOTS]; /* reachable, but no slot: no redial
+                                   for every relayed heartbeat */
     ns_link_t links[S_MAX_LINKS];
     ns_link_t strangers; /* shared bucket of inbound links that are not
                             live peers */

@@ -173,6 +173,29 @@ static void s_make_live(ns_peer_t *peer)
             peer->endpoint);
 }
 
+/* A reachable key that found no slot: its heartbeats keep coming through
+ * every peer, so without this each one would be dialled again. */
+static void s_remember_refused(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES],
+                               uint64_t now_ms)
+{
+    int slot = 0;
+    for (int i = 0; i < S_REFUSED_SLOTS; i++)
+        if (p->refused[i].until_ms < p->refused[slot].until_ms)
+            slot = i;
+    memcpy(p->refused[slot].id, id, NS_ID_BYTES);
+    p->refused[slot].until_ms = now_ms + S_REFUSED_MS;
+}
+
+static bool s_recently_refused(const ns_p2p_t *p, const uint8_t id[NS_ID_BYTES],
+                               uint64_t now_ms)
+{
+    for (int i = 0; i < S_REFUSED_SLOTS; i++)
+        if (p->refused[i].until_ms > now_ms &&
+            memcmp(p->refused[i].id, id, NS_ID_BYTES) == 0)
+            return true;
+    return false;
+}
+
 bool ns_peers_reached(ns_p2p_t *p, ns_peer_t *peer)
 {
     if (peer->reachable)
@@ -206,6 +229,7 @@ bool ns_peers_reached(ns_p2p_t *p, ns_peer_t *peer)
     }
     if (!found || worst >= mine) {
         p->stats.table_full++;
+        s_remember_refused(p, peer->id, now);
         ns_peers_remove(p, peer, "slots_full");
         return false;
     }
@@ -270,10 +294,12 @@ bool ns_peers_staked(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES])
 bool ns_peers_admit_key(ns_p2p_t *p, const struct ns_p2p_src *src,
                         const uint8_t id[NS_ID_BYTES])
 {
+    uint64_t now_us = ns_mono_us();
+    if (s_recently_refused(p, id, now_us / 1000))
+        return false;
     /* Stake costs credits: such keys are not free to make. */
     if (ns_peers_staked(p, id))
         return true;
-    uint64_t now_us = ns_mono_us();
     ns_link_t *l = src->link;
     if (!s_bucket_take(&l->newkey_tokens, &l->newkey_refill_us, S_NEWKEY_BURST,
                        S_NEWKEY_PER_S, now_us)) {

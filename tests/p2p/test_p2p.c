@@ -631,6 +631,79 @@ TEST(pick_peer_scored)
     s_teardown(&f);
 }
 
+static const uint8_t *s_staked_id;
+
+static uint64_t s_stake_one(void *u, const uint8_t id[NS_ID_BYTES])
+{
+    (void)u;
+    return s_staked_id && memcmp(id, s_staked_id, NS_ID_BYTES) == 0 ? 5000 : 0;
+}
+
+/* Slots per direction: inbound newcomers never take an outbound slot; a
+ * full direction keeps its incumbent against an equal newcomer (which is
+ * not redialled for a while) and gives way to a higher-scored (staked)
+ * one. */
+TEST(slots_and_eviction)
+{
+    s_fix_t f;
+    memset(&f, 0, sizeof f);
+    ns_config_defaults(&f.cfg);
+    snprintf(f.cfg.listen, sizeof f.cfg.listen, "tcp://127.0.0.1:0");
+    f.cfg.max_peers = 2; /* one slot each way */
+    f.me = ns_identity_generate();
+    f.other = ns_identity_generate();
+    ns_hash(f.net, "test-genesis", 12);
+    ns_p2p_opts_t o = {&f.cfg, f.me, {0}, "test", NULL, 0};
+    memcpy(o.network_id, f.net, NS_HASH_BYTES);
+    int err = 0;
+    f.p = ns_p2p_new(&o, &err);
+    if (!CHECK(f.p != NULL))
+        return;
+    CHECK_EQ_INT(f.p->in_slots, 1);
+    CHECK_EQ_INT(f.p->out_slots, 1);
+    ns_identity_t *k[4];
+    for (int i = 0; i < 4; i++)
+        k[i] = ns_identity_generate();
+    ns_buf_t m;
+    ns_buf_init(&m);
+
+    /* k0: outbound (as told by a reachable peer), reachable */
+    ns_peer_t *out =
+        ns_peers_add(f.p, ns_identity_pk(k[0]), "tcp://127.0.0.1:9",
+                     NS_PEER_FROM_OUT, false, true);
+    CHECK(out && ns_peers_reached(f.p, out));
+    /* k1, k2: inbound (a stranger's link) */
+    for (int i = 1; i <= 2; i++) {
+        s_heartbeat_ivl(&m, k[i], f.net, ns_now_ms(), 1000);
+        CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_OK);
+    }
+    CHECK_EQ_INT(f.p->n_peers, 3);
+    ns_peer_t *in1 = ns_peers_find(f.p, ns_identity_pk(k[1]));
+    CHECK(in1 && !in1->outbound && ns_peers_reached(f.p, in1));
+    /* k2 scores no higher than k1: refused, and not taken back soon */
+    ns_peer_t *in2 = ns_peers_find(f.p, ns_identity_pk(k[2]));
+    CHECK(in2 && !ns_peers_reached(f.p, in2));
+    CHECK(ns_peers_find(f.p, ns_identity_pk(k[2])) == NULL);
+    s_heartbeat_ivl(&m, k[2], f.net, ns_now_ms() + 1, 1000);
+    CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_OK);
+    CHECK(ns_peers_find(f.p, ns_identity_pk(k[2])) == NULL);
+    /* k3 is staked: it displaces k1, never the outbound k0 */
+    s_staked_id = ns_identity_pk(k[3]);
+    ns_p2p_set_stake_fn(f.p, s_stake_one, NULL);
+    s_heartbeat_ivl(&m, k[3], f.net, ns_now_ms(), 1000);
+    CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_OK);
+    ns_peer_t *in3 = ns_peers_find(f.p, ns_identity_pk(k[3]));
+    CHECK(in3 && ns_peers_reached(f.p, in3));
+    CHECK(ns_peers_find(f.p, ns_identity_pk(k[1])) == NULL);
+    CHECK(ns_peers_find(f.p, ns_identity_pk(k[0])) != NULL);
+    CHECK_EQ_INT(f.p->stats.peers_evicted, 1);
+    s_staked_id = NULL;
+    for (int i = 0; i < 4; i++)
+        ns_identity_destroy(&k[i]);
+    ns_buf_release(&m);
+    s_teardown(&f);
+}
+
 TEST(reply_reports_send_failure)
 {
     s_fix_t f;
@@ -707,6 +780,7 @@ int main(void)
     RUN(sybil_admission);
     RUN(peer_score);
     RUN(pick_peer_scored);
+    RUN(slots_and_eviction);
     RUN(reply_reports_send_failure);
     return ns_test_finish("p2p");
 }
