@@ -519,11 +519,6 @@ static int s_on_heartbeat(ns_p2p_t *p, const ns_envelope_t *env,
         rc = s_network_mismatch(p, src, env->sender, hb->network_id);
         goto out;
     }
-    uint64_t now_us = ns_now_us();
-    if (hb->sent_us <= now_us && now_us - hb->sent_us < UINT32_MAX)
-        p->latency_us[p->latency_n++ % S_LATENCY_RING] =
-            (uint32_t)(now_us - hb->sent_us);
-
     ns_peer_t *peer = ns_peers_find(p, env->sender);
     if (peer && strcmp(peer->endpoint, hb->endpoint) != 0) {
         ns_peer_origin origin = peer->fixed      ? NS_PEER_FROM_FIXED
@@ -555,6 +550,12 @@ static int s_on_heartbeat(ns_p2p_t *p, const ns_envelope_t *env,
     if (peer->reachable)
         peer->state = NS_PEER_LIVE;
     *relay = peer->state == NS_PEER_LIVE;
+    /* Propagation samples from live peers only: keys that answer nowhere
+     * would make the figure theirs. */
+    uint64_t now_us = ns_now_us();
+    if (*relay && hb->sent_us <= now_us && now_us - hb->sent_us < UINT32_MAX)
+        p->latency_us[p->latency_n++ % S_LATENCY_RING] =
+            (uint32_t)(now_us - hb->sent_us);
     peer->last_hb_ms = ns_mono_ms();
     peer->last_hb_wall_ms = env->timestamp_ms;
     ns_heartbeat_t *old = peer->hb;

@@ -183,7 +183,8 @@ void ns_p2p_pack_status(const ns_p2p_t *p, msgpack_packer *pk,
                         uint32_t n_extra);
 void ns_p2p_pack_peers(const ns_p2p_t *p, msgpack_packer *pk);
 /* Heartbeat propagation samples (microseconds from origin send to first
- * receipt here) collected since the last call; the ring is then cleared. */
+ * receipt here) of live peers' heartbeats, collected since the last call;
+ * the ring is then cleared. */
 void ns_p2p_pack_latency(ns_p2p_t *p, msgpack_packer *pk);
 
 /* Credits an id has staked, as our ledger says (0 if none or unknown).
