@@ -446,8 +446,10 @@ static int s_on_hello(ns_p2p_t *p, const ns_envelope_t *env, const s_src_t *src)
                                 : peer->outbound ? NS_PEER_FROM_OUT
                                                  : NS_PEER_FROM_IN;
         bool bootstrap = peer->bootstrap;
+        bool vouched = peer->vouched || peer->reachable;
         ns_peers_remove(p, peer, "new_endpoint");
-        ns_peers_add(p, env->sender, hello.endpoint, origin, bootstrap, true);
+        ns_peers_add(p, env->sender, hello.endpoint, origin, bootstrap,
+                     vouched);
     } else if (!peer && ns_peers_admit_key(p, src, env->sender)) {
         /* Over its own connection: vouched by that connection. */
         ns_peers_add(p, env->sender, hello.endpoint, NS_PEER_FROM_IN, false,
@@ -524,10 +526,12 @@ static int s_on_heartbeat(ns_p2p_t *p, const ns_envelope_t *env,
         ns_peer_origin origin = peer->fixed      ? NS_PEER_FROM_FIXED
                                 : peer->outbound ? NS_PEER_FROM_OUT
                                                  : NS_PEER_FROM_IN;
+        /* A free key cannot vouch for itself by moving. */
         bool bootstrap = peer->bootstrap;
+        bool vouched = peer->vouched || peer->reachable;
         ns_peers_remove(p, peer, "new_endpoint");
-        peer =
-            ns_peers_add(p, env->sender, hb->endpoint, origin, bootstrap, true);
+        peer = ns_peers_add(p, env->sender, hb->endpoint, origin, bootstrap,
+                            vouched);
     } else if (!peer && ns_peers_admit_key(p, src, env->sender)) {
         /* Told by a reachable peer: our choice to dial. Brought by a
          * stranger or by the key itself: it came to us. */

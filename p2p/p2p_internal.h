@@ -78,8 +78,8 @@ typedef struct {
     bool outbound;            /* we chose it (not: it dialed us) */
     bool vouched;             /* more than a free key: fixed, told by a
                                  reachable peer, introduced over its own
-                                 connection, staked, or a known peer's
-                                 new endpoint */
+                                 connection, staked, or the new endpoint
+                                 of a reachable or vouched peer */
     bool reachable;           /* a message came over our DEALER: the
                                  CURVE handshake to its endpoint proved
                                  the key */

@@ -455,15 +455,15 @@ static void *s_client(void *ctx, const s_fix_t *f)
     return s;
 }
 
-/* A heartbeat from `who` with the given interval (see s_heartbeat). */
-static void s_heartbeat_ivl(ns_buf_t *out, const ns_identity_t *who,
-                            const ns_hash_t net, uint64_t ts,
-                            uint32_t interval_ms)
+/* A heartbeat from `who` advertising endpoint with the given interval. */
+static void s_heartbeat_ep(ns_buf_t *out, const ns_identity_t *who,
+                           const ns_hash_t net, uint64_t ts,
+                           uint32_t interval_ms, const char *endpoint)
 {
     ns_heartbeat_t hb;
     memset(&hb, 0, sizeof hb);
     memcpy(hb.network_id, net, NS_HASH_BYTES);
-    snprintf(hb.endpoint, sizeof hb.endpoint, "tcp://127.0.0.1:9");
+    snprintf(hb.endpoint, sizeof hb.endpoint, "%s", endpoint);
     snprintf(hb.version, sizeof hb.version, "test");
     hb.interval_ms = interval_ms;
     hb.sent_us = ns_now_us();
@@ -474,6 +474,14 @@ static void s_heartbeat_ivl(ns_buf_t *out, const ns_identity_t *who,
                                 out, NULL),
              NS_OK);
     ns_buf_release(&body);
+}
+
+/* The same at tcp://127.0.0.1:9 (nothing listens there). */
+static void s_heartbeat_ivl(ns_buf_t *out, const ns_identity_t *who,
+                            const ns_hash_t net, uint64_t ts,
+                            uint32_t interval_ms)
+{
+    s_heartbeat_ep(out, who, net, ts, interval_ms, "tcp://127.0.0.1:9");
 }
 
 static uint64_t s_stake_every_other(void *u, const uint8_t id[NS_ID_BYTES])
@@ -527,6 +535,26 @@ TEST(sybil_admission)
         ns_identity_destroy(&k);
     }
     CHECK_EQ_INT(f.p->n_peers, S_PENDING_MAX);
+
+    /* a free key does not vouch for itself by moving its endpoint */
+    ns_peer_t *first = &f.p->peers[0];
+    CHECK(!first->vouched);
+    ns_identity_t *mover = ns_identity_generate();
+    while (f.p->n_peers)
+        ns_peers_remove(f.p, &f.p->peers[f.p->n_peers - 1], "test");
+    ns_link_t *l3 = ns_link_get(f.p,
+                                (const uint8_t *)"0123456789abcdef"
+                                                 "0123456789abcdef",
+                                ns_mono_ms());
+    CHECK(l3 != NULL);
+    s_heartbeat_ep(&m, mover, f.net, now, 1000, "tcp://127.0.0.1:9");
+    CHECK_RC(ns_p2p_ingest(f.p, l3->key, m.data, m.len), NS_OK);
+    s_heartbeat_ep(&m, mover, f.net, now + 1, 1000, "tcp://127.0.0.1:8");
+    CHECK_RC(ns_p2p_ingest(f.p, l3->key, m.data, m.len), NS_OK);
+    ns_peer_t *moved = ns_peers_find(f.p, ns_identity_pk(mover));
+    CHECK(moved && !moved->vouched &&
+          strcmp(moved->endpoint, "tcp://127.0.0.1:8") == 0);
+    ns_identity_destroy(&mover);
 
     /* staked keys are not charged to the (spent) link budget */
     while (f.p->n_peers)
