@@ -1,5 +1,6 @@
 #include "nightshift/config.h"
 #include "nightshift/util.h"
+#include "nightshift/wire.h"
 
 #include <ini.h>
 #include <stdbool.h>
@@ -73,7 +74,8 @@ int ns_config_set(ns_config_t *cfg, const char *section, const char *key,
                      value);
         }
     } else if (KEY("node", "heartbeat_interval_ms")) {
-        rc = s_u32(value, 100, 3600000, &cfg->heartbeat_interval_ms);
+        rc = s_u32(value, NS_MIN_HB_INTERVAL_MS, NS_MAX_HB_INTERVAL_MS,
+                   &cfg->heartbeat_interval_ms);
     } else if (KEY("node", "fanout")) {
         rc = s_u32(value, 1, 64, &cfg->fanout);
     } else if (KEY("node", "max_peers")) {

@@ -230,7 +230,8 @@ int ns_heartbeat_decode(const uint8_t *buf, size_t len, ns_heartbeat_t *m)
     ns_mpr_array(&r, &m->n_devices, NS_MAX_DEVICES);
     for (uint32_t i = 0; i < m->n_devices && r.err == NS_OK; i++)
         ns_devinfo_read(&r, &m->devices[i]);
-    if (r.err == NS_OK && (m->interval_ms < 100 || m->interval_ms > 3600000))
+    if (r.err == NS_OK && (m->interval_ms < NS_MIN_HB_INTERVAL_MS ||
+                           m->interval_ms > NS_MAX_HB_INTERVAL_MS))
         r.err = NS_ERR_INVAL;
     return ns_mpr_end(&r);
 }

@@ -359,6 +359,16 @@ static int s_load(ns_node_t *n, char *err, size_t errlen)
     return NS_OK;
 }
 
+/* ns_p2p_stake_fn over our ledger. */
+static uint64_t s_stake_of(void *u, const uint8_t id[NS_ID_BYTES])
+{
+    ns_node_t *n = u;
+    ns_account_t acct;
+    if (ns_ledger_account(n->ledger, id, &acct) != NS_OK)
+        return 0;
+    return acct.banned ? 0 : acct.staked + acct.locked_collateral;
+}
+
 static int s_start_market(ns_node_t *n, char *err, size_t errlen)
 {
     int rc;
@@ -377,6 +387,8 @@ static int s_start_market(ns_node_t *n, char *err, size_t errlen)
     if (!n->sync)
         return s_err(err, errlen, "cannot start ledger sync: %s",
                      ns_strerror(rc));
+    /* The peer table favours keys with stake in our ledger. */
+    ns_p2p_set_stake_fn(n->p2p, s_stake_of, n);
     /* SLASH proofs are re-run before the ledger applies them: in a
      * sandboxed worker in a full node, on the light peer's own runner. */
     n->slash_ctx.worker = n->c.light ? NULL : &n->slash_worker;

@@ -1,8 +1,11 @@
 /* gossip.c - the seen-cache, push forwarding and pull repair.
  *
  * Push: a fresh valid message of a gossiped type goes to `fanout` random
- * live peers other than its origin and the link it came from.
- * Pull: every pull_interval_ms we send one random peer the ids of the
+ * live peers other than its origin and the link it came from, among
+ * those scored >= 0 (peers.c) while there are any. Heartbeats go on only
+ * from live (reachable) peers (p2p.c).
+ * Pull: every pull_interval_ms we send one random peer (scored >= 0 while
+ * there are any) the ids of the
  * gossiped messages we hold (last S_PULL_WINDOW_MS); it sends back the ones
  * we lack, at most S_PULL_MAX_REPLY, which arrive and are checked like any
  * other message.
@@ -142,6 +145,17 @@ int ns_seen_add(ns_seen_t *s, const ns_hash_t id, uint64_t now_ms,
     return NS_OK;
 }
 
+void ns_seen_forget_msg(ns_seen_t *s, const ns_hash_t id)
+{
+    bool found;
+    uint32_t slot = s_probe(s, id, &found);
+    if (!found)
+        return;
+    ns_seen_entry_t *e = &s->ring[s->index[slot] - 1];
+    free(e->msg);
+    e->msg = NULL;
+}
+
 void ns_seen_expire(ns_seen_t *s, uint64_t now_ms, uint64_t ttl_ms,
                     uint64_t keep_ms)
 {
@@ -175,15 +189,21 @@ void ns_gossip_forward(ns_p2p_t *p, const uint8_t *buf, size_t len,
                        const uint8_t *except_link_key)
 {
     uint32_t cand[1024], n = 0;
-    for (uint32_t i = 0; i < p->n_peers && n < 1024; i++) {
-        const ns_peer_t *peer = &p->peers[i];
-        if (peer->state != NS_PEER_LIVE)
-            continue;
-        if (except_id && memcmp(peer->id, except_id, NS_ID_BYTES) == 0)
-            continue;
-        if (except_link_key && memcmp(peer->curve_pk, except_link_key, 32) == 0)
-            continue;
-        cand[n++] = i;
+    uint64_t now = ns_mono_ms();
+    for (int pass = 0; pass < 2 && n == 0; pass++) {
+        for (uint32_t i = 0; i < p->n_peers && n < 1024; i++) {
+            const ns_peer_t *peer = &p->peers[i];
+            if (peer->state != NS_PEER_LIVE)
+                continue;
+            if (except_id && memcmp(peer->id, except_id, NS_ID_BYTES) == 0)
+                continue;
+            if (except_link_key &&
+                memcmp(peer->curve_pk, except_link_key, 32) == 0)
+                continue;
+            if (pass == 0 && ns_peer_score(p, peer, now) < 0)
+                continue; /* only when nobody else is there */
+            cand[n++] = i;
+        }
     }
     uint32_t k = p->cfg->fanout < n ? p->cfg->fanout : n;
     for (uint32_t i = 0; i < k; i++) { /* partial Fisher-Yates */
@@ -213,13 +233,10 @@ static bool s_collect(void *u, const ns_seen_entry_t *e)
 
 void ns_gossip_send_pull(ns_p2p_t *p)
 {
-    uint32_t live[1024], n = 0;
-    for (uint32_t i = 0; i < p->n_peers && n < 1024; i++)
-        if (p->peers[i].state == NS_PEER_LIVE)
-            live[n++] = i;
-    if (n == 0)
+    uint8_t id[NS_ID_BYTES];
+    if (ns_p2p_pick_peer(p, NULL, NULL, id) != NS_OK)
         return;
-    ns_peer_t *peer = &p->peers[live[ns_rand_below(n)]];
+    ns_peer_t *peer = ns_peers_find(p, id);
     s_collect_t c = {malloc((size_t)NS_MAX_PULL_IDS * NS_HASH_BYTES), 0};
     if (!c.ids)
         return;

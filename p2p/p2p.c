@@ -32,7 +32,15 @@ ns_p2p_t *ns_p2p_new(const ns_p2p_opts_t *opts, int *err)
              opts->network_name ? opts->network_name : "?");
     p->start_ms = ns_mono_ms();
     p->strangers.tokens = p->cfg->rate_burst;
-    p->peers = calloc(p->cfg->max_peers, sizeof *p->peers);
+    /* Reachable peers: half the table for those we chose, half for those
+     * that came to us, each direction at least one; plus room for the
+     * unreachable entries of each direction and for fixed ones. */
+    p->in_slots = p->cfg->max_peers / 2 ? p->cfg->max_peers / 2 : 1;
+    p->out_slots =
+        p->cfg->max_peers > p->in_slots ? p->cfg->max_peers - p->in_slots : 1;
+    p->peers_cap = p->in_slots + p->out_slots + 2 * S_PENDING_MAX +
+                   NS_MAX_BOOTSTRAP + S_FIXED_EXTRA;
+    p->peers = calloc(p->peers_cap, sizeof *p->peers);
     p->curve_sk = sodium_malloc(32);
     if (!p->peers || !p->curve_sk)
         goto fail;
@@ -47,9 +55,8 @@ ns_p2p_t *ns_p2p_new(const ns_p2p_opts_t *opts, int *err)
     ns_buf_init(&p->body);
 
     rc = NS_ERR_NOMEM;
-    p->loop =
-        ns_loop_new(S_OWN_SOCKETS + NS_P2P_MAX_SOCKETS + p->cfg->max_peers,
-                    S_OWN_TIMERS + NS_P2P_MAX_TIMERS);
+    p->loop = ns_loop_new(S_OWN_SOCKETS + NS_P2P_MAX_SOCKETS + p->peers_cap,
+                          S_OWN_TIMERS + NS_P2P_MAX_TIMERS);
     if (!p->loop)
         goto fail;
     p->ctx = zmq_ctx_new();
@@ -190,6 +197,12 @@ void ns_p2p_set_ledger_summary(ns_p2p_t *p, uint64_t entries,
     memcpy(p->my_hb.ledger_digest, digest, NS_HASH_BYTES);
 }
 
+void ns_p2p_set_stake_fn(ns_p2p_t *p, ns_p2p_stake_fn fn, void *user)
+{
+    p->stake_fn = fn;
+    p->stake_user = user;
+}
+
 uint32_t ns_p2p_live_peers(const ns_p2p_t *p)
 {
     uint32_t n = 0;
@@ -292,7 +305,14 @@ int ns_p2p_connect(ns_p2p_t *p, const char *addr)
         return NS_ERR_SELF;
     if (ns_peers_find(p, id))
         return NS_ERR_EXISTS;
-    return ns_peers_add(p, id, ep, false) ? NS_OK : NS_ERR_TOOBIG;
+    uint32_t fixed = 0;
+    for (uint32_t i = 0; i < p->n_peers; i++)
+        fixed += p->peers[i].fixed && !p->peers[i].bootstrap;
+    if (fixed >= S_FIXED_EXTRA)
+        return NS_ERR_TOOBIG;
+    return ns_peers_add(p, id, ep, NS_PEER_FROM_FIXED, false, true)
+               ? NS_OK
+               : NS_ERR_TOOBIG;
 }
 
 int ns_p2p_block(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES], uint32_t ms)
@@ -312,14 +332,22 @@ int ns_p2p_pick_peer(ns_p2p_t *p,
                                   const ns_heartbeat_t *hb),
                      void *u, uint8_t out[NS_ID_BYTES])
 {
+    /* Peers scored below zero (invalid messages) only when no other
+     * qualifies. Each live peer is shown to want once at most (callers
+     * count with it). */
+    uint64_t now = ns_mono_ms();
     uint32_t n = 0, chosen = 0;
-    for (uint32_t i = 0; i < p->n_peers; i++) {
-        const ns_peer_t *q = &p->peers[i];
-        if (q->state != NS_PEER_LIVE || (want && !want(u, q->id, q->hb)))
-            continue;
-        /* reservoir sampling: uniform without a second pass */
-        if (ns_rand_below(++n) == 0)
-            chosen = i;
+    for (int pass = 0; pass < 2 && n == 0; pass++) {
+        for (uint32_t i = 0; i < p->n_peers; i++) {
+            const ns_peer_t *q = &p->peers[i];
+            if (q->state != NS_PEER_LIVE ||
+                (ns_peer_score(p, q, now) < 0) == (pass == 0) ||
+                (want && !want(u, q->id, q->hb)))
+                continue;
+            /* reservoir sampling: uniform without a second pass */
+            if (ns_rand_below(++n) == 0)
+                chosen = i;
+        }
     }
     if (n == 0)
         return NS_ERR_NOTFOUND;
@@ -328,6 +356,15 @@ int ns_p2p_pick_peer(ns_p2p_t *p,
 }
 
 /* ---- drops --------------------------------------------------------------- */
+
+/* Drop reasons no honest relay causes (it checks the same before it
+ * forwards); overload, clock skew and the layers' verdicts are not. */
+static bool s_forged(int reason)
+{
+    return reason == NS_ERR_SIG || reason == NS_ERR_TOOBIG ||
+           reason == NS_ERR_TRUNCATED || reason == NS_ERR_TYPE ||
+           reason == NS_ERR_VERSION || reason == NS_ERR_TRAILING;
+}
 
 void ns_p2p_drop(ns_p2p_t *p, ns_link_t *link, int reason,
                  const uint8_t *sender, const char *detail)
@@ -340,6 +377,12 @@ void ns_p2p_drop(ns_p2p_t *p, ns_link_t *link, int reason,
         link->dropped++;
         rl = &link->log_limit;
         ns_hex(keytext, link->key, 8);
+        /* Forged or malformed input lowers the score of the peer behind
+         * the link: an honest peer relays only envelopes it verified. */
+        ns_peer_t *peer =
+            s_forged(reason) ? ns_peers_find_curve(p, link->key) : NULL;
+        if (peer)
+            peer->faults += 1.0;
     }
     uint32_t suppressed = rl->suppressed;
     if (!ns_ratelimit_allow(rl, ns_mono_ms(), S_LOG_LINES_PER_MIN, 60000))
@@ -399,11 +442,19 @@ static int s_on_hello(ns_p2p_t *p, const ns_envelope_t *env, const s_src_t *src)
         return s_network_mismatch(p, src, env->sender, hello.network_id);
     ns_peer_t *peer = ns_peers_find(p, env->sender);
     if (peer && strcmp(peer->endpoint, hello.endpoint) != 0) {
+        ns_peer_origin origin = peer->fixed      ? NS_PEER_FROM_FIXED
+                                : peer->outbound ? NS_PEER_FROM_OUT
+                                                 : NS_PEER_FROM_IN;
+        bool bootstrap = peer->bootstrap;
+        bool vouched = peer->vouched || peer->reachable;
         ns_peers_remove(p, peer, "new_endpoint");
-        peer = NULL;
+        ns_peers_add(p, env->sender, hello.endpoint, origin, bootstrap,
+                     vouched);
+    } else if (!peer && ns_peers_admit_key(p, src, env->sender)) {
+        /* Over its own connection: vouched by that connection. */
+        ns_peers_add(p, env->sender, hello.endpoint, NS_PEER_FROM_IN, false,
+                     true);
     }
-    if (!peer)
-        ns_peers_add(p, env->sender, hello.endpoint, false);
 
     /* Peer exchange: up to S_PEERS_REPLY random live peers. */
     ns_peers_t reply;
@@ -434,30 +485,29 @@ static int s_on_peers(ns_p2p_t *p, const ns_envelope_t *env, const s_src_t *src)
     if (!m)
         return NS_ERR_NOMEM;
     int rc = ns_peers_decode(env->body, env->body_len, m);
-    if (rc == NS_OK && !s_from_sender_link(src, env->sender))
+    /* Only the answer to our HELLO, over our DEALER to a peer that is
+     * thereby reachable; its addresses are our choice (outbound), each
+     * new key charged to that link's budget, and the unreachable ones
+     * capped (ns_peers_add). */
+    if (rc == NS_OK && (!s_from_sender_link(src, env->sender) || !src->peer))
         rc = NS_ERR_INVAL;
-    if (rc == NS_OK) {
-        /* Unanswered addresses may fill at most half the table, so a
-         * PEERS full of junk cannot crowd out real peers. */
-        uint32_t connecting = 0;
-        for (uint32_t i = 0; i < p->n_peers; i++)
-            connecting += p->peers[i].state == NS_PEER_CONNECTING;
-        for (uint32_t i = 0; i < m->n; i++) {
-            if (connecting >= p->cfg->max_peers / 2 + 1)
-                break;
-            if (ns_peers_find(p, m->peers[i].id))
-                continue;
-            if (ns_peers_add(p, m->peers[i].id, m->peers[i].endpoint, false))
-                connecting++;
-        }
+    for (uint32_t i = 0; rc == NS_OK && i < m->n; i++) {
+        if (ns_peers_find(p, m->peers[i].id))
+            continue;
+        if (!ns_peers_admit_key(p, src, m->peers[i].id))
+            break;
+        ns_peers_add(p, m->peers[i].id, m->peers[i].endpoint, NS_PEER_FROM_OUT,
+                     false, true);
     }
     free(m);
     return rc;
 }
 
+/* *relay: whether to gossip it on (only heartbeats of live peers). */
 static int s_on_heartbeat(ns_p2p_t *p, const ns_envelope_t *env,
-                          const s_src_t *src)
+                          const s_src_t *src, bool *relay)
 {
+    *relay = false;
     /* Decode into the spare buffer (the previous heartbeat a peer gave
      * up), so the hot path does not allocate. */
     ns_heartbeat_t *hb = p->spare_hb ? p->spare_hb : malloc(sizeof *hb);
@@ -471,27 +521,45 @@ static int s_on_heartbeat(ns_p2p_t *p, const ns_envelope_t *env,
         rc = s_network_mismatch(p, src, env->sender, hb->network_id);
         goto out;
     }
-    uint64_t now_us = ns_now_us();
-    if (hb->sent_us <= now_us && now_us - hb->sent_us < UINT32_MAX)
-        p->latency_us[p->latency_n++ % S_LATENCY_RING] =
-            (uint32_t)(now_us - hb->sent_us);
-
     ns_peer_t *peer = ns_peers_find(p, env->sender);
     if (peer && strcmp(peer->endpoint, hb->endpoint) != 0) {
+        ns_peer_origin origin = peer->fixed      ? NS_PEER_FROM_FIXED
+                                : peer->outbound ? NS_PEER_FROM_OUT
+                                                 : NS_PEER_FROM_IN;
+        /* A free key cannot vouch for itself by moving. */
+        bool bootstrap = peer->bootstrap;
+        bool vouched = peer->vouched || peer->reachable;
         ns_peers_remove(p, peer, "new_endpoint");
-        peer = NULL;
+        peer = ns_peers_add(p, env->sender, hb->endpoint, origin, bootstrap,
+                            vouched);
+    } else if (!peer && ns_peers_admit_key(p, src, env->sender)) {
+        /* Told by a reachable peer: our choice to dial. Brought by a
+         * stranger or by the key itself: it came to us. */
+        const ns_peer_t *via = ns_peers_of_src(p, src);
+        bool told = via && via->reachable;
+        bool itself = src->rid && s_from_sender_link(src, env->sender);
+        peer = ns_peers_add(p, env->sender, hb->endpoint,
+                            told ? NS_PEER_FROM_OUT : NS_PEER_FROM_IN, false,
+                            told || itself || ns_peers_staked(p, env->sender));
     }
-    if (!peer)
-        peer = ns_peers_add(p, env->sender, hb->endpoint, false);
     if (!peer || env->timestamp_ms <= peer->last_hb_wall_ms)
-        goto out; /* table full, or an older heartbeat arriving late */
-    if (peer->state != NS_PEER_LIVE) {
+        goto out; /* not admitted, or an older heartbeat arriving late */
+    if (peer->state != NS_PEER_LIVE && peer->reachable) {
         char idtext[NS_ID_TEXT_LEN + 1];
         ns_id_text(idtext, env->sender);
         ns_info(NS_MOD_PEERS, "event=peer_live id=%s endpoint=%s", idtext,
                 hb->endpoint);
     }
-    peer->state = NS_PEER_LIVE;
+    /* Live only once reachable (ns_peers_reached makes it live then). */
+    if (peer->reachable)
+        peer->state = NS_PEER_LIVE;
+    *relay = peer->state == NS_PEER_LIVE;
+    /* Propagation samples from live peers only: keys that answer nowhere
+     * would make the figure theirs. */
+    uint64_t now_us = ns_now_us();
+    if (*relay && hb->sent_us <= now_us && now_us - hb->sent_us < UINT32_MAX)
+        p->latency_us[p->latency_n++ % S_LATENCY_RING] =
+            (uint32_t)(now_us - hb->sent_us);
     peer->last_hb_ms = ns_mono_ms();
     peer->last_hb_wall_ms = env->timestamp_ms;
     ns_heartbeat_t *old = peer->hb;
@@ -568,6 +636,7 @@ static int s_ingest(ns_p2p_t *p, s_src_t *src, const uint8_t *buf, size_t len)
     }
     const ns_handler_t *h = &p->handlers[env.type];
     bool gossiped = env.type == NS_MSG_HEARTBEAT || h->gossiped;
+    bool relay = gossiped;
     /* Remember the id before handling: a handler may forward or answer. */
     if ((rc = ns_seen_add(&p->seen, env.id, ns_mono_ms(), gossiped ? buf : NULL,
                           len)) != NS_OK)
@@ -577,7 +646,7 @@ static int s_ingest(ns_p2p_t *p, s_src_t *src, const uint8_t *buf, size_t len)
         rc = s_on_hello(p, &env, src);
         break;
     case NS_MSG_HEARTBEAT:
-        rc = s_on_heartbeat(p, &env, src);
+        rc = s_on_heartbeat(p, &env, src, &relay);
         break;
     case NS_MSG_PEERS:
         rc = s_on_peers(p, &env, src);
@@ -600,16 +669,25 @@ static int s_ingest(ns_p2p_t *p, s_src_t *src, const uint8_t *buf, size_t len)
         return rc;
     }
     p->stats.accepted++;
-    if (gossiped)
+    if (gossiped) {
+        /* A first delivery of valid gossip: the peer behind the link is
+         * useful (the handler may have reordered the table). */
+        ns_peer_t *from = src->key ? ns_peers_find_curve(p, src->key) : NULL;
+        if (from)
+            from->deliveries += 1.0;
+    }
+    if (relay)
         ns_gossip_forward(p, buf, len, env.sender, src->key);
+    else if (gossiped)
+        ns_seen_forget_msg(&p->seen, env.id); /* nor served to pulls */
     return NS_OK;
 }
 
 int ns_p2p_ingest(ns_p2p_t *p, const uint8_t link_key[32], const uint8_t *buf,
                   size_t len)
 {
-    s_src_t src = {ns_link_get(p, link_key, ns_mono_ms()), link_key, NULL, 0,
-                   NULL};
+    s_src_t src = {
+        ns_link_get(p, link_key, ns_mono_ms()), link_key, NULL, 0, NULL, NULL};
     return s_ingest(p, &src, buf, len);
 }
 
@@ -654,8 +732,12 @@ static bool s_recv_router(ns_p2p_t *p)
     const char *user = zmq_msg_gets(&payload, "User-Id");
     if (!user || ns_unhex(key, sizeof key, user) != NS_OK)
         memset(key, 0, sizeof key);
-    s_src_t src = {ns_link_get(p, key, ns_mono_ms()), key, zmq_msg_data(&rid),
-                   zmq_msg_size(&rid), NULL};
+    s_src_t src = {ns_link_get(p, key, ns_mono_ms()),
+                   key,
+                   zmq_msg_data(&rid),
+                   zmq_msg_size(&rid),
+                   zmq_msg_gets(&payload, "Peer-Address"),
+                   NULL};
     if (ns_tr_banned(p, key)) {
         /* Refused at the next handshake; until then, ignored. */
         if (zmq_msg_more(&payload))
@@ -687,9 +769,19 @@ static bool s_recv_dealer(ns_p2p_t *p, void *dealer)
         zmq_msg_close(&m);
         return false;
     }
+    /* Something came back over our connection to its endpoint: the CURVE
+     * handshake there proved the key. It may not get a slot. */
+    if (!peer->reachable && !ns_peers_reached(p, peer)) {
+        zmq_msg_close(&m);
+        return false; /* removed: its socket is closed */
+    }
+    peer = NULL; /* the table may have been reordered */
+    for (uint32_t i = 0; i < p->n_peers; i++)
+        if (p->peers[i].dealer == dealer)
+            peer = &p->peers[i];
     uint8_t key[32];
     memcpy(key, peer->curve_pk, 32);
-    s_src_t src = {&peer->link, key, NULL, 0, peer};
+    s_src_t src = {&peer->link, key, NULL, 0, NULL, peer};
     if (zmq_msg_more(&m)) {
         s_drain_more(dealer);
         p->stats.rx_msgs++;
@@ -886,7 +978,7 @@ void ns_p2p_pack_status(const ns_p2p_t *p, msgpack_packer *pk, uint32_t n_extra)
     s_kv_u64(pk, "peers_connecting", p->n_peers - ns_p2p_live_peers(p));
 
     ns_mp_str(pk, "messages");
-    msgpack_pack_map(pk, 13);
+    msgpack_pack_map(pk, 15);
     s_kv_u64(pk, "rx", p->stats.rx_msgs);
     s_kv_u64(pk, "rx_bytes", p->stats.rx_bytes);
     s_kv_u64(pk, "tx", p->stats.tx_msgs);
@@ -898,6 +990,8 @@ void ns_p2p_pack_status(const ns_p2p_t *p, msgpack_packer *pk, uint32_t n_extra)
     s_kv_u64(pk, "peers_added", p->stats.peers_added);
     s_kv_u64(pk, "peers_expired", p->stats.peers_expired);
     s_kv_u64(pk, "peer_table_full", p->stats.table_full);
+    s_kv_u64(pk, "new_keys_limited", p->stats.newkey_limited);
+    s_kv_u64(pk, "peers_evicted", p->stats.peers_evicted);
     s_kv_u64(pk, "seen_cache", p->seen.count);
     s_kv_u64(pk, "seen_evicted", p->seen.evicted);
 
@@ -927,9 +1021,14 @@ void ns_p2p_pack_peers(const ns_p2p_t *p, msgpack_packer *pk)
         const ns_heartbeat_t *hb = peer->hb;
         char idtext[NS_ID_TEXT_LEN + 1];
         ns_id_text(idtext, peer->id);
-        msgpack_pack_map(pk, 10);
+        msgpack_pack_map(pk, 14);
         s_kv_str(pk, "id", idtext);
         s_kv_str(pk, "endpoint", peer->endpoint);
+        s_kv_str(pk, "direction", peer->outbound ? "out" : "in");
+        s_kv_u64(pk, "fixed", peer->fixed);
+        ns_mp_str(pk, "score");
+        msgpack_pack_double(pk, ns_peer_score(p, peer, now));
+        s_kv_u64(pk, "ledger_stake", peer->stake);
         s_kv_u64(pk, "last_seen_ms", now - peer->last_hb_ms);
         s_kv_str(pk, "version", hb->version);
         s_kv_str(pk, "region", hb->region);

@@ -23,6 +23,22 @@
 #define S_PEERS_REPLY 32           /* addresses in a PEERS reply */
 #define S_CONNECT_TIMEOUT_MS 15000 /* a peer that never answers is dropped */
 
+/* Admission (docs/PROTOCOL.md, "Peer admission and scores"). */
+#define S_PENDING_MAX 16     /* unreachable entries per direction */
+#define S_FIXED_EXTRA 8      /* operator `connect`s beyond the slots */
+#define S_NEWKEY_BURST 16.0  /* unknown keys one link may introduce */
+#define S_NEWKEY_PER_S 2.0   /* and its refill, keys per second */
+#define S_ADDR_SLOTS 64      /* source addresses tracked (LRU) */
+#define S_ADDR_BURST 64.0    /* unknown keys one source address may bring */
+#define S_ADDR_PER_S 8.0     /* and its refill, keys per second */
+#define S_REFUSED_SLOTS 64   /* ids that found their direction full */
+#define S_REFUSED_MS 30000   /* and are not dialled again for this long */
+#define S_SCORE_DECAY 0.98   /* per S_MAINTAIN_MS, deliveries and faults */
+#define S_DELIVERY_CAP 100.0 /* first deliveries that count */
+/* ZMQ_MAXMSGSIZE (transport.c): room for CURVE's overhead and for
+ * oversized envelopes to reach ingest and be counted. */
+#define S_TRANSPORT_MAX_MSG (2 * NS_MAX_MSG)
+
 /* One connection we receive on: an inbound ROUTER client (keyed by its
  * CURVE key) or the DEALER we opened to a peer. */
 typedef struct {
@@ -34,11 +50,21 @@ typedef struct {
     ns_ratelimit_t log_limit; /* warnings about this link */
     uint64_t rx_msgs;
     uint64_t dropped;
+    double newkey_tokens;      /* unknown keys it may still introduce */
+    uint64_t newkey_refill_us; /* monotonic time of last refill */
 } ns_link_t;
 
+/* Unknown keys arriving over inbound connections from one IP address. */
+typedef struct {
+    char addr[64]; /* ZeroMQ's Peer-Address; "" = free slot */
+    double tokens;
+    uint64_t refill_us;    /* monotonic */
+    uint64_t last_used_ms; /* monotonic, for LRU eviction */
+} ns_addr_budget_t;
+
 typedef enum {
-    NS_PEER_CONNECTING = 0, /* address known, no heartbeat yet */
-    NS_PEER_LIVE = 1,       /* heartbeat within 3 of its intervals */
+    NS_PEER_CONNECTING = 0, /* not reachable yet, or no heartbeat yet */
+    NS_PEER_LIVE = 1,       /* reachable, heartbeat within 3 intervals */
 } ns_peer_state;
 
 typedef struct {
@@ -48,6 +74,19 @@ typedef struct {
     void *dealer; /* our outbound socket to it */
     ns_peer_state state;
     bool bootstrap;           /* from config/flags */
+    bool fixed;               /* bootstrap or operator: never evicted */
+    bool outbound;            /* we chose it (not: it dialed us) */
+    bool vouched;             /* more than a free key: fixed, told by a
+                                 reachable peer, introduced over its own
+                                 connection, staked, or the new endpoint
+                                 of a reachable or vouched peer */
+    bool reachable;           /* a message came over our DEALER: the
+                                 CURVE handshake to its endpoint proved
+                                 the key */
+    uint64_t reachable_ms;    /* monotonic, when it became reachable */
+    uint64_t stake;           /* credits staked in our ledger */
+    double deliveries;        /* first deliveries of gossip (decaying) */
+    double faults;            /* invalid messages on its links (decaying) */
     uint64_t added_ms;        /* monotonic */
     uint64_t hello_ms;        /* monotonic, last HELLO we sent */
     uint64_t last_hb_ms;      /* monotonic, last fresh heartbeat */
@@ -83,6 +122,8 @@ bool ns_seen_has(const ns_seen_t *s, const ns_hash_t id);
 /* Remember id; keep a copy of msg if msg != NULL. */
 int ns_seen_add(ns_seen_t *s, const ns_hash_t id, uint64_t now_ms,
                 const uint8_t *msg, size_t len) NS_MUST_CHECK;
+/* Drop the stored copy of id's bytes (it is not served to pulls). */
+void ns_seen_forget_msg(ns_seen_t *s, const ns_hash_t id);
 /* Forget ids older than ttl_ms and message bytes older than keep_ms. */
 void ns_seen_expire(ns_seen_t *s, uint64_t now_ms, uint64_t ttl_ms,
                     uint64_t keep_ms);
@@ -119,8 +160,18 @@ struct ns_p2p {
     uint32_t hb_timer, pull_timer, maint_timer; /* ids while running */
     bool running;                               /* inside ns_p2p_run */
 
-    ns_peer_t *peers; /* array of cfg->max_peers */
+    ns_peer_t *peers; /* array of peers_cap */
     uint32_t n_peers;
+    uint32_t peers_cap;           /* slots + pending + fixed extra */
+    uint32_t out_slots, in_slots; /* reachable peers per direction */
+    ns_p2p_stake_fn stake_fn;     /* ns_p2p_set_stake_fn */
+    void *stake_user;
+    ns_addr_budget_t addrs[S_ADDR_SLOTS];
+    struct {
+        uint8_t id[NS_ID_BYTES];
+        uint64_t until_ms;      /* monotonic */
+    } refused[S_REFUSED_SLOTS]; /* reachable, but no slot: no redial
+                                   for every relayed heartbeat */
     ns_link_t links[S_MAX_LINKS];
     ns_link_t strangers; /* shared bucket of inbound links that are not
                             live peers */
@@ -146,6 +197,8 @@ struct ns_p2p {
         uint64_t rx_msgs, rx_bytes, tx_msgs, tx_bytes;
         uint64_t accepted, duplicates, forwarded, send_failed;
         uint64_t peers_added, peers_expired, table_full;
+        uint64_t newkey_limited; /* unknown keys over a link/addr budget */
+        uint64_t peers_evicted;  /* for a better-scored newcomer */
         uint64_t dropped[NS_ERR_COUNT]; /* by -ns_err */
         uint64_t dropped_total;
     } stats;
@@ -158,7 +211,8 @@ struct ns_p2p_src {
     const uint8_t *key; /* CURVE key of the connection */
     const uint8_t *rid; /* ROUTER routing id, or NULL */
     size_t rid_len;
-    ns_peer_t *peer; /* set when it came on our DEALER to this peer */
+    const char *addr; /* source IP of a ROUTER connection, or NULL */
+    ns_peer_t *peer;  /* set when it came on our DEALER to this peer */
 };
 
 /* transport.c */
@@ -181,10 +235,37 @@ bool ns_tr_banned(ns_p2p_t *p, const uint8_t key[32]);
 /* peers.c */
 ns_peer_t *ns_peers_find(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES]);
 ns_peer_t *ns_peers_find_curve(ns_p2p_t *p, const uint8_t key[32]);
-/* Add a peer and open its DEALER; NULL if the table is full or the id is
- * ours or invalid. */
+/* How a peer came to be known: from config or the operator (fixed), by
+ * a reachable peer or our own choice (outbound), or by a connection to us
+ * (inbound). */
+typedef enum {
+    NS_PEER_FROM_FIXED = 0,
+    NS_PEER_FROM_OUT = 1,
+    NS_PEER_FROM_IN = 2,
+} ns_peer_origin;
+/* Add a peer and open its DEALER; NULL if the id is ours or invalid, or
+ * the unreachable entries of its direction are S_PENDING_MAX already and
+ * none of them can give way (a vouched newcomer replaces the oldest
+ * entry that is not). */
 ns_peer_t *ns_peers_add(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES],
-                        const char *endpoint, bool bootstrap);
+                        const char *endpoint, ns_peer_origin origin,
+                        bool bootstrap, bool vouched);
+/* A message came over the peer's DEALER: it is reachable. Takes a slot of
+ * its direction, evicting the lowest-scored peer there if the newcomer
+ * scores higher; false (and the peer is removed) when it does not get
+ * one. The peers array may be reordered. */
+bool ns_peers_reached(ns_p2p_t *p, ns_peer_t *peer);
+/* The gossipsub-style score (docs/PROTOCOL.md). */
+double ns_peer_score(const ns_p2p_t *p, const ns_peer_t *peer, uint64_t now_ms);
+/* May this source introduce one more unknown key? Charges the link's and
+ * (inbound, not from a reachable peer) the source address's budget;
+ * keys staked in the ledger are free. */
+bool ns_peers_admit_key(ns_p2p_t *p, const struct ns_p2p_src *src,
+                        const uint8_t id[NS_ID_BYTES]);
+/* Whether our ledger has stake for id (ns_p2p_set_stake_fn). */
+bool ns_peers_staked(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES]);
+/* The peer of the link a message came on, if any. */
+ns_peer_t *ns_peers_of_src(ns_p2p_t *p, const struct ns_p2p_src *src);
 void ns_peers_remove(ns_p2p_t *p, ns_peer_t *peer, const char *why);
 void ns_peers_send_hello(ns_p2p_t *p, ns_peer_t *peer);
 /* Expire silent peers, retry bootstrap peers. */

@@ -2,10 +2,20 @@
  * alive; and per-link limits.
  *
  * A peer enters the table from a bootstrap address, a HELLO, a PEERS
- * reply or a gossiped heartbeat, always with its own DEALER. It is LIVE
- * while its heartbeats arrive; after three of its own intervals without
- * one it is dropped. A peer that never sends a heartbeat is dropped after
- * S_CONNECT_TIMEOUT_MS (bootstrap addresses are retried).
+ * reply or a gossiped heartbeat, always with its own DEALER, first as an
+ * unreachable entry (at most S_PENDING_MAX per direction). It becomes
+ * reachable when a message arrives over that DEALER (the CURVE handshake
+ * to its advertised endpoint succeeded, so the endpoint holds the key),
+ * and then takes a slot of its direction: outbound (we chose it: config,
+ * the operator, a reachable peer told us) or inbound (it came to us).
+ * When the direction is full the lowest-scored peer there gives way to a
+ * newcomer that scores higher, else the newcomer goes. It is LIVE while
+ * reachable and its heartbeats arrive; after three of its own intervals
+ * (bounded by NS_MAX_HB_INTERVAL_MS) without one it is dropped. An
+ * entry that never becomes live is dropped after S_CONNECT_TIMEOUT_MS
+ * (bootstrap addresses are retried). Unknown keys cost a budget of the
+ * link and of the source address that brought them (ns_peers_admit_key).
+ * See docs/PROTOCOL.md, "Peer admission and scores".
  */
 #include "p2p_internal.h"
 
@@ -30,18 +40,67 @@ ns_peer_t *ns_peers_find_curve(ns_p2p_t *p, const uint8_t key[32])
     return NULL;
 }
 
+static bool s_is_outbound(ns_peer_origin origin)
+{
+    return origin != NS_PEER_FROM_IN;
+}
+
+/* Entries of one direction: reachable ones (slots) or not (pending). */
+static uint32_t s_count(const ns_p2p_t *p, bool outbound, bool reachable)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < p->n_peers; i++)
+        n += p->peers[i].outbound == outbound &&
+             p->peers[i].reachable == reachable && !p->peers[i].fixed;
+    return n;
+}
+
+static uint64_t s_stake_of(const ns_p2p_t *p, const uint8_t id[NS_ID_BYTES])
+{
+    return p->stake_fn ? p->stake_fn(p->stake_user, id) : 0;
+}
+
+/* The oldest unreachable entry of a direction that nobody vouched for. */
+static ns_peer_t *s_oldest_unvouched(ns_p2p_t *p, bool outbound)
+{
+    ns_peer_t *oldest = NULL;
+    for (uint32_t i = 0; i < p->n_peers; i++) {
+        ns_peer_t *q = &p->peers[i];
+        if (q->outbound != outbound || q->reachable || q->fixed || q->vouched)
+            continue;
+        if (!oldest || q->added_ms < oldest->added_ms)
+            oldest = q;
+    }
+    return oldest;
+}
+
 ns_peer_t *ns_peers_add(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES],
-                        const char *endpoint, bool bootstrap)
+                        const char *endpoint, ns_peer_origin origin,
+                        bool bootstrap, bool vouched)
 {
     if (memcmp(id, p->self_id, NS_ID_BYTES) == 0)
         return NULL;
-    if (p->n_peers >= p->cfg->max_peers) {
-        p->stats.table_full++;
-        return NULL;
-    }
+    bool fixed = origin == NS_PEER_FROM_FIXED;
+    bool outbound = s_is_outbound(origin);
     uint8_t curve[32];
     if (ns_id_curve_pk(id, curve) != NS_OK || ns_tr_banned(p, curve))
         return NULL;
+    /* Unreachable entries are capped per direction, so keys that answer
+     * nowhere cannot take the room of real peers; fixed ones (config,
+     * operator) have their own room. A vouched newcomer takes the place
+     * of the oldest free key. */
+    if (!fixed && s_count(p, outbound, false) >= S_PENDING_MAX) {
+        ns_peer_t *junk = vouched ? s_oldest_unvouched(p, outbound) : NULL;
+        if (!junk) {
+            p->stats.table_full++;
+            return NULL;
+        }
+        ns_peers_remove(p, junk, "pending_full");
+    }
+    if (p->n_peers >= p->peers_cap) {
+        p->stats.table_full++;
+        return NULL;
+    }
     void *dealer = ns_tr_connect(p, curve, endpoint);
     if (!dealer)
         return NULL;
@@ -57,18 +116,208 @@ ns_peer_t *ns_peers_add(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES],
     memcpy(peer->link.key, curve, 32);
     peer->link.used = true;
     peer->link.tokens = p->cfg->rate_burst;
+    peer->link.newkey_tokens = S_NEWKEY_BURST;
     snprintf(peer->endpoint, sizeof peer->endpoint, "%s", endpoint);
     peer->dealer = dealer;
     peer->bootstrap = bootstrap;
+    peer->fixed = fixed;
+    peer->outbound = outbound;
+    peer->vouched = vouched || fixed;
+    peer->stake = s_stake_of(p, id);
     peer->added_ms = ns_mono_ms();
     peer->state = NS_PEER_CONNECTING;
     p->stats.peers_added++;
     char idtext[NS_ID_TEXT_LEN + 1];
     ns_id_text(idtext, id);
-    ns_debug(NS_MOD_PEERS, "event=peer_added id=%s endpoint=%s bootstrap=%d",
-             idtext, endpoint, bootstrap);
+    ns_debug(NS_MOD_PEERS,
+             "event=peer_added id=%s endpoint=%s bootstrap=%d outbound=%d",
+             idtext, endpoint, bootstrap, outbound);
     ns_peers_send_hello(p, peer);
     return peer;
+}
+
+double ns_peer_score(const ns_p2p_t *p, const ns_peer_t *peer, uint64_t now_ms)
+{
+    (void)p;
+    double score = 0;
+    /* Long-lived: +1 per 10 s reachable, at most +10. */
+    if (peer->reachable && now_ms > peer->reachable_ms) {
+        double t = (double)(now_ms - peer->reachable_ms) / 10000.0;
+        score += t < 10 ? t : 10;
+    }
+    /* Useful: first deliveries of valid gossip, at most +10. */
+    double d =
+        peer->deliveries < S_DELIVERY_CAP ? peer->deliveries : S_DELIVERY_CAP;
+    score += 10.0 * d / S_DELIVERY_CAP;
+    /* Staked in the ledger: +1 per bit of the credits staked (about
+     * log2), at most +20. */
+    int bits = 0;
+    for (uint64_t v = peer->stake; v; v >>= 1)
+        bits++;
+    score += bits < 20 ? bits : 20;
+    /* Invalid messages: squared, so a few mistakes cost little and a
+     * stream of them sinks the peer below zero. */
+    score -= peer->faults * peer->faults;
+    return score;
+}
+
+/* Reachable, and a heartbeat already here: live from now on. */
+static void s_make_live(ns_peer_t *peer)
+{
+    if (!peer->hb || peer->state == NS_PEER_LIVE)
+        return;
+    peer->state = NS_PEER_LIVE;
+    char idtext[NS_ID_TEXT_LEN + 1];
+    ns_id_text(idtext, peer->id);
+    ns_info(NS_MOD_PEERS, "event=peer_live id=%s endpoint=%s", idtext,
+            peer->endpoint);
+}
+
+/* A reachable key that found no slot: its heartbeats keep coming through
+ * every peer, so without this each one would be dialled again. */
+static void s_remember_refused(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES],
+                               uint64_t now_ms)
+{
+    int slot = 0;
+    for (int i = 0; i < S_REFUSED_SLOTS; i++)
+        if (p->refused[i].until_ms < p->refused[slot].until_ms)
+            slot = i;
+    memcpy(p->refused[slot].id, id, NS_ID_BYTES);
+    p->refused[slot].until_ms = now_ms + S_REFUSED_MS;
+}
+
+static bool s_recently_refused(const ns_p2p_t *p, const uint8_t id[NS_ID_BYTES],
+                               uint64_t now_ms)
+{
+    for (int i = 0; i < S_REFUSED_SLOTS; i++)
+        if (p->refused[i].until_ms > now_ms &&
+            memcmp(p->refused[i].id, id, NS_ID_BYTES) == 0)
+            return true;
+    return false;
+}
+
+bool ns_peers_reached(ns_p2p_t *p, ns_peer_t *peer)
+{
+    if (peer->reachable)
+        return true;
+    uint64_t now = ns_mono_ms();
+    uint32_t slots = peer->outbound ? p->out_slots : p->in_slots;
+    uint32_t used = s_count(p, peer->outbound, true);
+    peer->reachable = true;
+    peer->reachable_ms = now;
+    if (peer->fixed || used < slots) {
+        s_make_live(peer);
+        return true;
+    }
+    /* Full: the lowest-scored peer of this direction gives way if the
+     * newcomer scores higher (ties keep the incumbent: long-lived wins). */
+    double mine = ns_peer_score(p, peer, now);
+    uint8_t victim_id[NS_ID_BYTES];
+    bool found = false;
+    double worst = 0;
+    for (uint32_t i = 0; i < p->n_peers; i++) {
+        const ns_peer_t *q = &p->peers[i];
+        if (q == peer || q->fixed || !q->reachable ||
+            q->outbound != peer->outbound)
+            continue;
+        double sc = ns_peer_score(p, q, now);
+        if (!found || sc < worst) {
+            memcpy(victim_id, q->id, NS_ID_BYTES);
+            found = true;
+            worst = sc;
+        }
+    }
+    if (!found || worst >= mine) {
+        p->stats.table_full++;
+        s_remember_refused(p, peer->id, now);
+        ns_peers_remove(p, peer, "slots_full");
+        return false;
+    }
+    /* Removing reorders the array: find ourselves again by id after. */
+    uint8_t my_id[NS_ID_BYTES];
+    memcpy(my_id, peer->id, NS_ID_BYTES);
+    p->stats.peers_evicted++;
+    ns_peers_remove(p, ns_peers_find(p, victim_id), "evicted_by_score");
+    s_make_live(ns_peers_find(p, my_id));
+    return true;
+}
+
+ns_peer_t *ns_peers_of_src(ns_p2p_t *p, const struct ns_p2p_src *src)
+{
+    if (src->peer)
+        return src->peer;
+    return src->key ? ns_peers_find_curve(p, src->key) : NULL;
+}
+
+static bool s_bucket_take(double *tokens, uint64_t *refill_us, double burst,
+                          double per_s, uint64_t now_us)
+{
+    if (*refill_us == 0) {
+        *refill_us = now_us;
+        *tokens = burst;
+    }
+    *tokens += (double)(now_us - *refill_us) / 1e6 * per_s;
+    *refill_us = now_us;
+    if (*tokens > burst)
+        *tokens = burst;
+    if (*tokens < 1.0)
+        return false;
+    *tokens -= 1.0;
+    return true;
+}
+
+static ns_addr_budget_t *s_addr_budget(ns_p2p_t *p, const char *addr,
+                                       uint64_t now_ms)
+{
+    ns_addr_budget_t *lru = &p->addrs[0];
+    for (int i = 0; i < S_ADDR_SLOTS; i++) {
+        ns_addr_budget_t *a = &p->addrs[i];
+        if (a->addr[0] && strcmp(a->addr, addr) == 0) {
+            a->last_used_ms = now_ms;
+            return a;
+        }
+        if (!a->addr[0] ||
+            (lru->addr[0] && a->last_used_ms < lru->last_used_ms))
+            lru = a;
+    }
+    memset(lru, 0, sizeof *lru);
+    snprintf(lru->addr, sizeof lru->addr, "%s", addr);
+    lru->last_used_ms = now_ms;
+    return lru;
+}
+
+bool ns_peers_staked(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES])
+{
+    return s_stake_of(p, id) > 0;
+}
+
+bool ns_peers_admit_key(ns_p2p_t *p, const struct ns_p2p_src *src,
+                        const uint8_t id[NS_ID_BYTES])
+{
+    uint64_t now_us = ns_mono_us();
+    if (s_recently_refused(p, id, now_us / 1000))
+        return false;
+    /* Stake costs credits: such keys are not free to make. */
+    if (ns_peers_staked(p, id))
+        return true;
+    ns_link_t *l = src->link;
+    if (!s_bucket_take(&l->newkey_tokens, &l->newkey_refill_us, S_NEWKEY_BURST,
+                       S_NEWKEY_PER_S, now_us)) {
+        p->stats.newkey_limited++;
+        return false;
+    }
+    /* Inbound connections of strangers also share their address's
+     * budget: new CURVE keys are free, new addresses are not. */
+    const ns_peer_t *via = ns_peers_of_src(p, src);
+    if (src->rid && src->addr && (!via || !via->reachable)) {
+        ns_addr_budget_t *a = s_addr_budget(p, src->addr, now_us / 1000);
+        if (!s_bucket_take(&a->tokens, &a->refill_us, S_ADDR_BURST,
+                           S_ADDR_PER_S, now_us)) {
+            p->stats.newkey_limited++;
+            return false;
+        }
+    }
+    return true;
 }
 
 void ns_peers_remove(ns_p2p_t *p, ns_peer_t *peer, const char *why)
@@ -113,7 +362,11 @@ void ns_peers_maintain(ns_p2p_t *p, uint64_t now_ms)
 {
     for (uint32_t i = 0; i < p->n_peers;) {
         ns_peer_t *peer = &p->peers[i];
+        peer->deliveries *= S_SCORE_DECAY;
+        peer->faults *= S_SCORE_DECAY;
+        peer->stake = s_stake_of(p, peer->id);
         if (peer->state == NS_PEER_LIVE) {
+            /* interval_ms is bounded by the decoder (wire.h). */
             uint64_t limit = 3ull * peer->hb->interval_ms;
             if (now_ms - peer->last_hb_ms > limit) {
                 p->stats.peers_expired++;
@@ -122,7 +375,8 @@ void ns_peers_maintain(ns_p2p_t *p, uint64_t now_ms)
             }
         } else if (now_ms - peer->added_ms > S_CONNECT_TIMEOUT_MS &&
                    !peer->bootstrap) {
-            ns_peers_remove(p, peer, "no_heartbeat");
+            ns_peers_remove(p, peer,
+                            peer->reachable ? "no_heartbeat" : "unreachable");
             continue;
         } else if (now_ms - peer->hello_ms > p->cfg->heartbeat_interval_ms) {
             ns_peers_send_hello(p, peer); /* still waiting: try again */
@@ -136,7 +390,7 @@ void ns_peers_maintain(ns_p2p_t *p, uint64_t now_ms)
         if (ns_addr_parse(p->cfg->bootstrap[b], id, ep) != NS_OK)
             continue;
         if (!ns_peers_find(p, id))
-            ns_peers_add(p, id, ep, true);
+            ns_peers_add(p, id, ep, NS_PEER_FROM_FIXED, true, true);
     }
 }
 
@@ -158,6 +412,8 @@ ns_link_t *ns_link_get(ns_p2p_t *p, const uint8_t key[32], uint64_t now_ms)
     lru->used = true;
     lru->tokens = p->cfg->rate_burst;
     lru->refill_us = ns_mono_us();
+    lru->newkey_tokens = S_NEWKEY_BURST;
+    lru->newkey_refill_us = lru->refill_us;
     lru->last_used_ms = now_ms;
     return lru;
 }

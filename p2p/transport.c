@@ -24,7 +24,14 @@ static void s_common_opts(void *s)
      * our own heartbeats, so they can be rare (they wake both ends). */
     int linger = 0, hb_ivl = 10000, hb_timeout = 30000, hb_ttl = 30000;
     int handshake = 5000;
-    int64_t maxmsg = NS_MAX_MSG;
+    /* ZeroMQ applies ZMQ_MAXMSGSIZE to the frame as it arrives, CURVE's
+     * box and command header included, and cuts the connection over it
+     * without a trace. So the transport takes more than NS_MAX_MSG: every
+     * envelope up to NS_MAX_MSG reaches ingest whole, and one above it,
+     * up to S_TRANSPORT_MAX_MSG, reaches it too and is counted there as
+     * too_big (ns_envelope_decode). Beyond that the link is cut, which
+     * bounds what one message may cost us. */
+    int64_t maxmsg = S_TRANSPORT_MAX_MSG;
     zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(s, ZMQ_HEARTBEAT_IVL, &hb_ivl, sizeof hb_ivl);
     zmq_setsockopt(s, ZMQ_HEARTBEAT_TIMEOUT, &hb_timeout, sizeof hb_timeout);

@@ -133,8 +133,9 @@ int ns_p2p_connect(ns_p2p_t *p, const char *addr) NS_MUST_CHECK;
 int ns_p2p_block(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES],
                  uint32_t ms) NS_MUST_CHECK;
 
-/* A random live peer whose latest heartbeat satisfies want (NULL = any).
- * NS_ERR_NOTFOUND if none. */
+/* A random live peer whose latest heartbeat satisfies want (NULL = any),
+ * among those with a score >= 0 when there are any (docs/PROTOCOL.md,
+ * "Peer admission and scores"). NS_ERR_NOTFOUND if none. */
 int ns_p2p_pick_peer(ns_p2p_t *p,
                      bool (*want)(void *u, const uint8_t id[NS_ID_BYTES],
                                   const ns_heartbeat_t *hb),
@@ -182,10 +183,20 @@ void ns_p2p_pack_status(const ns_p2p_t *p, msgpack_packer *pk,
                         uint32_t n_extra);
 void ns_p2p_pack_peers(const ns_p2p_t *p, msgpack_packer *pk);
 /* Heartbeat propagation samples (microseconds from origin send to first
- * receipt here) collected since the last call; the ring is then cleared. */
+ * receipt here) of live peers' heartbeats, collected since the last call;
+ * the ring is then cleared. */
 void ns_p2p_pack_latency(ns_p2p_t *p, msgpack_packer *pk);
 
-/* Number of peers we have a live heartbeat from. */
+/* Credits an id has staked, as our ledger says (0 if none or unknown).
+ * Called from the loop; must not block. */
+typedef uint64_t (*ns_p2p_stake_fn)(void *user, const uint8_t id[NS_ID_BYTES]);
+/* Let the peer table see stake (the layers above own the ledger): staked
+ * keys introduce themselves without using a link's budget of unknown
+ * keys and score higher (docs/PROTOCOL.md, "Peer admission and scores").
+ * fn NULL: no stake is known (the default). */
+void ns_p2p_set_stake_fn(ns_p2p_t *p, ns_p2p_stake_fn fn, void *user);
+
+/* Number of peers we have a live heartbeat from (reachable ones only). */
 uint32_t ns_p2p_live_peers(const ns_p2p_t *p);
 
 #endif

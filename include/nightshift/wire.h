@@ -27,12 +27,22 @@
 
 #define NS_WIRE_VERSION 1
 #define NS_WIRE_DOMAIN "nightshift/msg/v1"
-#define NS_MAX_MSG (256 * 1024)        /* whole envelope, bytes */
-#define NS_MAX_BODY (NS_MAX_MSG - 128) /* body bin, bytes */
-#define NS_MAX_VERSION_STR 32          /* software version text */
-#define NS_MAX_REGION 32               /* region text */
-#define NS_MAX_PEERS_MSG 64            /* addresses in one PEERS */
-#define NS_MAX_PULL_IDS 2048           /* ids in one PULL */
+#define NS_MAX_MSG (256 * 1024) /* whole envelope, bytes */
+/* The most an envelope adds to its body as ns_envelope_encode writes it:
+ * array 1, version 1, type 1, sender 2 + 32, timestamp 9, body header 5,
+ * signature 2 + 64. So the largest body makes an envelope of exactly
+ * NS_MAX_MSG bytes. */
+#define NS_ENVELOPE_OVERHEAD 117
+#define NS_MAX_BODY (NS_MAX_MSG - NS_ENVELOPE_OVERHEAD) /* body bin, bytes */
+#define NS_MAX_VERSION_STR 32 /* software version text */
+#define NS_MAX_REGION 32      /* region text */
+#define NS_MAX_PEERS_MSG 64   /* addresses in one PEERS */
+#define NS_MAX_PULL_IDS 2048  /* ids in one PULL */
+/* A heartbeat's interval_ms must lie in this range: a peer is expired
+ * after three of its intervals, so an unbounded one would keep a silent
+ * key in every table for hours (docs/PROTOCOL.md, "Peer admission"). */
+#define NS_MIN_HB_INTERVAL_MS 100
+#define NS_MAX_HB_INTERVAL_MS 60000
 
 typedef enum {
     NS_MSG_HELLO = 1,     /* direct: introduce a new link */

@@ -706,6 +706,13 @@ TEST(envelope_body_caps)
         CHECK_RC(ns_envelope_decode(b.data, b.len, &s_types, &env), NS_OK);
         CHECK_RC(ns_envelope_verify(&env), NS_OK);
     }
+    /* with a timestamp of today (9 bytes) it is exactly NS_MAX_MSG */
+    if (CHECK_RC(ns_envelope_encode(s_id, NS_MSG_PULL, ns_now_ms(), body,
+                                    NS_MAX_BODY, &b, NULL),
+                 NS_OK)) {
+        CHECK_EQ_INT(b.len, NS_MAX_MSG);
+        CHECK_RC(ns_envelope_decode(b.data, b.len, &s_types, &env), NS_OK);
+    }
     CHECK_RC(ns_envelope_encode(s_id, NS_MSG_PULL, 1, body, NS_MAX_BODY + 1, &b,
                                 NULL),
              NS_ERR_TOOBIG);
@@ -1140,9 +1147,9 @@ TEST(heartbeat_bad_input)
     CHECK_RC(s_hb_decode_spec(&sp), NS_ERR_INVAL);
     sp.interval_ms = 100;
     CHECK_RC(s_hb_decode_spec(&sp), NS_OK);
-    sp.interval_ms = 3600000;
+    sp.interval_ms = NS_MAX_HB_INTERVAL_MS;
     CHECK_RC(s_hb_decode_spec(&sp), NS_OK);
-    sp.interval_ms = 3600001;
+    sp.interval_ms = NS_MAX_HB_INTERVAL_MS + 1; /* an hour is refused */
     CHECK_RC(s_hb_decode_spec(&sp), NS_ERR_INVAL);
     sp.interval_ms = UINT64_C(1) << 32; /* not a u32 */
     CHECK_RC(s_hb_decode_spec(&sp), NS_ERR_TOOBIG);

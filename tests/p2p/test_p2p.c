@@ -162,10 +162,13 @@ TEST(ingest_verdicts)
     ns_buf_init(&m);
     uint64_t now = ns_now_ms();
 
-    /* a valid heartbeat: accepted, the sender becomes a live peer */
+    /* a valid heartbeat: accepted, the sender enters the table, but is
+     * not live while its endpoint has not answered (nothing at :9) */
     s_heartbeat(&m, f.other, f.net, now);
     CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_OK);
-    CHECK_EQ_INT(ns_p2p_live_peers(f.p), 1);
+    CHECK_EQ_INT(f.p->n_peers, 1);
+    CHECK(!f.p->peers[0].reachable);
+    CHECK_EQ_INT(ns_p2p_live_peers(f.p), 0);
     /* the same bytes again: a duplicate */
     CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_ERR_REPLAY);
 
@@ -188,7 +191,7 @@ TEST(ingest_verdicts)
     ns_hash(other_net, "other", 5);
     s_heartbeat(&m, f.other, other_net, now + 2);
     CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_ERR_NETWORK);
-    CHECK_EQ_INT(ns_p2p_live_peers(f.p), 0); /* and it was dropped */
+    CHECK_EQ_INT(f.p->n_peers, 0); /* and it was dropped */
 
     /* garbage, truncation, unknown type, unknown version */
     const uint8_t garbage[] = {0xc1, 0x00, 0xff};
@@ -452,6 +455,283 @@ static void *s_client(void *ctx, const s_fix_t *f)
     return s;
 }
 
+/* A heartbeat from `who` advertising endpoint with the given interval. */
+static void s_heartbeat_ep(ns_buf_t *out, const ns_identity_t *who,
+                           const ns_hash_t net, uint64_t ts,
+                           uint32_t interval_ms, const char *endpoint)
+{
+    ns_heartbeat_t hb;
+    memset(&hb, 0, sizeof hb);
+    memcpy(hb.network_id, net, NS_HASH_BYTES);
+    snprintf(hb.endpoint, sizeof hb.endpoint, "%s", endpoint);
+    snprintf(hb.version, sizeof hb.version, "test");
+    hb.interval_ms = interval_ms;
+    hb.sent_us = ns_now_us();
+    ns_buf_t body;
+    ns_buf_init(&body);
+    CHECK_RC(ns_heartbeat_encode(&hb, &body), NS_OK);
+    CHECK_RC(ns_envelope_encode(who, NS_MSG_HEARTBEAT, ts, body.data, body.len,
+                                out, NULL),
+             NS_OK);
+    ns_buf_release(&body);
+}
+
+/* The same at tcp://127.0.0.1:9 (nothing listens there). */
+static void s_heartbeat_ivl(ns_buf_t *out, const ns_identity_t *who,
+                            const ns_hash_t net, uint64_t ts,
+                            uint32_t interval_ms)
+{
+    s_heartbeat_ep(out, who, net, ts, interval_ms, "tcp://127.0.0.1:9");
+}
+
+static uint64_t s_stake_every_other(void *u, const uint8_t id[NS_ID_BYTES])
+{
+    (void)u;
+    return id[0] & 1 ? 1000 : 0;
+}
+
+/* Keys that cost nothing cannot fill the table: an interval out of
+ * bounds is refused, one link brings at most S_NEWKEY_BURST unknown keys
+ * at once, unreachable entries are capped per direction, none of them is
+ * live; staked keys are not charged to the link. */
+TEST(sybil_admission)
+{
+    s_fix_t f;
+    s_setup(&f, 100000);
+    if (!f.p)
+        return;
+    ns_buf_t m;
+    ns_buf_init(&m);
+    uint64_t now = ns_now_ms();
+
+    s_heartbeat_ivl(&m, f.other, f.net, now, NS_MAX_HB_INTERVAL_MS + 1);
+    CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_ERR_INVAL);
+    s_heartbeat_ivl(&m, f.other, f.net, now + 1, NS_MIN_HB_INTERVAL_MS - 1);
+    CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_ERR_INVAL);
+    CHECK_EQ_INT(f.p->n_peers, 0);
+
+    /* 200 fresh keys over one link, an hour apart: a handful enter */
+    for (int i = 0; i < 200; i++) {
+        ns_identity_t *k = ns_identity_generate();
+        s_heartbeat_ivl(&m, k, f.net, now, NS_MAX_HB_INTERVAL_MS);
+        CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_OK);
+        ns_identity_destroy(&k);
+    }
+    CHECK(f.p->n_peers <= (uint32_t)S_NEWKEY_BURST + 1);
+    CHECK(f.p->n_peers <= S_PENDING_MAX);
+    CHECK(f.p->stats.newkey_limited >= 200 - (uint32_t)S_NEWKEY_BURST - 1);
+    CHECK_EQ_INT(ns_p2p_live_peers(f.p), 0);
+    uint8_t any[NS_ID_BYTES];
+    CHECK_RC(ns_p2p_pick_peer(f.p, NULL, NULL, any), NS_ERR_NOTFOUND);
+
+    /* another link: its own budget, but the same cap on unreachable
+     * entries of that direction */
+    uint8_t link2[32];
+    memset(link2, 0x77, sizeof link2);
+    for (int i = 0; i < 40; i++) {
+        ns_identity_t *k = ns_identity_generate();
+        s_heartbeat_ivl(&m, k, f.net, now, 1000);
+        CHECK_RC(ns_p2p_ingest(f.p, link2, m.data, m.len), NS_OK);
+        ns_identity_destroy(&k);
+    }
+    CHECK_EQ_INT(f.p->n_peers, S_PENDING_MAX);
+
+    /* a free key does not vouch for itself by moving its endpoint */
+    ns_peer_t *first = &f.p->peers[0];
+    CHECK(!first->vouched);
+    ns_identity_t *mover = ns_identity_generate();
+    while (f.p->n_peers)
+        ns_peers_remove(f.p, &f.p->peers[f.p->n_peers - 1], "test");
+    ns_link_t *l3 = ns_link_get(f.p,
+                                (const uint8_t *)"0123456789abcdef"
+                                                 "0123456789abcdef",
+                                ns_mono_ms());
+    CHECK(l3 != NULL);
+    s_heartbeat_ep(&m, mover, f.net, now, 1000, "tcp://127.0.0.1:9");
+    CHECK_RC(ns_p2p_ingest(f.p, l3->key, m.data, m.len), NS_OK);
+    s_heartbeat_ep(&m, mover, f.net, now + 1, 1000, "tcp://127.0.0.1:8");
+    CHECK_RC(ns_p2p_ingest(f.p, l3->key, m.data, m.len), NS_OK);
+    ns_peer_t *moved = ns_peers_find(f.p, ns_identity_pk(mover));
+    CHECK(moved && !moved->vouched &&
+          strcmp(moved->endpoint, "tcp://127.0.0.1:8") == 0);
+    ns_identity_destroy(&mover);
+
+    /* staked keys are not charged to the (spent) link budget */
+    while (f.p->n_peers)
+        ns_peers_remove(f.p, &f.p->peers[f.p->n_peers - 1], "test");
+    ns_p2p_set_stake_fn(f.p, s_stake_every_other, NULL);
+    uint32_t staked_in = 0;
+    for (int i = 0; i < 40 && staked_in < 4; i++) {
+        ns_identity_t *k = ns_identity_generate();
+        s_heartbeat_ivl(&m, k, f.net, now, 1000);
+        uint32_t before = f.p->n_peers;
+        CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_OK);
+        if (ns_identity_pk(k)[0] & 1) {
+            CHECK_EQ_INT(f.p->n_peers, before + 1);
+            staked_in++;
+        }
+        ns_identity_destroy(&k);
+    }
+    CHECK_EQ_INT(staked_in, 4);
+    ns_buf_release(&m);
+    s_teardown(&f);
+}
+
+/* Scores: long-lived, useful and staked peers score higher; invalid
+ * messages sink a peer below zero. */
+TEST(peer_score)
+{
+    s_fix_t f;
+    s_setup(&f, 100);
+    if (!f.p)
+        return;
+    ns_peer_t a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    uint64_t now = 1000000;
+    a.reachable = b.reachable = true;
+    a.reachable_ms = b.reachable_ms = now;
+    CHECK(ns_peer_score(f.p, &a, now) == 0);
+    a.reachable_ms = now - 50000; /* 50 s */
+    CHECK(ns_peer_score(f.p, &a, now) > ns_peer_score(f.p, &b, now));
+    b.stake = 1u << 15;
+    CHECK(ns_peer_score(f.p, &b, now) > ns_peer_score(f.p, &a, now));
+    a.deliveries = 1e9; /* capped */
+    CHECK(ns_peer_score(f.p, &a, now) <= 20.0);
+    a.faults = 6;
+    CHECK(ns_peer_score(f.p, &a, now) < 0);
+    s_teardown(&f);
+}
+
+static bool s_count_visit(void *u, const uint8_t id[NS_ID_BYTES],
+                          const ns_heartbeat_t *hb)
+{
+    (void)id;
+    (void)hb;
+    (*(int *)u)++;
+    return false;
+}
+
+static bool s_want_any(void *u, const uint8_t id[NS_ID_BYTES],
+                       const ns_heartbeat_t *hb)
+{
+    (void)u;
+    (void)id;
+    (void)hb;
+    return true;
+}
+
+/* pick_peer prefers peers scored >= 0 and shows each live peer to `want`
+ * once (the market counts providers with it). */
+TEST(pick_peer_scored)
+{
+    s_fix_t f;
+    s_setup(&f, 1000);
+    if (!f.p)
+        return;
+    ns_buf_t m;
+    ns_buf_init(&m);
+    ns_identity_t *k[2] = {ns_identity_generate(), ns_identity_generate()};
+    for (int i = 0; i < 2; i++) {
+        s_heartbeat_ivl(&m, k[i], f.net, ns_now_ms(), 1000);
+        CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_OK);
+    }
+    CHECK_EQ_INT(f.p->n_peers, 2);
+    for (uint32_t i = 0; i < f.p->n_peers; i++) { /* as if they answered */
+        CHECK(ns_peers_reached(f.p, &f.p->peers[i]));
+        CHECK(f.p->peers[i].state == NS_PEER_LIVE);
+    }
+    f.p->peers[0].faults = 10; /* forged messages: score < 0 */
+    int visits = 0;
+    uint8_t got[NS_ID_BYTES];
+    CHECK_RC(ns_p2p_pick_peer(f.p, s_count_visit, &visits, got),
+             NS_ERR_NOTFOUND);
+    CHECK_EQ_INT(visits, 2);
+    for (int t = 0; t < 20; t++) {
+        CHECK_RC(ns_p2p_pick_peer(f.p, s_want_any, NULL, got), NS_OK);
+        CHECK(memcmp(got, f.p->peers[1].id, NS_ID_BYTES) == 0);
+    }
+    f.p->peers[1].faults = 10; /* nobody scores >= 0: any live one */
+    CHECK_RC(ns_p2p_pick_peer(f.p, NULL, NULL, got), NS_OK);
+    ns_identity_destroy(&k[0]);
+    ns_identity_destroy(&k[1]);
+    ns_buf_release(&m);
+    s_teardown(&f);
+}
+
+static const uint8_t *s_staked_id;
+
+static uint64_t s_stake_one(void *u, const uint8_t id[NS_ID_BYTES])
+{
+    (void)u;
+    return s_staked_id && memcmp(id, s_staked_id, NS_ID_BYTES) == 0 ? 5000 : 0;
+}
+
+/* Slots per direction: inbound newcomers never take an outbound slot; a
+ * full direction keeps its incumbent against an equal newcomer (which is
+ * not redialled for a while) and gives way to a higher-scored (staked)
+ * one. */
+TEST(slots_and_eviction)
+{
+    s_fix_t f;
+    memset(&f, 0, sizeof f);
+    ns_config_defaults(&f.cfg);
+    snprintf(f.cfg.listen, sizeof f.cfg.listen, "tcp://127.0.0.1:0");
+    f.cfg.max_peers = 2; /* one slot each way */
+    f.me = ns_identity_generate();
+    f.other = ns_identity_generate();
+    ns_hash(f.net, "test-genesis", 12);
+    ns_p2p_opts_t o = {&f.cfg, f.me, {0}, "test", NULL, 0};
+    memcpy(o.network_id, f.net, NS_HASH_BYTES);
+    int err = 0;
+    f.p = ns_p2p_new(&o, &err);
+    if (!CHECK(f.p != NULL))
+        return;
+    CHECK_EQ_INT(f.p->in_slots, 1);
+    CHECK_EQ_INT(f.p->out_slots, 1);
+    ns_identity_t *k[4];
+    for (int i = 0; i < 4; i++)
+        k[i] = ns_identity_generate();
+    ns_buf_t m;
+    ns_buf_init(&m);
+
+    /* k0: outbound (as told by a reachable peer), reachable */
+    ns_peer_t *out =
+        ns_peers_add(f.p, ns_identity_pk(k[0]), "tcp://127.0.0.1:9",
+                     NS_PEER_FROM_OUT, false, true);
+    CHECK(out && ns_peers_reached(f.p, out));
+    /* k1, k2: inbound (a stranger's link) */
+    for (int i = 1; i <= 2; i++) {
+        s_heartbeat_ivl(&m, k[i], f.net, ns_now_ms(), 1000);
+        CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_OK);
+    }
+    CHECK_EQ_INT(f.p->n_peers, 3);
+    ns_peer_t *in1 = ns_peers_find(f.p, ns_identity_pk(k[1]));
+    CHECK(in1 && !in1->outbound && ns_peers_reached(f.p, in1));
+    /* k2 scores no higher than k1: refused, and not taken back soon */
+    ns_peer_t *in2 = ns_peers_find(f.p, ns_identity_pk(k[2]));
+    CHECK(in2 && !ns_peers_reached(f.p, in2));
+    CHECK(ns_peers_find(f.p, ns_identity_pk(k[2])) == NULL);
+    s_heartbeat_ivl(&m, k[2], f.net, ns_now_ms() + 1, 1000);
+    CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_OK);
+    CHECK(ns_peers_find(f.p, ns_identity_pk(k[2])) == NULL);
+    /* k3 is staked: it displaces k1, never the outbound k0 */
+    s_staked_id = ns_identity_pk(k[3]);
+    ns_p2p_set_stake_fn(f.p, s_stake_one, NULL);
+    s_heartbeat_ivl(&m, k[3], f.net, ns_now_ms(), 1000);
+    CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_OK);
+    ns_peer_t *in3 = ns_peers_find(f.p, ns_identity_pk(k[3]));
+    CHECK(in3 && ns_peers_reached(f.p, in3));
+    CHECK(ns_peers_find(f.p, ns_identity_pk(k[1])) == NULL);
+    CHECK(ns_peers_find(f.p, ns_identity_pk(k[0])) != NULL);
+    CHECK_EQ_INT(f.p->stats.peers_evicted, 1);
+    s_staked_id = NULL;
+    for (int i = 0; i < 4; i++)
+        ns_identity_destroy(&k[i]);
+    ns_buf_release(&m);
+    s_teardown(&f);
+}
+
 TEST(reply_reports_send_failure)
 {
     s_fix_t f;
@@ -459,13 +739,17 @@ TEST(reply_reports_send_failure)
     if (!f.p)
         return;
     /* a routing id the ROUTER does not know (ROUTER_MANDATORY) */
-    struct ns_p2p_src gone = {ns_link_get(f.p, f.link, ns_mono_ms()), f.link,
-                              (const uint8_t *)"\0gone", 5, NULL};
+    struct ns_p2p_src gone = {ns_link_get(f.p, f.link, ns_mono_ms()),
+                              f.link,
+                              (const uint8_t *)"\0gone",
+                              5,
+                              NULL,
+                              NULL};
     CHECK_RC(ns_p2p_reply(f.p, &gone, 151, (const uint8_t *)"x", 1),
              NS_ERR_NOTFOUND);
     CHECK_EQ_INT(f.p->stats.send_failed, 1);
     /* no connection at all (as for ns_p2p_ingest) */
-    struct ns_p2p_src none = {gone.link, f.link, NULL, 0, NULL};
+    struct ns_p2p_src none = {gone.link, f.link, NULL, 0, NULL, NULL};
     CHECK_RC(ns_p2p_reply(f.p, &none, 151, (const uint8_t *)"x", 1),
              NS_ERR_NOTFOUND);
 
@@ -521,6 +805,10 @@ int main(void)
     RUN(ingest_rate_limit);
     RUN(bind_in_use);
     RUN(loop_sockets_timers_handlers);
+    RUN(sybil_admission);
+    RUN(peer_score);
+    RUN(pick_peer_scored);
+    RUN(slots_and_eviction);
     RUN(reply_reports_send_failure);
     return ns_test_finish("p2p");
 }

@@ -10,16 +10,26 @@
  *                 signature byte is flipped
  *   --replay N    one valid signed heartbeat, the same bytes N times
  *   --stale N     valid signed heartbeats stamped --stale-age-ms in the past
+ *   --sybil N     valid signed heartbeats, each from a fresh identity, all
+ *                 advertising a dead endpoint (tcp://127.0.0.1:1) and an
+ *                 interval of --interval-ms (the eclipse attempt of
+ *                 issue 13: keys cost nothing)
+ *   --size N      one signed heartbeat-type envelope of exactly N bytes
+ *                 (its body is filler, not a heartbeat); above NS_MAX_MSG
+ *                 an envelope of NS_MAX_MSG with N - NS_MAX_MSG bytes
+ *                 appended
  *
  * at --rate R messages per second (0 = as fast as the socket takes them),
  * then waits for the queue to drain and exits. The heartbeats carry
  * --network HEX (the target's network id from `nightshift status --json`;
- * zeros by default, which the node refuses as another network).
+ * zeros by default, which the node refuses as another network) and an
+ * interval of --interval-ms (1000 by default).
  *
  * The first line on stdout names the link the node will see:
  *   link=<first 8 bytes of our CURVE key, hex> key=<64 hex> id=<node id>
  * (the node's warnings say link=<same 16 hex>); the last line is a summary:
- *   sent garbage=N bad_sig=N replay=N stale=N total=N elapsed_ms=T
+ *   sent garbage=N bad_sig=N replay=N stale=N sybil=N size=N total=N
+ *        elapsed_ms=T
  *
  * Exit status: 0 when everything was handed to the socket (the queue is
  * then flushed for up to --timeout-ms before exit; the node may still be
@@ -45,6 +55,9 @@
 typedef struct {
     const char *addr;                         /* ID@tcp://HOST:PORT */
     uint64_t garbage, bad_sig, replay, stale; /* messages of each kind */
+    uint64_t sybil;                           /* heartbeats from fresh keys */
+    uint64_t size;         /* bytes of the one --size envelope, 0: none */
+    uint64_t interval_ms;  /* put in the heartbeats */
     uint64_t rate;         /* messages per second, 0 = unlimited */
     uint32_t max_size;     /* garbage frame size cap, bytes */
     uint64_t stale_age_ms; /* how old --stale messages are */
@@ -54,7 +67,8 @@ typedef struct {
 
 static const char s_usage[] =
     "usage: ns_flood ID@tcp://HOST:PORT [--garbage N] [--bad-sig N]\n"
-    "                [--replay N] [--stale N] [--rate MSGS_PER_S]\n"
+    "                [--replay N] [--stale N] [--sybil N] [--size BYTES]\n"
+    "                [--interval-ms MS] [--rate MSGS_PER_S]\n"
     "                [--network HEX] [--max-size BYTES] [--stale-age-ms MS]\n"
     "                [--timeout-ms MS]\n"
     "\n"
@@ -76,6 +90,7 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
     o->max_size = 512;
     o->stale_age_ms = 10 * 60 * 1000;
     o->timeout_ms = 10000;
+    o->interval_ms = 1000;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -95,6 +110,25 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
             i++;
         } else if (strcmp(a, "--stale") == 0) {
             rc = s_u64_arg(a, v, &o->stale);
+            i++;
+        } else if (strcmp(a, "--sybil") == 0) {
+            rc = s_u64_arg(a, v, &o->sybil);
+            i++;
+        } else if (strcmp(a, "--size") == 0) {
+            rc = s_u64_arg(a, v, &o->size);
+            if (rc == 0 && (o->size < 65536 + NS_ENVELOPE_OVERHEAD ||
+                            o->size > 4 * NS_MAX_MSG)) {
+                fprintf(stderr, "ns_flood: --size must be %d..%d\n",
+                        65536 + NS_ENVELOPE_OVERHEAD, 4 * NS_MAX_MSG);
+                rc = -1;
+            }
+            i++;
+        } else if (strcmp(a, "--interval-ms") == 0) {
+            rc = s_u64_arg(a, v, &o->interval_ms);
+            if (rc == 0 && o->interval_ms > UINT32_MAX) {
+                fprintf(stderr, "ns_flood: --interval-ms is a u32\n");
+                rc = -1;
+            }
             i++;
         } else if (strcmp(a, "--rate") == 0) {
             rc = s_u64_arg(a, v, &o->rate);
@@ -157,7 +191,7 @@ static int s_heartbeat(const ns_identity_t *id, const s_opts_t *o,
      * this heartbeat dials nowhere and forgets us after 3 intervals. */
     snprintf(hb.endpoint, sizeof hb.endpoint, "tcp://127.0.0.1:1");
     snprintf(hb.version, sizeof hb.version, "flood");
-    hb.interval_ms = 1000;
+    hb.interval_ms = (uint32_t)o->interval_ms;
     hb.sent_us = ts_ms * 1000 + seq % 1000;
     snprintf(hb.region, sizeof hb.region, "flood");
     hb.ledger_entries = seq;
@@ -166,6 +200,27 @@ static int s_heartbeat(const ns_identity_t *id, const s_opts_t *o,
         return rc;
     return ns_envelope_encode(id, NS_MSG_HEARTBEAT, ts_ms, body->data,
                               body->len, out, NULL);
+}
+
+/* A heartbeat-type envelope of exactly `size` bytes (filler body): the
+ * timestamp of today takes 9 bytes and a body of 64 KiB or more a 5-byte
+ * header, so the envelope adds NS_ENVELOPE_OVERHEAD. Above NS_MAX_MSG,
+ * the largest envelope with the rest appended. */
+static int s_sized(const ns_identity_t *id, uint64_t size, ns_buf_t *out)
+{
+    uint64_t whole = size > NS_MAX_MSG ? NS_MAX_MSG : size;
+    size_t body_len = (size_t)(whole - NS_ENVELOPE_OVERHEAD);
+    uint8_t *filler = calloc(1, body_len);
+    if (!filler)
+        return NS_ERR_NOMEM;
+    int rc = ns_envelope_encode(id, NS_MSG_HEARTBEAT, ns_now_ms(), filler,
+                                body_len, out, NULL);
+    free(filler);
+    if (rc == NS_OK && out->len != whole)
+        rc = NS_ERR_INVAL;
+    for (uint64_t i = whole; rc == NS_OK && i < size; i++)
+        rc = ns_buf_append(out, "", 1);
+    return rc;
 }
 
 /* Wait for the CURVE handshake on the monitored socket: 0 on success. */
@@ -350,11 +405,30 @@ int main(int argc, char **argv)
         if (s_send(s, msg.data, msg.len) != 0)
             goto out;
     }
+    for (uint64_t i = 0; i < o.sybil; i++, n++) {
+        ns_identity_t *fresh = ns_identity_generate();
+        int rc = fresh ? s_heartbeat(fresh, &o, ns_now_ms(), i, &body, &msg)
+                       : NS_ERR_NOMEM;
+        ns_identity_destroy(&fresh);
+        if (rc != NS_OK)
+            goto out;
+        s_pace(&o, t0_us, n);
+        if (s_send(s, msg.data, msg.len) != 0)
+            goto out;
+    }
+    if (o.size) {
+        if (s_sized(id, o.size, &msg) != NS_OK)
+            goto out;
+        s_pace(&o, t0_us, n++);
+        if (s_send(s, msg.data, msg.len) != 0)
+            goto out;
+    }
     uint64_t elapsed_ms = (ns_mono_us() - t0_us) / 1000;
-    printf("sent garbage=%llu bad_sig=%llu replay=%llu stale=%llu total=%llu "
-           "elapsed_ms=%llu\n",
+    printf("sent garbage=%llu bad_sig=%llu replay=%llu stale=%llu sybil=%llu "
+           "size=%llu total=%llu elapsed_ms=%llu\n",
            (unsigned long long)o.garbage, (unsigned long long)o.bad_sig,
            (unsigned long long)o.replay, (unsigned long long)o.stale,
+           (unsigned long long)o.sybil, (unsigned long long)o.size,
            (unsigned long long)n, (unsigned long long)elapsed_ms);
     fflush(stdout);
     exit_code = 0;
