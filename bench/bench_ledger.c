@@ -167,8 +167,8 @@ static int s_genesis(const s_gen_t *g, const char *name, ns_genesis_t *out)
     out->n_allocs = g->n;
     for (uint32_t i = 0; i < g->n; i++) {
         memcpy(out->allocs[i].id, ns_identity_pk(g->a[i].id), NS_ID_BYTES);
-        out->allocs[i].credits = S_CREDITS;
-        out->total_credits += S_CREDITS;
+        out->allocs[i].micro = S_CREDITS;
+        out->total_micro += S_CREDITS;
     }
     ns_hash(out->network_id, name, strlen(name));
     return NS_OK;

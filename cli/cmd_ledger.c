@@ -109,7 +109,8 @@ typedef struct {
 static void s_summary(const ns_entry_t *e, char *out, size_t cap)
 {
     ns_entry_body_t b;
-    char who[NS_ID_SHORT_LEN + 1], jid[17];
+    char who[NS_ID_SHORT_LEN + 1], jid[17], x[NS_CREDITS_TEXT],
+        y[NS_CREDITS_TEXT];
     if (ns_entry_body_decode(e, &b) != NS_OK) {
         snprintf(out, cap, "(undecodable body)");
         return;
@@ -118,20 +119,20 @@ static void s_summary(const ns_entry_t *e, char *out, size_t cap)
     switch (e->type) {
     case NS_ENTRY_TRANSFER:
         ns_id_short(who, b.to);
-        snprintf(out, cap, "%llu to %s", (unsigned long long)b.amount, who);
+        snprintf(out, cap, "%s to %s", ns_credits_fmt(x, b.amount), who);
         break;
     case NS_ENTRY_STAKE:
     case NS_ENTRY_UNSTAKE:
-        snprintf(out, cap, "%llu", (unsigned long long)b.amount);
+        snprintf(out, cap, "%s", ns_credits_fmt(x, b.amount));
         break;
     case NS_ENTRY_JOB:
-        snprintf(out, cap, "job %s escrow %llu max %llu", jid,
-                 (unsigned long long)b.escrow, (unsigned long long)b.max_price);
+        snprintf(out, cap, "job %s escrow %s max %s", jid,
+                 ns_credits_fmt(x, b.escrow), ns_credits_fmt(y, b.max_price));
         break;
     case NS_ENTRY_AWARD:
         ns_id_short(who, b.bid.provider);
-        snprintf(out, cap, "job %s to %s at %llu", jid, who,
-                 (unsigned long long)b.bid.price);
+        snprintf(out, cap, "job %s to %s at %s", jid, who,
+                 ns_credits_fmt(x, b.bid.price));
         break;
     default:
         snprintf(out, cap, "job %s", jid);
@@ -229,11 +230,11 @@ int ns_cmd_ledger(int argc, char **argv)
         ns_mp_str(&pk, "accounts");
         msgpack_pack_uint64(&pk, st.accounts);
         ns_mp_str(&pk, "total");
-        msgpack_pack_uint64(&pk, st.total);
+        ns_mp_credits(&pk, st.total);
         ns_mp_str(&pk, "burned");
-        msgpack_pack_uint64(&pk, st.burned);
+        ns_mp_credits(&pk, st.burned);
         ns_mp_str(&pk, "pending_credit");
-        msgpack_pack_uint64(&pk, st.pending_credit);
+        ns_mp_credits(&pk, st.pending_credit);
         ns_mp_str(&pk, "conserved");
         if (conserved)
             msgpack_pack_true(&pk);
@@ -253,12 +254,14 @@ int ns_cmd_ledger(int argc, char **argv)
         ns_table_init(&t, 6, headers);
         s_list_t L = {NULL, &t, 0, o.limit};
         ns_ledger_each_entry(l, o.author ? author : NULL, s_list_entry, &L);
-        printf("%llu entries, %llu accounts; total %llu = balances + "
-               "%llu pending + %llu burned: %s\n",
+        char total[NS_CREDITS_TEXT], pending[NS_CREDITS_TEXT],
+            burned[NS_CREDITS_TEXT];
+        printf("%llu entries, %llu accounts; total %s credits = balances + "
+               "%s pending + %s burned: %s\n",
                (unsigned long long)st.entries, (unsigned long long)st.accounts,
-               (unsigned long long)st.total,
-               (unsigned long long)st.pending_credit,
-               (unsigned long long)st.burned,
+               ns_credits_fmt(total, st.total),
+               ns_credits_fmt(pending, st.pending_credit),
+               ns_credits_fmt(burned, st.burned),
                conserved ? "conserved" : "NOT CONSERVED");
         if (t.nrows)
             ns_table_print(&t, stdout);
@@ -279,8 +282,9 @@ static const char s_balance_usage[] =
     "usage: nightshift balance --datadir D [ID] [--json]\n"
     "\n"
     "Balance of account ID (default: the datadir's own) in D's ledger:\n"
-    "free, staked, locked (escrow + collateral). --json gives id, free,\n"
-    "staked, locked and the parts.\n";
+    "free, staked, locked (escrow + collateral), in credits (to the\n"
+    "micro-credit). --json gives id, free, staked, locked and the parts,\n"
+    "as decimal numbers of credits.\n";
 
 int ns_cmd_balance(int argc, char **argv)
 {
@@ -333,15 +337,15 @@ int ns_cmd_balance(int argc, char **argv)
         ns_mp_str(&pk, "jobs_cancelled");
         msgpack_pack_uint32(&pk, a.jobs_cancelled);
         ns_mp_str(&pk, "free");
-        msgpack_pack_uint64(&pk, a.free);
+        ns_mp_credits(&pk, a.free);
         ns_mp_str(&pk, "staked");
-        msgpack_pack_uint64(&pk, a.staked);
+        ns_mp_credits(&pk, a.staked);
         ns_mp_str(&pk, "locked");
-        msgpack_pack_uint64(&pk, a.locked_escrow + a.locked_collateral);
+        ns_mp_credits(&pk, a.locked_escrow + a.locked_collateral);
         ns_mp_str(&pk, "locked_escrow");
-        msgpack_pack_uint64(&pk, a.locked_escrow);
+        ns_mp_credits(&pk, a.locked_escrow);
         ns_mp_str(&pk, "locked_collateral");
-        msgpack_pack_uint64(&pk, a.locked_collateral);
+        ns_mp_credits(&pk, a.locked_collateral);
         ns_mp_str(&pk, "seq");
         msgpack_pack_uint64(&pk, a.seq);
         ns_mp_str(&pk, "banned");
@@ -353,13 +357,15 @@ int ns_cmd_balance(int argc, char **argv)
         msgpack_sbuffer_destroy(&sb);
         return rc;
     }
-    printf("account  %s%s\nfree     %llu\nstaked   %llu\nlocked   %llu "
-           "(escrow %llu, collateral %llu)\nentries  %llu\n",
+    char f[NS_CREDITS_TEXT], st[NS_CREDITS_TEXT], lk[NS_CREDITS_TEXT],
+        le[NS_CREDITS_TEXT], lc[NS_CREDITS_TEXT];
+    printf("account  %s%s\nfree     %s credits\nstaked   %s credits\nlocked  "
+           " %s credits (escrow %s, collateral %s)\nentries  %llu\n",
            text, a.banned ? " (BANNED: forked its chain)" : "",
-           (unsigned long long)a.free, (unsigned long long)a.staked,
-           (unsigned long long)(a.locked_escrow + a.locked_collateral),
-           (unsigned long long)a.locked_escrow,
-           (unsigned long long)a.locked_collateral, (unsigned long long)a.seq);
+           ns_credits_fmt(f, a.free), ns_credits_fmt(st, a.staked),
+           ns_credits_fmt(lk, a.locked_escrow + a.locked_collateral),
+           ns_credits_fmt(le, a.locked_escrow),
+           ns_credits_fmt(lc, a.locked_collateral), (unsigned long long)a.seq);
     return 0;
 }
 
@@ -409,9 +415,11 @@ static const char s_amount_usage[] =
     "  stake    --datadir D AMOUNT           stake free credits\n"
     "  unstake  --datadir D AMOUNT           release unlocked stake\n"
     "\n"
-    "Ask the node running on D to append an entry to its own chain (credits\n"
-    "waiting for it are taken in with the same entry), store it durably and\n"
-    "gossip it. Unstake releases only stake not locked as collateral.\n";
+    "AMOUNT is in credits, up to six decimals (12, 0.5, 0.000001: the\n"
+    "ledger counts micro-credits). Ask the node running on D to append an\n"
+    "entry to its own chain (credits waiting for it are taken in with the\n"
+    "same entry), store it durably and gossip it. Unstake releases only\n"
+    "stake not locked as collateral.\n";
 
 static int s_amount_cmd(const char *cmd, int argc, char **argv)
 {
@@ -424,9 +432,10 @@ static int s_amount_cmd(const char *cmd, int argc, char **argv)
     if (rc)
         return rc;
     uint64_t amount;
-    if (!o.positional || ns_parse_u64(o.positional, &amount) != NS_OK ||
+    if (!o.positional || ns_credits_parse(o.positional, &amount) != NS_OK ||
         amount == 0) {
-        ns_cli_error(cmd, "AMOUNT must be a positive whole number of credits");
+        ns_cli_error(cmd, "AMOUNT must be a positive number of credits (up "
+                          "to six decimals: 12, 0.5, 0.000001)");
         return 2;
     }
     if (strcmp(cmd, "transfer") == 0 && !o.to) {

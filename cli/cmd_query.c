@@ -63,6 +63,17 @@ static unsigned long long s_u(const msgpack_object *map, const char *key)
     return v && v->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? v->via.u64 : 0;
 }
 
+/* A number, float or integer (amounts in credits are floats). */
+static double s_f(const msgpack_object *map, const char *key)
+{
+    const msgpack_object *v = s_get(map, key);
+    if (!v)
+        return 0;
+    if (v->type == MSGPACK_OBJECT_FLOAT64 || v->type == MSGPACK_OBJECT_FLOAT32)
+        return v->via.f64;
+    return v->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (double)v->via.u64 : 0;
+}
+
 static void s_s(char *out, size_t cap, const msgpack_object *map,
                 const char *key)
 {
@@ -150,10 +161,10 @@ static void s_render_status(const msgpack_object *d)
     if (l && l->type == MSGPACK_OBJECT_MAP) {
         char digest[80];
         s_s(digest, sizeof digest, l, "digest");
-        printf("ledger    %llu entries, %llu accounts, total %llu, burned "
-               "%llu, digest %.16s\n",
-               s_u(l, "entries"), s_u(l, "accounts"), s_u(l, "total"),
-               s_u(l, "burned"), digest);
+        printf("ledger    %llu entries, %llu accounts, total %.6g credits, "
+               "burned %.6g, digest %.16s\n",
+               s_u(l, "entries"), s_u(l, "accounts"), s_f(l, "total"),
+               s_f(l, "burned"), digest);
         const msgpack_object *se = s_get(l, "storage_error");
         if (se && se->type == MSGPACK_OBJECT_MAP) {
             char detail[160];
@@ -198,8 +209,8 @@ static ns_verified_t *s_peers_verified;
 static void s_render_peers(const msgpack_object *d)
 {
     static const char *const headers[] = {
-        "ID",    "ENDPOINT", "SEEN",    "REGION",    "PRICE",
-        "STAKE", "SLOTS",    "DEVICES", "CHALLENGE", "VERSION"};
+        "ID",       "ENDPOINT", "SEEN",    "REGION",    "PRICE CR/H",
+        "STAKE CR", "SLOTS",    "DEVICES", "CHALLENGE", "VERSION"};
     ns_table_t t;
     ns_table_init(&t, 10, headers);
     if (d->type != MSGPACK_OBJECT_ARRAY)
@@ -219,8 +230,13 @@ static void s_render_peers(const msgpack_object *d)
         snprintf(seen, sizeof seen, "%.1fs ago",
                  (double)s_u(p, "last_seen_ms") / 1000.0);
         s_s(region, sizeof region, p, "region");
-        snprintf(price, sizeof price, "%llu", s_u(p, "price"));
-        snprintf(stake, sizeof stake, "%llu", s_u(p, "stake"));
+        /* price: micro-credits per device-second, shown per hour */
+        char amount[NS_CREDITS_TEXT];
+        snprintf(price, sizeof price, "%s",
+                 ns_credits_fmt(amount, s_u(p, "price") * 3600));
+        snprintf(
+            stake, sizeof stake, "%s",
+            ns_credits_fmt(amount, (uint64_t)(s_f(p, "stake") * 1e6 + 0.5)));
         snprintf(slots, sizeof slots, "%llu", s_u(p, "free_slots"));
         s_s(ver, sizeof ver, p, "version");
         devs[0] = '\0';
@@ -250,8 +266,9 @@ static const char s_peers_usage[] =
     "usage: nightshift peers --datadir D [--json]\n"
     "\n"
     "List the live peers of the node running on D: id, endpoint, time since\n"
-    "its last heartbeat, region, price (micro-credits per device-second),\n"
-    "stake, free slots, devices, and how the peer did in a hardware\n"
+    "its last heartbeat, region, price (credits per device-hour; --json:\n"
+    "micro-credits per device-second), stake (credits), free slots, devices, "
+    "and how the peer did in a hardware\n"
     "challenge of this datadir (passed, failed, - for never). --json\n"
     "gives a list of objects with id,\n"
     "endpoint, last_seen_ms, devices and the rest.\n";

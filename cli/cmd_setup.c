@@ -183,8 +183,11 @@ int ns_cmd_genesis(int argc, char **argv)
             memcpy(idtext, v, NS_ID_TEXT_LEN);
             idtext[NS_ID_TEXT_LEN] = '\0';
             if (ns_id_parse(idtext, allocs[n].id) != NS_OK ||
-                ns_parse_u64(eq + 1, &allocs[n].credits) != NS_OK) {
-                ns_cli_error(cmd, "bad --alloc '%s': expected ID=CREDITS", v);
+                ns_credits_parse(eq + 1, &allocs[n].micro) != NS_OK) {
+                ns_cli_error(cmd,
+                             "bad --alloc '%s': expected ID=CREDITS (credits, "
+                             "up to six decimals)",
+                             v);
                 goto out;
             }
             n++;
@@ -214,8 +217,9 @@ int ns_cmd_genesis(int argc, char **argv)
     }
     char net[2 * NS_HASH_BYTES + 1];
     ns_hex(net, g.network_id, NS_HASH_BYTES);
-    printf("wrote %s: network %s, %u accounts, %llu credits, id %s\n", out,
-           g.name, g.n_allocs, (unsigned long long)g.total_credits, net);
+    char total[NS_CREDITS_TEXT];
+    printf("wrote %s: network %s, %u accounts, %s credits, id %s\n", out,
+           g.name, g.n_allocs, ns_credits_fmt(total, g.total_micro), net);
     ns_genesis_release(&g);
     exit_code = 0;
 out:

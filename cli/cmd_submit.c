@@ -88,7 +88,9 @@ static const char s_usage[] =
     "JOB-FLAGS as for `nightshift run` (--kernel FILE.cl | --builtin NAME,\n"
     "--entry, --global, --local, --arg..., --tolerance, --checks K).\n"
     "Requirements and terms:\n"
-    "  --max-price CREDITS   escrow; bids above it lose (required)\n"
+    "  --max-price CREDITS   escrow; bids above it lose (required; credits,\n"
+    "                        up to six decimals: a job is priced to the\n"
+    "                        micro-credit)\n"
     "  --collateral C        provider's stake locked (default max-price/2)\n"
     "  --min-mem BYTES       device global memory\n"
     "  --device gpu|cpu|any  device type (default any)\n"
@@ -123,8 +125,23 @@ static int s_parse(s_submit_t *q, int argc, char **argv)
         i += 2;                                                                \
         continue;                                                              \
     }
-        NUM("--max-price", q->max_price)
-        NUM("--collateral", q->collateral)
+        if (strcmp(a, "--max-price") == 0 || strcmp(a, "--collateral") == 0) {
+            uint64_t *dst = a[2] == 'm' ? &q->max_price : &q->collateral;
+            if (!v || ns_credits_parse(v, dst) != NS_OK) {
+                ns_cli_error("submit",
+                             "%s needs an amount of credits (up to six "
+                             "decimals: 10, 0.5, 0.000001)",
+                             a);
+                return 2;
+            }
+            if (a[2] == 'm' && *dst == 0) {
+                ns_cli_error("submit", "--max-price must be more than 0: no "
+                                       "provider works for nothing");
+                return 2;
+            }
+            i += 2;
+            continue;
+        }
         NUM("--min-mem", q->reqs.min_mem_bytes)
         NUM("--bid-window-ms", q->bid_window_ms)
         NUM("--deadline-s", q->deadline_s)
@@ -218,9 +235,9 @@ static void s_print_receipt(s_submit_t *q, const ns_receipt_t *rc,
         ns_mp_str(&pk, "provider");
         ns_mp_str(&pk, who);
         ns_mp_str(&pk, "price");
-        msgpack_pack_uint64(&pk, rc->price);
+        ns_mp_credits(&pk, rc->price);
         ns_mp_str(&pk, "refund");
-        msgpack_pack_uint64(&pk, rc->refund);
+        ns_mp_credits(&pk, rc->refund);
         ns_mp_str(&pk, "status");
         ns_mp_str(&pk, ok ? "settled" : "failed");
         if (!ok) {
@@ -259,12 +276,13 @@ static void s_print_receipt(s_submit_t *q, const ns_receipt_t *rc,
                  rc->checked);
     else
         snprintf(checks, sizeof checks, "verified when it was settled");
-    printf("receipt\n  job       %s\n  provider  %s\n  price     %llu "
-           "credits (refund %llu)\n  checks    %s\n  rounds    %u "
+    char price[NS_CREDITS_TEXT], refund[NS_CREDITS_TEXT];
+    printf("receipt\n  job       %s\n  provider  %s\n  price     %s "
+           "credits (refund %s)\n  checks    %s\n  rounds    %u "
            "(slashed %u, cancelled %u, failures reported %u)\n  timings "
            "  match %llu ms, run %llu ms, verify %llu ms, total %llu ms\n",
-           job_hex, who, (unsigned long long)rc->price,
-           (unsigned long long)rc->refund, checks, rc->rounds, rc->slashed,
+           job_hex, who, ns_credits_fmt(price, rc->price),
+           ns_credits_fmt(refund, rc->refund), checks, rc->rounds, rc->slashed,
            rc->cancelled, rc->failures, (unsigned long long)rc->match_ms,
            (unsigned long long)rc->run_ms, (unsigned long long)rc->verify_ms,
            (unsigned long long)total);
@@ -432,13 +450,13 @@ static int s_submit_via_node(s_submit_t *q)
         goto out;
     }
     ns_hex(hex, req->job_id, NS_HASH_BYTES);
-    char line[160];
+    char line[200], max[NS_CREDITS_TEXT];
     snprintf(line, sizeof line,
              "job %.16s handed to the node on %s: %llu work-items in %llu "
-             "units, max price %llu credits",
+             "units, max price %s credits",
              hex, q->node, (unsigned long long)ns_job_work_items(&q->spec.job),
              (unsigned long long)ns_job_units(&q->spec.job),
-             (unsigned long long)q->max_price);
+             ns_credits_fmt(max, q->max_price));
     s_progress(q, line);
     req->kind = NS_CTL_JOB;
     req->from_line = 0;
@@ -561,13 +579,13 @@ static int s_submit(s_submit_t *q)
                      ns_strerror(rc));
         goto out;
     }
-    char line[160];
+    char line[200], max[NS_CREDITS_TEXT];
     snprintf(line, sizeof line,
              "job %.16s: %llu work-items in %llu units, max price "
-             "%llu credits",
+             "%s credits",
              job_hex, (unsigned long long)ns_job_work_items(&q->spec.job),
              (unsigned long long)ns_job_units(&q->spec.job),
-             (unsigned long long)q->max_price);
+             ns_credits_fmt(max, q->max_price));
     s_progress(q, line);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

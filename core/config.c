@@ -105,7 +105,8 @@ int ns_config_set(ns_config_t *cfg, const char *section, const char *key,
     } else if (KEY("node", "price")) {
         rc = ns_parse_u64(value, &cfg->price) == NS_OK ? NS_OK : NS_ERR_CONFIG;
     } else if (KEY("node", "stake")) {
-        rc = ns_parse_u64(value, &cfg->stake) == NS_OK ? NS_OK : NS_ERR_CONFIG;
+        rc = ns_credits_parse(value, &cfg->stake) == NS_OK ? NS_OK
+                                                           : NS_ERR_CONFIG;
     } else if (KEY("node", "slots")) {
         rc = s_u32(value, 0, 1024, &cfg->slots);
     } else if (KEY("node", "load_price_pct")) {
@@ -221,7 +222,10 @@ int ns_config_write(const ns_config_t *cfg, const char *path)
     PUT_U(rate_msgs_per_s);
     PUT_U(rate_burst);
     PUT_U(price);
-    PUT_U(stake);
+    if (cfg->stake != def.stake) {
+        char stake[NS_CREDITS_TEXT];
+        PUT("stake = %s\n", ns_credits_fmt(stake, cfg->stake));
+    }
     PUT_U(slots);
     PUT_U(load_price_pct);
     if (cfg->blob_cache_bytes != def.blob_cache_bytes)

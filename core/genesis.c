@@ -56,10 +56,12 @@ static int s_handler(void *user, const char *section, const char *key,
             snprintf(c->err, c->errlen, "alloc: '%.60s' is not a node id", key);
             return 0;
         }
-        if (ns_parse_u64(value, &a.credits) != NS_OK ||
-            a.credits > NS_MAX_SUPPLY ||
-            g->total_credits > NS_MAX_SUPPLY - a.credits) {
-            snprintf(c->err, c->errlen, "alloc: bad credit amount '%.30s'",
+        if (ns_credits_parse(value, &a.micro) != NS_OK ||
+            a.micro > NS_MAX_SUPPLY ||
+            g->total_micro > NS_MAX_SUPPLY - a.micro) {
+            snprintf(c->err, c->errlen,
+                     "alloc: bad credit amount '%.30s' (credits, up to six "
+                     "decimals)",
                      value);
             return 0;
         }
@@ -83,7 +85,7 @@ static int s_handler(void *user, const char *section, const char *key,
             g->allocs = na;
         }
         g->allocs[g->n_allocs++] = a;
-        g->total_credits += a.credits;
+        g->total_micro += a.micro;
         return 1;
     }
     snprintf(c->err, c->errlen, "unknown section [%s]", section);
@@ -162,10 +164,10 @@ int ns_genesis_write(const char *path, const char *name, bool test_network,
         "%llu\n[alloc]\n",
         name, test_network ? "true" : "false", (unsigned long long)created_ms);
     for (uint32_t i = 0; i < n && len < cap; i++) {
-        char id[NS_ID_TEXT_LEN + 1];
+        char id[NS_ID_TEXT_LEN + 1], amount[NS_CREDITS_TEXT];
         ns_id_text(id, allocs[i].id);
-        len += (size_t)snprintf(text + len, cap - len, "%s = %llu\n", id,
-                                (unsigned long long)allocs[i].credits);
+        len += (size_t)snprintf(text + len, cap - len, "%s = %s\n", id,
+                                ns_credits_fmt(amount, allocs[i].micro));
     }
     if (len >= cap) {
         free(text);

@@ -376,6 +376,11 @@ void ns_mp_bin(msgpack_packer *pk, const void *data, size_t len)
     msgpack_pack_bin_body(pk, data, len);
 }
 
+void ns_mp_credits(msgpack_packer *pk, uint64_t micro)
+{
+    msgpack_pack_double(pk, (double)micro / (double)NS_MICRO);
+}
+
 void ns_mp_str(msgpack_packer *pk, const char *s)
 {
     size_t len = strlen(s);
@@ -476,9 +481,20 @@ static void s_json_value(ns_mpr_t *r, s_out_t *o, int depth, int pretty)
     } else if (tag == 0xca || tag == 0xcb) {
         double v = 0;
         ns_mpr_f64(r, &v);
-        if (v != v || v > 1e308 || v < -1e308)
+        double mag = v < 0 ? -v : v;
+        if (v != v || v > 1e308 || v < -1e308) {
             s_puts(o, "null");
-        else {
+        } else if (mag == 0 || (mag >= 1e-6 && mag < 1e15)) {
+            /* a plain decimal, six places at most (amounts in credits
+             * are exact to the micro-credit): "12.5", "1000000" */
+            snprintf(num, sizeof num, "%.6f", v);
+            size_t n = strlen(num);
+            while (num[n - 1] == '0')
+                num[--n] = '\0';
+            if (num[n - 1] == '.')
+                num[--n] = '\0';
+            s_puts(o, strcmp(num, "-0") == 0 ? "0" : num);
+        } else {
             snprintf(num, sizeof num, "%.6g", v);
             s_puts(o, num);
         }

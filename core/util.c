@@ -262,6 +262,53 @@ int ns_parse_u64(const char *s, uint64_t *out)
     return NS_OK;
 }
 
+int ns_credits_parse(const char *s, uint64_t *micro)
+{
+    if (!s || *s < '0' || *s > '9')
+        return NS_ERR_INVAL;
+    uint64_t whole = 0, frac = 0;
+    const char *p = s;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (whole > (UINT64_MAX - 9) / 10)
+            return NS_ERR_TOOBIG;
+        whole = whole * 10 + (uint64_t)(*p - '0');
+    }
+    if (*p == '.') {
+        p++;
+        int digits = 0;
+        for (; *p >= '0' && *p <= '9'; p++, digits++) {
+            if (digits == 6)
+                return NS_ERR_INVAL; /* finer than a micro-credit */
+            frac = frac * 10 + (uint64_t)(*p - '0');
+        }
+        if (digits == 0)
+            return NS_ERR_INVAL;
+        for (; digits < 6; digits++)
+            frac *= 10;
+    }
+    if (*p != '\0')
+        return NS_ERR_INVAL;
+    if (whole > (UINT64_MAX - frac) / NS_MICRO)
+        return NS_ERR_TOOBIG;
+    *micro = whole * NS_MICRO + frac;
+    return NS_OK;
+}
+
+char *ns_credits_fmt(char out[NS_CREDITS_TEXT], uint64_t micro)
+{
+    uint64_t frac = micro % NS_MICRO;
+    int n = snprintf(out, NS_CREDITS_TEXT, "%llu",
+                     (unsigned long long)(micro / NS_MICRO));
+    if (frac && n > 0 && n < NS_CREDITS_TEXT - 8) {
+        snprintf(out + n, (size_t)(NS_CREDITS_TEXT - n), ".%06llu",
+                 (unsigned long long)frac);
+        size_t len = strlen(out);
+        while (out[len - 1] == '0')
+            out[--len] = '\0';
+    }
+    return out;
+}
+
 uint32_t ns_rand_below(uint32_t bound)
 {
     return randombytes_uniform(bound);

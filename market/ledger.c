@@ -520,7 +520,7 @@ static ns_ledger_t *s_open(const char *dir, const ns_genesis_t *g,
             if ((r = ns_lstore_account_put(&l->store, t, &a)) != NS_OK)
                 goto fail;
         }
-        l->totals.total = g->total_credits;
+        l->totals.total = g->total_micro;
         if ((r = ns_lstore_network_put(&l->store, t, g->network_id)) != NS_OK ||
             (r = s_totals_save(t, l)) != NS_OK)
             goto fail;
@@ -551,14 +551,14 @@ static ns_ledger_t *s_open(const char *dir, const ns_genesis_t *g,
         goto fail;
     }
     uint64_t sum = 0;
-    if (l->totals.total != g->total_credits ||
+    if (l->totals.total != g->total_micro ||
         ns_ledger_check_conservation(l, &sum) != NS_OK) {
         r = NS_ERR_CORRUPT;
         snprintf(err, errlen,
                  "ledger %s is corrupt: balances sum to %llu, genesis total "
                  "is %llu; refusing to serve wrong balances",
                  dir, (unsigned long long)sum,
-                 (unsigned long long)g->total_credits);
+                 (unsigned long long)g->total_micro);
         goto fail;
     }
     l->committed = l->totals;

@@ -28,7 +28,7 @@ void ns_rule_genesis(const ns_genesis_t *g, uint32_t i, ns_account_t *a)
 {
     memset(a, 0, sizeof *a);
     memcpy(a->id, g->allocs[i].id, NS_ID_BYTES);
-    a->free = g->allocs[i].credits;
+    a->free = g->allocs[i].micro;
 }
 
 int ns_rule_chain(const ns_account_t *a, const ns_entry_t *e,

@@ -541,9 +541,12 @@ void ns_ledger_sync_pack_status(ns_ledger_sync_t *s, msgpack_packer *pk)
     }
     s_kv(pk, "entries", st.entries);
     s_kv(pk, "accounts", st.accounts);
-    s_kv(pk, "total", st.total);
-    s_kv(pk, "burned", st.burned);
-    s_kv(pk, "pending_credit", st.pending_credit);
+    ns_mp_str(pk, "total");
+    ns_mp_credits(pk, st.total);
+    ns_mp_str(pk, "burned");
+    ns_mp_credits(pk, st.burned);
+    ns_mp_str(pk, "pending_credit");
+    ns_mp_credits(pk, st.pending_credit);
     s_kv(pk, "forks", st.forks);
     s_kv(pk, "buffered", st.buffered);
     ns_mp_str(pk, "digest");

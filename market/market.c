@@ -2,6 +2,7 @@
 #include "nightshift/market.h"
 #include "nightshift/mp.h"
 #include "nightshift/policy.h"
+#include "nightshift/util.h"
 
 #include <math.h>
 #include <sodium.h>
@@ -395,8 +396,10 @@ uint64_t ns_price_quote(uint64_t price_micro_per_s, uint64_t work_flops,
     double seconds = (double)work_flops / (gflops * 1e9);
     if (est_ms)
         *est_ms = (uint64_t)ceil(seconds * 1000.0) + 1;
-    double credits = ceil(seconds * (double)price_micro_per_s / 1e6);
-    return credits < 1 ? 1 : (uint64_t)credits;
+    double micro = ceil(seconds * (double)price_micro_per_s);
+    if (micro >= 1.8e19)
+        return UINT64_MAX;
+    return micro < 1 ? 1 : (uint64_t)micro;
 }
 
 uint32_t ns_reqs_check(const ns_reqs_t *r, const ns_offer_t *o,
@@ -441,6 +444,7 @@ void ns_reqs_describe(const ns_reqs_t *r, uint32_t bit, uint64_t collateral,
                       uint64_t max_price, char *out, size_t cap)
 {
     static const char *const types[] = {"any", "cpu", "gpu", "accelerator"};
+    char amount[NS_CREDITS_TEXT];
     switch (bit) {
     case NS_REQ_MEMORY:
         snprintf(out, cap, "memory >= %.1f GiB",
@@ -458,10 +462,10 @@ void ns_reqs_describe(const ns_reqs_t *r, uint32_t bit, uint64_t collateral,
         snprintf(out, cap, "region %s", r->region);
         break;
     case NS_REQ_STAKE:
-        snprintf(out, cap, "stake >= %llu", (unsigned long long)collateral);
+        snprintf(out, cap, "stake >= %s", ns_credits_fmt(amount, collateral));
         break;
     case NS_REQ_PRICE:
-        snprintf(out, cap, "price <= %llu", (unsigned long long)max_price);
+        snprintf(out, cap, "price <= %s", ns_credits_fmt(amount, max_price));
         break;
     case NS_REQ_SLOTS:
         snprintf(out, cap, "a free slot");

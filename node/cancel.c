@@ -54,8 +54,9 @@ int ns_cancel_job(ns_ledger_t *ledger, const ns_node_io_t *io,
 
 void ns_cancel_describe(const ns_cancel_result_t *res, char *out, size_t cap)
 {
-    snprintf(out, cap, "escrow of %llu credits refunded%s",
-             (unsigned long long)res->refund,
+    char refund[NS_CREDITS_TEXT];
+    snprintf(out, cap, "escrow of %s credits refunded%s",
+             ns_credits_fmt(refund, res->refund),
              res->penalised  ? "; the provider missed its deadline: a tenth "
                                "of its collateral burned, the rest released"
              : res->released ? "; the provider's collateral released"

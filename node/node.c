@@ -359,14 +359,16 @@ static int s_load(ns_node_t *n, char *err, size_t errlen)
     return NS_OK;
 }
 
-/* ns_p2p_stake_fn over our ledger. */
+/* ns_p2p_stake_fn over our ledger: whole credits (rounded up), as the
+ * peer scores count them. */
 static uint64_t s_stake_of(void *u, const uint8_t id[NS_ID_BYTES])
 {
     ns_node_t *n = u;
     ns_account_t acct;
-    if (ns_ledger_account(n->ledger, id, &acct) != NS_OK)
+    if (ns_ledger_account(n->ledger, id, &acct) != NS_OK || acct.banned)
         return 0;
-    return acct.banned ? 0 : acct.staked + acct.locked_collateral;
+    uint64_t micro = acct.staked + acct.locked_collateral;
+    return micro / NS_MICRO + (micro % NS_MICRO != 0);
 }
 
 static int s_start_market(ns_node_t *n, char *err, size_t errlen)

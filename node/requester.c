@@ -507,8 +507,9 @@ static void s_award_to(ns_requester_t *q, const ns_bid_t *bid)
     }
     char who[NS_ID_SHORT_LEN + 1];
     ns_id_short(who, q->winner.provider);
-    s_say(q, "%u bids; awarded to %s at %llu credits (est. %llu ms)%s",
-          q->n_bids, who, (unsigned long long)q->winner.price,
+    char price[NS_CREDITS_TEXT];
+    s_say(q, "%u bids; awarded to %s at %s credits (est. %llu ms)%s", q->n_bids,
+          who, ns_credits_fmt(price, q->winner.price),
           (unsigned long long)q->winner.est_ms,
           rc == NS_OK ? "" : " (provider not reachable yet)");
     s_phase(q, NS_RQ_ACCEPT);
@@ -867,14 +868,29 @@ static void s_post(ns_requester_t *q)
     const uint8_t *self = ns_identity_pk(q->me);
     /* Before any credit moves: can the job be checked unit by unit? */
     char err[512];
-    int rc =
-        q->o.no_preflight
-            ? NS_OK
-            : ns_preflight_sample(q->runner, q->o.job, q->o.inputs,
-                                  NS_POLICY_PREFLIGHT_UNITS, err, sizeof err);
+    uint64_t unit_ns = 0;
+    int rc = q->o.no_preflight
+                 ? NS_OK
+                 : ns_preflight_sample(q->runner, q->o.job, q->o.inputs,
+                                       NS_POLICY_PREFLIGHT_UNITS, &unit_ns, err,
+                                       sizeof err);
     if (rc != NS_OK) {
         s_fail(q, "%s", err);
         return;
+    }
+    /* No --work: the sampled units' time on our device, times the units,
+     * at our device's throughput, is the work providers price. */
+    if (!q->o.job->work_estimate && unit_ns) {
+        const ns_device_t *d = ns_runner_device(q->runner);
+        double gflops =
+            d && d->info.gflops > 0.1 ? d->info.gflops : NS_POLICY_REF_GFLOPS;
+        double flops = (double)unit_ns * 1e-9 * (double)ns_job_units(q->o.job) *
+                       gflops * 1e9;
+        q->ann.work_flops = flops < 1 ? 1 : (uint64_t)flops;
+        s_say(q,
+              "work estimate from the pre-flight: %.3g GFLOP (%.1f us a "
+              "unit here)",
+              flops / 1e9, (double)unit_ns / 1000.0);
     }
     memset(&b, 0, sizeof b);
     memcpy(b.job_id, q->o.job_id, NS_HASH_BYTES);
@@ -885,18 +901,21 @@ static void s_post(ns_requester_t *q)
     memcpy(b.desc_id, q->o.desc_id, NS_HASH_BYTES);
     memcpy(b.nonce, q->o.nonce, sizeof b.nonce);
     if (s_append(q, NS_ENTRY_JOB, &b, id) != NS_OK) {
+        char want[NS_CREDITS_TEXT], have[NS_CREDITS_TEXT];
         if (ns_ledger_account(q->ledger, self, &me) == NS_OK)
-            s_fail(q, "cannot lock %llu credits of escrow: %llu free",
-                   (unsigned long long)q->o.max_price,
-                   (unsigned long long)me.free);
+            s_fail(q, "cannot lock %s credits of escrow: %s free",
+                   ns_credits_fmt(want, q->o.max_price),
+                   ns_credits_fmt(have, me.free));
         else
             s_fail(q, "cannot post the job");
         return;
     }
     if (ns_ledger_account(q->ledger, self, &me) == NS_OK)
         q->job_seq = me.seq;
-    s_say(q, "escrow of %llu credits locked (job entry %llu)",
-          (unsigned long long)q->o.max_price, (unsigned long long)q->job_seq);
+    char escrow[NS_CREDITS_TEXT];
+    s_say(q, "escrow of %s credits locked (job entry %llu)",
+          ns_credits_fmt(escrow, q->o.max_price),
+          (unsigned long long)q->job_seq);
     s_announce(q);
 }
 
@@ -999,8 +1018,9 @@ void ns_requester_tick(ns_requester_t *q, uint64_t now)
             !sodium_is_zero(lj.accept_id, NS_HASH_BYTES)) {
             q->t_accept_ms = now;
             q->rc.match_ms = now - q->t_announce_ms;
-            s_say(q, "accepted: collateral %llu locked; sending the job",
-                  (unsigned long long)lj.collateral);
+            char coll[NS_CREDITS_TEXT];
+            s_say(q, "accepted: collateral %s credits locked; sending the job",
+                  ns_credits_fmt(coll, lj.collateral));
             s_phase(q, NS_RQ_RUNNING);
         } else if (now - q->phase_ms > NS_POLICY_ACCEPT_MS) {
             s_cancel(q, NULL, true);

@@ -1033,7 +1033,8 @@ void ns_p2p_pack_peers(const ns_p2p_t *p, msgpack_packer *pk)
         s_kv_str(pk, "version", hb->version);
         s_kv_str(pk, "region", hb->region);
         s_kv_u64(pk, "price", hb->price);
-        s_kv_u64(pk, "stake", hb->stake);
+        ns_mp_str(pk, "stake");
+        ns_mp_credits(pk, hb->stake);
         s_kv_u64(pk, "free_slots", hb->free_slots);
         s_kv_u64(pk, "ledger_entries", hb->ledger_entries);
         ns_mp_str(pk, "devices");

@@ -387,11 +387,15 @@ converge() { # MIN_ENTRIES TIMEOUT_S
     done
 }
 
-# balance of an account as node0 (never killed) sees it:
+# credits (a decimal, six places at most) as whole micro-credits, for
+# shell arithmetic
+micro() { awk -v v="$1" 'BEGIN { printf "%.0f\n", v * 1000000 }'; }
+
+# balance of an account as node0 (never killed) sees it, in micro-credits:
 # "free staked locked_collateral"
 balance_of() { # ID
     "$BIN" balance --datadir "$NET/node0" "$1" --json 2>/dev/null | awk '
-        function val(line) { sub(/^[^:]*:[ \t]*/, "", line); sub(/,?[ \t]*$/, "", line); return line }
+        function val(line) { sub(/^[^:]*:[ \t]*/, "", line); sub(/,?[ \t]*$/, "", line); return sprintf("%.0f", line * 1000000) }
         /^ *"free":/ { f = val($0) }
         /^ *"staked":/ { s = val($0) }
         /^ *"locked_collateral":/ { l = val($0) }
@@ -410,7 +414,7 @@ snapshot_before() {
 
 # The work estimate that makes the fastest device of node0 take 10 s: the
 # honest nodes' bids (10 credits a device-second) then run to about 100
-# credits, the faulty nodes' (default price) to 1 credit, on any hardware.
+# credits, the faulty nodes' (default price) to 0.01 credit, on any hardware.
 WORK=""
 work_for_10s() {
     WORK=$("$BIN" devices --datadir "$NET/node0" --json 2>/dev/null | awk '
@@ -562,7 +566,7 @@ final_checks() {
     read -r entries digest <<<"$conv"
     # Conservation on every datadir: live nodes, killed ones (read from
     # their LMDB), the requesters.
-    want=$(((N + NREQ) * 1000000))
+    want=$(((N + NREQ) * 1000000 * 1000000)) # micro-credits
     local dirs=() dd
     for ((i = 0; i < N; i++)); do dirs+=("$NET/node$i"); done
     for dd in "$NET"/requester*; do
@@ -573,12 +577,12 @@ final_checks() {
             fail "\`nightshift ledger --datadir $dd\` failed (exit $?): $(head -n 3 "$SD/ledger.err") $(json_get "$SD/ledger.json" conserved 2>/dev/null)"
         [ "$(json_get "$SD/ledger.json" conserved)" = true ] ||
             fail "conservation does not hold in $dd: $(head -n 8 "$SD/ledger.json" | tr -d '\n')"
-        total=$(json_get "$SD/ledger.json" total)
+        total=$(micro "$(json_get "$SD/ledger.json" total)")
         [ "$total" = "$want" ] ||
             fail "$dd: ledger total $total, genesis total $want"
     done
     "$BIN" ledger --datadir "$NET/node0" --json --limit 0 >"$SD/ledger.json"
-    burned=$(json_get "$SD/ledger.json" burned)
+    burned=$(micro "$(json_get "$SD/ledger.json" burned)")
     # Stake: honest providers lost nothing; faulty ones lost exactly what
     # was burned.
     local report=""
@@ -588,16 +592,16 @@ final_checks() {
         loss=$((B_STAKED[i] + B_LOCKED[i] - s - l))
         if [ "${ROLE[i]}" = honest ]; then
             [ "$loss" -le 0 ] ||
-                fail "honest node$i lost $loss credits of stake (staked ${B_STAKED[i]} -> $s, locked ${B_LOCKED[i]} -> $l)"
+                fail "honest node$i lost $loss micro-credits of stake (staked ${B_STAKED[i]} -> $s, locked ${B_LOCKED[i]} -> $l)"
             [ "$f" -ge "${B_FREE[i]}" ] ||
-                fail "honest node$i's free credits went down: ${B_FREE[i]} -> $f"
+                fail "honest node$i's free micro-credits went down: ${B_FREE[i]} -> $f"
         else
             lost_total=$((lost_total + loss))
             report="$report node$i(${ROLE[i]}) -$loss"
         fi
     done
     [ "$burned" -eq "$lost_total" ] ||
-        fail "burned $burned credits, but the faulty providers lost $lost_total:$report"
+        fail "burned $burned micro-credits, but the faulty providers lost $lost_total:$report"
     # Live nodes still up (none crashed on a faulty peer's job).
     for ((i = 0; i < N; i++)); do
         is_killed "$i" && continue
@@ -687,7 +691,7 @@ sc_honest() {
     fi
     [ "$SLASHED" -eq 0 ] || fail "$SLASHED slash(es) on a network of honest providers"
     final_checks
-    [ "$BURNED" -eq 0 ] || fail "burned $BURNED credits on an honest network"
+    [ "$BURNED" -eq 0 ] || fail "burned $BURNED micro-credits on an honest network"
     summary
     end_scenario
 }
@@ -710,7 +714,7 @@ sc_cheater() {
     done
     final_checks
     [ "$BURNED" -gt 0 ] || fail "no credits burned although cheaters were slashed"
-    local collateral=$((MAX_PRICE / 2))
+    local collateral=$((MAX_PRICE / 2 * 1000000)) # micro-credits
     [ "$BURNED" -eq $((SLASHED * collateral)) ] ||
         fail "burned $BURNED, expected $SLASHED slashes x $collateral collateral"
     summary

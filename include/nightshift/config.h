@@ -38,7 +38,8 @@ typedef struct {
     uint32_t rate_burst;            /* per-link bucket size */
     char region[NS_MAX_REGION + 1];
     uint64_t price;            /* micro-credits per device-second */
-    uint64_t stake;            /* announced stake, credits */
+    uint64_t stake;            /* kept staked, micro-credits (the
+                                  setting is in credits) */
     uint32_t slots;            /* concurrent jobs offered */
     uint32_t load_price_pct;   /* price rises this % per busy slot */
     uint64_t ledger_map_bytes; /* [ledger] map_size: LMDB map, bytes */

@@ -7,7 +7,8 @@
  *   test_network = true         ; allows fault injection flags
  *   created_ms = 1763700000000
  *   [alloc]
- *   <node id> = <credits>       ; one line per funded account
+ *   <node id> = <credits>       ; one line per funded account: credits,
+ *                               ; up to six decimals (micro-credits)
  *
  * The network id is BLAKE2b-256 of the file's exact bytes, so every node
  * must hold the identical file (nodes copy it into their datadir).
@@ -25,11 +26,11 @@
 #define NS_MAX_GENESIS_BYTES (1024 * 1024)
 #define NS_MAX_GENESIS_ALLOCS 4096
 #define NS_MAX_NETWORK_NAME 64
-#define NS_MAX_SUPPLY (UINT64_C(1) << 62) /* total credits cap */
+#define NS_MAX_SUPPLY (UINT64_C(1) << 62) /* total cap, micro-credits */
 
 typedef struct {
     uint8_t id[NS_ID_BYTES];
-    uint64_t credits;
+    uint64_t micro; /* micro-credits */
 } ns_alloc_t;
 
 typedef struct {
@@ -38,8 +39,8 @@ typedef struct {
     bool test_network;
     uint64_t created_ms;
     uint32_t n_allocs;
-    ns_alloc_t *allocs; /* owned */
-    uint64_t total_credits;
+    ns_alloc_t *allocs;   /* owned */
+    uint64_t total_micro; /* micro-credits */
 } ns_genesis_t;
 
 /* Parse and validate. err gets a one-line reason on failure. */

@@ -90,7 +90,7 @@ typedef struct {
 typedef struct {
     uint8_t provider[NS_ID_BYTES];
     ns_hash_t job_id;
-    uint64_t price;  /* credits */
+    uint64_t price;  /* micro-credits */
     uint64_t est_ms; /* estimated run time */
     uint64_t timestamp_ms;
     uint8_t sig[NS_SIG_BYTES]; /* over NS_BID_DOMAIN || network || fields */
@@ -150,7 +150,8 @@ typedef struct ns_ledger ns_ledger_t;
 
 typedef struct {
     uint8_t id[NS_ID_BYTES];
-    uint64_t free;              /* spendable credits */
+    uint64_t free;              /* spendable, micro-credits (every ledger
+                                   amount is in micro-credits) */
     uint64_t staked;            /* staked, not locked */
     uint64_t locked_escrow;     /* escrow of open jobs */
     uint64_t locked_collateral; /* collateral of accepted jobs */

@@ -76,8 +76,8 @@ typedef struct {
     uint8_t requester[NS_ID_BYTES];
     char endpoint[NS_ENDPOINT_MAX]; /* where the requester listens */
     ns_reqs_t reqs;
-    uint64_t max_price;  /* credits for the whole job */
-    uint64_t collateral; /* credits a provider locks */
+    uint64_t max_price;  /* micro-credits for the whole job */
+    uint64_t collateral; /* micro-credits a provider locks */
     uint64_t work_flops; /* requester's estimate */
     uint64_t n_items;
     uint64_t input_bytes; /* sum of the inputs */
@@ -210,7 +210,7 @@ typedef struct {
     const ns_devinfo_t *devices; /* borrowed */
     uint32_t n_devices;
     uint64_t price;      /* micro-credits per device-second */
-    uint64_t stake;      /* credits staked in the ledger */
+    uint64_t stake;      /* micro-credits staked in the ledger */
     uint32_t free_slots; /* jobs it can start now */
     const char *region;  /* borrowed, "" = none */
 } ns_offer_t;
@@ -243,8 +243,9 @@ uint32_t ns_reqs_check(const ns_reqs_t *r, const ns_offer_t *o,
 void ns_reqs_describe(const ns_reqs_t *r, uint32_t bit, uint64_t collateral,
                       uint64_t max_price, char *out, size_t cap);
 
-/* A provider's price for a job: price per device-second (micro-credits)
- * times the estimated seconds on its device, rounded up, at least 1. */
+/* A provider's price for a job, in micro-credits: its price per
+ * device-second (micro-credits) times the estimated seconds on its
+ * device, rounded up to the micro-credit, at least 1. */
 uint64_t ns_price_quote(uint64_t price_micro_per_s, uint64_t work_flops,
                         double device_gflops, uint64_t *est_ms);
 

@@ -72,6 +72,10 @@ void ns_mp_writer_init(ns_mp_writer_t *w, msgpack_packer *pk, ns_buf_t *buf);
 /* Writing (msgpack-c). */
 void ns_mp_bin(msgpack_packer *pk, const void *data, size_t len);
 void ns_mp_str(msgpack_packer *pk, const char *s);
+/* An amount for people and scripts: micro-credits packed as credits, a
+ * float64 (exact to the micro-credit below 2^53 micro-credits); the JSON
+ * of a document shows it as a plain decimal ("12.5", "1000000"). */
+void ns_mp_credits(msgpack_packer *pk, uint64_t micro);
 
 /* Render any msgpack value as JSON (for --json output of control replies).
  * Input is checked with the strict reader rules (caps, depth <= 32);

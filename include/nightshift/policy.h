@@ -44,6 +44,8 @@
 #define NS_POLICY_REQUESTER_TICK_MS 5 /* state machine timer */
 /* Units the pre-flight runs alone (4 times each) before posting. */
 #define NS_POLICY_PREFLIGHT_UNITS 4
+/* The throughput a work estimate assumes for a device not measured. */
+#define NS_POLICY_REF_GFLOPS 100.0
 #define NS_POLICY_MAX_BIDS 64 /* bids kept per auction round */
 /* Bids closer than this in arrival tie on round trip (auction.h). */
 #define NS_POLICY_RTT_BUCKET_US 5000

@@ -52,9 +52,13 @@ int ns_preflight_check(uint32_t device_index, const ns_job_t *job,
 /* Up to k units spread over the job (first, last, between), each run
  * alone three times as described above, on r. NS_ERR_INVAL with the
  * reason when the kernel cannot be verified unit by unit; runner errors
- * as they are. Costs 4 k unit runs and as many passes over the outputs. */
+ * as they are. Costs 4 k unit runs and as many passes over the outputs.
+ * *unit_run_ns (may be NULL) gets the mean over the sampled units of each
+ * one's fastest kernel time (0 when the runtime gave none): the job's
+ * work estimate when the user gave none. */
 int ns_preflight_sample(ns_runner_t *r, const ns_job_t *job,
-                        const ns_input_t *inputs, uint32_t k, char *err,
+                        const ns_input_t *inputs, uint32_t k,
+                        uint64_t *unit_run_ns, char *err,
                         size_t errlen) NS_MUST_CHECK;
 
 /* In text, replace each path of a temporary source file as OpenCL

@@ -49,6 +49,19 @@ int ns_path_join(char *out, size_t cap, const char *dir,
 /* Parse a non-negative decimal u64 with no sign, spaces or junk. */
 int ns_parse_u64(const char *s, uint64_t *out) NS_MUST_CHECK;
 
+/* Amounts. The ledger counts micro-credits (a millionth of a credit) so
+ * that a 2 ms job and a 20 s job cost different amounts; people read and
+ * write credits with up to six decimals ("12", "0.25", "0.000001"). */
+#define NS_MICRO UINT64_C(1000000) /* micro-credits in a credit */
+#define NS_CREDITS_TEXT 32         /* ns_credits_fmt's buffer, bytes */
+/* Credits ("12.5") to micro-credits. NS_ERR_INVAL for anything else (a
+ * sign, a seventh decimal, spaces, an empty string), NS_ERR_TOOBIG past
+ * UINT64_MAX micro-credits. */
+int ns_credits_parse(const char *s, uint64_t *micro) NS_MUST_CHECK;
+/* Micro-credits as credits, trailing zeros dropped: "12", "12.5",
+ * "0.000001". Returns out. */
+char *ns_credits_fmt(char out[NS_CREDITS_TEXT], uint64_t micro);
+
 /* Pseudo-random u32 below bound (libsodium's CSPRNG; bound > 0). */
 uint32_t ns_rand_below(uint32_t bound);
 

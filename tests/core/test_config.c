@@ -4,6 +4,7 @@
 
 #include "nightshift/config.h"
 #include "nightshift/identity.h"
+#include "nightshift/util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,7 +111,7 @@ TEST(every_key)
     CHECK_EQ_INT(c.rate_burst, 200);
     CHECK_STR(c.region, "eu-west-1");
     CHECK(c.price == UINT64_MAX);
-    CHECK(c.stake == 99);
+    CHECK(c.stake == 99 * NS_MICRO); /* credits */
     CHECK_EQ_INT(c.slots, 0);
     CHECK_EQ_INT(c.log_level, NS_LOG_DEBUG);
     CHECK_STR(c.log_debug, "gossip,net");
@@ -415,7 +416,7 @@ TEST(write_then_load)
         {"node", "rate_burst", "1000000"},
         {"node", "region", "ap-southeast-2"},
         {"node", "price", "0"},
-        {"node", "stake", "18446744073709551615"},
+        {"node", "stake", "18446744073709.551615"},
         {"node", "slots", "1024"},
         {"ledger", "map_size", "1048576"},
         {"log", "level", "debug"},

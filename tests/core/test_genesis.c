@@ -134,12 +134,12 @@ TEST(parse_text)
         uint8_t pk[NS_ID_BYTES];
         s_id(pk, 1);
         CHECK_MEM(g.allocs[0].id, pk, NS_ID_BYTES);
-        CHECK(g.allocs[0].credits == 1000000);
+        CHECK(g.allocs[0].micro == 1000000 * NS_MICRO); /* credits */
         s_id(pk, 2);
         CHECK_MEM(g.allocs[1].id, pk, NS_ID_BYTES);
-        CHECK(g.allocs[1].credits == 0);
+        CHECK(g.allocs[1].micro == 0);
     }
-    CHECK(g.total_credits == 1000000);
+    CHECK(g.total_micro == 1000000 * NS_MICRO);
     /* the network id is BLAKE2b-256 of the exact bytes */
     ns_hash_t want;
     ns_hash(want, t.p, t.len);
@@ -170,7 +170,7 @@ TEST(parse_text)
     free(u.p);
     CHECK_RC(s_parse("[network]\nname = only\n", &g, err, sizeof err), NS_OK);
     CHECK_EQ_INT(g.n_allocs, 0);
-    CHECK(g.total_credits == 0);
+    CHECK(g.total_micro == 0);
     ns_genesis_release(&g);
 }
 
@@ -181,9 +181,9 @@ TEST(write_then_load)
     ns_alloc_t allocs[5];
     for (uint32_t i = 0; i < 5; i++) {
         s_id(allocs[i].id, 100 + i);
-        allocs[i].credits = (uint64_t)(i + 1) * 1000000000u;
+        allocs[i].micro = (uint64_t)(i + 1) * 1000000000u;
     }
-    allocs[4].credits = NS_MAX_SUPPLY - 10000000000u; /* sum == the cap */
+    allocs[4].micro = NS_MAX_SUPPLY - 10000000000u; /* sum == the cap */
     if (!CHECK_RC(ns_genesis_write(path, "round-trip", true, 1763700000123u,
                                    allocs, 5),
                   NS_OK))
@@ -199,9 +199,9 @@ TEST(write_then_load)
     if (CHECK_EQ_INT(g.n_allocs, 5))
         for (uint32_t i = 0; i < 5; i++) {
             CHECK_MEM(g.allocs[i].id, allocs[i].id, NS_ID_BYTES);
-            CHECK(g.allocs[i].credits == allocs[i].credits);
+            CHECK(g.allocs[i].micro == allocs[i].micro);
         }
-    CHECK(g.total_credits == NS_MAX_SUPPLY);
+    CHECK(g.total_micro == NS_MAX_SUPPLY);
 
     /* network id = BLAKE2b-256 of the file's bytes, and parse agrees */
     uint8_t *bytes = NULL;
@@ -257,8 +257,8 @@ TEST(many_allocs)
     }
     if (CHECK_RC(s_parse(t.p, &g, err, sizeof err), NS_OK)) {
         CHECK_EQ_INT(g.n_allocs, NS_MAX_GENESIS_ALLOCS);
-        CHECK(g.total_credits == (uint64_t)NS_MAX_GENESIS_ALLOCS *
-                                     (NS_MAX_GENESIS_ALLOCS - 1) / 2);
+        CHECK(g.total_micro == (uint64_t)NS_MAX_GENESIS_ALLOCS *
+                                   (NS_MAX_GENESIS_ALLOCS - 1) / 2 * NS_MICRO);
         uint8_t pk[NS_ID_BYTES];
         s_id(pk, NS_MAX_GENESIS_ALLOCS - 1);
         CHECK_MEM(g.allocs[NS_MAX_GENESIS_ALLOCS - 1].id, pk, NS_ID_BYTES);
@@ -276,7 +276,7 @@ TEST(many_allocs)
     if (CHECK(allocs != NULL)) {
         for (uint32_t i = 0; i < NS_MAX_GENESIS_ALLOCS; i++) {
             s_id(allocs[i].id, i);
-            allocs[i].credits = UINT64_C(1) << 40;
+            allocs[i].micro = UINT64_C(1) << 40;
         }
         CHECK_RC(ns_genesis_write(path, "many", true, 1, allocs,
                                   NS_MAX_GENESIS_ALLOCS),
@@ -318,17 +318,20 @@ TEST(bad_allocs)
     s_expect("not an id", "alice = 5\n", NS_ERR_CONFIG, "not a node id",
              __LINE__);
 
-    /* amounts and the total */
-    snprintf(line, sizeof line, "%s = %llu\n", a,
-             (unsigned long long)NS_MAX_SUPPLY);
+    /* amounts (credits, six decimals at most) and the total (the cap is
+     * in micro-credits) */
+    char cap_text[NS_CREDITS_TEXT], over_text[NS_CREDITS_TEXT];
+    ns_credits_fmt(cap_text, NS_MAX_SUPPLY);
+    ns_credits_fmt(over_text, NS_MAX_SUPPLY + 1);
+    snprintf(line, sizeof line, "%s = %s\n", a, cap_text);
     s_expect("exactly the supply cap", line, NS_OK, NULL, __LINE__);
-    snprintf(line, sizeof line, "%s = %llu\n", a,
-             (unsigned long long)NS_MAX_SUPPLY + 1);
+    snprintf(line, sizeof line, "%s = %s\n", a, over_text);
     s_expect("one over the supply cap", line, NS_ERR_CONFIG, "credit",
              __LINE__);
-    snprintf(line, sizeof line, "%s = %llu\n%s = 1\n", a,
-             (unsigned long long)NS_MAX_SUPPLY, b);
+    snprintf(line, sizeof line, "%s = %s\n%s = 0.000001\n", a, cap_text, b);
     s_expect("total over the cap", line, NS_ERR_CONFIG, "credit", __LINE__);
+    snprintf(line, sizeof line, "%s = 1.5\n%s = 0.000001\n", a, b);
+    s_expect("decimals", line, NS_OK, NULL, __LINE__);
     snprintf(line, sizeof line, "%s = %llu\n%s = %llu\n", a,
              (unsigned long long)(UINT64_MAX / 2 + 1), b,
              (unsigned long long)(UINT64_MAX / 2 + 1));
@@ -337,8 +340,8 @@ TEST(bad_allocs)
     s_expect("u64 max", line, NS_ERR_CONFIG, NULL, __LINE__);
     snprintf(line, sizeof line, "%s = 18446744073709551616\n", a);
     s_expect("over u64", line, NS_ERR_CONFIG, NULL, __LINE__);
-    static const char *const amounts[] = {"-1",   "1.5", "1e6",
-                                          "0x10", "ten", ""};
+    static const char *const amounts[] = {
+        "-1", "1.0000001", "1e6", "0x10", "ten", "", "1.", ".5", "1,5"};
     for (size_t i = 0; i < sizeof amounts / sizeof *amounts; i++) {
         snprintf(line, sizeof line, "%s = %s\n", a, amounts[i]);
         s_expect(amounts[i], line, NS_ERR_CONFIG, NULL, __LINE__);
@@ -429,7 +432,7 @@ TEST(write_never_writes_what_load_misreads)
     ns_alloc_t allocs[2];
     s_id(allocs[0].id, 1);
     s_id(allocs[1].id, 2);
-    allocs[0].credits = allocs[1].credits = 10;
+    allocs[0].micro = allocs[1].micro = 10;
     char inject[200], attacker[NS_ID_TEXT_LEN + 1];
     s_id_text(attacker, 666);
     /* a name that adds a funded account and still loads */
@@ -463,7 +466,7 @@ TEST(write_never_writes_what_load_misreads)
     memcpy(dup[1].id, dup[0].id, NS_ID_BYTES);
     ns_alloc_t over[2];
     memcpy(over, allocs, sizeof over);
-    over[0].credits = over[1].credits = NS_MAX_SUPPLY;
+    over[0].micro = over[1].micro = NS_MAX_SUPPLY;
     const ns_alloc_t *sets[] = {dup, over};
     for (size_t i = 0; i < 2; i++) {
         unlink(path);

@@ -2,6 +2,7 @@
 #include "check.h"
 
 #include "nightshift/mp.h"
+#include "nightshift/util.h"
 
 #include <math.h>
 #include <msgpack.h>
@@ -531,6 +532,74 @@ TEST(json_bad_input)
     CHECK_RC(s_json_rc(deep, n), NS_ERR_TOOBIG);
 }
 
+/* Amounts: credits in, micro-credits in the ledger, credits out. */
+TEST(credits_parse_and_format)
+{
+    static const struct {
+        const char *text;
+        uint64_t micro;
+    } ok[] = {{"0", 0},
+              {"1", 1000000},
+              {"12.5", 12500000},
+              {"0.000001", 1},
+              {"0.25", 250000},
+              {"1000000", UINT64_C(1000000000000)},
+              {"18446744073709.551615", UINT64_MAX}};
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        uint64_t v = 7;
+        CHECK_RC(ns_credits_parse(ok[i].text, &v), NS_OK);
+        CHECK(v == ok[i].micro);
+    }
+    static const char *const bad[] = {"",     "-1",  "+1",        " 1",
+                                      "1 ",   "1.",  ".5",        "1e6",
+                                      "0x10", "1,5", "1.0000001", "abc"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        uint64_t v = 7;
+        CHECK_RC(ns_credits_parse(bad[i], &v), NS_ERR_INVAL);
+        CHECK(v == 7);
+    }
+    uint64_t v;
+    CHECK_RC(ns_credits_parse("18446744073709.551616", &v), NS_ERR_TOOBIG);
+    CHECK_RC(ns_credits_parse("99999999999999999999", &v), NS_ERR_TOOBIG);
+    char out[NS_CREDITS_TEXT];
+    CHECK_STR(ns_credits_fmt(out, 0), "0");
+    CHECK_STR(ns_credits_fmt(out, 12500000), "12.5");
+    CHECK_STR(ns_credits_fmt(out, 1), "0.000001");
+    CHECK_STR(ns_credits_fmt(out, UINT64_C(1000000000000)), "1000000");
+    CHECK_STR(ns_credits_fmt(out, UINT64_MAX), "18446744073709.551615");
+    /* a round trip through the text */
+    for (uint64_t m = 0; m < 3000000; m += 999983) {
+        CHECK_RC(ns_credits_parse(ns_credits_fmt(out, m), &v), NS_OK);
+        CHECK(v == m);
+    }
+}
+
+/* ns_mp_credits: a float64 of credits that JSON shows as a plain
+ * decimal, exact to the micro-credit. */
+TEST(json_credits)
+{
+    static const struct {
+        uint64_t micro;
+        const char *json;
+    } cases[] = {{0, "0"},
+                 {1, "0.000001"},
+                 {12500000, "12.5"},
+                 {UINT64_C(1000000000000), "1000000"},
+                 {UINT64_C(999999999998), "999999.999998"}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        msgpack_sbuffer sb;
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer pk;
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        ns_mp_credits(&pk, cases[i].micro);
+        char *json = NULL;
+        if (CHECK_RC(ns_mp_to_json(sb.data, sb.size, &json, 0), NS_OK))
+            CHECK_STR(json, cases[i].json);
+        free(json);
+        msgpack_sbuffer_destroy(&sb);
+    }
+}
+
 int main(void)
 {
     RUN(uint_every_width);
@@ -544,5 +613,7 @@ int main(void)
     RUN(json_nested);
     RUN(json_scalars);
     RUN(json_bad_input);
+    RUN(credits_parse_and_format);
+    RUN(json_credits);
     return ns_test_finish("core_mp");
 }

@@ -156,7 +156,12 @@ static int s_sample(ns_runner_t *r, const char *src, uint32_t n, uint64_t local,
     j.args[1].item_bytes = 0;
     ns_input_t inputs[NS_MAX_ARGS] = {{in, n * sizeof(float), true}};
     err[0] = '\0';
-    int rc = ns_preflight_sample(r, &j, inputs, 4, err, errlen);
+    uint64_t unit_ns = 0;
+    int rc = ns_preflight_sample(r, &j, inputs, 4, &unit_ns, err, errlen);
+    if (rc == NS_OK && unit_ns > UINT64_C(1000000000)) { /* a unit: < 1 s */
+        snprintf(err, errlen, "unit time %llu ns", (unsigned long long)unit_ns);
+        rc = NS_ERR_STATE;
+    }
     ns_job_release(&j);
     return rc;
 }

@@ -72,8 +72,9 @@ static inline int fuzz_genesis(ns_identity_t *const *keys, ns_genesis_t *g)
     for (uint32_t i = 0; i < FUZZ_KEYS; i++) {
         char id[NS_ID_TEXT_LEN + 1];
         ns_id_text(id, ns_identity_pk(keys[i]));
-        len += (size_t)snprintf(text + len, sizeof text - len, "%s = %u\n", id,
-                                FUZZ_CREDITS);
+        char amount[NS_CREDITS_TEXT]; /* FUZZ_CREDITS micro-credits */
+        len += (size_t)snprintf(text + len, sizeof text - len, "%s = %s\n", id,
+                                ns_credits_fmt(amount, FUZZ_CREDITS));
     }
     return ns_genesis_parse((const uint8_t *)text, len, g, err, sizeof err);
 }

@@ -129,7 +129,7 @@ static int s_key_of(const uint8_t *pk)
 /* Conservation, and nothing wrapped below zero. */
 static void s_check_ledger(void)
 {
-    uint64_t sum = 0, total = S.genesis.total_credits;
+    uint64_t sum = 0, total = S.genesis.total_micro;
     int rc = ns_ledger_check_conservation(S.l, &sum);
     if (rc != NS_OK)
         fprintf(stderr, "fuzz_entry: conservation: %s, sum %llu, total %llu\n",

@@ -7,7 +7,7 @@
  * ns_genesis_parse over the input. On failure err says why and nothing is
  * left allocated; on success the network id is the hash of the exact
  * bytes, the name is 1..64 printable characters, the allocations are
- * distinct accounts under the caps that sum to total_credits, and
+ * distinct accounts under the caps that sum to total_micro, and
  * ns_genesis_write of what was parsed writes a file that loads to the
  * same name, flags and allocations (or refuses a name that starts with
  * ';', which it cannot write so that it reads back).
@@ -56,12 +56,12 @@ static void s_check(const uint8_t *data, size_t size, const ns_genesis_t *g)
     S_ASSERT((g->allocs != NULL) == (g->n_allocs > 0));
     uint64_t sum = 0;
     for (uint32_t i = 0; i < g->n_allocs; i++) {
-        S_ASSERT(g->allocs[i].credits <= NS_MAX_SUPPLY - sum);
-        sum += g->allocs[i].credits;
+        S_ASSERT(g->allocs[i].micro <= NS_MAX_SUPPLY - sum);
+        sum += g->allocs[i].micro;
         for (uint32_t j = 0; j < i; j++)
             S_ASSERT(memcmp(g->allocs[i].id, g->allocs[j].id, NS_ID_BYTES));
     }
-    S_ASSERT(sum == g->total_credits && sum <= NS_MAX_SUPPLY);
+    S_ASSERT(sum == g->total_micro && sum <= NS_MAX_SUPPLY);
 }
 
 static void s_round_trip(const ns_genesis_t *g)
@@ -86,7 +86,7 @@ static void s_round_trip(const ns_genesis_t *g)
     S_ASSERT(again.test_network == g->test_network);
     S_ASSERT(again.created_ms == g->created_ms);
     S_ASSERT(again.n_allocs == g->n_allocs);
-    S_ASSERT(again.total_credits == g->total_credits);
+    S_ASSERT(again.total_micro == g->total_micro);
     S_ASSERT(g->n_allocs == 0 || memcmp(again.allocs, g->allocs,
                                         g->n_allocs * sizeof *g->allocs) == 0);
     ns_genesis_release(&again);

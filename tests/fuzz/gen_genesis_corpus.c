@@ -52,13 +52,13 @@ int main(int argc, char **argv)
     static ns_alloc_t allocs[80];
     for (uint32_t i = 0; i < 80; i++) {
         ns_hash(allocs[i].id, &i, sizeof i); /* any 32 bytes have a text */
-        allocs[i].credits = 1000 + i;
+        allocs[i].micro = 1000 + i;
     }
     s_write("no allocations", "empty", false, 0, NULL, 0);
     s_write("test network, 3 accounts", "local-testnet", true,
             UINT64_C(1763700000000), allocs, 3);
     ns_alloc_t all = allocs[0];
-    all.credits = NS_MAX_SUPPLY;
+    all.micro = NS_MAX_SUPPLY;
     s_write("one account with the whole supply", "x", false, UINT64_MAX, &all,
             1);
     s_write("80 accounts",

@@ -107,7 +107,8 @@ def check_usage_errors(a, b):
           "block zz", 2)
     fails(cli("connect", "--datadir", a.datadir, "zz@tcp://127.0.0.1:1"),
           "connect to a bad address", 2, "address")
-    for amount in ("0", "-5", "abc", "1.5", "99999999999999999999999", ""):
+    for amount in ("0", "-5", "abc", "1.0000001", "1e6", "1.",
+                   "99999999999999999999999", ""):
         for cmd in ("stake", "unstake"):
             fails(cli(cmd, "--datadir", a.datadir, amount),
                   f"{cmd} {amount!r}", 2)
@@ -142,8 +143,9 @@ def check_refusals(a, b):
               a_bal["seq"]), (CREDITS, 0, 0, 0), "a's genesis balance")
     refused(a, "transfer beyond the balance", "insufficient_funds",
             "transfer", "--datadir", a.datadir, "--to", b.id, CREDITS + 1)
-    refused(a, "transfer of 2^63", "insufficient_funds",
-            "transfer", "--datadir", a.datadir, "--to", b.id, 2 ** 63)
+    refused(a, "transfer of 2^63 micro-credits", "insufficient_funds",
+            "transfer", "--datadir", a.datadir, "--to", b.id,
+            f"{2 ** 63 // 10 ** 6}.{2 ** 63 % 10 ** 6:06d}")
     refused(a, "stake beyond the balance", "insufficient_funds",
             "stake", "--datadir", a.datadir, CREDITS + 1)
     refused(a, "unstake with nothing staked", "insufficient_funds",

@@ -85,7 +85,8 @@ static inline int fx_mkdtemp(char *out, size_t cap, const char *name)
 
 /* ---- genesis ------------------------------------------------------------ */
 
-/* Genesis text for the given ids and credits (malloc'd, caller frees). */
+/* Genesis text for the given ids and amounts (malloc'd, caller frees). The
+ * amounts are the ledger's units, micro-credits: the file says credits. */
 static inline char *fx_genesis_text(const char *name, const uint8_t *ids,
                                     const uint64_t *credits, uint32_t n)
 {
@@ -99,10 +100,10 @@ static inline char *fx_genesis_text(const char *name, const uint8_t *ids,
                                   "[alloc]\n",
                                   name);
     for (uint32_t i = 0; i < n; i++) {
-        char id[NS_ID_TEXT_LEN + 1];
+        char id[NS_ID_TEXT_LEN + 1], amount[NS_CREDITS_TEXT];
         ns_id_text(id, ids + (size_t)i * NS_ID_BYTES);
-        len += (size_t)snprintf(t + len, cap - len, "%s = %llu\n", id,
-                                (unsigned long long)credits[i]);
+        len += (size_t)snprintf(t + len, cap - len, "%s = %s\n", id,
+                                ns_credits_fmt(amount, credits[i]));
     }
     return t;
 }

@@ -95,8 +95,8 @@ static bool s_setup(void)
             return false;
         s_a[k].ts = FX_T0_MS;
         memcpy(s_gen.allocs[k].id, ns_identity_pk(s_a[k].id), NS_ID_BYTES);
-        s_gen.allocs[k].credits = S_CREDITS;
-        s_gen.total_credits += S_CREDITS;
+        s_gen.allocs[k].micro = S_CREDITS;
+        s_gen.total_micro += S_CREDITS;
     }
     /* Round-robin over the authors, as they would write concurrently:
      * author k's transfer is taken in by the recipient's next entry. */

@@ -323,6 +323,9 @@ static void s_job_setup(s_world_t *w)
     }
     j->dims = 1;
     j->global[0] = W_N;
+    /* a given estimate: not the pre-flight's measure, which on a slow
+     * machine could price the job beyond these tests' tiny max price */
+    j->work_estimate = W_N * 1000;
     for (uint32_t i = 0; i < W_N; i++) {
         w->a[i] = (float)i * 0.25f - 3.0f;
         w->b[i] = 1.0f / (float)(i + 1);
@@ -885,8 +888,9 @@ TEST(hardware_challenges_before_the_award)
     s_liar = false;
     if (!CHECK(w != NULL && s_verified != NULL))
         return;
-    /* dearer (5 credits for the job, not a near-tie): the liar wins */
-    w->p[2].cfg.price = UINT64_C(5000000000);
+    /* dearer (5 micro-credits for the job against 1, not a near-tie):
+     * the liar wins */
+    w->p[2].cfg.price = 5000;
     /* the providers warm their challenge programs meanwhile: a busy
      * provider is asked again */
     CHECK(s_run(w, 60000));
