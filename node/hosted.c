@@ -149,6 +149,7 @@ ns_hosted_t *ns_hosted_new(const ns_ctl_req_t *r, const uint8_t me[32],
     o->deadline_s = r->terms.deadline_s;
     o->timeout_s = r->terms.timeout_s;
     o->reqs = r->terms.reqs;
+    o->no_wait = r->terms.no_wait;
     o->join = false; /* the node is part of the network already */
     o->deliver = s_deliver;
     o->deliver_user = h;

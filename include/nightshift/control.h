@@ -64,6 +64,7 @@ typedef struct {
     uint32_t bid_window_ms;
     uint64_t deadline_s, timeout_s;
     ns_reqs_t reqs;
+    bool no_wait; /* fail at once when no provider can take the job */
 } ns_ctl_terms_t;
 
 typedef struct ns_ctl_req {

@@ -33,6 +33,7 @@ TEST(every_request_round_trips)
             r.terms.max_price = 10;
             r.terms.collateral = 5;
             r.terms.bid_window_ms = 20;
+            r.terms.no_wait = true;
             r.terms.deadline_s = 60;
             r.terms.timeout_s = 600;
             r.terms.reqs.min_mem_bytes = 1 << 30;
