@@ -7,6 +7,7 @@ cd "$(dirname "$0")"
 
 PKGS=(build-essential cmake pkg-config
       libzmq3-dev libsodium-dev libmsgpack-dev liblmdb-dev libinih-dev
+      libjansson-dev
       ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
       python3 procps iproute2)
 
