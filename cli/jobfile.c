@@ -365,8 +365,29 @@ out:
     return rc;
 }
 
+/* err holds text from the file (keys, jansson's "near '...'"): one line
+ * of printable text whatever the file holds. */
+static void s_one_line(char *err)
+{
+    for (unsigned char *p = (unsigned char *)err; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            *p = ' ';
+}
+
+static int s_load(const char *path, ns_jobfile_t **out, char *err,
+                  size_t errlen);
+
 int ns_jobfile_load(const char *path, ns_jobfile_t **out, char *err,
                     size_t errlen)
+{
+    int rc = s_load(path, out, err, errlen);
+    if (rc != NS_OK && errlen)
+        s_one_line(err);
+    return rc;
+}
+
+static int s_load(const char *path, ns_jobfile_t **out, char *err,
+                  size_t errlen)
 {
     *out = NULL;
     struct stat st;
