@@ -72,16 +72,19 @@ static enum MHD_Result s_on_request(void *cls, struct MHD_Connection *c,
     (void)upload_data;
     ns_http_t *h = cls;
     static int first; /* marks a request's first call */
-    if (*state != &first) {
-        *state = &first; /* answer on the second call, as MHD expects */
-        return MHD_YES;
-    }
-    if (*upload_data_size)
-        return MHD_NO; /* a body on a GET: drop the connection */
     if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+        /* answered at once, its body unread: MHD then closes */
         static const char msg[] = "only GET and HEAD\n";
         return s_send(c, MHD_HTTP_METHOD_NOT_ALLOWED, msg, sizeof msg - 1,
                       "text/plain; charset=utf-8");
+    }
+    if (*state != &first) {
+        *state = &first; /* answer on a later call, as MHD expects */
+        return MHD_YES;
+    }
+    if (*upload_data_size) { /* a body on a GET: ignored */
+        *upload_data_size = 0;
+        return MHD_YES;
     }
     const char *type = "text/plain; charset=utf-8";
     h->body.len = 0;
