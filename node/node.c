@@ -685,6 +685,8 @@ static void s_remove_requester(ns_node_t *n, ns_requester_t *q)
 {
     for (uint32_t i = 0; i < n->n_req; i++)
         if (n->req[i] == q) {
+            if (!n->req_counted[i] && ns_requester_finished(q))
+                s_count_outcome(n, ns_requester_receipt(q));
             ns_requester_destroy(&n->req[i]);
             n->req[i] = n->req[--n->n_req];
             n->req_counted[i] = n->req_counted[n->n_req];
