@@ -21,7 +21,7 @@ static const char *const s_names[] = {
     [NS_CTL_BLOCK] = "block",     [NS_CTL_TRANSFER] = "transfer",
     [NS_CTL_STAKE] = "stake",     [NS_CTL_UNSTAKE] = "unstake",
     [NS_CTL_CANCEL] = "cancel",   [NS_CTL_SUBMIT] = "submit",
-    [NS_CTL_JOB] = "job",
+    [NS_CTL_JOB] = "job",         [NS_CTL_JOBS] = "jobs",
 };
 #define S_N_KINDS (sizeof s_names / sizeof s_names[0])
 
@@ -435,6 +435,10 @@ static void s_handle(ns_node_t *n, ns_ctl_req_t *rp, const uint8_t *req,
     case NS_CTL_PEERS:
         msgpack_pack_true(&pk);
         ns_p2p_pack_peers(p2p, &pk);
+        break;
+    case NS_CTL_JOBS:
+        msgpack_pack_true(&pk);
+        ns_node_pack_jobs(n, &pk);
         break;
     case NS_CTL_LATENCY:
         msgpack_pack_true(&pk);
