@@ -349,10 +349,12 @@ def bench_small(work, args):
              "--arg", f"u32:{n}"]
     with Testnet(work, 4) as tn:
         node0 = os.path.join(tn.dir, "node0")
-        # warm-up: the first job of a requester pays the hardware
-        # challenge of the winner (once a day), not measured here
-        for node in (node0, None):
-            submit(tn, 0, flags, "--bid-window-ms", "20", node=node)
+        # warm-up: a requester's first job with each provider pays that
+        # provider's hardware challenge (once a day), not measured here;
+        # jobs spread over the providers, so a few jobs each way
+        for _ in range(3 * tn.n):
+            for node in (node0, None):
+                submit(tn, 0, flags, "--bid-window-ms", "20", node=node)
         runs, via_node, light = [], [], []
         for _ in range(args.small_reps):
             runs.append(local_run(flags))
@@ -374,9 +376,12 @@ def bench_small(work, args):
             continue
         w = statistics.median(d["wall_ms"] for d in ok)
         prov = statistics.median(d["timings_ms"]["run"] for d in ok)
+        parts = {k: statistics.median(d["timings_ms"][k] for d in ok)
+                 for k in ("match", "run", "verify", "total")}
         print(f"  {name:22}  wall {w:.0f} ms (median of {len(ok)}): run + "
               f"{w - run_wall:.0f} ms; goal run + {allow} ms; provider run "
-              f"{prov:.0f} ms")
+              f"{prov:.0f} ms; receipt median match {parts['match']:.0f}, "
+              f"verify {parts['verify']:.0f}, total {parts['total']:.0f} ms")
     print(f"  {la}", flush=True)
 
 
