@@ -165,8 +165,18 @@ static int s_store(ns_ledger_t *l, const uint8_t *buf, size_t len,
                     NS_OK &&
                 ns_lstore_commit(&l->store, child) == NS_OK) {
                 s_dirty(l, len);
-                if (first_fork)
+                if (first_fork) {
                     l->totals.forks++;
+                    char who[2 * NS_ID_BYTES + 1], one[2 * NS_HASH_BYTES + 1],
+                        two[2 * NS_HASH_BYTES + 1];
+                    ns_hex(who, e->author, NS_ID_BYTES);
+                    ns_hex(one, f.first, NS_HASH_BYTES);
+                    ns_hex(two, f.second, NS_HASH_BYTES);
+                    ns_warn(NS_MOD_LEDGER,
+                            "event=fork_detected author=%s seq=%llu "
+                            "first=%s second=%s action=author_banned",
+                            who, (unsigned long long)e->seq, one, two);
+                }
                 return NS_ERR_FORK;
             }
         }

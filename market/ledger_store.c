@@ -190,6 +190,22 @@ int ns_lstore_chain_put(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
     return s_put(s, t, s->chain, ck, sizeof ck, id, NS_HASH_BYTES);
 }
 
+int ns_lstore_prestate_get(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
+                           uint64_t seq, ns_account_t *a)
+{
+    uint8_t ck[40];
+    ns_ledger_chain_key(ck, author, seq);
+    return s_get(s, t, s->prestate, ck, sizeof ck, a, sizeof *a);
+}
+
+int ns_lstore_prestate_put(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
+                           uint64_t seq, const ns_account_t *a)
+{
+    uint8_t ck[40];
+    ns_ledger_chain_key(ck, author, seq);
+    return s_put(s, t, s->prestate, ck, sizeof ck, a, sizeof *a);
+}
+
 int ns_lstore_entry_bytes(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
                           const uint8_t **buf, size_t *len)
 {
@@ -291,6 +307,7 @@ int ns_lstore_open(ns_lstore_t *s, const char *dir, bool readonly,
                {"jobs", &s->jobs},
                {"forks", &s->forks},
                {"forkentries", &s->forkentries},
+               {"prestate", &s->prestate},
                {"meta", &s->meta}};
     for (size_t i = 0; i < sizeof dbs / sizeof dbs[0]; i++)
         if ((mrc = mdb_dbi_open(*t, dbs[i].name, readonly ? 0 : MDB_CREATE,

@@ -8,6 +8,9 @@
  *   credits, locks, pjobs, forks, meta: see ledger_records.h
  *   jobs      job id -> ns_ledger_job_t (requester's side)
  *   forkentries: id -> encoded entry (the second of a fork)
+ *   prestate  author || seq (u64 BE) -> ns_account_t: the author's
+ *             account just before that entry (fork proofs are checked
+ *             against it, ledger_apply.c)
  *   meta      "network_id", "totals"
  * Every call works in the transaction it is given and returns ns_err;
  * LMDB codes are mapped by ns_lstore_rc, which remembers the text of the
@@ -29,7 +32,7 @@
 typedef struct {
     MDB_env *env;
     MDB_dbi entries, chain, accounts, credits, locks, pjobs, jobs, forks,
-        forkentries, meta;
+        forkentries, prestate, meta;
     ns_hash_t network_id;     /* entries are parsed for this network */
     int last_rc;              /* LMDB or errno code of the last storage error */
     char last_error[128];     /* its text (mdb_strerror); "" if none */
@@ -85,6 +88,12 @@ int ns_lstore_chain_get(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
 int ns_lstore_chain_put(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
                         uint64_t seq, const ns_hash_t id) NS_MUST_CHECK;
 /* Encoded entry by id: *buf points into t's memory. */
+/* The author's account as it was before its entry at seq was applied
+ * (NS_ERR_NOTFOUND for entries stored before this record existed). */
+int ns_lstore_prestate_get(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
+                           uint64_t seq, ns_account_t *a) NS_MUST_CHECK;
+int ns_lstore_prestate_put(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
+                           uint64_t seq, const ns_account_t *a) NS_MUST_CHECK;
 int ns_lstore_entry_bytes(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
                           const uint8_t **buf, size_t *len) NS_MUST_CHECK;
 /* Decode a stored entry (verified when stored: no signature check) and,
