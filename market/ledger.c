@@ -129,6 +129,83 @@ int ns_ledger_commit(ns_ledger_t *l)
     return NS_OK;
 }
 
+/* A parsed copy of a stored entry: what LMDB returns is valid only until
+ * the transaction's next write. */
+static int s_entry_copy(ns_ledger_t *l, MDB_txn *t, const ns_hash_t id,
+                        uint8_t **copy, ns_entry_t *e, ns_entry_body_t *b)
+{
+    const uint8_t *buf;
+    size_t len;
+    int rc = ns_lstore_entry_bytes(&l->store, t, id, &buf, &len);
+    if (rc != NS_OK)
+        return rc == NS_ERR_NOTFOUND ? NS_ERR_CORRUPT : rc;
+    if (!(*copy = malloc(len)))
+        return NS_ERR_NOMEM;
+    memcpy(*copy, buf, len);
+    if (ns_entry_parse(*copy, len, l->store.network_id, e) != NS_OK ||
+        ns_entry_body_decode(e, b) != NS_OK)
+        return NS_ERR_CORRUPT;
+    return NS_OK;
+}
+
+/* A fork at seq `from` voids the forked author's entries from there to
+ * its head, whichever branch they are on (docs/PROTOCOL.md, "Forks"):
+ * its account goes back to what it was before `from` (the stored
+ * pre-state), the credits those entries made are gone, those they took
+ * in are open again; the entries move to forkentries. a: the author's
+ * account, rewound here. Only TRANSFER, STAKE and UNSTAKE whose credits
+ * nobody took in yet can be undone: anything else is NS_ERR_STATE and
+ * the caller keeps the chain as it is. */
+static int s_void_from(ns_ledger_t *l, MDB_txn *t, ns_account_t *a,
+                       uint64_t from)
+{
+    ns_account_t pre;
+    int rc = ns_lstore_prestate_get(&l->store, t, a->id, from, &pre);
+    for (uint64_t seq = a->seq; rc == NS_OK && seq >= from; seq--) {
+        ns_hash_t id;
+        ns_entry_t e;
+        ns_entry_body_t b;
+        ns_credit_rec_t c;
+        uint8_t *copy = NULL;
+        if ((rc = ns_lstore_chain_get(&l->store, t, a->id, seq, id)) == NS_OK)
+            rc = s_entry_copy(l, t, id, &copy, &e, &b);
+        if (rc == NS_OK && e.type != NS_ENTRY_TRANSFER &&
+            e.type != NS_ENTRY_STAKE && e.type != NS_ENTRY_UNSTAKE)
+            rc = NS_ERR_STATE;
+        if (rc == NS_OK && e.type == NS_ENTRY_TRANSFER &&
+            (rc = ns_lstore_credit_get(&l->store, t, id, b.to, &c)) == NS_OK) {
+            if (c.state != NS_CREDIT_OPEN || l->totals.pending < c.amount)
+                rc = NS_ERR_STATE; /* taken in: not ours to undo */
+            else {
+                l->totals.pending -= c.amount;
+                rc = ns_lstore_credit_del(&l->store, t, id, b.to);
+            }
+        }
+        for (uint32_t i = 0; rc == NS_OK && i < e.n_refs; i++) {
+            const uint8_t *ref = e.refs + (size_t)i * NS_HASH_BYTES;
+            if ((rc = ns_lstore_credit_get(&l->store, t, ref, a->id, &c)) !=
+                NS_OK)
+                break;
+            if (!sodium_is_zero(c.release_award, NS_HASH_BYTES) ||
+                l->totals.pending > UINT64_MAX - c.amount) {
+                rc = NS_ERR_STATE; /* a released lock: not undone here */
+                break;
+            }
+            c.state = NS_CREDIT_OPEN;
+            l->totals.pending += c.amount;
+            rc = ns_lstore_credit_put(&l->store, t, ref, a->id, &c);
+        }
+        if (rc == NS_OK)
+            rc = ns_lstore_entry_void(&l->store, t, a->id, seq, id);
+        free(copy);
+        if (seq == 0)
+            break;
+    }
+    if (rc == NS_OK)
+        ns_rule_rewind(a, &pre, &l->totals);
+    return rc;
+}
+
 /* One entry in a child transaction of the batch. */
 static int s_store(ns_ledger_t *l, const uint8_t *buf, size_t len,
                    const ns_entry_t *e)
@@ -160,6 +237,24 @@ static int s_store(ns_ledger_t *l, const uint8_t *buf, size_t len,
             memcpy(f.second, e->id, 32);
             bool first_fork = !a.banned;
             a.banned = true;
+            /* Void the author's entries from the forked seq on, in a
+             * transaction of its own: what cannot be undone stays. */
+            ns_ledger_totals_t before_void = l->totals;
+            ns_account_t kept = a;
+            uint64_t head_seq = a.seq;
+            MDB_txn *undo = NULL;
+            int vrc = ns_lstore_begin(&l->store, child, false, &undo);
+            if (vrc == NS_OK) {
+                vrc = s_void_from(l, undo, &a, e->seq);
+                if (vrc == NS_OK)
+                    vrc = ns_lstore_commit(&l->store, undo);
+                else
+                    mdb_txn_abort(undo);
+            }
+            if (vrc != NS_OK) {
+                l->totals = before_void;
+                a = kept;
+            }
             if (ns_lstore_account_put(&l->store, child, &a) == NS_OK &&
                 ns_lstore_fork_put(&l->store, child, e->author, &f, buf, len) ==
                     NS_OK &&
@@ -177,10 +272,21 @@ static int s_store(ns_ledger_t *l, const uint8_t *buf, size_t len,
                             "first=%s second=%s action=author_banned",
                             who, (unsigned long long)e->seq, one, two);
                 }
+                if (vrc == NS_OK)
+                    ns_info(NS_MOD_LEDGER,
+                            "event=fork_voided seq=%llu entries=%llu",
+                            (unsigned long long)e->seq,
+                            (unsigned long long)(head_seq - a.seq));
+                else
+                    ns_warn(NS_MOD_LEDGER,
+                            "event=fork_kept seq=%llu head=%llu why=%s",
+                            (unsigned long long)e->seq,
+                            (unsigned long long)head_seq, ns_errname(vrc));
                 return NS_ERR_FORK;
             }
         }
         mdb_txn_abort(child);
+        l->totals = saved;
         return NS_ERR_FORK;
     }
     if (rc != NS_OK) {

@@ -116,8 +116,10 @@ static int s_apply_refs(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
         if (c.credit_rc == NS_ERR_NOTFOUND) {
             const uint8_t *buf;
             size_t len;
+            /* an entry a fork voided is known: its credit is gone */
             c.ref_known = ns_lstore_entry_bytes(ap->store, t, ref, &buf,
-                                                &len) != NS_ERR_NOTFOUND;
+                                                &len) != NS_ERR_NOTFOUND ||
+                          ns_lstore_fork_entry_known(ap->store, t, ref);
         } else if (c.credit_rc == NS_OK &&
                    !sodium_is_zero(c.credit.release_award, NS_HASH_BYTES)) {
             c.lock_rc = ns_lstore_lock_get(ap->store, t, e->author,
@@ -219,7 +221,8 @@ static int s_fork_check(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
             const uint8_t *b;
             size_t n;
             if (ns_lstore_entry_bytes(ap->store, t, ref, &b, &n) !=
-                NS_ERR_NOTFOUND)
+                    NS_ERR_NOTFOUND ||
+                ns_lstore_fork_entry_known(ap->store, t, ref))
                 return NS_ERR_NOCREDIT;
             memcpy(ap->missing, ref, NS_HASH_BYTES);
             return NS_ERR_MISSING;

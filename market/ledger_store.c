@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* MDB_val holds a non-const pointer even for keys LMDB only reads. */
@@ -188,6 +189,53 @@ int ns_lstore_chain_put(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
     uint8_t ck[40];
     ns_ledger_chain_key(ck, author, seq);
     return s_put(s, t, s->chain, ck, sizeof ck, id, NS_HASH_BYTES);
+}
+
+static int s_del(ns_lstore_t *s, MDB_txn *t, MDB_dbi db, const void *k,
+                 size_t kl)
+{
+    MDB_val key = {kl, s_unconst(k)};
+    int rc = mdb_del(t, db, &key, NULL);
+    return rc == MDB_NOTFOUND ? NS_OK : ns_lstore_rc(s, rc);
+}
+
+int ns_lstore_credit_del(ns_lstore_t *s, MDB_txn *t, const ns_hash_t src,
+                         const uint8_t *to)
+{
+    uint8_t key[64];
+    s_key2(key, src, to);
+    return s_del(s, t, s->credits, key, sizeof key);
+}
+
+int ns_lstore_entry_void(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
+                         uint64_t seq, const ns_hash_t id)
+{
+    uint8_t ck[40];
+    const uint8_t *buf = NULL;
+    size_t len = 0;
+    ns_ledger_chain_key(ck, author, seq);
+    uint8_t *copy = NULL; /* buf is in the map: not valid across a put */
+    int rc = ns_lstore_entry_bytes(s, t, id, &buf, &len);
+    if (rc == NS_OK && !(copy = malloc(len)))
+        rc = NS_ERR_NOMEM;
+    if (rc == NS_OK) {
+        memcpy(copy, buf, len);
+        rc = s_put(s, t, s->forkentries, id, NS_HASH_BYTES, copy, len);
+    }
+    free(copy);
+    if (rc == NS_OK)
+        rc = s_del(s, t, s->entries, id, NS_HASH_BYTES);
+    if (rc == NS_OK)
+        rc = s_del(s, t, s->chain, ck, sizeof ck);
+    if (rc == NS_OK)
+        rc = s_del(s, t, s->prestate, ck, sizeof ck);
+    return rc;
+}
+
+bool ns_lstore_fork_entry_known(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id)
+{
+    MDB_val key = {NS_HASH_BYTES, s_unconst(id)}, val;
+    return mdb_get(t, s->forkentries, &key, &val) == MDB_SUCCESS;
 }
 
 int ns_lstore_prestate_get(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,

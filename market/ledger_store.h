@@ -88,6 +88,15 @@ int ns_lstore_chain_get(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
 int ns_lstore_chain_put(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
                         uint64_t seq, const ns_hash_t id) NS_MUST_CHECK;
 /* Encoded entry by id: *buf points into t's memory. */
+/* Forget what an entry stored: its credit for `to`, its chain slot and
+ * pre-state, its bytes (kept in forkentries instead, as the proof of why
+ * it went). For undoing a forked author's entries (ledger.c). */
+int ns_lstore_credit_del(ns_lstore_t *s, MDB_txn *t, const ns_hash_t src,
+                         const uint8_t *to) NS_MUST_CHECK;
+int ns_lstore_entry_void(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
+                         uint64_t seq, const ns_hash_t id) NS_MUST_CHECK;
+/* Whether id is an entry voided by a fork or kept as a fork's proof. */
+bool ns_lstore_fork_entry_known(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id);
 /* The author's account as it was before its entry at seq was applied
  * (NS_ERR_NOTFOUND for entries stored before this record existed). */
 int ns_lstore_prestate_get(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,

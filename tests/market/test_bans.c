@@ -348,6 +348,114 @@ TEST(many_orders_real_fork_same_bans)
     s_many_orders(s_set.n, false, only_a);
 }
 
+static void s_set_free(void)
+{
+    for (uint32_t i = 0; i < s_set.n; i++)
+        ns_buf_release(&s_set.raw[i]);
+    s_set.n = 0;
+}
+
+/* Issue 13, item 3: A pays B (taken in), then signs two TRANSFERs at
+ * seq 2, to C and to D, and goes on with a third entry on the first
+ * branch; lies at seq 2 and 3 around them, and C's and D's own entries.
+ * Whatever order a ledger sees them in, A ends banned at its account of
+ * before seq 2, both branches void, and every ledger holds the same
+ * state and digest. */
+static void s_build_fork(ns_hash_t t1, ns_hash_t t2)
+{
+    ns_hash_t v1, a3;
+    uint64_t ts1 = fx_tick(&s_fx), ts2 = fx_tick(&s_fx);
+    ns_entry_body_t b = fx_transfer(s_fx.acct[B].pk, 10);
+    s_set_free();
+    s_add("V1", A, 1, NULL, NS_ENTRY_TRANSFER, &b, NULL, 0, ts1, v1);
+    b = fx_amount(0);
+    s_add("B1 claims V1", B, 1, NULL, NS_ENTRY_STAKE, &b, v1, 1, fx_tick(&s_fx),
+          NULL);
+    b = fx_transfer(s_fx.acct[C].pk, 7);
+    s_add("T1 to C", A, 2, v1, NS_ENTRY_TRANSFER, &b, NULL, 0, ts2, t1);
+    b = fx_transfer(s_fx.acct[D].pk, 9);
+    s_add("T2 to D", A, 2, v1, NS_ENTRY_TRANSFER, &b, NULL, 0, ts2 + 1, t2);
+    b = fx_amount(5);
+    s_add("A3 after T1", A, 3, t1, NS_ENTRY_STAKE, &b, NULL, 0, fx_tick(&s_fx),
+          a3);
+    b = fx_transfer(s_fx.acct[D].pk, 5000);
+    s_add("A2 funds", A, 2, v1, NS_ENTRY_TRANSFER, &b, NULL, 0, ts2, NULL);
+    b = fx_amount(500);
+    s_add("A3 unstake", A, 3, t1, NS_ENTRY_UNSTAKE, &b, NULL, 0, fx_tick(&s_fx),
+          NULL);
+    b = fx_transfer(s_fx.acct[B].pk, 3);
+    s_add("C1", C, 1, NULL, NS_ENTRY_TRANSFER, &b, NULL, 0, fx_tick(&s_fx),
+          NULL);
+    b = fx_amount(10);
+    s_add("D1", D, 1, NULL, NS_ENTRY_STAKE, &b, NULL, 0, fx_tick(&s_fx), NULL);
+}
+
+/* Every order of the two branches (and the lies) ends in one state. */
+TEST(many_orders_fork_converges)
+{
+    static const bool only_a[NA] = {true, false, false, false};
+    ns_hash_t t1, t2;
+    s_build_fork(t1, t2);
+    s_many_orders(s_set.n, true, only_a);
+    /* and that state: A as before seq 2, banned; no credit from either
+     * branch; B's taken-in credit kept */
+    ns_ledger_t *l = fx_open_other(&s_fx, "fork_end");
+    if (!CHECK(l != NULL))
+        return;
+    for (uint32_t i = 0; i < s_set.n; i++)
+        (void)ns_ledger_ingest(l, s_set.raw[i].data, s_set.raw[i].len, NULL,
+                               NULL);
+    ns_account_t a = fx_acct_in(l, &s_fx, A), b = fx_acct_in(l, &s_fx, B);
+    CHECK(a.banned);
+    CHECK_EQ_INT(a.seq, 1);
+    CHECK_EQ_INT(a.free, 990);
+    CHECK_EQ_INT(a.staked, 0);
+    CHECK_EQ_INT(b.free, 110); /* C1 pays B 3, not taken in */
+    uint64_t amount;
+    bool claimed;
+    CHECK_RC(ns_ledger_credit(l, t1, s_fx.acct[C].pk, &amount, &claimed),
+             NS_ERR_NOTFOUND);
+    CHECK_RC(ns_ledger_credit(l, t2, s_fx.acct[D].pk, &amount, &claimed),
+             NS_ERR_NOTFOUND);
+    uint8_t ids[4 * NS_HASH_BYTES];
+    CHECK_EQ_INT(ns_ledger_unclaimed(l, s_fx.acct[C].pk, ids, 4), 0);
+    CHECK_EQ_INT(ns_ledger_unclaimed(l, s_fx.acct[D].pk, ids, 4), 0);
+    /* C claiming its voided credit is refused at once (no wait), so C's
+     * seq 2 stays free and its chain goes on */
+    ns_ledger_stats_t st;
+    ns_ledger_stats(l, &st);
+    CHECK_EQ_INT(st.buffered, 0);
+    CHECK_EQ_INT(st.pending_credit, 3);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    ns_entry_t e;
+    if (CHECK_RC(ns_ledger_get(l, s_fx.acct[C].pk, 1, &buf, &len), NS_OK) &&
+        CHECK_RC(ns_entry_decode(buf, len, s_fx.genesis.network_id, &e),
+                 NS_OK)) {
+        ns_buf_t raw;
+        ns_hash_t id;
+        ns_entry_body_t body = fx_amount(0);
+        ns_buf_init(&raw);
+        CHECK_RC(fx_make_raw(&s_fx, C, 2, e.id, NS_ENTRY_STAKE, &body, t1, 1,
+                             fx_tick(&s_fx), &raw, id),
+                 NS_OK);
+        CHECK_RC(ns_ledger_ingest(l, raw.data, raw.len, NULL, NULL),
+                 NS_ERR_NOCREDIT);
+        raw.len = 0;
+        body = fx_amount(20);
+        CHECK_RC(fx_make_raw(&s_fx, C, 2, e.id, NS_ENTRY_STAKE, &body, NULL, 0,
+                             fx_tick(&s_fx), &raw, id),
+                 NS_OK);
+        CHECK_RC(ns_ledger_ingest(l, raw.data, raw.len, NULL, NULL), NS_OK);
+        CHECK(!fx_acct_in(l, &s_fx, C).banned);
+        ns_buf_release(&raw);
+    }
+    free(buf);
+    CHECK_RC(ns_ledger_commit(l), NS_OK);
+    CHECK_RC(ns_ledger_check_conservation(l, NULL), NS_OK);
+    ns_ledger_close(&l);
+}
+
 int main(void)
 {
     if (sodium_init() < 0)
@@ -369,8 +477,8 @@ int main(void)
     RUN(claimed_later_still_proves_fork);
     RUN(many_orders_no_fork_same_state);
     RUN(many_orders_real_fork_same_bans);
-    for (uint32_t i = 0; i < s_set.n; i++)
-        ns_buf_release(&s_set.raw[i]);
+    RUN(many_orders_fork_converges);
+    s_set_free();
     fx_free(&s_fx);
     return ns_test_finish("market_bans");
 }
