@@ -436,7 +436,13 @@ uint32_t ns_lstore_unclaimed(ns_lstore_t *s, MDB_txn *t, const uint8_t *to,
             if (k.mv_size == 64 && v.mv_size == sizeof cr &&
                 memcmp((uint8_t *)k.mv_data + 32, to, 32) == 0) {
                 memcpy(&cr, v.mv_data, sizeof cr);
-                if (cr.state == NS_CREDIT_OPEN)
+                ns_entry_t src;
+                ns_account_t by = {0};
+                if (cr.state == NS_CREDIT_OPEN &&
+                    !(ns_lstore_entry_load(s, t, k.mv_data, &src, NULL) ==
+                          NS_OK &&
+                      ns_lstore_account_get(s, t, src.author, &by) == NS_OK &&
+                      by.banned))
                     memcpy(ids + (size_t)32 * n++, k.mv_data, 32);
             }
             rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);

@@ -7,7 +7,8 @@
  *   accounts  author -> ns_account_t
  *   credits, locks, pjobs, forks, meta: see ledger_records.h
  *   jobs      job id -> ns_ledger_job_t (requester's side)
- *   forkentries: id -> encoded entry (the second of a fork)
+ *   forkentries: id -> encoded entry (the second of a fork, and the
+ *             entries a fork voided)
  *   prestate  author || seq (u64 BE) -> ns_account_t: the author's
  *             account just before that entry (fork proofs are checked
  *             against it, ledger_apply.c)
@@ -130,7 +131,10 @@ int ns_lstore_sum_accounts(ns_lstore_t *s, MDB_txn *t,
                            uint64_t *sum) NS_MUST_CHECK;
 int ns_lstore_count_accounts(ns_lstore_t *s, MDB_txn *t,
                              uint64_t *n) NS_MUST_CHECK;
-/* Up to max ids of open credits for `to`. */
+/* Up to max ids of open credits for `to`, leaving out credits made by an
+ * author now banned: a forked author's credits may be voided, or held
+ * on another branch by other nodes, and a claim of one would stall the
+ * claimant's chain there (docs/PROTOCOL.md, "Forks"). */
 uint32_t ns_lstore_unclaimed(ns_lstore_t *s, MDB_txn *t, const uint8_t *to,
                              uint8_t *ids, uint32_t max);
 void ns_lstore_each_account(ns_lstore_t *s, MDB_txn *t,

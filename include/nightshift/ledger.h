@@ -244,7 +244,9 @@ int ns_ledger_append(ns_ledger_t *l, const ns_identity_t *me, uint8_t type,
  * ns_ledger_commit returns; entries are batched), NS_ERR_GAP or
  * NS_ERR_MISSING = buffered until what it needs arrives (*missing_author,
  * *missing_seq name the gap to fetch when not NULL), NS_ERR_DUPLICATE,
- * NS_ERR_FORK (proof stored, author banned), or the rule it breaks. */
+ * NS_ERR_FORK (a valid second entry at a used seq: proof stored, author
+ * banned, its entries from that seq on voided where they can be; see
+ * docs/PROTOCOL.md, "Forks"), or the rule it breaks. */
 int ns_ledger_ingest(ns_ledger_t *l, const uint8_t *buf, size_t len,
                      uint8_t *missing_author, uint64_t *missing_seq);
 /* Make everything ingested so far durable (one synced LMDB commit).
@@ -275,7 +277,9 @@ int ns_ledger_job(ns_ledger_t *l, const ns_hash_t job_id,
 int ns_ledger_credit(ns_ledger_t *l, const ns_hash_t ref,
                      const uint8_t to[NS_ID_BYTES], uint64_t *amount,
                      bool *claimed) NS_MUST_CHECK;
-/* Up to max unclaimed credits for `to` (ids), for the next entry's refs. */
+/* Up to max unclaimed credits for `to` (ids), for the next entry's refs;
+ * credits made by a banned (forked) author are left out: see
+ * docs/PROTOCOL.md, "Forks". */
 uint32_t ns_ledger_unclaimed(ns_ledger_t *l, const uint8_t to[NS_ID_BYTES],
                              uint8_t *ids, uint32_t max);
 
