@@ -456,6 +456,98 @@ TEST(many_orders_fork_converges)
     ns_ledger_close(&l);
 }
 
+/* The report's injection at a 2/2 and a 3/1 split: four ledgers, the
+ * first `split` of them get A's V1 and T1 (and A's entry after it), the
+ * others V1 and T2; then each gets what the others hold (gossip). All
+ * four end in one state, A voided from seq 2, and C's and D's chains go
+ * on everywhere. */
+static void s_split(uint32_t split)
+{
+    enum { N = 4 };
+    ns_hash_t t1, t2;
+    s_build_fork(t1, t2);
+    ns_ledger_t *l[N] = {NULL};
+    char name[32];
+    for (uint32_t i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "split%u_%u", split, i);
+        l[i] = fx_open_other(&s_fx, name);
+        if (!CHECK(l[i] != NULL))
+            goto out;
+    }
+    /* 0 V1, 1 B1, 2 T1, 3 T2, 4 A3 after T1 */
+    for (uint32_t i = 0; i < N; i++) {
+        static const int mine[2][3] = {{0, 2, 4}, {0, 3, -1}};
+        const int *m = mine[i < split ? 0 : 1];
+        for (int k = 0; k < 3 && m[k] >= 0; k++)
+            CHECK_RC(ns_ledger_ingest(l[i], s_set.raw[m[k]].data,
+                                      s_set.raw[m[k]].len, NULL, NULL),
+                     NS_OK);
+    }
+    /* gossip: everything everywhere, in set order */
+    for (uint32_t i = 0; i < N; i++)
+        for (uint32_t k = 0; k < s_set.n; k++)
+            (void)ns_ledger_ingest(l[i], s_set.raw[k].data, s_set.raw[k].len,
+                                   NULL, NULL);
+    /* C and D go on: their next entries are taken everywhere */
+    ns_buf_t c2, d2;
+    ns_buf_init(&c2);
+    ns_buf_init(&d2);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    ns_entry_t ce, de;
+    ns_hash_t cid, did, id;
+    if (!CHECK_RC(ns_ledger_get(l[0], s_fx.acct[C].pk, 1, &buf, &len), NS_OK))
+        goto out;
+    CHECK_RC(ns_entry_decode(buf, len, s_fx.genesis.network_id, &ce), NS_OK);
+    memcpy(cid, ce.id, NS_HASH_BYTES);
+    free(buf);
+    buf = NULL;
+    if (!CHECK_RC(ns_ledger_get(l[0], s_fx.acct[D].pk, 1, &buf, &len), NS_OK))
+        goto out;
+    CHECK_RC(ns_entry_decode(buf, len, s_fx.genesis.network_id, &de), NS_OK);
+    memcpy(did, de.id, NS_HASH_BYTES);
+    free(buf);
+    ns_entry_body_t b = fx_transfer(s_fx.acct[B].pk, 1);
+    CHECK_RC(fx_make_raw(&s_fx, C, 2, cid, NS_ENTRY_TRANSFER, &b, NULL, 0,
+                         fx_tick(&s_fx), &c2, id),
+             NS_OK);
+    b = fx_amount(1);
+    CHECK_RC(fx_make_raw(&s_fx, D, 2, did, NS_ENTRY_UNSTAKE, &b, NULL, 0,
+                         fx_tick(&s_fx), &d2, id),
+             NS_OK);
+    char why[512];
+    for (uint32_t i = 0; i < N; i++) {
+        CHECK_RC(ns_ledger_ingest(l[i], c2.data, c2.len, NULL, NULL), NS_OK);
+        CHECK_RC(ns_ledger_ingest(l[i], d2.data, d2.len, NULL, NULL), NS_OK);
+        CHECK_RC(ns_ledger_commit(l[i]), NS_OK);
+        s_end_t *end = i == 0 ? &s_first : &s_this;
+        fx_snap_of(l[i], &end->snap);
+        CHECK_RC(end->snap.cons_rc, NS_OK);
+        ns_account_t a = fx_acct_in(l[i], &s_fx, A);
+        CHECK(a.banned);
+        CHECK_EQ_INT(a.seq, 1);
+        if (i > 0 &&
+            !CHECK(fx_snap_same(&s_first.snap, &end->snap, why, sizeof why)))
+            fprintf(stderr, "  split %u/%u: ledger %u: %s\n", split, N - split,
+                    i, why);
+    }
+    ns_buf_release(&c2);
+    ns_buf_release(&d2);
+out:
+    for (uint32_t i = 0; i < N; i++)
+        ns_ledger_close(&l[i]);
+}
+
+TEST(split_2_2_converges)
+{
+    s_split(2);
+}
+
+TEST(split_3_1_converges)
+{
+    s_split(3);
+}
+
 int main(void)
 {
     if (sodium_init() < 0)
@@ -478,6 +570,8 @@ int main(void)
     RUN(many_orders_no_fork_same_state);
     RUN(many_orders_real_fork_same_bans);
     RUN(many_orders_fork_converges);
+    RUN(split_2_2_converges);
+    RUN(split_3_1_converges);
     s_set_free();
     fx_free(&s_fx);
     return ns_test_finish("market_bans");
