@@ -40,7 +40,13 @@ struct ns_ledger {
     void *verifier_user;
     ns_lbuf_t pending; /* out-of-order entries */
     uint64_t rejected[NS_ERR_COUNT];
-    ns_hash_t missing; /* set by validation on NS_ERR_MISSING */
+    ns_hash_t missing;       /* set by validation on NS_ERR_MISSING */
+    uint64_t claim_delay_ms; /* ns_ledger_set_claim_delay; 0: none */
+    struct {
+        ns_hash_t id;
+        uint64_t at_ms;         /* ns_mono_ms when stored; 0: empty */
+    } recent[NS_LEDGER_RECENT]; /* the latest stored entries, a ring */
+    uint32_t recent_next;
 };
 
 static const ns_hash_t s_zero;
@@ -294,10 +300,16 @@ static int s_store(ns_ledger_t *l, const uint8_t *buf, size_t len,
         l->totals = saved;
         return rc;
     }
-    if ((rc = ns_lstore_commit(&l->store, child)) != NS_OK)
+    if ((rc = ns_lstore_commit(&l->store, child)) != NS_OK) {
         l->totals = saved;
-    else
+    } else {
         s_dirty(l, len);
+        if (l->claim_delay_ms) {
+            memcpy(l->recent[l->recent_next].id, e->id, NS_HASH_BYTES);
+            l->recent[l->recent_next].at_ms = ns_mono_ms();
+            l->recent_next = (l->recent_next + 1) % NS_LEDGER_RECENT;
+        }
+    }
     return rc;
 }
 
@@ -716,6 +728,24 @@ int ns_ledger_credit(ns_ledger_t *l, const ns_hash_t ref,
     return rc;
 }
 
+void ns_ledger_set_claim_delay(ns_ledger_t *l, uint64_t ms)
+{
+    l->claim_delay_ms = ms;
+}
+
+/* Whether src was stored less than the claim delay ago. */
+static bool s_too_recent(void *u, const uint8_t *src)
+{
+    const ns_ledger_t *l = u;
+    uint64_t now = ns_mono_ms();
+    for (uint32_t i = 0; i < NS_LEDGER_RECENT; i++)
+        if (l->recent[i].at_ms &&
+            now - l->recent[i].at_ms < l->claim_delay_ms &&
+            memcmp(l->recent[i].id, src, NS_HASH_BYTES) == 0)
+            return true;
+    return false;
+}
+
 uint32_t ns_ledger_unclaimed(ns_ledger_t *l, const uint8_t to[NS_ID_BYTES],
                              uint8_t *ids, uint32_t max)
 {
@@ -723,7 +753,8 @@ uint32_t ns_ledger_unclaimed(ns_ledger_t *l, const uint8_t to[NS_ID_BYTES],
     bool own;
     if (s_read_txn(l, &t, &own) != NS_OK)
         return 0;
-    uint32_t n = ns_lstore_unclaimed(&l->store, t, to, ids, max);
+    uint32_t n = ns_lstore_unclaimed(
+        &l->store, t, to, ids, max, l->claim_delay_ms ? s_too_recent : NULL, l);
     s_read_done(t, own);
     return n;
 }

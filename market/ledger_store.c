@@ -422,7 +422,8 @@ int ns_lstore_count_accounts(ns_lstore_t *s, MDB_txn *t, uint64_t *n)
 }
 
 uint32_t ns_lstore_unclaimed(ns_lstore_t *s, MDB_txn *t, const uint8_t *to,
-                             uint8_t *ids, uint32_t max)
+                             uint8_t *ids, uint32_t max,
+                             bool (*skip)(void *u, const uint8_t *src), void *u)
 {
     MDB_cursor *c = NULL;
     uint32_t n = 0;
@@ -439,6 +440,7 @@ uint32_t ns_lstore_unclaimed(ns_lstore_t *s, MDB_txn *t, const uint8_t *to,
                 ns_entry_t src;
                 ns_account_t by = {0};
                 if (cr.state == NS_CREDIT_OPEN &&
+                    !(skip && skip(u, k.mv_data)) &&
                     !(ns_lstore_entry_load(s, t, k.mv_data, &src, NULL) ==
                           NS_OK &&
                       ns_lstore_account_get(s, t, src.author, &by) == NS_OK &&

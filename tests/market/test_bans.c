@@ -320,8 +320,13 @@ TEST(claimed_later_still_proves_fork)
     CHECK_RC(ns_ledger_ingest(l, bad.data, bad.len, NULL, NULL),
              NS_ERR_NOCREDIT);
     CHECK(!fx_acct_in(l, &s_fx, C).banned);
+    uint8_t ids[4 * NS_HASH_BYTES];
+    CHECK_EQ_INT(ns_ledger_unclaimed(l, s_fx.acct[D].pk, ids, 4), 1); /* C1 */
     CHECK_RC(ns_ledger_ingest(l, raw.data, raw.len, NULL, NULL), NS_ERR_FORK);
     CHECK(fx_acct_in(l, &s_fx, C).banned);
+    /* C1's credit for D stays, but a banned author's credits are not
+     * offered for claims */
+    CHECK_EQ_INT(ns_ledger_unclaimed(l, s_fx.acct[D].pk, ids, 4), 0);
     ns_buf_release(&raw);
     ns_buf_release(&bad);
     CHECK_RC(ns_ledger_commit(l), NS_OK);
@@ -548,6 +553,31 @@ TEST(split_3_1_converges)
     s_split(3);
 }
 
+/* With a claim delay, a credit is offered only once its source entry has
+ * been here that long. */
+TEST(claim_delay)
+{
+    ns_ledger_t *l = fx_open_other(&s_fx, "delay");
+    if (!CHECK(l != NULL))
+        return;
+    ns_ledger_set_claim_delay(l, 300);
+    uint8_t ids[4 * NS_HASH_BYTES];
+    ns_buf_t raw;
+    ns_hash_t id;
+    ns_buf_init(&raw);
+    ns_entry_body_t b = fx_transfer(s_fx.acct[B].pk, 4);
+    CHECK_RC(fx_make_raw(&s_fx, D, 1, NULL, NS_ENTRY_TRANSFER, &b, NULL, 0,
+                         fx_tick(&s_fx), &raw, id),
+             NS_OK);
+    CHECK_RC(ns_ledger_ingest(l, raw.data, raw.len, NULL, NULL), NS_OK);
+    CHECK_EQ_INT(ns_ledger_unclaimed(l, s_fx.acct[B].pk, ids, 4), 0);
+    struct timespec ts = {0, 350 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    CHECK_EQ_INT(ns_ledger_unclaimed(l, s_fx.acct[B].pk, ids, 4), 1);
+    ns_buf_release(&raw);
+    ns_ledger_close(&l);
+}
+
 int main(void)
 {
     if (sodium_init() < 0)
@@ -572,6 +602,7 @@ int main(void)
     RUN(many_orders_fork_converges);
     RUN(split_2_2_converges);
     RUN(split_3_1_converges);
+    RUN(claim_delay);
     s_set_free();
     fx_free(&s_fx);
     return ns_test_finish("market_bans");
