@@ -40,7 +40,13 @@ struct ns_ledger {
     void *verifier_user;
     ns_lbuf_t pending; /* out-of-order entries */
     uint64_t rejected[NS_ERR_COUNT];
-    ns_hash_t missing; /* set by validation on NS_ERR_MISSING */
+    ns_hash_t missing;       /* set by validation on NS_ERR_MISSING */
+    uint64_t claim_delay_ms; /* ns_ledger_set_claim_delay; 0: none */
+    struct {
+        ns_hash_t id;
+        uint64_t at_ms;         /* ns_mono_ms when stored; 0: empty */
+    } recent[NS_LEDGER_RECENT]; /* the latest stored entries, a ring */
+    uint32_t recent_next;
     /* The last commit failed (disk full, read-only, map full): nothing is
      * written until a commit or ns_ledger_probe_write succeeds. */
     int write_rc;
@@ -192,6 +198,83 @@ int ns_ledger_probe_write(ns_ledger_t *l)
     return rc;
 }
 
+/* A parsed copy of a stored entry: what LMDB returns is valid only until
+ * the transaction's next write. */
+static int s_entry_copy(ns_ledger_t *l, MDB_txn *t, const ns_hash_t id,
+                        uint8_t **copy, ns_entry_t *e, ns_entry_body_t *b)
+{
+    const uint8_t *buf;
+    size_t len;
+    int rc = ns_lstore_entry_bytes(&l->store, t, id, &buf, &len);
+    if (rc != NS_OK)
+        return rc == NS_ERR_NOTFOUND ? NS_ERR_CORRUPT : rc;
+    if (!(*copy = malloc(len)))
+        return NS_ERR_NOMEM;
+    memcpy(*copy, buf, len);
+    if (ns_entry_parse(*copy, len, l->store.network_id, e) != NS_OK ||
+        ns_entry_body_decode(e, b) != NS_OK)
+        return NS_ERR_CORRUPT;
+    return NS_OK;
+}
+
+/* A fork at seq `from` voids the forked author's entries from there to
+ * its head, whichever branch they are on (docs/PROTOCOL.md, "Forks"):
+ * its account goes back to what it was before `from` (the stored
+ * pre-state), the credits those entries made are gone, those they took
+ * in are open again; the entries move to forkentries. a: the author's
+ * account, rewound here. Only TRANSFER, STAKE and UNSTAKE whose credits
+ * nobody took in yet can be undone: anything else is NS_ERR_STATE and
+ * the caller keeps the chain as it is. */
+static int s_void_from(ns_ledger_t *l, MDB_txn *t, ns_account_t *a,
+                       uint64_t from)
+{
+    ns_account_t pre;
+    int rc = ns_lstore_prestate_get(&l->store, t, a->id, from, &pre);
+    for (uint64_t seq = a->seq; rc == NS_OK && seq >= from; seq--) {
+        ns_hash_t id;
+        ns_entry_t e;
+        ns_entry_body_t b;
+        ns_credit_rec_t c;
+        uint8_t *copy = NULL;
+        if ((rc = ns_lstore_chain_get(&l->store, t, a->id, seq, id)) == NS_OK)
+            rc = s_entry_copy(l, t, id, &copy, &e, &b);
+        if (rc == NS_OK && e.type != NS_ENTRY_TRANSFER &&
+            e.type != NS_ENTRY_STAKE && e.type != NS_ENTRY_UNSTAKE)
+            rc = NS_ERR_STATE;
+        if (rc == NS_OK && e.type == NS_ENTRY_TRANSFER &&
+            (rc = ns_lstore_credit_get(&l->store, t, id, b.to, &c)) == NS_OK) {
+            if (c.state != NS_CREDIT_OPEN || l->totals.pending < c.amount)
+                rc = NS_ERR_STATE; /* taken in: not ours to undo */
+            else {
+                l->totals.pending -= c.amount;
+                rc = ns_lstore_credit_del(&l->store, t, id, b.to);
+            }
+        }
+        for (uint32_t i = 0; rc == NS_OK && i < e.n_refs; i++) {
+            const uint8_t *ref = e.refs + (size_t)i * NS_HASH_BYTES;
+            if ((rc = ns_lstore_credit_get(&l->store, t, ref, a->id, &c)) !=
+                NS_OK)
+                break;
+            if (!sodium_is_zero(c.release_award, NS_HASH_BYTES) ||
+                l->totals.pending > UINT64_MAX - c.amount) {
+                rc = NS_ERR_STATE; /* a released lock: not undone here */
+                break;
+            }
+            c.state = NS_CREDIT_OPEN;
+            l->totals.pending += c.amount;
+            rc = ns_lstore_credit_put(&l->store, t, ref, a->id, &c);
+        }
+        if (rc == NS_OK)
+            rc = ns_lstore_entry_void(&l->store, t, a->id, seq, id);
+        free(copy);
+        if (seq == 0)
+            break;
+    }
+    if (rc == NS_OK)
+        ns_rule_rewind(a, &pre, &l->totals);
+    return rc;
+}
+
 /* One entry in a child transaction of the batch. */
 static int s_store(ns_ledger_t *l, const uint8_t *buf, size_t len,
                    const ns_entry_t *e)
@@ -223,17 +306,56 @@ static int s_store(ns_ledger_t *l, const uint8_t *buf, size_t len,
             memcpy(f.second, e->id, 32);
             bool first_fork = !a.banned;
             a.banned = true;
+            /* Void the author's entries from the forked seq on, in a
+             * transaction of its own: what cannot be undone stays. */
+            ns_ledger_totals_t before_void = l->totals;
+            ns_account_t kept = a;
+            uint64_t head_seq = a.seq;
+            MDB_txn *undo = NULL;
+            int vrc = ns_lstore_begin(&l->store, child, false, &undo);
+            if (vrc == NS_OK) {
+                vrc = s_void_from(l, undo, &a, e->seq);
+                if (vrc == NS_OK)
+                    vrc = ns_lstore_commit(&l->store, undo);
+                else
+                    mdb_txn_abort(undo);
+            }
+            if (vrc != NS_OK) {
+                l->totals = before_void;
+                a = kept;
+            }
             if (ns_lstore_account_put(&l->store, child, &a) == NS_OK &&
                 ns_lstore_fork_put(&l->store, child, e->author, &f, buf, len) ==
                     NS_OK &&
                 ns_lstore_commit(&l->store, child) == NS_OK) {
                 s_dirty(l, len);
-                if (first_fork)
+                if (first_fork) {
                     l->totals.forks++;
+                    char who[2 * NS_ID_BYTES + 1], one[2 * NS_HASH_BYTES + 1],
+                        two[2 * NS_HASH_BYTES + 1];
+                    ns_hex(who, e->author, NS_ID_BYTES);
+                    ns_hex(one, f.first, NS_HASH_BYTES);
+                    ns_hex(two, f.second, NS_HASH_BYTES);
+                    ns_warn(NS_MOD_LEDGER,
+                            "event=fork_detected author=%s seq=%llu "
+                            "first=%s second=%s action=author_banned",
+                            who, (unsigned long long)e->seq, one, two);
+                }
+                if (vrc == NS_OK)
+                    ns_info(NS_MOD_LEDGER,
+                            "event=fork_voided seq=%llu entries=%llu",
+                            (unsigned long long)e->seq,
+                            (unsigned long long)(head_seq - a.seq));
+                else
+                    ns_warn(NS_MOD_LEDGER,
+                            "event=fork_kept seq=%llu head=%llu why=%s",
+                            (unsigned long long)e->seq,
+                            (unsigned long long)head_seq, ns_errname(vrc));
                 return NS_ERR_FORK;
             }
         }
         mdb_txn_abort(child);
+        l->totals = saved;
         return NS_ERR_FORK;
     }
     if (rc != NS_OK) {
@@ -241,10 +363,16 @@ static int s_store(ns_ledger_t *l, const uint8_t *buf, size_t len,
         l->totals = saved;
         return rc;
     }
-    if ((rc = ns_lstore_commit(&l->store, child)) != NS_OK)
+    if ((rc = ns_lstore_commit(&l->store, child)) != NS_OK) {
         l->totals = saved;
-    else
+    } else {
         s_dirty(l, len);
+        if (l->claim_delay_ms) {
+            memcpy(l->recent[l->recent_next].id, e->id, NS_HASH_BYTES);
+            l->recent[l->recent_next].at_ms = ns_mono_ms();
+            l->recent_next = (l->recent_next + 1) % NS_LEDGER_RECENT;
+        }
+    }
     return rc;
 }
 
@@ -663,6 +791,24 @@ int ns_ledger_credit(ns_ledger_t *l, const ns_hash_t ref,
     return rc;
 }
 
+void ns_ledger_set_claim_delay(ns_ledger_t *l, uint64_t ms)
+{
+    l->claim_delay_ms = ms;
+}
+
+/* Whether src was stored less than the claim delay ago. */
+static bool s_too_recent(void *u, const uint8_t *src)
+{
+    const ns_ledger_t *l = u;
+    uint64_t now = ns_mono_ms();
+    for (uint32_t i = 0; i < NS_LEDGER_RECENT; i++)
+        if (l->recent[i].at_ms &&
+            now - l->recent[i].at_ms < l->claim_delay_ms &&
+            memcmp(l->recent[i].id, src, NS_HASH_BYTES) == 0)
+            return true;
+    return false;
+}
+
 uint32_t ns_ledger_unclaimed(ns_ledger_t *l, const uint8_t to[NS_ID_BYTES],
                              uint8_t *ids, uint32_t max)
 {
@@ -670,7 +816,8 @@ uint32_t ns_ledger_unclaimed(ns_ledger_t *l, const uint8_t to[NS_ID_BYTES],
     bool own;
     if (s_read_txn(l, &t, &own) != NS_OK)
         return 0;
-    uint32_t n = ns_lstore_unclaimed(&l->store, t, to, ids, max);
+    uint32_t n = ns_lstore_unclaimed(
+        &l->store, t, to, ids, max, l->claim_delay_ms ? s_too_recent : NULL, l);
     s_read_done(t, own);
     return n;
 }

@@ -116,8 +116,10 @@ static int s_apply_refs(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
         if (c.credit_rc == NS_ERR_NOTFOUND) {
             const uint8_t *buf;
             size_t len;
+            /* an entry a fork voided is known: its credit is gone */
             c.ref_known = ns_lstore_entry_bytes(ap->store, t, ref, &buf,
-                                                &len) != NS_ERR_NOTFOUND;
+                                                &len) != NS_ERR_NOTFOUND ||
+                          ns_lstore_fork_entry_known(ap->store, t, ref);
         } else if (c.credit_rc == NS_OK &&
                    !sodium_is_zero(c.credit.release_award, NS_HASH_BYTES)) {
             c.lock_rc = ns_lstore_lock_get(ap->store, t, e->author,
@@ -166,6 +168,101 @@ static int s_apply_body(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
     return s_write(ap, t, &io);
 }
 
+/* Whether one of author's stored entries from seq on lists ref: a credit
+ * claimed there was still open before seq. */
+static int s_claimed_from(ns_lapply_t *ap, MDB_txn *t, const uint8_t *author,
+                          uint64_t seq, uint64_t head, const uint8_t *ref)
+{
+    for (uint64_t s = seq; s <= head; s++) {
+        ns_hash_t id;
+        ns_entry_t x;
+        int rc = ns_lstore_chain_get(ap->store, t, author, s, id);
+        if (rc == NS_OK)
+            rc = ns_lstore_entry_load(ap->store, t, id, &x, NULL);
+        if (rc != NS_OK)
+            return rc == NS_ERR_NOTFOUND ? NS_ERR_CORRUPT : rc;
+        for (uint32_t i = 0; i < x.n_refs; i++)
+            if (memcmp(x.refs + (size_t)i * NS_HASH_BYTES, ref,
+                       NS_HASH_BYTES) == 0)
+                return NS_OK;
+    }
+    return NS_ERR_CLAIMED;
+}
+
+/* e differs from the entry stored at its seq. It proves a fork only if it
+ * is itself a valid entry at that place (docs/PROTOCOL.md, "Forks"):
+ * checked against its author's account as it was before that seq (the
+ * stored pre-state), the credits it claims as they were then (open, or
+ * claimed by the author's entries from that seq on), and the body rules
+ * that read only the author's account (TRANSFER, STAKE, UNSTAKE, JOB).
+ * The other job entries are checked for form only: what they read (a
+ * job's state) moves on with other chains and is not kept per seq.
+ * NS_ERR_FORK, or why e is not a valid entry (NS_ERR_MISSING: a credit it
+ * names is not here yet; it waits like any entry). Writes nothing. */
+static int s_fork_check(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
+                        const ns_account_t *now)
+{
+    ns_account_t pre;
+    int rc = ns_lstore_prestate_get(ap->store, t, e->author, e->seq, &pre);
+    if (rc == NS_ERR_NOTFOUND)
+        return NS_ERR_FORK; /* stored before pre-states were kept */
+    if (rc != NS_OK)
+        return rc;
+    pre.banned = false;
+    if ((rc = ns_rule_chain(&pre, e, NULL)) != NS_OK)
+        return rc;
+    for (uint32_t i = 0; i < e->n_refs; i++) {
+        const uint8_t *ref = e->refs + (size_t)i * NS_HASH_BYTES;
+        ns_credit_rec_t c;
+        if ((rc = ns_rule_ref_distinct(e, i)) != NS_OK)
+            return rc;
+        rc = ns_lstore_credit_get(ap->store, t, ref, e->author, &c);
+        if (rc == NS_ERR_NOTFOUND) {
+            const uint8_t *b;
+            size_t n;
+            if (ns_lstore_entry_bytes(ap->store, t, ref, &b, &n) !=
+                    NS_ERR_NOTFOUND ||
+                ns_lstore_fork_entry_known(ap->store, t, ref))
+                return NS_ERR_NOCREDIT;
+            memcpy(ap->missing, ref, NS_HASH_BYTES);
+            return NS_ERR_MISSING;
+        }
+        if (rc != NS_OK)
+            return rc;
+        if (c.state == NS_CREDIT_CLAIMED &&
+            (rc = s_claimed_from(ap, t, e->author, e->seq, now->seq, ref)) !=
+                NS_OK)
+            return rc;
+        if (pre.free > UINT64_MAX - c.amount)
+            return NS_ERR_CORRUPT;
+        pre.free += c.amount;
+    }
+    ns_entry_body_t b;
+    if ((rc = ns_entry_body_decode(e, &b)) != NS_OK)
+        return rc;
+    ns_ledger_totals_t scratch = *ap->totals;
+    ns_rule_io_t io;
+    memset(&io, 0, sizeof io);
+    io.e = e;
+    io.b = &b;
+    io.network_id = ap->store->network_id;
+    io.author = &pre;
+    io.totals = &scratch;
+    io.job_rc = NS_ERR_NOTFOUND; /* JOB: its id binds author and nonce */
+    switch (e->type) {
+    case NS_ENTRY_TRANSFER:
+    case NS_ENTRY_STAKE:
+    case NS_ENTRY_UNSTAKE:
+    case NS_ENTRY_JOB:
+        rc = ns_rule_body(&io);
+        break;
+    default:
+        rc = e->type <= NS_ENTRY_TYPE_MAX ? NS_OK : NS_ERR_MSGTYPE;
+        break;
+    }
+    return rc == NS_OK ? NS_ERR_FORK : rc;
+}
+
 int ns_lapply_entry(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
                     const uint8_t *buf, size_t len)
 {
@@ -178,6 +275,9 @@ int ns_lapply_entry(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
         (rc = ns_lstore_chain_get(ap->store, t, e->author, e->seq, have)))
         return rc == NS_ERR_NOTFOUND ? NS_ERR_CORRUPT : rc;
     if ((rc = ns_rule_chain(&a, e, have)) != NS_OK)
+        return rc == NS_ERR_FORK ? s_fork_check(ap, t, e, &a) : rc;
+    if ((rc = ns_lstore_prestate_put(ap->store, t, e->author, e->seq, &a)) !=
+        NS_OK)
         return rc;
     if ((rc = s_apply_refs(ap, t, e, &a)) != NS_OK)
         return rc;

@@ -60,6 +60,19 @@ void ns_rule_advance(ns_account_t *a, const ns_entry_t *e,
     totals->entries++;
 }
 
+void ns_rule_rewind(ns_account_t *a, const ns_account_t *pre,
+                    ns_ledger_totals_t *totals)
+{
+    if (a->seq)
+        s_digest_step(totals->digest, a->id, a->seq, a->head);
+    if (pre->seq)
+        s_digest_step(totals->digest, a->id, pre->seq, pre->head);
+    if (totals->entries >= a->seq - pre->seq)
+        totals->entries -= a->seq - pre->seq;
+    *a = *pre;
+    a->banned = true;
+}
+
 int ns_rule_ref_distinct(const ns_entry_t *e, uint32_t i)
 {
     const uint8_t *ref = e->refs + (size_t)i * NS_HASH_BYTES;

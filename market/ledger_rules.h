@@ -79,6 +79,11 @@ int ns_rule_chain(const ns_account_t *a, const ns_entry_t *e,
 void ns_rule_advance(ns_account_t *a, const ns_entry_t *e,
                      ns_ledger_totals_t *totals);
 
+/* A forked author goes back to pre, its account just before the forked
+ * seq, banned; the digest follows (its chain now ends at pre's head). */
+void ns_rule_rewind(ns_account_t *a, const ns_account_t *pre,
+                    ns_ledger_totals_t *totals);
+
 /* Taking in the credit e->refs[i] (ref) for its author. */
 typedef struct {
     int credit_rc; /* load of the credit (ref, author) */

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* MDB_val holds a non-const pointer even for keys LMDB only reads. */
@@ -190,6 +191,69 @@ int ns_lstore_chain_put(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
     return s_put(s, t, s->chain, ck, sizeof ck, id, NS_HASH_BYTES);
 }
 
+static int s_del(ns_lstore_t *s, MDB_txn *t, MDB_dbi db, const void *k,
+                 size_t kl)
+{
+    MDB_val key = {kl, s_unconst(k)};
+    int rc = mdb_del(t, db, &key, NULL);
+    return rc == MDB_NOTFOUND ? NS_OK : ns_lstore_rc(s, rc);
+}
+
+int ns_lstore_credit_del(ns_lstore_t *s, MDB_txn *t, const ns_hash_t src,
+                         const uint8_t *to)
+{
+    uint8_t key[64];
+    s_key2(key, src, to);
+    return s_del(s, t, s->credits, key, sizeof key);
+}
+
+int ns_lstore_entry_void(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
+                         uint64_t seq, const ns_hash_t id)
+{
+    uint8_t ck[40];
+    const uint8_t *buf = NULL;
+    size_t len = 0;
+    ns_ledger_chain_key(ck, author, seq);
+    uint8_t *copy = NULL; /* buf is in the map: not valid across a put */
+    int rc = ns_lstore_entry_bytes(s, t, id, &buf, &len);
+    if (rc == NS_OK && !(copy = malloc(len)))
+        rc = NS_ERR_NOMEM;
+    if (rc == NS_OK) {
+        memcpy(copy, buf, len);
+        rc = s_put(s, t, s->forkentries, id, NS_HASH_BYTES, copy, len);
+    }
+    free(copy);
+    if (rc == NS_OK)
+        rc = s_del(s, t, s->entries, id, NS_HASH_BYTES);
+    if (rc == NS_OK)
+        rc = s_del(s, t, s->chain, ck, sizeof ck);
+    if (rc == NS_OK)
+        rc = s_del(s, t, s->prestate, ck, sizeof ck);
+    return rc;
+}
+
+bool ns_lstore_fork_entry_known(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id)
+{
+    MDB_val key = {NS_HASH_BYTES, s_unconst(id)}, val;
+    return mdb_get(t, s->forkentries, &key, &val) == MDB_SUCCESS;
+}
+
+int ns_lstore_prestate_get(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
+                           uint64_t seq, ns_account_t *a)
+{
+    uint8_t ck[40];
+    ns_ledger_chain_key(ck, author, seq);
+    return s_get(s, t, s->prestate, ck, sizeof ck, a, sizeof *a);
+}
+
+int ns_lstore_prestate_put(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
+                           uint64_t seq, const ns_account_t *a)
+{
+    uint8_t ck[40];
+    ns_ledger_chain_key(ck, author, seq);
+    return s_put(s, t, s->prestate, ck, sizeof ck, a, sizeof *a);
+}
+
 int ns_lstore_entry_bytes(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
                           const uint8_t **buf, size_t *len)
 {
@@ -291,6 +355,7 @@ int ns_lstore_open(ns_lstore_t *s, const char *dir, bool readonly,
                {"jobs", &s->jobs},
                {"forks", &s->forks},
                {"forkentries", &s->forkentries},
+               {"prestate", &s->prestate},
                {"meta", &s->meta}};
     for (size_t i = 0; i < sizeof dbs / sizeof dbs[0]; i++)
         if ((mrc = mdb_dbi_open(*t, dbs[i].name, readonly ? 0 : MDB_CREATE,
@@ -357,7 +422,8 @@ int ns_lstore_count_accounts(ns_lstore_t *s, MDB_txn *t, uint64_t *n)
 }
 
 uint32_t ns_lstore_unclaimed(ns_lstore_t *s, MDB_txn *t, const uint8_t *to,
-                             uint8_t *ids, uint32_t max)
+                             uint8_t *ids, uint32_t max,
+                             bool (*skip)(void *u, const uint8_t *src), void *u)
 {
     MDB_cursor *c = NULL;
     uint32_t n = 0;
@@ -371,7 +437,14 @@ uint32_t ns_lstore_unclaimed(ns_lstore_t *s, MDB_txn *t, const uint8_t *to,
             if (k.mv_size == 64 && v.mv_size == sizeof cr &&
                 memcmp((uint8_t *)k.mv_data + 32, to, 32) == 0) {
                 memcpy(&cr, v.mv_data, sizeof cr);
-                if (cr.state == NS_CREDIT_OPEN)
+                ns_entry_t src;
+                ns_account_t by = {0};
+                if (cr.state == NS_CREDIT_OPEN &&
+                    !(skip && skip(u, k.mv_data)) &&
+                    !(ns_lstore_entry_load(s, t, k.mv_data, &src, NULL) ==
+                          NS_OK &&
+                      ns_lstore_account_get(s, t, src.author, &by) == NS_OK &&
+                      by.banned))
                     memcpy(ids + (size_t)32 * n++, k.mv_data, 32);
             }
             rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);

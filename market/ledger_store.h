@@ -7,7 +7,11 @@
  *   accounts  author -> ns_account_t
  *   credits, locks, pjobs, forks, meta: see ledger_records.h
  *   jobs      job id -> ns_ledger_job_t (requester's side)
- *   forkentries: id -> encoded entry (the second of a fork)
+ *   forkentries: id -> encoded entry (the second of a fork, and the
+ *             entries a fork voided)
+ *   prestate  author || seq (u64 BE) -> ns_account_t: the author's
+ *             account just before that entry (fork proofs are checked
+ *             against it, ledger_apply.c)
  *   meta      "network_id", "totals"
  * Every call works in the transaction it is given and returns ns_err;
  * LMDB codes are mapped by ns_lstore_rc, which remembers the text of the
@@ -29,7 +33,7 @@
 typedef struct {
     MDB_env *env;
     MDB_dbi entries, chain, accounts, credits, locks, pjobs, jobs, forks,
-        forkentries, meta;
+        forkentries, prestate, meta;
     ns_hash_t network_id;     /* entries are parsed for this network */
     int last_rc;              /* LMDB or errno code of the last storage error */
     char last_error[128];     /* its text (mdb_strerror); "" if none */
@@ -85,6 +89,21 @@ int ns_lstore_chain_get(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
 int ns_lstore_chain_put(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
                         uint64_t seq, const ns_hash_t id) NS_MUST_CHECK;
 /* Encoded entry by id: *buf points into t's memory. */
+/* Forget what an entry stored: its credit for `to`, its chain slot and
+ * pre-state, its bytes (kept in forkentries instead, as the proof of why
+ * it went). For undoing a forked author's entries (ledger.c). */
+int ns_lstore_credit_del(ns_lstore_t *s, MDB_txn *t, const ns_hash_t src,
+                         const uint8_t *to) NS_MUST_CHECK;
+int ns_lstore_entry_void(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
+                         uint64_t seq, const ns_hash_t id) NS_MUST_CHECK;
+/* Whether id is an entry voided by a fork or kept as a fork's proof. */
+bool ns_lstore_fork_entry_known(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id);
+/* The author's account as it was before its entry at seq was applied
+ * (NS_ERR_NOTFOUND for entries stored before this record existed). */
+int ns_lstore_prestate_get(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
+                           uint64_t seq, ns_account_t *a) NS_MUST_CHECK;
+int ns_lstore_prestate_put(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
+                           uint64_t seq, const ns_account_t *a) NS_MUST_CHECK;
 int ns_lstore_entry_bytes(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
                           const uint8_t **buf, size_t *len) NS_MUST_CHECK;
 /* Decode a stored entry (verified when stored: no signature check) and,
@@ -112,9 +131,15 @@ int ns_lstore_sum_accounts(ns_lstore_t *s, MDB_txn *t,
                            uint64_t *sum) NS_MUST_CHECK;
 int ns_lstore_count_accounts(ns_lstore_t *s, MDB_txn *t,
                              uint64_t *n) NS_MUST_CHECK;
-/* Up to max ids of open credits for `to`. */
+/* Up to max ids of open credits for `to`, leaving out credits made by an
+ * author now banned (a forked author's credits may be voided, or held
+ * on another branch by other nodes, and a claim of one would stall the
+ * claimant's chain there: docs/PROTOCOL.md, "Forks") and those whose
+ * source entry skip (may be NULL) says to leave for later. */
 uint32_t ns_lstore_unclaimed(ns_lstore_t *s, MDB_txn *t, const uint8_t *to,
-                             uint8_t *ids, uint32_t max);
+                             uint8_t *ids, uint32_t max,
+                             bool (*skip)(void *u, const uint8_t *src),
+                             void *u);
 void ns_lstore_each_account(ns_lstore_t *s, MDB_txn *t,
                             bool (*fn)(void *u, const ns_account_t *a),
                             void *u);

@@ -144,9 +144,8 @@ static int s_take(ns_ledger_sync_t *s, const uint8_t *buf, size_t len,
         s->stats.duplicates++;
         return NS_ERR_REPLAY;
     case NS_ERR_FORK:
-        s->dirty = true;
-        ns_warn(NS_MOD_LEDGER, "event=fork_detected action=author_banned");
-        return NS_OK; /* spread it: every node must learn of the fork */
+        s->dirty = true; /* logged by the ledger, with the author */
+        return NS_OK;    /* spread it: every node must learn of the fork */
     default:
         s->stats.rejected++;
         return rc;

@@ -431,6 +431,7 @@ static int s_start_market(ns_node_t *n, char *err, size_t errlen)
     n->slash_ctx.blobs = n->blobs;
     n->slash_ctx.content = n->content;
     ns_ledger_set_verifier(n->ledger, ns_slash_verify, &n->slash_ctx);
+    ns_ledger_set_claim_delay(n->ledger, NS_POLICY_CLAIM_DELAY_MS);
     if ((rc = ns_p2p_register(n->p2p, NS_MSG_MKT_JOB, true, s_on_market, n)) ||
         (rc = ns_p2p_register(n->p2p, NS_MSG_MKT_BID, false, s_on_market, n)) ||
         (rc = ns_p2p_register(n->p2p, NS_MSG_MKT_AWARDED, false, s_on_market,

@@ -53,6 +53,9 @@
 #define NS_LEDGER_COMMIT_BYTES (8u * 1024 * 1024) /* encoded entries */
 #define NS_LEDGER_COMMIT_MS 1000
 #define NS_LEDGER_MAP_BYTES NS_DEFAULT_LEDGER_MAP_BYTES /* config.h */
+/* Entries whose local arrival time is kept for the claim delay
+ * (ns_ledger_set_claim_delay). */
+#define NS_LEDGER_RECENT 4096
 
 typedef enum {
     NS_ENTRY_TRANSFER = 1, /* [to, amount] free -> credit for `to` */
@@ -245,7 +248,9 @@ int ns_ledger_append(ns_ledger_t *l, const ns_identity_t *me, uint8_t type,
  * ns_ledger_commit returns; entries are batched), NS_ERR_GAP or
  * NS_ERR_MISSING = buffered until what it needs arrives (*missing_author,
  * *missing_seq name the gap to fetch when not NULL), NS_ERR_DUPLICATE,
- * NS_ERR_FORK (proof stored, author banned), or the rule it breaks. */
+ * NS_ERR_FORK (a valid second entry at a used seq: proof stored, author
+ * banned, its entries from that seq on voided where they can be; see
+ * docs/PROTOCOL.md, "Forks"), or the rule it breaks. */
 int ns_ledger_ingest(ns_ledger_t *l, const uint8_t *buf, size_t len,
                      uint8_t *missing_author, uint64_t *missing_seq);
 /* Make everything ingested so far durable (one synced LMDB commit).
@@ -287,9 +292,18 @@ int ns_ledger_job(ns_ledger_t *l, const ns_hash_t job_id,
 int ns_ledger_credit(ns_ledger_t *l, const ns_hash_t ref,
                      const uint8_t to[NS_ID_BYTES], uint64_t *amount,
                      bool *claimed) NS_MUST_CHECK;
-/* Up to max unclaimed credits for `to` (ids), for the next entry's refs. */
+/* Up to max unclaimed credits for `to` (ids), for the next entry's refs.
+ * Left out (docs/PROTOCOL.md, "Forks"): credits made by a banned
+ * (forked) author, and, with a claim delay set, credits whose source
+ * entry this ledger stored less than that delay ago. */
 uint32_t ns_ledger_unclaimed(ns_ledger_t *l, const uint8_t to[NS_ID_BYTES],
                              uint8_t *ids, uint32_t max);
+/* Offer a credit for claims only once its source entry has been stored
+ * here for ms (0, the default: at once), so that a fork of its author is
+ * known before the credit is taken in. Remembered for the latest
+ * NS_LEDGER_RECENT entries stored since the ledger opened; older ones
+ * count as old enough. */
+void ns_ledger_set_claim_delay(ns_ledger_t *l, uint64_t ms);
 
 /* Encoded entry of (author, seq): *buf malloc'd. */
 int ns_ledger_get(ns_ledger_t *l, const uint8_t author[NS_ID_BYTES],

@@ -38,6 +38,10 @@
  * posted, at least 1/SETTLE_DIV of them must have settled. */
 #define NS_POLICY_REQUESTER_GRACE_JOBS 5
 #define NS_POLICY_REQUESTER_SETTLE_DIV 2
+/* A credit is taken in only once its source entry is this old here: a
+ * fork of its author (detected everywhere within a fraction of a second)
+ * is then known first (docs/PROTOCOL.md, "Forks"). */
+#define NS_POLICY_CLAIM_DELAY_MS 1000
 
 /* ---- the requester (node/requester.c) ----------------------------------- */
 

@@ -1474,11 +1474,12 @@ TEST(fork_bans_author)
              NS_ERR_FORK);
     ns_ledger_stats_t st = s_stats(&fx);
     CHECK_EQ_INT(st.forks, 1);
-    CHECK_EQ_INT(st.entries, s_before.entries);
+    CHECK_EQ_INT(st.entries, s_before.entries - 1);
     ns_account_t a = s_acct(&fx, 0);
     CHECK(a.banned);
-    CHECK_EQ_INT(a.seq, 2);
-    CHECK_EQ_INT(a.staked, 30); /* the first chain stands */
+    /* both branches of seq 2 are void: the author is as before seq 2 */
+    CHECK_EQ_INT(a.seq, 1);
+    CHECK_EQ_INT(a.staked, 10);
     CONSERVED(&fx);
     /* later entries of the author are refused */
     b = fx_amount(1);
@@ -1494,9 +1495,12 @@ TEST(fork_bans_author)
     CHECK_RC(ns_ledger_ingest(fx.l, twin.data, twin.len, NULL, NULL),
              NS_ERR_FORK);
     CHECK_EQ_INT(s_stats(&fx).forks, 1);
-    /* its stored entries are still duplicates, not forks */
+    /* ... that voids its chain from seq 1: its old entries are refused
+     * as a banned author's, not counted as forks again */
+    CHECK_EQ_INT(s_acct(&fx, 0).seq, 0);
+    CHECK_EQ_INT(s_acct(&fx, 0).staked, 0);
     CHECK_RC(ns_ledger_ingest(fx.l, first.data, first.len, NULL, NULL),
-             NS_ERR_DUPLICATE);
+             NS_ERR_BANNED);
     /* others are not affected; credits to the banned account are allowed
      * but it can never take them in */
     b = fx_transfer(fx.acct[0].pk, 5);

@@ -18,6 +18,8 @@
  *                 (its body is filler, not a heartbeat); above NS_MAX_MSG
  *                 an envelope of NS_MAX_MSG with N - NS_MAX_MSG bytes
  *                 appended
+ *   --entry HEX   one ledger entry (encoded, e.g. from ns_forge) in a
+ *                 signed ENTRY envelope, as gossip carries it
  *
  * at --rate R messages per second (0 = as fast as the socket takes them),
  * then waits for the queue to drain and exits. The heartbeats carry
@@ -37,6 +39,7 @@
  * usage error.
  */
 #include "nightshift/identity.h"
+#include "nightshift/ledger_sync.h" /* NS_MSG_ENTRY */
 #include "nightshift/util.h"
 #include "nightshift/wire.h"
 
@@ -63,6 +66,7 @@ typedef struct {
     uint64_t stale_age_ms; /* how old --stale messages are */
     uint32_t timeout_ms;   /* handshake / send / flush limit */
     ns_hash_t network_id;  /* put in the heartbeats */
+    const char *entry_hex; /* --entry: an encoded ledger entry, or NULL */
 } s_opts_t;
 
 static const char s_usage[] =
@@ -70,7 +74,7 @@ static const char s_usage[] =
     "                [--replay N] [--stale N] [--sybil N] [--size BYTES]\n"
     "                [--interval-ms MS] [--rate MSGS_PER_S]\n"
     "                [--network HEX] [--max-size BYTES] [--stale-age-ms MS]\n"
-    "                [--timeout-ms MS]\n"
+    "                [--timeout-ms MS] [--entry HEX]\n"
     "\n"
     "Send hostile traffic to one nightshift node over a CURVE link (see the\n"
     "comment at the top of tests/tools/flood.c). Exit 0 when all was sent.\n";
@@ -152,6 +156,13 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
                 rc = -1;
             }
             o->timeout_ms = (uint32_t)x;
+            i++;
+        } else if (strcmp(a, "--entry") == 0) {
+            if (!v || !*v || strlen(v) % 2 || strlen(v) > 2 * 70000) {
+                fprintf(stderr, "ns_flood: --entry needs hex bytes\n");
+                rc = -1;
+            }
+            o->entry_hex = v;
             i++;
         } else if (strcmp(a, "--network") == 0) {
             if (!v || strlen(v) != 2 * NS_HASH_BYTES ||
@@ -422,6 +433,20 @@ int main(int argc, char **argv)
         s_pace(&o, t0_us, n++);
         if (s_send(s, msg.data, msg.len) != 0)
             goto out;
+    }
+    if (o.entry_hex) {
+        size_t elen = strlen(o.entry_hex) / 2;
+        uint8_t *entry = malloc(elen);
+        int erc = entry ? ns_unhex(entry, elen, o.entry_hex) : NS_ERR_NOMEM;
+        if (erc == NS_OK)
+            erc = ns_envelope_encode(id, NS_MSG_ENTRY, ns_now_ms(), entry, elen,
+                                     &msg, NULL);
+        free(entry);
+        if (erc != NS_OK || s_send(s, msg.data, msg.len) != 0) {
+            fprintf(stderr, "ns_flood: --entry: %s\n", ns_strerror(erc));
+            goto out;
+        }
+        n++;
     }
     uint64_t elapsed_ms = (ns_mono_us() - t0_us) / 1000;
     printf("sent garbage=%llu bad_sig=%llu replay=%llu stale=%llu sybil=%llu "
