@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 struct ns_ledger {
@@ -70,6 +71,15 @@ static void s_write_failed(ns_ledger_t *l, int rc)
     l->write_rc = rc;
     snprintf(l->write_error, sizeof l->write_error, "%s",
              l->store.last_error[0] ? l->store.last_error : ns_strerror(rc));
+    /* LMDB reports a write cut short by a full disk as EIO: say what it
+     * is when the filesystem has no room left. */
+    const char *dir = NULL;
+    struct statvfs fs;
+    if (rc == NS_ERR_IO && l->store.last_rc == EIO &&
+        mdb_env_get_path(l->store.env, &dir) == MDB_SUCCESS && dir &&
+        statvfs(dir, &fs) == 0 && fs.f_bavail == 0)
+        snprintf(l->write_error, sizeof l->write_error,
+                 "No space left on device (a write cut short: EIO)");
 }
 
 static void s_write_ok(ns_ledger_t *l)
