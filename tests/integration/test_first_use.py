@@ -150,10 +150,11 @@ def check_small_ones(net, tn, ids):
              (1, 5, 64), "genesis --json")
 
     missing = os.path.join(net.dir, "no-such-datadir")
-    one_error(cli("submit", "--datadir", missing, "--bootstrap",
-                  f"{ids['node0']}@tcp://127.0.0.1:1", "--builtin",
-                  "vector_add", "--max-price", "1"),
+    one_error(cli(*submit_args(net, missing, f"{ids['node0']}@tcp://"
+                                             f"127.0.0.1:1",
+                               os.path.join(net.dir, "never.out"))),
               "submit on a missing datadir", 2, "does not exist", missing)
+    check(not os.path.exists(missing), "submit made the missing datadir")
     one_error(cli("stake", "--datadir", node0, "--to", ids["node1"], "5"),
               "stake --to", 2, "--to", "transfer only")
     one_error(cli("unstake", "--datadir", node0, "500001"),
@@ -179,6 +180,22 @@ def check_small_ones(net, tn, ids):
               "unknown short id", 2, "unknown")
     one_error(cli("transfer", "--datadir", node0, "--to", nobody, "1"),
               "transfer to an unknown short id", 2, "unknown")
+
+    # Two accounts whose ids share their first 10 characters (the second
+    # is the first with a middle character changed: still a valid id).
+    x = ids["node1"]
+    twin = x[:20] + ("a" if x[20] != "a" else "b") + x[21:]
+    amb = os.path.join(net.dir, "amb")
+    nstest.cli_ok("init", "--datadir", amb, "--listen", "tcp://127.0.0.1:0")
+    ga = os.path.join(net.dir, "amb.ini")
+    nstest.cli_ok("genesis", "--out", ga, "--alloc", f"{x}=1", "--alloc",
+                  f"{twin}=2")
+    nstest.cli_ok("init", "--datadir", amb, "--genesis", ga)
+    one_error(cli("balance", "--datadir", amb, x[:10]), "balance of an "
+              "ambiguous short id", 2, "ambiguous")
+    r = cli("balance", "--datadir", amb, twin, "--json")
+    check(r.returncode == 0 and json.loads(r.stdout)["free"] == 2,
+          f"balance of the twin by its whole id: {r.stdout!r} {r.stderr!r}")
 
     # The requester before its first submit: its genesis allocation.
     r = cli("balance", "--datadir", req, "--json")
@@ -295,7 +312,7 @@ def interrupted_submit(net, tn, req, boot, ids):
             if r.returncode == 0:
                 for peer in json.loads(r.stdout):
                     if peer["id"] == ids["requester"]:
-                        role_seen = peer["role"]
+                        role_seen = peer.get("role", "(none)")
                         table = nstest.cli_ok("peers", "--datadir",
                                               os.path.join(tn, "node0"))
                         row = [l for l in table.splitlines()
