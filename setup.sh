@@ -2,13 +2,19 @@
 # Install the Debian 12 packages Nightshift needs (if missing) and build it.
 #   ./setup.sh              release build in build/
 #   ./setup.sh --sanitize   ASan+UBSan build in build-asan/
+#   NS_BROWSER=1 ./setup.sh also installs chromium (about 80 MB to fetch,
+#                           290 MB installed) for the status page's
+#                           headless-browser test, which skips without it
 set -euo pipefail
 cd "$(dirname "$0")"
 
 PKGS=(build-essential cmake pkg-config
       libzmq3-dev libsodium-dev libmsgpack-dev liblmdb-dev libinih-dev
+      libjansson-dev
+      libmicrohttpd-dev
       ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
       python3 procps iproute2)
+if [ "${NS_BROWSER:-0}" = 1 ]; then PKGS+=(chromium); fi
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi

@@ -14,7 +14,13 @@ nothing here passes or fails on time.
    process wall times, and without the join and output fetch.
 3. Throughput with 8 providers: settled jobs per minute with R requesters
    submitting back to back at once (each has its own funded datadir,
-   run.sh -r R).
+   run.sh -r R), and the spread of the settled jobs over the providers
+   (max / mean; goal: no provider more than twice its fair share).
+4. Small jobs: a 1,024-float vector add through `submit --node` (bid window
+   20 ms) and through the light peer, next to `nightshift run` of the same
+   job (goals: run + 50 ms through --node, run + 300 ms for the light
+   peer), and the provider's run time (receipt timings_ms.run) next to
+   run's.
 
 The load average is printed with each set of figures: on a shared or small
 machine it explains much.
@@ -22,7 +28,8 @@ machine it explains much.
     bench/bench_market.py [--nodes 16] [--jobs 50] [--bid-window-ms 300]
                           [--sgemm-n auto|N] [--reps 3]
                           [--tp-nodes 8] [--tp-requesters 1,4]
-                          [--tp-seconds 60] [--only match,e2e,tp]
+                          [--tp-seconds 60] [--small-reps 10]
+                          [--only match,e2e,tp,small]
 """
 import argparse
 import array
@@ -118,10 +125,13 @@ def sgemm_flags(n, a, b, out):
             "--arg", f"u32:{n}", "--arg", f"u32:{n}"]
 
 
-def submit(tn, req, flags, *extra):
+def submit(tn, req, flags, *extra, node=None):
+    """submit as requester req's light peer, or through the node running
+    on datadir `node` when given."""
+    how = (["--node", node] if node else
+           ["--datadir", tn.requester(req), "--bootstrap", tn.bootstrap])
     t0 = time.monotonic()
-    r = subprocess.run([BIN, "submit", "--datadir", tn.requester(req),
-                        "--bootstrap", tn.bootstrap, *flags, "--max-price",
+    r = subprocess.run([BIN, "submit", *how, *flags, "--max-price",
                         "100", "--json", *extra], capture_output=True,
                        text=True, stdin=subprocess.DEVNULL)
     wall = (time.monotonic() - t0) * 1000
@@ -308,7 +318,13 @@ def bench_tp(work, args):
             print(f"  submit total         p50 {pct(tot, .5):.0f} ms   p99 "
                   f"{pct(tot, .99):.0f} ms   (join + fetch p50 "
                   f"{pct([join_ms(d) for d in ok], .5):.0f} ms)")
-        print(f"  results per provider {sorted(providers.values(), reverse=True)}")
+        counts = sorted(providers.values(), reverse=True)
+        print(f"  results per provider {counts}")
+        if counts and sum(counts):
+            mean = sum(counts) / len(counts)
+            print(f"  spread               max/mean {counts[0] / mean:.2f} "
+                  f"(max {counts[0]}, mean {mean:.1f} over {len(counts)} "
+                  f"providers; goal <= 2.00)")
         if bad:
             kinds = {}
             for d in bad:
@@ -319,6 +335,51 @@ def bench_tp(work, args):
         print(f"  {la}", flush=True)
 
 
+# ---- 4. small jobs ---------------------------------------------------------------------
+
+def bench_small(work, args):
+    print("\n== small jobs: 1,024-float vector add ==", flush=True)
+    n = 1024
+    a, b = os.path.join(work, "va.bin"), os.path.join(work, "vb.bin")
+    write_floats(a, n, 5)
+    write_floats(b, n, 6)
+    out = os.path.join(work, "vsum.bin")
+    flags = ["--builtin", "vector_add", "--global", str(n), "--arg",
+             f"in:{a}", "--arg", f"in:{b}", "--arg", f"out:{4 * n}:{out}",
+             "--arg", f"u32:{n}"]
+    with Testnet(work, 4) as tn:
+        node0 = os.path.join(tn.dir, "node0")
+        # warm-up: the first job of a requester pays the hardware
+        # challenge of the winner (once a day), not measured here
+        for node in (node0, None):
+            submit(tn, 0, flags, "--bid-window-ms", "20", node=node)
+        runs, via_node, light = [], [], []
+        for _ in range(args.small_reps):
+            runs.append(local_run(flags))
+            via_node.append(submit(tn, 0, flags, "--bid-window-ms", "20",
+                                   node=node0))
+            light.append(submit(tn, 0, flags, "--bid-window-ms", "20"))
+        la = loadavg()
+    ok_n = [d for d in via_node if d.get("status") == "settled"]
+    ok_l = [d for d in light if d.get("status") == "settled"]
+    run_wall = statistics.median(r["wall_ms"] for r in runs)
+    run_kernel = statistics.median(r["timings_ms"]["run"] for r in runs)
+    print(f"  nightshift run          wall {run_wall:.0f} ms (median of "
+          f"{len(runs)}; kernel {run_kernel:.2f} ms)")
+    for name, ok, allow in (("submit --node", ok_n, 50),
+                            ("submit (light peer)", ok_l, 300)):
+        if not ok:
+            print(f"  {name:22}  no job settled: "
+                  f"{(via_node if allow == 50 else light)[0].get('error')}")
+            continue
+        w = statistics.median(d["wall_ms"] for d in ok)
+        prov = statistics.median(d["timings_ms"]["run"] for d in ok)
+        print(f"  {name:22}  wall {w:.0f} ms (median of {len(ok)}): run + "
+              f"{w - run_wall:.0f} ms; goal run + {allow} ms; provider run "
+              f"{prov:.0f} ms")
+    print(f"  {la}", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--nodes", type=int, default=16)
@@ -327,9 +388,10 @@ def main():
     ap.add_argument("--sgemm-n", default="auto")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--tp-nodes", type=int, default=8)
-    ap.add_argument("--tp-requesters", default="1,4")
+    ap.add_argument("--tp-requesters", default="1,4,16")
+    ap.add_argument("--small-reps", type=int, default=10)
     ap.add_argument("--tp-seconds", type=int, default=60)
-    ap.add_argument("--only", default="match,e2e,tp")
+    ap.add_argument("--only", default="match,e2e,tp,small")
     args = ap.parse_args()
     parts = set(args.only.split(","))
     work = tempfile.mkdtemp(prefix="bench-market-")
@@ -341,6 +403,8 @@ def main():
             bench_e2e(work, args)
         if "tp" in parts:
             bench_tp(work, args)
+        if "small" in parts:
+            bench_small(work, args)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

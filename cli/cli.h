@@ -31,6 +31,7 @@ int ns_cmd_unstake(int argc, char **argv);
 int ns_cmd_connect(int argc, char **argv);
 int ns_cmd_submit(int argc, char **argv);
 int ns_cmd_cancel(int argc, char **argv);
+int ns_cmd_jobs(int argc, char **argv);
 int ns_cmd_block(int argc, char **argv);
 int ns_cmd_config(int argc, char **argv);
 

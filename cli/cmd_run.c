@@ -29,6 +29,8 @@ static const char s_usage[] =
     "written to their files and the timings are printed.\n"
     "\n"
     "JOB-FLAGS:\n"
+    "  --job FILE.json            the whole job as a JSON file (keys and\n"
+    "                             examples: docs/JOBS.md); or:\n"
     "  --kernel FILE.cl | --builtin NAME   OpenCL C source, or a built-in\n"
     "  --entry FN                 kernel function (default: the built-in's)\n"
     "  --global X[,Y[,Z]]         NDRange\n"

@@ -39,6 +39,7 @@ typedef struct {
     uint64_t deadline_s, timeout_s;
     ns_reqs_t reqs;
     int json;
+    int no_wait; /* --no-wait: fail at once when no provider can take it */
     /* the job */
     ns_jobspec_t spec;
     char out_paths[NS_MAX_ARGS][PATH_MAX]; /* --resume: from the jobdir */
@@ -86,8 +87,9 @@ static const char s_usage[] =
     "settle and write the outputs -- or slash the cheater with a fraud\n"
     "proof and start again without it. `nightshift cancel` ends a job.\n"
     "\n"
-    "JOB-FLAGS as for `nightshift run` (--kernel FILE.cl | --builtin NAME,\n"
-    "--entry, --global, --local, --arg..., --tolerance, --checks K).\n"
+    "JOB-FLAGS as for `nightshift run` (--job FILE.json, or --kernel\n"
+    "FILE.cl | --builtin NAME, --entry, --global, --local, --arg...,\n"
+    "--tolerance, --checks K).\n"
     "Requirements and terms:\n"
     "  --max-price CREDITS   escrow; bids above it lose (required; credits,\n"
     "                        up to six decimals: a job is priced to the\n"
@@ -105,6 +107,9 @@ static const char s_usage[] =
     "  --node D              hand the job to the node running on datadir D\n"
     "                        (its key pays; progress streams back): no\n"
     "                        joining per job, for many jobs in a row\n"
+    "  --no-wait             fail at once when no provider can take the\n"
+    "                        job (default: wait for one, up to the\n"
+    "                        deadline, saying why none can meanwhile)\n"
     "  --json                one JSON document: job, provider, price, refund,\n"
     "                        status (settled|failed), error, checks,\n"
     "                        timings_ms {match, run, verify, total}\n"
@@ -152,6 +157,11 @@ static int s_parse(s_submit_t *q, int argc, char **argv)
 #undef NUM
         if (strcmp(a, "--json") == 0) {
             q->json = 1;
+            i++;
+            continue;
+        }
+        if (strcmp(a, "--no-wait") == 0) {
+            q->no_wait = 1;
             i++;
             continue;
         }
@@ -431,6 +441,7 @@ static int s_submit_via_node(s_submit_t *q)
         return 1;
     req->kind = NS_CTL_SUBMIT;
     req->terms.max_price = q->max_price;
+    req->terms.no_wait = q->no_wait != 0;
     req->terms.collateral = q->collateral      ? q->collateral
                             : q->max_price / 2 ? q->max_price / 2
                                                : 1;
@@ -562,6 +573,7 @@ static int s_submit(s_submit_t *q)
     o.inputs = q->spec.inputs;
     o.outputs = q->spec.outputs;
     o.max_price = q->max_price;
+    o.no_wait = q->no_wait != 0;
     o.collateral = q->collateral      ? q->collateral
                    : q->max_price / 2 ? q->max_price / 2
                                       : 1;

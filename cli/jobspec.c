@@ -2,6 +2,7 @@
  * and `submit`: built-in resolution, input files, output files. */
 #include "jobspec.h"
 #include "cli.h"
+#include "jobfile.h"
 #include "jobflags.h"
 
 #include "nightshift/util.h"
@@ -24,13 +25,52 @@ void ns_jobspec_release(ns_jobspec_t *spec)
         free(spec->outputs[k]);
     }
     ns_job_release(&spec->job);
+    ns_jobfile_free(&spec->jobfile);
     memset(spec, 0, sizeof *spec);
+}
+
+/* --job FILE.json: the flags the file stands for. */
+static int s_jobfile(ns_jobspec_t *spec, const char *cmd, int argc, char **argv,
+                     int *i)
+{
+    char err[768];
+    if (*i + 1 >= argc) {
+        ns_cli_error(cmd, "--job needs a FILE.json");
+        return -2;
+    }
+    if (spec->jobfile) {
+        ns_cli_error(cmd, "--job may be given once");
+        return -2;
+    }
+    const char *path = argv[*i + 1];
+    int rc = ns_jobfile_load(path, &spec->jobfile, err, sizeof err);
+    if (rc != NS_OK) {
+        ns_cli_error(cmd, "%s", err);
+        return rc == NS_ERR_INVAL ? -2 : -1;
+    }
+    ns_jobfile_t *jf = spec->jobfile;
+    for (int k = 0; k < jf->argc;) {
+        if (strcmp(jf->argv[k], "--kernel") == 0 && k + 1 < jf->argc)
+            spec->kernel_path = jf->argv[k + 1];
+        rc =
+            ns_job_parse_flag(&spec->job, jf->argc, jf->argv, &k,
+                              spec->in_paths, spec->out_paths, err, sizeof err);
+        if (rc <= 0) {
+            ns_cli_error(cmd, "job file %s: %s", path,
+                         rc ? err : "unexpected flag");
+            return rc == NS_ERR_NOTFOUND || rc == NS_ERR_IO ? -1 : -2;
+        }
+    }
+    *i += 2;
+    return 1;
 }
 
 int ns_jobspec_flag(ns_jobspec_t *spec, const char *cmd, int argc, char **argv,
                     int *i)
 {
     char err[512];
+    if (strcmp(argv[*i], "--job") == 0)
+        return s_jobfile(spec, cmd, argc, argv, i);
     if (strcmp(argv[*i], "--kernel") == 0 && *i + 1 < argc)
         spec->kernel_path = argv[*i + 1];
     int rc = ns_job_parse_flag(&spec->job, argc, argv, i, spec->in_paths,

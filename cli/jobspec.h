@@ -17,13 +17,15 @@ typedef struct {
     ns_input_t inputs[NS_MAX_ARGS];     /* views of in_bufs */
     uint8_t *in_bufs[NS_MAX_ARGS];      /* input contents, owned */
     uint8_t *outputs[NS_MAX_ARGS];      /* output contents, owned */
+    struct ns_jobfile_s *jobfile;       /* --job FILE.json, owned */
 } ns_jobspec_t;
 
 void ns_jobspec_init(ns_jobspec_t *spec);
 void ns_jobspec_release(ns_jobspec_t *spec);
 
 /* One JOB-FLAG at argv[*i]: 1 consumed (and *i advanced), 0 not a job
- * flag, -1 / -2 an error already printed (exit status 1 / 2). */
+ * flag, -1 / -2 an error already printed (exit status 1 / 2). `--job
+ * FILE.json` (jobfile.h) stands for the JOB-FLAGS the file describes. */
 int ns_jobspec_flag(ns_jobspec_t *spec, const char *cmd, int argc, char **argv,
                     int *i);
 

@@ -29,6 +29,7 @@ static const struct {
     {"unstake", ns_cmd_unstake, "release stake that is not locked"},
     {"submit", ns_cmd_submit, "post a job to the network and verify it"},
     {"cancel", ns_cmd_cancel, "end one of your jobs: escrow refunded"},
+    {"jobs", ns_cmd_jobs, "list a running node's jobs, or one in detail"},
     {"connect", ns_cmd_connect, "make a running node dial a peer now"},
     {"block", ns_cmd_block, "test networks: cut traffic with a peer"},
 };

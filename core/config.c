@@ -183,6 +183,26 @@ int ns_config_set(ns_config_t *cfg, const char *section, const char *key,
         rc = s_u32(value, 1, 1000000, &cfg->rate_msgs_per_s);
     } else if (KEY("node", "rate_burst")) {
         rc = s_u32(value, 1, 1000000, &cfg->rate_burst);
+    } else if (KEY("node", "http")) {
+        /* HOST:PORT (IPv4) for /metrics and the status page, "" = off;
+         * the node refuses a non-loopback host without http_public */
+        const char *colon = strrchr(value, ':');
+        size_t n = strlen(value);
+        uint64_t port = 65536;
+        if (n &&
+            (n >= sizeof cfg->http || !colon || colon == value ||
+             strspn(value, "0123456789.:abcdefghijklmnopqrstuvwxyz") != n ||
+             ns_parse_u64(colon + 1, &port) != NS_OK || port > 65535))
+            rc = NS_ERR_CONFIG;
+        else
+            snprintf(cfg->http, sizeof cfg->http, "%s", value);
+    } else if (KEY("node", "http_public")) {
+        if (strcmp(value, "true") == 0 || strcmp(value, "1") == 0)
+            cfg->http_public = true;
+        else if (strcmp(value, "false") == 0 || strcmp(value, "0") == 0)
+            cfg->http_public = false;
+        else
+            rc = NS_ERR_CONFIG;
     } else if (KEY("node", "region")) {
         size_t n = strlen(value);
         /* No ';' either: ns_config_write puts "region = " before it, and
@@ -328,6 +348,10 @@ int ns_config_write(const ns_config_t *cfg, const char *path)
         PUT("input_cache_bytes = %llu\n",
             (unsigned long long)cfg->blob_cache_bytes);
     PUT("region = %s\n", cfg->region);
+    if (cfg->http[0])
+        PUT("http = %s\n", cfg->http);
+    if (cfg->http_public)
+        PUT("http_public = true\n");
     if (cfg->ledger_map_bytes != def.ledger_map_bytes)
         PUT("[ledger]\nmap_size = %llu\n",
             (unsigned long long)cfg->ledger_map_bytes);

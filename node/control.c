@@ -21,7 +21,7 @@ static const char *const s_names[] = {
     [NS_CTL_BLOCK] = "block",     [NS_CTL_TRANSFER] = "transfer",
     [NS_CTL_STAKE] = "stake",     [NS_CTL_UNSTAKE] = "unstake",
     [NS_CTL_CANCEL] = "cancel",   [NS_CTL_SUBMIT] = "submit",
-    [NS_CTL_JOB] = "job",
+    [NS_CTL_JOB] = "job",         [NS_CTL_JOBS] = "jobs",
 };
 #define S_N_KINDS (sizeof s_names / sizeof s_names[0])
 
@@ -74,7 +74,7 @@ static void s_pack_paths(msgpack_packer *pk, uint32_t n,
 static void s_pack_submit(msgpack_packer *pk, const ns_ctl_req_t *r)
 {
     const ns_ctl_terms_t *t = &r->terms;
-    msgpack_pack_array(pk, 10);
+    msgpack_pack_array(pk, 11);
     msgpack_pack_uint64(pk, t->max_price);
     msgpack_pack_uint64(pk, t->collateral);
     msgpack_pack_uint32(pk, t->bid_window_ms);
@@ -85,6 +85,10 @@ static void s_pack_submit(msgpack_packer *pk, const ns_ctl_req_t *r)
     msgpack_pack_uint32(pk, t->reqs.min_cl_major);
     msgpack_pack_uint32(pk, t->reqs.min_cl_minor);
     ns_mp_str(pk, t->reqs.region);
+    if (t->no_wait)
+        msgpack_pack_true(pk);
+    else
+        msgpack_pack_false(pk);
     ns_mp_bin(pk, r->desc, r->desc_len);
     s_pack_paths(pk, r->n_args, r->in_path);
     s_pack_paths(pk, r->n_args, r->out_path);
@@ -118,7 +122,7 @@ static void s_read_paths(ns_mpr_t *rd, uint32_t want,
 static void s_read_submit(ns_mpr_t *rd, ns_ctl_req_t *r)
 {
     ns_ctl_terms_t *t = &r->terms;
-    ns_mpr_array_exact(rd, 10);
+    ns_mpr_array_exact(rd, 11);
     ns_mpr_uint(rd, &t->max_price);
     ns_mpr_uint(rd, &t->collateral);
     ns_mpr_u32(rd, &t->bid_window_ms);
@@ -129,6 +133,7 @@ static void s_read_submit(ns_mpr_t *rd, ns_ctl_req_t *r)
     ns_mpr_u32(rd, &t->reqs.min_cl_major);
     ns_mpr_u32(rd, &t->reqs.min_cl_minor);
     ns_mpr_str(rd, t->reqs.region, NS_MAX_REGION);
+    ns_mpr_bool(rd, &t->no_wait);
     ns_mpr_bin(rd, &r->desc, &r->desc_len, NS_MAX_JOB_MSG);
     uint32_t n = 0;
     /* both path arrays have the descriptor's argument count: peek it */
@@ -450,6 +455,10 @@ static void s_handle(ns_node_t *n, ns_ctl_req_t *rp, const uint8_t *req,
     case NS_CTL_PEERS:
         msgpack_pack_true(&pk);
         ns_p2p_pack_peers(p2p, &pk);
+        break;
+    case NS_CTL_JOBS:
+        msgpack_pack_true(&pk);
+        ns_node_pack_jobs(n, &pk);
         break;
     case NS_CTL_LATENCY:
         msgpack_pack_true(&pk);

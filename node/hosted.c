@@ -19,6 +19,8 @@ struct ns_hosted {
     uint8_t *outputs[NS_MAX_ARGS];
     char out_path[NS_MAX_ARGS][NS_CTL_MAX_PATH];
     ns_requester_t *req; /* owned by the node */
+    uint64_t started_ms; /* mono, attached to its requester */
+    uint64_t max_price;  /* micro-credits, the submitter's ceiling */
     uint64_t finished_ms;
     uint32_t n_lines; /* lines said so far; the last NS_HOSTED_LINES kept */
     char lines[NS_HOSTED_LINES][NS_CTL_LINE_MAX + 1];
@@ -144,11 +146,13 @@ ns_hosted_t *ns_hosted_new(const ns_ctl_req_t *r, const uint8_t me[32],
     ns_ledger_job_id(o->job_id, me, o->desc_id, o->nonce);
     memcpy(h->job_id, o->job_id, NS_HASH_BYTES);
     o->max_price = r->terms.max_price;
+    h->max_price = r->terms.max_price;
     o->collateral = r->terms.collateral;
     o->bid_window_ms = r->terms.bid_window_ms;
     o->deadline_s = r->terms.deadline_s;
     o->timeout_s = r->terms.timeout_s;
     o->reqs = r->terms.reqs;
+    o->no_wait = r->terms.no_wait;
     o->join = false; /* the node is part of the network already */
     o->deliver = s_deliver;
     o->deliver_user = h;
@@ -178,8 +182,47 @@ void ns_hosted_destroy(ns_hosted_t **hp)
 
 void ns_hosted_attach(ns_hosted_t *h, ns_requester_t *q, uint64_t now_ms)
 {
-    (void)now_ms;
     h->req = q;
+    h->started_ms = now_ms;
+}
+
+void ns_hosted_pack(ns_hosted_t *h, uint64_t now_ms, msgpack_packer *pk)
+{
+    const ns_receipt_t *r = ns_requester_receipt(h->req);
+    char hex[2 * NS_HASH_BYTES + 1], peer[NS_ID_TEXT_LEN + 1];
+    static const uint8_t zero[NS_ID_BYTES];
+    bool has_provider = memcmp(r->provider, zero, NS_ID_BYTES) != 0;
+    uint64_t done = ns_hosted_finished_ms(h, now_ms);
+    ns_hex(hex, h->job_id, NS_HASH_BYTES);
+    msgpack_pack_map(pk, 10);
+    ns_mp_str(pk, "id");
+    ns_mp_str(pk, hex);
+    ns_mp_str(pk, "role");
+    ns_mp_str(pk, "requester");
+    ns_mp_str(pk, "phase");
+    ns_mp_str(pk, ns_rq_phase_name(r->phase));
+    ns_mp_str(pk, "peer"); /* the provider, once one won */
+    if (has_provider) {
+        ns_id_text(peer, r->provider);
+        ns_mp_str(pk, peer);
+    } else {
+        msgpack_pack_nil(pk);
+    }
+    ns_mp_str(pk, "price"); /* settled price, else the ceiling */
+    ns_mp_credits(pk, r->price ? r->price : h->max_price);
+    ns_mp_str(pk, "age_ms");
+    msgpack_pack_uint64(pk, now_ms - h->started_ms);
+    ns_mp_str(pk, "finished");
+    if (done)
+        msgpack_pack_true(pk);
+    else
+        msgpack_pack_false(pk);
+    ns_mp_str(pk, "rounds");
+    msgpack_pack_uint32(pk, r->rounds);
+    ns_mp_str(pk, "checked");
+    msgpack_pack_uint32(pk, r->checked);
+    ns_mp_str(pk, "error");
+    ns_mp_str(pk, r->phase == NS_RQ_FAILED ? r->error : "");
 }
 
 ns_requester_t *ns_hosted_requester(const ns_hosted_t *h)

@@ -25,6 +25,10 @@ ns_requester_t *ns_hosted_requester(const ns_hosted_t *h);
 const uint8_t *ns_hosted_job_id(const ns_hosted_t *h);
 /* Finished at (mono ms), 0 while running. */
 uint64_t ns_hosted_finished_ms(ns_hosted_t *h, uint64_t now_ms);
+/* One entry of the `jobs` control request: a map {id, role "requester",
+ * phase, peer (the provider or nil), price (credits: settled, else the
+ * ceiling), age_ms, finished, rounds, checked, error}. */
+void ns_hosted_pack(ns_hosted_t *h, uint64_t now_ms, msgpack_packer *pk);
 void ns_hosted_progress(const ns_hosted_t *h, uint32_t from, ns_ctl_job_t *j);
 
 #endif

@@ -9,6 +9,8 @@
 #include "nightshift/content.h"
 #include "nightshift/control.h"
 #include "nightshift/devices.h"
+#include "nightshift/histo.h"
+#include "nightshift/http.h"
 #include "nightshift/identity.h"
 #include "nightshift/jobdir.h"
 #include "nightshift/join.h"
@@ -20,6 +22,7 @@
 #include "nightshift/slash.h"
 #include "nightshift/util.h"
 #include "nightshift/verified.h"
+#include "nightshift/web.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -60,7 +63,15 @@ struct ns_node {
     uint32_t tick_id;     /* the provider's fast tick, 0: idle */
     uint32_t req_tick_id; /* the requesters' tick, 0: none */
     ns_requester_t *req[NS_NODE_MAX_REQUESTERS];
+    bool req_counted[NS_NODE_MAX_REQUESTERS]; /* its outcome is in rq */
     uint32_t n_req;
+    struct { /* outcomes of the requesters' jobs, for status and metrics */
+        uint64_t done, failed;         /* jobs finished so */
+        uint64_t slashed;              /* providers slashed by our checks */
+        uint64_t checked_units;        /* units re-run to verify */
+        ns_histo_t match, run, verify; /* receipt durations */
+    } rq;
+    ns_http_t *http; /* node.http: /metrics and the status page */
     ns_hosted_t *hosted[NS_NODE_MAX_REQUESTERS]; /* submit --node jobs */
     ns_hash_t preflight_ok[16]; /* jobs (descriptor ids) that passed */
     uint32_t n_preflight;
@@ -264,6 +275,23 @@ static void s_on_claim_tick(void *user, uint64_t now)
         s_on_provider_tick(n, now);
 }
 
+/* A requester's job is over: its receipt goes into the node's counts. */
+static void s_count_outcome(ns_node_t *n, const ns_receipt_t *r)
+{
+    if (r->phase == NS_RQ_DONE)
+        n->rq.done++;
+    else
+        n->rq.failed++;
+    n->rq.slashed += r->slashed;
+    n->rq.checked_units += r->checked;
+    if (r->match_ms)
+        ns_histo_add_us(&n->rq.match, r->match_ms * 1000);
+    if (r->run_ms)
+        ns_histo_add_us(&n->rq.run, r->run_ms * 1000);
+    if (r->verify_ms)
+        ns_histo_add_us(&n->rq.verify, r->verify_ms * 1000);
+}
+
 static void s_on_requester_tick(void *user, uint64_t now)
 {
     ns_node_t *n = user;
@@ -272,7 +300,12 @@ static void s_on_requester_tick(void *user, uint64_t now)
     bool all_done = n->n_req > 0;
     for (uint32_t i = 0; i < n->n_req; i++) {
         ns_requester_tick(n->req[i], now);
-        all_done &= ns_requester_finished(n->req[i]);
+        bool finished = ns_requester_finished(n->req[i]);
+        if (finished && !n->req_counted[i]) {
+            s_count_outcome(n, ns_requester_receipt(n->req[i]));
+            n->req_counted[i] = true;
+        }
+        all_done &= finished;
     }
     if (n->c.light && all_done)
         n->stop = 1;
@@ -449,6 +482,35 @@ static void s_prune_jobs(void *user, uint64_t now)
                 (unsigned long long)pr.kept_bytes);
 }
 
+static unsigned s_on_http(void *user, const char *path, ns_buf_t *body,
+                          const char **content_type)
+{
+    return ns_web_handle(user, path, body, content_type);
+}
+
+/* node.http: /metrics and the status page on the loop; the bound address
+ * goes to <datadir>/node.http (port 0 picks a free one). */
+static int s_start_http(ns_node_t *n, char *err, size_t errlen)
+{
+    const ns_config_t *cfg = n->c.cfg;
+    if (!cfg->http[0])
+        return NS_OK;
+    n->http = ns_http_open(ns_p2p_loop(n->p2p), cfg->http, cfg->http_public,
+                           s_on_http, n, err, errlen);
+    if (!n->http)
+        return NS_ERR_INVAL;
+    char path[PATH_MAX], line[96], host[64];
+    snprintf(host, sizeof host, "%.*s",
+             (int)(strrchr(cfg->http, ':') - cfg->http), cfg->http);
+    int len = snprintf(line, sizeof line, "%s:%u\n", host,
+                       (unsigned)ns_http_port(n->http));
+    if (ns_path_join(path, sizeof path, n->c.datadir, "node.http") != NS_OK ||
+        ns_file_write_atomic(path, line, (size_t)len, 0644) != NS_OK)
+        return s_err(err, errlen, "cannot write %s", path);
+    ns_info(NS_MOD_NODE, "event=http_listening address=%.*s", len - 1, line);
+    return NS_OK;
+}
+
 ns_node_t *ns_node_open(const ns_node_conf_t *c, char *err, size_t errlen)
 {
     ns_node_t *n = calloc(1, sizeof *n);
@@ -513,6 +575,8 @@ ns_node_t *ns_node_open(const ns_node_conf_t *c, char *err, size_t errlen)
             s_err(err, errlen, "cannot write %s", path);
             goto fail;
         }
+        if (s_start_http(n, err, errlen) != NS_OK)
+            goto fail;
     }
     return n;
 fail:
@@ -525,6 +589,7 @@ void ns_node_close(ns_node_t **np)
     if (!np || !*np)
         return;
     ns_node_t *n = *np;
+    ns_http_close(&n->http);
     ns_control_close(&n->control);
     for (uint32_t i = 0; i < n->n_req; i++)
         ns_requester_destroy(&n->req[i]);
@@ -591,8 +656,10 @@ ns_requester_t *ns_node_add_requester(ns_node_t *n, ns_requester_opts_t *o,
     }
     ns_requester_t *q = ns_requester_new(o, &n->io, n->ledger, n->runner, n->me,
                                          n->genesis.network_id, err);
-    if (q)
+    if (q) {
+        n->req_counted[n->n_req] = false;
         n->req[n->n_req++] = q;
+    }
     return q;
 }
 
@@ -642,8 +709,11 @@ static void s_remove_requester(ns_node_t *n, ns_requester_t *q)
 {
     for (uint32_t i = 0; i < n->n_req; i++)
         if (n->req[i] == q) {
+            if (!n->req_counted[i] && ns_requester_finished(q))
+                s_count_outcome(n, ns_requester_receipt(q));
             ns_requester_destroy(&n->req[i]);
             n->req[i] = n->req[--n->n_req];
+            n->req_counted[i] = n->req_counted[n->n_req];
             n->req[n->n_req] = NULL;
             return;
         }
@@ -771,17 +841,151 @@ int ns_node_append(ns_node_t *n, uint8_t type, const ns_entry_body_t *b,
     return ns_ledger_sync_append(n->sync, n->me, type, b, true, id);
 }
 
+/* The node's own ledger account: what it holds and earned with. */
+static void s_pack_account(ns_node_t *n, msgpack_packer *pk)
+{
+    ns_account_t a;
+    if (ns_ledger_account(n->ledger, ns_identity_pk(n->me), &a) != NS_OK)
+        memset(&a, 0, sizeof a);
+    msgpack_pack_map(pk, 9);
+    ns_mp_str(pk, "free");
+    ns_mp_credits(pk, a.free);
+    ns_mp_str(pk, "staked");
+    ns_mp_credits(pk, a.staked);
+    ns_mp_str(pk, "locked_escrow");
+    ns_mp_credits(pk, a.locked_escrow);
+    ns_mp_str(pk, "locked_collateral");
+    ns_mp_credits(pk, a.locked_collateral);
+    ns_mp_str(pk, "jobs_posted");
+    msgpack_pack_uint32(pk, a.jobs_posted);
+    ns_mp_str(pk, "jobs_settled_as_requester");
+    msgpack_pack_uint32(pk, a.jobs_settled_as_requester);
+    ns_mp_str(pk, "jobs_settled");
+    msgpack_pack_uint32(pk, a.jobs_settled);
+    ns_mp_str(pk, "jobs_slashed");
+    msgpack_pack_uint32(pk, a.jobs_slashed);
+    ns_mp_str(pk, "jobs_cancelled");
+    msgpack_pack_uint32(pk, a.jobs_cancelled);
+}
+
+/* The jobs this node posts through `submit --node`: in flight by phase,
+ * finished by outcome, and their durations. */
+static void s_pack_requests(ns_node_t *n, msgpack_packer *pk)
+{
+    uint64_t by_phase[NS_RQ_FAILED + 1] = {0};
+    for (uint32_t i = 0; i < n->n_req; i++)
+        if (!ns_requester_finished(n->req[i]))
+            by_phase[ns_requester_receipt(n->req[i])->phase]++;
+    msgpack_pack_map(pk, 8);
+    ns_mp_str(pk, "in_flight"); /* by phase */
+    msgpack_pack_map(pk, NS_RQ_VERIFY + 1);
+    for (int p = NS_RQ_JOIN; p <= NS_RQ_VERIFY; p++) {
+        ns_mp_str(pk, ns_rq_phase_name((ns_rq_phase_t)p));
+        msgpack_pack_uint64(pk, by_phase[p]);
+    }
+    ns_mp_str(pk, "done");
+    msgpack_pack_uint64(pk, n->rq.done);
+    ns_mp_str(pk, "failed");
+    msgpack_pack_uint64(pk, n->rq.failed);
+    ns_mp_str(pk, "slashed");
+    msgpack_pack_uint64(pk, n->rq.slashed);
+    ns_mp_str(pk, "checked_units");
+    msgpack_pack_uint64(pk, n->rq.checked_units);
+    ns_mp_str(pk, "match_seconds");
+    ns_histo_pack(&n->rq.match, pk);
+    ns_mp_str(pk, "run_seconds");
+    ns_histo_pack(&n->rq.run, pk);
+    ns_mp_str(pk, "verify_seconds");
+    ns_histo_pack(&n->rq.verify, pk);
+}
+
 void ns_node_pack_status(ns_node_t *n, msgpack_packer *pk)
 {
-    ns_p2p_pack_status(n->p2p, pk, n->provider ? 4 : 3);
+    ns_p2p_pack_status(n->p2p, pk, n->provider ? 7 : 6);
     ns_mp_str(pk, "pid");
     msgpack_pack_int64(pk, (int64_t)getpid());
     ns_mp_str(pk, "datadir");
     ns_mp_str(pk, n->c.datadir);
+    ns_mp_str(pk, "http"); /* node.http as bound, nil when off */
+    if (n->http) {
+        char addr[96];
+        snprintf(addr, sizeof addr, "%.*s:%u",
+                 (int)(strrchr(n->c.cfg->http, ':') - n->c.cfg->http),
+                 n->c.cfg->http, (unsigned)ns_http_port(n->http));
+        ns_mp_str(pk, addr);
+    } else {
+        msgpack_pack_nil(pk);
+    }
     ns_mp_str(pk, "ledger");
     ns_ledger_sync_pack_status(n->sync, pk);
+    ns_mp_str(pk, "account");
+    s_pack_account(n, pk);
+    ns_mp_str(pk, "requests");
+    s_pack_requests(n, pk);
     if (n->provider) {
         ns_mp_str(pk, "provider");
         ns_provider_pack_status(n->provider, pk);
     }
+}
+
+void ns_node_pack_jobs(ns_node_t *n, msgpack_packer *pk)
+{
+    uint64_t now = ns_mono_ms();
+    uint32_t count = n->provider ? ns_provider_n_jobs(n->provider) : 0;
+    for (int i = 0; i < NS_NODE_MAX_REQUESTERS; i++)
+        count += n->hosted[i] != NULL;
+    msgpack_pack_array(pk, count);
+    for (int i = 0; i < NS_NODE_MAX_REQUESTERS; i++)
+        if (n->hosted[i])
+            ns_hosted_pack(n->hosted[i], now, pk);
+    if (n->provider)
+        ns_provider_pack_jobs(n->provider, pk);
+}
+
+struct s_sum {
+    uint64_t free, staked, escrow, collateral;
+};
+
+static bool s_sum_account(void *u, const ns_account_t *a)
+{
+    struct s_sum *s = u;
+    s->free += a->free;
+    s->staked += a->staked;
+    s->escrow += a->locked_escrow;
+    s->collateral += a->locked_collateral;
+    return true;
+}
+
+void ns_node_pack_ledger_summary(ns_node_t *n, msgpack_packer *pk)
+{
+    struct s_sum sum = {0};
+    ns_ledger_stats_t st;
+    uint64_t total = 0;
+    ns_ledger_stats(n->ledger, &st);
+    ns_ledger_each_account(n->ledger, s_sum_account, &sum);
+    bool conserved = ns_ledger_check_conservation(n->ledger, &total) == NS_OK;
+    msgpack_pack_map(pk, 10);
+    ns_mp_str(pk, "accounts");
+    msgpack_pack_uint64(pk, st.accounts);
+    ns_mp_str(pk, "entries");
+    msgpack_pack_uint64(pk, st.entries);
+    ns_mp_str(pk, "free");
+    ns_mp_credits(pk, sum.free);
+    ns_mp_str(pk, "staked");
+    ns_mp_credits(pk, sum.staked);
+    ns_mp_str(pk, "escrow");
+    ns_mp_credits(pk, sum.escrow);
+    ns_mp_str(pk, "collateral");
+    ns_mp_credits(pk, sum.collateral);
+    ns_mp_str(pk, "burned");
+    ns_mp_credits(pk, st.burned);
+    ns_mp_str(pk, "pending_credit");
+    ns_mp_credits(pk, st.pending_credit);
+    ns_mp_str(pk, "total");
+    ns_mp_credits(pk, st.total);
+    ns_mp_str(pk, "conserved");
+    if (conserved)
+        msgpack_pack_true(pk);
+    else
+        msgpack_pack_false(pk);
 }

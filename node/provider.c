@@ -1,6 +1,7 @@
 /* provider.c - bids, accepts, fetches, runs, commits, serves. */
 #include "nightshift/provider.h"
 
+#include "nightshift/histo.h"
 #include "nightshift/log.h"
 #include "nightshift/market.h"
 #include "nightshift/policy.h"
@@ -64,6 +65,8 @@ struct ns_provider {
         uint64_t announces, bids, awards, accepts, results, failed;
         uint64_t served_bytes, refused_requester, claims, table_full;
         uint64_t inputs_cached, stopped, no_storage;
+        uint64_t bids_lost; /* expired unanswered, or replaced */
+        ns_histo_t run;     /* worker wall time of each result */
     } stats;
     bool storage_refusing; /* said so for this outage */
     ns_account_t seen;     /* our account at the last claim tick */
@@ -287,9 +290,10 @@ static int s_on_job(ns_provider_t *p, const ns_node_msg_t *m)
         return NS_ERR_INVAL; /* only the requester announces its job */
     p->stats.announces++;
     s_job_t *old = s_find(p, a.job_id);
-    if (old && old->state == PJ_BID && old->ann.round < a.round)
+    if (old && old->state == PJ_BID && old->ann.round < a.round) {
         s_job_clear(old); /* a new round: bid again */
-    else if (old)
+        p->stats.bids_lost++;
+    } else if (old)
         return NS_OK;
     if (memcmp(a.requester, p->self, NS_ID_BYTES) == 0 ||
         a.deadline_ms <= p->io->now_ms(p->io->user) || p->o.n_devices == 0)
@@ -350,6 +354,7 @@ static int s_on_job(ns_provider_t *p, const ns_node_msg_t *m)
     }
     if (!j && oldest_bid) { /* an unanswered bid is the cheapest to drop */
         s_job_clear(oldest_bid);
+        p->stats.bids_lost++;
         j = oldest_bid;
     }
     if (!j) {
@@ -690,6 +695,7 @@ static void s_finish(ns_provider_t *p, s_job_t *j)
         return;
     }
     p->stats.results++;
+    ns_histo_add_us(&p->stats.run, j->res.wall_us);
     s_set(p, j, PJ_SERVE);
     s_update_offer(p);
     ns_info(NS_MOD_MARKET,
@@ -781,8 +787,10 @@ void ns_provider_tick(ns_provider_t *p, uint64_t now)
         }
         switch (j->state) {
         case PJ_BID:
-            if (now - j->since_ms > NS_POLICY_BID_TTL_MS)
+            if (now - j->since_ms > NS_POLICY_BID_TTL_MS) {
                 s_job_clear(j);
+                p->stats.bids_lost++;
+            }
             break;
         case PJ_FETCH:
             if (j->have_job && ns_fetch_done(&j->fetch))
@@ -1036,15 +1044,21 @@ void ns_provider_destroy(ns_provider_t **pp)
     *pp = NULL;
 }
 
+static const char *const s_state_names[] = {
+    [PJ_FREE] = "free", [PJ_BID] = "bid",   [PJ_FETCH] = "fetch",
+    [PJ_RUN] = "run",   [PJ_HOLD] = "hold", [PJ_SERVE] = "serve",
+};
+
 void ns_provider_pack_status(const ns_provider_t *p, msgpack_packer *pk)
 {
-    msgpack_pack_map(pk, 16);
+    msgpack_pack_map(pk, 19);
 #define KV(k, v)                                                               \
     ns_mp_str(pk, k);                                                          \
     msgpack_pack_uint64(pk, v)
     KV("announces_seen", p->stats.announces);
     KV("bids", p->stats.bids);
     KV("awards", p->stats.awards);
+    KV("bids_lost", p->stats.bids_lost);
     KV("accepts", p->stats.accepts);
     KV("results", p->stats.results);
     KV("failed", p->stats.failed);
@@ -1053,13 +1067,56 @@ void ns_provider_pack_status(const ns_provider_t *p, msgpack_packer *pk)
     KV("claims", p->stats.claims);
     KV("table_full", p->stats.table_full);
     KV("busy", s_busy(p));
-    uint64_t running = 0;
+    uint64_t by_state[PJ_SERVE + 1] = {0};
     for (int i = 0; i < S_MAX_JOBS; i++)
-        running += p->jobs[i].state == PJ_RUN;
-    KV("running", running);
+        by_state[p->jobs[i].state]++;
+    KV("running", by_state[PJ_RUN]);
     KV("workers", p->n_workers);
     KV("inputs_cached", p->stats.inputs_cached);
     KV("stopped", p->stats.stopped);
     KV("refused_no_storage", p->stats.no_storage);
+    ns_mp_str(pk, "jobs"); /* by phase, now */
+    msgpack_pack_map(pk, PJ_SERVE);
+    for (int st = PJ_BID; st <= PJ_SERVE; st++) {
+        KV(s_state_names[st], by_state[st]);
+    }
+    ns_mp_str(pk, "run_seconds");
+    ns_histo_pack(&p->stats.run, pk);
 #undef KV
+}
+
+uint32_t ns_provider_n_jobs(const ns_provider_t *p)
+{
+    uint32_t n = 0;
+    for (int i = 0; i < S_MAX_JOBS; i++)
+        n += p->jobs[i].state != PJ_FREE;
+    return n;
+}
+
+void ns_provider_pack_jobs(const ns_provider_t *p, msgpack_packer *pk)
+{
+    uint64_t now = p->io->mono_ms(p->io->user);
+    for (int i = 0; i < S_MAX_JOBS; i++) {
+        const s_job_t *j = &p->jobs[i];
+        if (j->state == PJ_FREE)
+            continue;
+        char hex[2 * NS_HASH_BYTES + 1], peer[NS_ID_TEXT_LEN + 1];
+        ns_hex(hex, j->ann.job_id, NS_HASH_BYTES);
+        ns_id_text(peer, j->ann.requester);
+        msgpack_pack_map(pk, 7);
+        ns_mp_str(pk, "id");
+        ns_mp_str(pk, hex);
+        ns_mp_str(pk, "role");
+        ns_mp_str(pk, "provider");
+        ns_mp_str(pk, "phase");
+        ns_mp_str(pk, s_state_names[j->state]);
+        ns_mp_str(pk, "peer"); /* the requester */
+        ns_mp_str(pk, peer);
+        ns_mp_str(pk, "price"); /* our bid */
+        ns_mp_credits(pk, j->bid.price);
+        ns_mp_str(pk, "age_ms"); /* in this phase for */
+        msgpack_pack_uint64(pk, now - j->since_ms);
+        ns_mp_str(pk, "finished");
+        msgpack_pack_false(pk);
+    }
 }

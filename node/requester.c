@@ -50,6 +50,7 @@ struct ns_requester {
     bool finished;
     char last_failure[NS_MAX_FAIL_REASON + 128]; /* the last report */
     char history[600];     /* why each earlier round's provider was dropped */
+    char wait_why[640];    /* NS_RQ_WAITING: the reason last said */
     bool slash_by_ref;     /* a SLASH whose inputs peers fetch from us */
     ns_challenger_t chal;  /* the winner's hardware challenge */
     ns_bid_t chal_bid;     /* the bid that wins if it passes */
@@ -58,8 +59,8 @@ struct ns_requester {
 };
 
 static const char *const s_phase_names[] = {
-    "join",    "announce", "bidding", "challenge", "accept",
-    "running", "fetch",    "verify",  "done",      "failed"};
+    "join",    "announce", "bidding", "waiting", "challenge", "accept",
+    "running", "fetch",    "verify",  "done",    "failed"};
 
 const char *ns_rq_phase_name(ns_rq_phase_t phase)
 {
@@ -626,6 +627,25 @@ static bool s_mark_free(void *u, const uint8_t *id, const ns_heartbeat_t *hb)
     return false;
 }
 
+/* No bid: wait for a provider that can take the job (one joining, a busy
+ * one becoming free), up to the deadline, saying why none can while the
+ * reason changes. False when the job should fail now instead. */
+static bool s_wait(ns_requester_t *q, const char *why)
+{
+    uint64_t wall = q->io->now_ms(q->io->user);
+    if (q->o.no_wait || wall + NS_POLICY_RUN_MIN_MS >= q->ann.deadline_ms)
+        return false;
+    if (strcmp(why, q->wait_why) != 0) {
+        snprintf(q->wait_why, sizeof q->wait_why, "%s", why);
+        s_say(q,
+              "waiting for a provider, up to the deadline (%llu s left; "
+              "--no-wait fails instead): %s",
+              (unsigned long long)((q->ann.deadline_ms - wall) / 1000), why);
+    }
+    s_phase(q, NS_RQ_WAITING);
+    return true;
+}
+
 static void s_award(ns_requester_t *q)
 {
     ns_bid_rank_t rank[NS_POLICY_MAX_BIDS];
@@ -646,6 +666,8 @@ static void s_award(ns_requester_t *q)
         if (w < 0) {
             char why[sizeof q->rc.error];
             s_explain(q, why, sizeof why);
+            if (s_wait(q, why))
+                return;
             s_cancel(q, NULL, false);
             s_fail(q, "%s", why);
             return;
@@ -1009,6 +1031,18 @@ void ns_requester_tick(ns_requester_t *q, uint64_t now)
             (q->n_bids > 0 && q->ann.bid_window_ms == q->o.bid_window_ms &&
              q->n_bids >= s_qualified_known(q)))
             s_award(q);
+        break;
+    case NS_RQ_WAITING:
+        /* announce again once a provider we know qualifies (its heartbeat
+         * says so), at most every NS_POLICY_QUEUE_RETRY_MS, and now and
+         * then anyway: one may have joined that we have not heard of */
+        if (now - q->phase_ms >= NS_POLICY_QUEUE_RETRY_MS &&
+            (s_qualified_known(q) > 0 ||
+             now - q->phase_ms >= NS_POLICY_QUEUE_POLL_MS))
+            s_announce(q);
+        else if (q->io->now_ms(q->io->user) + NS_POLICY_RUN_MIN_MS >=
+                 q->ann.deadline_ms)
+            s_award(q); /* no bids: fails with the reason */
         break;
     case NS_RQ_CHALLENGE:
         s_challenged(q, now);

@@ -13,6 +13,7 @@
 #include "nightshift/wire.h"
 
 #include <limits.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #define NS_MAX_BOOTSTRAP 16
@@ -37,11 +38,14 @@ typedef struct {
     uint32_t rate_msgs_per_s;       /* per-link token refill rate */
     uint32_t rate_burst;            /* per-link bucket size */
     char region[NS_MAX_REGION + 1];
-    uint64_t price;            /* micro-credits per device-second */
-    uint64_t stake;            /* kept staked, micro-credits (the
-                                  setting is in credits) */
-    uint32_t slots;            /* concurrent jobs offered */
-    uint32_t load_price_pct;   /* price rises this % per busy slot */
+    char http[64];           /* node.http: HOST:PORT of /metrics and the status
+                                page; "" = off (the default) */
+    bool http_public;        /* node.http_public: serve a non-loopback host */
+    uint64_t price;          /* micro-credits per device-second */
+    uint64_t stake;          /* kept staked, micro-credits (the
+                                setting is in credits) */
+    uint32_t slots;          /* concurrent jobs offered */
+    uint32_t load_price_pct; /* price rises this % per busy slot */
     uint64_t ledger_map_bytes; /* [ledger] map_size: LMDB map, bytes */
     uint64_t blob_cache_bytes; /* input_cache_bytes: kept inputs, bytes */
     ns_log_level log_level;

@@ -20,6 +20,11 @@
  *   ["job", job_id (bin 32), from_line]
  *       a submitted job's progress: {phase, lines (from from_line on),
  *       next_line, finished, receipt (when finished)}
+ *   "jobs"
+ *       the node's jobs, an array of maps {id (hex), role ("requester":
+ *       a submit --node job; "provider": one it bid on or runs), phase,
+ *       peer (the provider, or the requester; nil before a winner), price
+ *       (credits), age_ms, finished, ...} (ns_node_pack_jobs)
  * Reply: one frame, a msgpack array [ok bool, document]; on error the
  * document is a str with the reason.
  */
@@ -56,6 +61,7 @@ typedef enum {
     NS_CTL_CANCEL,
     NS_CTL_SUBMIT,
     NS_CTL_JOB,
+    NS_CTL_JOBS,
 } ns_ctl_kind_t;
 
 /* A job's terms, as `submit` takes them. */
@@ -64,6 +70,7 @@ typedef struct {
     uint32_t bid_window_ms;
     uint64_t deadline_s, timeout_s;
     ns_reqs_t reqs;
+    bool no_wait; /* fail at once when no provider can take the job */
 } ns_ctl_terms_t;
 
 typedef struct ns_ctl_req {

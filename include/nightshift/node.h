@@ -93,6 +93,13 @@ const char *ns_node_datadir(const ns_node_t *n);
 /* Status document for the control socket: p2p's map with pid, datadir,
  * ledger and provider sections. */
 void ns_node_pack_status(ns_node_t *n, msgpack_packer *pk);
+/* The node's jobs, an array: hosted (`submit --node`) jobs first (see
+ * ns_hosted_pack), then the provider's (ns_provider_pack_jobs). */
+void ns_node_pack_jobs(ns_node_t *n, msgpack_packer *pk);
+/* The ledger as a whole, a map: accounts, entries, and the sums over
+ * every account of free, staked, escrow, collateral, with burned,
+ * pending_credit, total (credits) and conserved (bool). O(accounts). */
+void ns_node_pack_ledger_summary(ns_node_t *n, msgpack_packer *pk);
 
 /* Append our own entry through the ledger sync (durable, gossiped). */
 int ns_node_append(ns_node_t *n, uint8_t type, const ns_entry_body_t *b,

@@ -47,6 +47,11 @@
 /* The throughput a work estimate assumes for a device not measured. */
 #define NS_POLICY_REF_GFLOPS 100.0
 #define NS_POLICY_MAX_BIDS 64 /* bids kept per auction round */
+/* A job no provider can take waits (requester.h no_wait): announced again
+ * at most this often once a known provider qualifies, and this often
+ * anyway. */
+#define NS_POLICY_QUEUE_RETRY_MS 1000
+#define NS_POLICY_QUEUE_POLL_MS 10000
 /* Bids closer than this in arrival tie on round trip (auction.h). */
 #define NS_POLICY_RTT_BUCKET_US 5000
 /* An awarded provider must accept (its ACCEPT entry) within this. */

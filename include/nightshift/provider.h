@@ -84,7 +84,15 @@ bool ns_provider_worker_wants_write(const ns_provider_t *p, uint32_t i);
  * the offer. Call every NS_POLICY_CLAIM_MS. */
 void ns_provider_claim(ns_provider_t *p);
 
-/* Counters for status --json (a map). */
+/* Counters for status --json (a map): bids, awards (bids won),
+ * bids_lost, jobs by phase now, run_seconds (histo.h)... */
 void ns_provider_pack_status(const ns_provider_t *p, msgpack_packer *pk);
+/* The jobs this provider holds (bid on, fetching, running, serving):
+ * ns_provider_n_jobs maps {id, role "provider", phase, peer (the
+ * requester), price (our bid, credits), age_ms (in this phase), finished
+ * false}, packed one after the other (the caller packs the array): the
+ * `jobs` control request. */
+uint32_t ns_provider_n_jobs(const ns_provider_t *p);
+void ns_provider_pack_jobs(const ns_provider_t *p, msgpack_packer *pk);
 
 #endif

@@ -38,6 +38,8 @@ typedef enum {
     NS_RQ_JOIN,
     NS_RQ_ANNOUNCE,
     NS_RQ_BIDDING,
+    NS_RQ_WAITING,   /* no provider qualifies yet: announced again when one
+                        does, up to the deadline (unless no_wait) */
     NS_RQ_CHALLENGE, /* the winner proves the device it claims */
     NS_RQ_ACCEPT,
     NS_RQ_RUNNING,
@@ -63,6 +65,10 @@ typedef struct {
     /* Skip the unit sampling before posting (preflight.h). Only for tests
      * that need a job to fail on the provider and nowhere else. */
     bool no_preflight;
+    /* Fail at once when no provider can take the job, instead of waiting
+     * for one (a provider joining, a busy one becoming free) up to the
+     * deadline. */
+    bool no_wait;
     /* Where a SLASH's inputs wait for peers to fetch them when they do
      * not fit in the entry (set by the node; NULL: none). */
     ns_blobs_t *blobs;

@@ -259,6 +259,13 @@ TEST(bad_values)
         {"ledger", "map_size", "1048575"},
         {"ledger", "map_size", "1099511627777"},
         {"ledger", "map_size", "8G"},
+        {"node", "http", "9464"},
+        {"node", "http", ":9464"},
+        {"node", "http", "127.0.0.1:"},
+        {"node", "http", "127.0.0.1:65536"},
+        {"node", "http", "127.0.0.1:-1"},
+        {"node", "http", "a b:1"},
+        {"node", "http_public", "yes"},
         {"log", "level", "verbose"},
         {"log", "level", "INFO"},
         {"log", "level", ""},
@@ -381,6 +388,8 @@ static void s_config_equal(const ns_config_t *a, const ns_config_t *b)
     CHECK(a->price == b->price);
     CHECK(a->stake == b->stake);
     CHECK_EQ_INT(a->slots, b->slots);
+    CHECK_STR(a->http, b->http);
+    CHECK_EQ_INT(a->http_public, b->http_public);
     CHECK_EQ_INT(a->log_level, b->log_level);
     CHECK_STR(a->log_debug, b->log_debug);
 }
@@ -418,6 +427,8 @@ TEST(write_then_load)
         {"node", "price", "0"},
         {"node", "stake", "18446744073709.551615"},
         {"node", "slots", "1024"},
+        {"node", "http", "127.0.0.1:9464"},
+        {"node", "http_public", "true"},
         {"ledger", "map_size", "1048576"},
         {"log", "level", "debug"},
         {"log", "debug", "all"},

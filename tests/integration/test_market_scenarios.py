@@ -14,10 +14,12 @@ Bad inputs, on a 3-node honest testnet, each must fail with a clear error
 and leave the requester's balance as it was:
   * a job descriptor that fails validation: exit 2, the reason on stderr,
     no JOB entry (no escrow ever locked);
-  * a max price below every bid: the error names the failing requirement
-    with its count ("price <= 1: 0 of 3"), the escrow is refunded;
-  * inputs larger than any provider's memory (--min-mem 10^15): "memory >=
-    ...: 0 of 3", refunded.
+  * a max price below every bid, with --no-wait: the error names the
+    failing requirement with its count ("price <= 1: 0 of 3") at once, the
+    escrow is refunded;
+  * inputs larger than any provider's memory (--min-mem 10^15): the job
+    waits for a provider up to its 4 s deadline, saying why none qualifies
+    ("memory >= ...: 0 of 3"), then fails with that reason, refunded.
 """
 import json
 import os
@@ -196,8 +198,9 @@ def test_bad_inputs(net):
 
     # 2. A max price below every bid: the work estimate makes every honest
     #    bid (default price 1000 microcredits per device-second) cost
-    #    well over 1 credit on any device under 10 PFLOPS.
-    r = submit(tn, sgemm(), "--max-price", 1, "--work", 10**19)
+    #    well over 1 credit on any device under 10 PFLOPS. --no-wait: the
+    #    job fails at once instead of waiting for a provider.
+    r = submit(tn, sgemm(), "--max-price", 1, "--work", 10**19, "--no-wait")
     log(f"max price 1: exit {r.returncode}")
     check(r.returncode != 0, "a job no provider can take at its price was "
                              "reported as success")
@@ -221,10 +224,16 @@ def test_bad_inputs(net):
           f"expected the job's escrow locked and released (JOB, CANCEL), "
           f"got {types}")
 
-    # 3. More memory than any provider has.
+    # 3. More memory than any provider has. Without --no-wait the job
+    #    waits for a provider that has it, saying why none can, and fails
+    #    at its deadline.
+    t0 = time.monotonic()
     r = submit(tn, sgemm(), "--max-price", 100, "--min-mem",
-               10**15)
-    log(f"min-mem 10^15: exit {r.returncode}")
+               10**15, "--deadline-s", 4)
+    log(f"min-mem 10^15: exit {r.returncode} after "
+        f"{time.monotonic() - t0:.1f}s")
+    check(time.monotonic() - t0 >= 3.5,
+          "the job should wait for a provider up to its deadline")
     check(r.returncode != 0, "a job no provider has the memory for was "
                              "reported as success")
     doc = json.loads(r.stdout)

@@ -93,6 +93,23 @@ def test(net):
         check(f.read() == g.read(), "submit --node output differs from run")
     check_eq(len(job_entries(node0, node0_id)), 1,
              "JOB entries by node0 after one submit --node")
+    n_node0_jobs = 2  # with the job file's below
+
+    # 1b. the same job as a job file (docs/JOBS.md), through the node
+    jobfile = os.path.join(net.dir, "vadd.json")
+    with open(jobfile, "w") as f:
+        json.dump({"builtin": "vector_add",
+                   "buffers": {"a": {"file": "a.bin"},
+                               "b": {"file": "b.bin"},
+                               "c": {"bytes": 4 * n, "out": "via-job.bin"}},
+                   "steps": [{"global": [n],
+                              "args": ["a", "b", "c", {"u32": n}]}]}, f)
+    r = cli("submit", "--node", node0, "--job", jobfile, "--max-price", 10,
+            "--bid-window-ms", 50, timeout=120)
+    check(r.returncode == 0, f"submit --job failed: {r.stderr[-800:]}")
+    with open(os.path.join(net.dir, "via-job.bin"), "rb") as f, \
+            open(local, "rb") as g:
+        check(f.read() == g.read(), "submit --job output differs from run")
 
     # 2. a kernel that does not build: caught before any credit moves
     bad = os.path.join(net.dir, "bad.cl")
@@ -112,7 +129,7 @@ def test(net):
               "does not build" in lines[0] and ":3:" in lines[0],
               f"the error should name bad.cl and its line: {lines}")
         check(took < 10, f"the broken kernel took {took:.1f}s to report")
-    check_eq(len(job_entries(node0, node0_id)), 1,
+    check_eq(len(job_entries(node0, node0_id)), n_node0_jobs,
              "JOB entries by node0 after the broken kernel")
     check_eq(len(job_entries(req, req_id)), 0,
              "JOB entries by the requester after the broken kernel")

@@ -14,7 +14,7 @@ TEST(every_request_round_trips)
     ns_buf_init(&b);
     static ns_ctl_req_t r, back;
     static const uint8_t desc[300] = {0x93, 1, 2, 3};
-    for (int k = NS_CTL_STATUS; k <= NS_CTL_JOB; k++) {
+    for (int k = NS_CTL_STATUS; k <= NS_CTL_JOBS; k++) {
         memset(&r, 0, sizeof r);
         r.kind = (ns_ctl_kind_t)k;
         if (k == NS_CTL_CONNECT)
@@ -33,6 +33,7 @@ TEST(every_request_round_trips)
             r.terms.max_price = 10;
             r.terms.collateral = 5;
             r.terms.bid_window_ms = 20;
+            r.terms.no_wait = true;
             r.terms.deadline_s = 60;
             r.terms.timeout_s = 600;
             r.terms.reqs.min_mem_bytes = 1 << 30;

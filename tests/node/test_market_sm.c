@@ -81,6 +81,7 @@ static const char *s_source;
 static bool s_no_preflight;       /* the next world's requester skips it */
 static bool s_liar;               /* provider 1 claims an impossible device */
 static bool s_small_alloc;        /* providers allocate 1 KiB at most */
+static bool s_wait = false;       /* the requester waits for a provider */
 static ns_verified_t *s_verified; /* the next requester challenges */
 
 /* ---- the fake network --------------------------------------------------- */
@@ -440,6 +441,7 @@ static s_world_t *s_world(const ns_fault_t *f1, const ns_fault_t *f2,
     ns_requester_opts_t o = s_req_opts(w, nonce);
     o.deadline_s = deadline_s;
     o.no_preflight = s_no_preflight;
+    o.no_wait = !s_wait; /* today's tests: an empty auction fails at once */
     o.verified = s_verified;
     o.chal_allowance_ms = 20; /* the liar's work takes longer than this */
     w->p[0].requester =
@@ -642,6 +644,32 @@ TEST(buffers_beyond_the_largest_allocation_get_no_bid)
                            "0 of 2") != NULL);
     for (uint32_t l = 0; l < W_PARTIES; l++)
         CHECK_EQ_INT(s_job_state(w, l), NS_JOB_CANCELLED);
+    CHECK(s_conserved(w));
+    s_world_free(w);
+}
+
+/* No provider can take the job yet: the requester waits (saying why),
+ * announces again, and the job settles once a provider is back. */
+TEST(waits_for_a_provider_then_settles)
+{
+    s_wait = true;
+    s_world_t *w = s_world(NULL, NULL, 60);
+    s_wait = false;
+    if (!CHECK(w != NULL))
+        return;
+    w->p[1].offline = w->p[2].offline = true;
+    for (int i = 0; i < 600; i++) /* 3 s: three announcements or so */
+        s_step(w, 5);
+    const ns_receipt_t *r = ns_requester_receipt(w->p[0].requester);
+    CHECK_EQ_INT(r->phase, NS_RQ_WAITING);
+    CHECK(s_said(w, "waiting for a provider"));
+    CHECK(s_said(w, "no provider bid"));
+    CHECK_EQ_INT(s_job_state(w, 0), NS_JOB_OPEN); /* escrow stays locked */
+    w->p[1].offline = false; /* heard of at the next announcement */
+    CHECK(s_run(w, 4000));
+    CHECK_EQ_INT(r->phase, NS_RQ_DONE);
+    CHECK(r->rounds >= 2);
+    CHECK(memcmp(w->outputs[2], w->want, sizeof w->want) == 0);
     CHECK(s_conserved(w));
     s_world_free(w);
 }
@@ -935,6 +963,7 @@ int main(int argc, char **argv)
     RUN(lazy_provider_slashed_job_completed_elsewhere);
     RUN(no_bid_cancels_and_refunds);
     RUN(buffers_beyond_the_largest_allocation_get_no_bid);
+    RUN(waits_for_a_provider_then_settles);
     RUN(deadline_penalises_silent_provider);
     RUN(resume_picks_the_job_up);
     RUN(provider_failure_moves_on_without_penalty);

@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""Idle cost of nodes: CPU and wakeups per second of idle nodes on this
+machine, for one node and for a larger testnet (default 64), each printed
+next to the figure for one node measured in the same run. Figures only;
+nothing passes or fails on time.
+
+A node is idle when no job runs: it should wake for its heartbeats and its
+claims, not for fast timers (goal: < 0.5 % CPU per node, and 64 nodes on
+one 2-core box).
+
+Per node: CPU % = (utime + stime) over the window / window, from
+/proc/PID/stat; wakeups/s = voluntary context switches over the window
+(each sleep that ends is one), from /proc/PID/status.
+
+    bench/bench_idle.py [--sizes 1,64] [--window 30] [--settle 10]
+                        [--heartbeat-ms 1000]
+"""
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.environ.get("NIGHTSHIFT_BIN") or os.path.join(ROOT, "build",
+                                                       "nightshift")
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def sample(pid):
+    """(cpu seconds, voluntary context switches) of pid, or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        cpu = (int(fields[11]) + int(fields[12])) / TICK
+        with open(f"/proc/{pid}/status") as f:
+            vol = next(int(line.split()[1]) for line in f
+                       if line.startswith("voluntary_ctxt_switches"))
+        return cpu, vol
+    except (OSError, StopIteration, IndexError, ValueError):
+        return None
+
+
+def measure(work, n, args):
+    d = os.path.join(work, f"tn{n}")
+    env = {**os.environ, "NIGHTSHIFT_BIN": BIN}
+    t0 = time.monotonic()
+    r = subprocess.run([os.path.join(ROOT, "testnet", "run.sh"), "-n",
+                        str(n), "-d", d, "-i", str(args.heartbeat_ms), "-t",
+                        "300"], capture_output=True, text=True, env=env,
+                       stdin=subprocess.DEVNULL)
+    if r.returncode != 0:
+        subprocess.run([os.path.join(ROOT, "testnet", "stop.sh"), "-d", d],
+                       capture_output=True)
+        sys.exit(f"run.sh -n {n} failed:\n{r.stdout}\n{r.stderr}")
+    try:
+        with open(os.path.join(d, "pids")) as f:
+            pids = [int(line.split()[0]) for line in f if line.strip()]
+        up = time.monotonic() - t0
+        time.sleep(args.settle)
+        before = {p: sample(p) for p in pids}
+        time.sleep(args.window)
+        after = {p: sample(p) for p in pids}
+        cpu, wake = [], []
+        for p in pids:
+            if before[p] and after[p]:
+                cpu.append((after[p][0] - before[p][0]) / args.window * 100)
+                wake.append((after[p][1] - before[p][1]) / args.window)
+        la = os.getloadavg()
+    finally:
+        subprocess.run([os.path.join(ROOT, "testnet", "stop.sh"), "-d", d],
+                       capture_output=True)
+    return {"n": n, "up_s": up, "cpu": cpu, "wake": wake, "load": la}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", default="1,64")
+    ap.add_argument("--window", type=float, default=30)
+    ap.add_argument("--settle", type=float, default=10)
+    ap.add_argument("--heartbeat-ms", type=int, default=1000)
+    args = ap.parse_args()
+    sizes = [int(x) for x in args.sizes.split(",")]
+    if 1 not in sizes:
+        sizes.insert(0, 1)  # the reference
+    work = tempfile.mkdtemp(prefix="bench-idle-")
+    print(f"bench_idle: {BIN}; heartbeat {args.heartbeat_ms} ms; window "
+          f"{args.window:.0f} s after {args.settle:.0f} s; "
+          f"{os.cpu_count()} CPUs", flush=True)
+    ref = None
+    try:
+        for n in sizes:
+            m = measure(work, n, args)
+            cpu = statistics.mean(m["cpu"]) if m["cpu"] else float("nan")
+            wake = statistics.mean(m["wake"]) if m["wake"] else float("nan")
+            if n == 1:
+                ref = (cpu, wake)
+            print(f"  {n:3} node(s) up in {m['up_s']:.1f} s: CPU per node "
+                  f"mean {cpu:.3f} % (max {max(m['cpu']):.3f} %), total "
+                  f"{sum(m['cpu']):.2f} % of one core; wakeups/s per node "
+                  f"{wake:.1f}; load {m['load'][0]:.2f}", flush=True)
+            if ref and n != 1:
+                print(f"      vs one node in this run: CPU {ref[0]:.3f} %, "
+                      f"wakeups/s {ref[1]:.1f}; goal < 0.5 % per node",
+                      flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
