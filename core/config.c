@@ -45,6 +45,8 @@ const ns_config_key_t ns_config_keys[] = {
     {"node", "max_msg_future_ms", "clock skew allowed ahead of us"},
     {"node", "rate_msgs_per_s", "per-link message rate"},
     {"node", "rate_burst", "per-link burst"},
+    {"node", "http", "HOST:PORT of /metrics and the status page (empty: off)"},
+    {"node", "http_public", "serve node.http on a non-loopback host"},
     {"node", "region", "region offered to requesters"},
     {"node", "price", "micro-credits per device-second"},
     {"node", "stake", "credits kept staked"},
@@ -82,6 +84,10 @@ int ns_config_get(const ns_config_t *cfg, const char *section, const char *key,
         s = cfg->log_level <= NS_LOG_DEBUG ? lv[cfg->log_level] : "?";
     else if (KEY("log", "debug"))
         s = cfg->log_debug;
+    else if (KEY("node", "http"))
+        s = cfg->http;
+    else if (KEY("node", "http_public"))
+        s = cfg->http_public ? "true" : "false";
     else if (KEY("node", "bootstrap")) {
         size_t n = 0;
         if (cap)
