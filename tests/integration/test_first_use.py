@@ -74,6 +74,12 @@ def check_conventions(net, tn):
     r = cli("id", env=env_with(NIGHTSHIFT_DATADIR=d))
     check(r.returncode == 0 and r.stdout.startswith(ident),
           f"id with NIGHTSHIFT_DATADIR: {r.returncode} {r.stderr!r}")
+    node0 = os.path.join(tn, "node0")
+    for cmd in ("status", "peers", "jobs", "balance", "ledger"):
+        r = cli(cmd, "--json", env=env_with(NIGHTSHIFT_DATADIR=node0))
+        check(r.returncode == 0 and r.stdout.lstrip()[:1] in "{[",
+              f"`{cmd} --json` with NIGHTSHIFT_DATADIR: {r.returncode} "
+              f"{r.stderr.strip()!r}")
     xdg = os.path.join(net.dir, "xdg")
     r = cli("id", env=env_with(XDG_DATA_HOME=xdg))
     one_error(r, "id with no datadir anywhere", 2, "does not exist",
