@@ -9,6 +9,9 @@
 #ifndef NIGHTSHIFT_CLI_H
 #define NIGHTSHIFT_CLI_H
 
+#include "nightshift/config.h"
+
+#include <stddef.h>
 #include <stdio.h>
 
 int ns_cmd_init(int argc, char **argv);
@@ -30,7 +33,31 @@ int ns_cmd_submit(int argc, char **argv);
 int ns_cmd_cancel(int argc, char **argv);
 int ns_cmd_jobs(int argc, char **argv);
 int ns_cmd_block(int argc, char **argv);
+int ns_cmd_config(int argc, char **argv);
 
+/* The datadir a command works on: *datadir when --datadir was given, else
+ * $NIGHTSHIFT_DATADIR, else $XDG_DATA_HOME/nightshift, else
+ * ~/.local/share/nightshift. The default (not a given or environment
+ * one) must exist unless may_create (init): otherwise one error line
+ * naming it and 2 (usage). Returns 0 with *datadir set, or an exit
+ * status. */
+int ns_cli_datadir(const char *cmd, const char **datadir, int may_create);
+
+/* The address to hand out for a node with settings cfg: ID@advertise
+ * when advertise is set, else ID@listen. Returns NULL, or a note to show
+ * when that address cannot be dialled from elsewhere (a wildcard listen
+ * host and no advertise). */
+const char *ns_cli_address(const ns_config_t *cfg, const char *idtext,
+                           char *out, size_t cap);
+
+/* Resolve an account id given in full (52 characters) or as a unique
+ * prefix of at least NS_ID_SHORT_LEN characters (the short ids tables
+ * show) among the accounts of datadir's genesis and ledger and the
+ * peers of the node running on it. 0 with id filled; else one error
+ * line ("not a node id", "unknown" or "ambiguous") and 2. what names
+ * the argument in the error ("--to", "ID"). */
+int ns_cli_resolve_id(const char *cmd, const char *datadir, const char *what,
+                      const char *text, unsigned char id[32]);
 /* Print "nightshift <cmd>: <message>" on stderr. */
 void ns_cli_error(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -39,7 +66,7 @@ void ns_cli_error(const char *cmd, const char *fmt, ...)
 int ns_cli_wants_help(int argc, char **argv);
 
 /* A plain text table: columns sized to their widest cell. */
-#define NS_TABLE_MAX_COLS 12
+#define NS_TABLE_MAX_COLS 16
 typedef struct {
     int ncols;
     const char *headers[NS_TABLE_MAX_COLS];

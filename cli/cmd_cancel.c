@@ -189,6 +189,8 @@ int ns_cmd_cancel(int argc, char **argv)
     }
     ns_hash_t job;
     char full[2 * NS_HASH_BYTES + 1];
+    if (hex && !datadir && ns_cli_datadir("cancel", &datadir, 0) != 0)
+        return 2;
     if (!datadir || !hex) {
         ns_cli_error("cancel", "expected JOB_ID --datadir D (see --help)");
         return 2;

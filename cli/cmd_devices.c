@@ -8,6 +8,7 @@
 #include "nightshift/devices.h"
 #include "nightshift/log.h"
 #include "nightshift/mp.h"
+#include "nightshift/util.h"
 
 #include <msgpack.h>
 #include <stdlib.h>
@@ -33,7 +34,9 @@ static const char s_usage[] =
     "               compute_units, clock_mhz, opencl_c_version,\n"
     "               driver_version, device_version, fp64,\n"
     "               correctly_rounded_div_sqrt, gflops and gbps (null when\n"
-    "               not measured), bench (measured|cached|none)\n"
+    "               not measured), bench (measured|cached|none),\n"
+    "               measured_at_ms (UNIX ms of the figures, null if none);\n"
+    "               the table's FIGURES column says the same\n"
     "  --datadir D  use D's benchmark cache (devbench.msgpack, the one the\n"
     "               node reads): cached figures are shown, devices without\n"
     "               them are measured and the cache updated\n"
@@ -70,7 +73,7 @@ static const char *s_bench_source(const ns_devbench_t *b)
 static void s_pack_device(msgpack_packer *pk, const ns_device_t *d,
                           const ns_devbench_t *b)
 {
-    msgpack_pack_map(pk, 16);
+    msgpack_pack_map(pk, 17);
     ns_mp_str(pk, "platform");
     ns_mp_str(pk, d->platform);
     ns_mp_str(pk, "name");
@@ -109,6 +112,37 @@ static void s_pack_device(msgpack_packer *pk, const ns_device_t *d,
     s_mp_measured(pk, d->info.gbps);
     ns_mp_str(pk, "bench");
     ns_mp_str(pk, s_bench_source(b));
+    ns_mp_str(pk, "measured_at_ms");
+    if (b->gflops > 0 && b->measured_at_ms)
+        msgpack_pack_uint64(pk, b->measured_at_ms);
+    else
+        msgpack_pack_nil(pk);
+}
+
+/* "measured now", "cached, 3.2 h ago", "-": where the figures come from,
+ * so that two different GFLOPS on one device can be told apart. */
+static void s_bench_when(char *out, size_t cap, const ns_devbench_t *b)
+{
+    if (b->gflops <= 0) {
+        snprintf(out, cap, "-");
+        return;
+    }
+    if (!b->cached) {
+        snprintf(out, cap, "measured now");
+        return;
+    }
+    uint64_t now = ns_now_ms();
+    double ago_s = b->measured_at_ms && now > b->measured_at_ms
+                       ? (double)(now - b->measured_at_ms) / 1000.0
+                       : 0;
+    if (ago_s < 120)
+        snprintf(out, cap, "cached, %.0f s ago", ago_s);
+    else if (ago_s < 7200)
+        snprintf(out, cap, "cached, %.0f min ago", ago_s / 60);
+    else if (ago_s < 172800)
+        snprintf(out, cap, "cached, %.1f h ago", ago_s / 3600);
+    else
+        snprintf(out, cap, "cached, %.0f days ago", ago_s / 86400);
 }
 
 static int s_print_json(const ns_device_t *devs, const ns_devbench_t *bench,
@@ -146,18 +180,20 @@ static const char *s_short_cl_c(const char *v)
     return v[0] ? v : "-";
 }
 
-static void s_print_table(const ns_device_t *devs, uint32_t n)
+static void s_print_table(const ns_device_t *devs, const ns_devbench_t *bench,
+                          uint32_t n)
 {
     static const char *const headers[] = {
-        "#",      "PLATFORM",  "DEVICE",   "TYPE", "CUS",    "CLOCK",
-        "MEMORY", "MAX ALLOC", "OPENCL C", "FP64", "GFLOPS", "GB/S"};
+        "#",         "PLATFORM", "DEVICE", "TYPE",   "CUS",  "CLOCK",  "MEMORY",
+        "MAX ALLOC", "OPENCL C", "FP64",   "GFLOPS", "GB/S", "FIGURES"};
     ns_table_t t;
-    ns_table_init(&t, 12, headers);
+    ns_table_init(&t, 13, headers);
     for (uint32_t i = 0; i < n; i++) {
         const ns_device_t *d = &devs[i];
         char idx[16], cus[16], clock[24], mem[32], alloc[32], gflops[32],
-            gbps[32];
+            gbps[32], when[48];
         snprintf(idx, sizeof idx, "%u", i);
+        s_bench_when(when, sizeof when, &bench[i]);
         snprintf(cus, sizeof cus, "%u", d->info.compute_units);
         if (d->info.clock_mhz)
             snprintf(clock, sizeof clock, "%u MHz", d->info.clock_mhz);
@@ -184,7 +220,8 @@ static void s_print_table(const ns_device_t *devs, uint32_t n)
                                s_short_cl_c(d->info.cl_c_version),
                                d->fp64 ? "yes" : "no",
                                gflops,
-                               gbps};
+                               gbps,
+                               when};
         ns_table_row(&t, cells);
     }
     ns_table_print(&t, stdout);
@@ -287,7 +324,7 @@ int ns_cmd_devices(int argc, char **argv)
         ns_cli_error("devices", "%s", s_no_devices);
         goto out;
     }
-    s_print_table(devs, n);
+    s_print_table(devs, bench, n);
     status = 0;
 out:
     free(bench);

@@ -276,10 +276,9 @@ int ns_cmd_jobs(int argc, char **argv)
             return 2;
         }
     }
-    if (!o.datadir) {
-        ns_cli_error("jobs", "--datadir is required (see --help)");
-        return 2;
-    }
+    int status = ns_cli_datadir("jobs", &o.datadir, 0);
+    if (status)
+        return status;
     for (size_t i = 0; o.job && o.job[i]; i++)
         if (!isxdigit((unsigned char)o.job[i])) {
             ns_cli_error("jobs", "'%s' is not a job id (hex)", o.job);

@@ -55,11 +55,7 @@ static int s_parse(const char *cmd, int argc, char **argv, s_opts_t *o)
             return 2;
         }
     }
-    if (!o->datadir) {
-        ns_cli_error(cmd, "--datadir is required (see --help)");
-        return 2;
-    }
-    return 0;
+    return ns_cli_datadir(cmd, &o->datadir, 0);
 }
 
 static ns_ledger_t *s_open(const char *cmd, const char *datadir)
@@ -96,6 +92,46 @@ static int s_self_id(const char *cmd, const char *datadir, uint8_t id[32])
     memcpy(id, ns_identity_pk(me), 32);
     ns_identity_destroy(&me);
     return NS_OK;
+}
+
+/* The account as D's ledger holds it; before the node first started on D
+ * (no ledger yet), as D's genesis allots it: what a requester has to
+ * spend before its first submit. Opens nothing for writing. */
+static int s_account_or_genesis(const char *cmd, const char *datadir,
+                                const uint8_t id[NS_ID_BYTES], ns_account_t *a,
+                                bool *genesis_view)
+{
+    char path[PATH_MAX], err[512] = "";
+    ns_genesis_t g;
+    if (ns_path_join(path, sizeof path, datadir, "genesis.ini") != NS_OK ||
+        ns_genesis_load(path, &g, err, sizeof err) != NS_OK) {
+        ns_cli_error(cmd, "no genesis in %s: %s", datadir, err);
+        return 1;
+    }
+    int rc = NS_ERR_TOOBIG, status = 1;
+    ns_ledger_t *l = NULL;
+    if (ns_path_join(path, sizeof path, datadir, "ledger") == NS_OK)
+        l = ns_ledger_open_readonly(path, &g, &rc, err, sizeof err);
+    if (l) {
+        rc = ns_ledger_account(l, id, a);
+        ns_ledger_close(&l);
+        if (rc != NS_OK)
+            ns_cli_error(cmd, "cannot read the account: %s", ns_strerror(rc));
+        else
+            status = 0;
+    } else if (rc == NS_ERR_NOTFOUND) {
+        memset(a, 0, sizeof *a);
+        memcpy(a->id, id, NS_ID_BYTES);
+        for (uint32_t i = 0; i < g.n_allocs; i++)
+            if (memcmp(g.allocs[i].id, id, NS_ID_BYTES) == 0)
+                a->free += g.allocs[i].micro;
+        *genesis_view = true;
+        status = 0;
+    } else {
+        ns_cli_error(cmd, "%s", err);
+    }
+    ns_genesis_release(&g);
+    return status;
 }
 
 /* ---- ledger ------------------------------------------------------------ */
@@ -192,6 +228,7 @@ static const char s_ledger_usage[] =
     "\n"
     "List the ledger entries stored in D (by author, then seq), at most N\n"
     "(default 50), with a summary of balances and the conservation check.\n"
+    "ID: a whole id, or the 10-character short id tables show.\n"
     "Reads the datadir's LMDB directly; the node need not run.\n";
 
 int ns_cmd_ledger(int argc, char **argv)
@@ -206,10 +243,9 @@ int ns_cmd_ledger(int argc, char **argv)
     if (rc)
         return rc;
     uint8_t author[NS_ID_BYTES];
-    if (o.author && ns_id_parse(o.author, author) != NS_OK) {
-        ns_cli_error(cmd, "bad --author '%s': not a node id", o.author);
-        return 2;
-    }
+    if (o.author && (rc = ns_cli_resolve_id(cmd, o.datadir, "--author",
+                                            o.author, author)) != 0)
+        return rc;
     ns_ledger_t *l = s_open(cmd, o.datadir);
     if (!l)
         return 1;
@@ -281,7 +317,10 @@ int ns_cmd_ledger(int argc, char **argv)
 static const char s_balance_usage[] =
     "usage: nightshift balance --datadir D [ID] [--json]\n"
     "\n"
-    "Balance of account ID (default: the datadir's own) in D's ledger:\n"
+    "Balance of account ID (default: the datadir's own; the 10-character\n"
+    "short id tables show will do when it names one known account) in D's\n"
+    "ledger, or before any node started on D, in its genesis (genesis_view\n"
+    "in --json):\n"
     "free, staked, locked (escrow + collateral), in credits (to the\n"
     "micro-credit). --json gives id, free, staked, locked and the parts,\n"
     "as decimal numbers of credits.\n";
@@ -299,23 +338,16 @@ int ns_cmd_balance(int argc, char **argv)
         return rc;
     uint8_t id[NS_ID_BYTES];
     if (o.positional) {
-        if (ns_id_parse(o.positional, id) != NS_OK) {
-            ns_cli_error(cmd, "'%s' is not a node id", o.positional);
-            return 2;
-        }
+        if ((rc = ns_cli_resolve_id(cmd, o.datadir, "ID", o.positional, id)) !=
+            0)
+            return rc;
     } else if (s_self_id(cmd, o.datadir, id) != NS_OK) {
         return 1;
     }
-    ns_ledger_t *l = s_open(cmd, o.datadir);
-    if (!l)
-        return 1;
     ns_account_t a;
-    rc = ns_ledger_account(l, id, &a);
-    ns_ledger_close(&l);
-    if (rc != NS_OK) {
-        ns_cli_error(cmd, "cannot read the account: %s", ns_strerror(rc));
-        return 1;
-    }
+    bool genesis_view = false;
+    if ((rc = s_account_or_genesis(cmd, o.datadir, id, &a, &genesis_view)) != 0)
+        return rc;
     char text[NS_ID_TEXT_LEN + 1];
     ns_id_text(text, id);
     if (o.json) {
@@ -323,9 +355,14 @@ int ns_cmd_balance(int argc, char **argv)
         msgpack_sbuffer_init(&sb);
         msgpack_packer pk;
         msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-        msgpack_pack_map(&pk, 13);
+        msgpack_pack_map(&pk, 14);
         ns_mp_str(&pk, "id");
         ns_mp_str(&pk, text);
+        ns_mp_str(&pk, "genesis_view");
+        if (genesis_view)
+            msgpack_pack_true(&pk);
+        else
+            msgpack_pack_false(&pk);
         ns_mp_str(&pk, "jobs_posted");
         msgpack_pack_uint32(&pk, a.jobs_posted);
         ns_mp_str(&pk, "jobs_settled_as_requester");
@@ -366,6 +403,10 @@ int ns_cmd_balance(int argc, char **argv)
            ns_credits_fmt(lk, a.locked_escrow + a.locked_collateral),
            ns_credits_fmt(le, a.locked_escrow),
            ns_credits_fmt(lc, a.locked_collateral), (unsigned long long)a.seq);
+    if (genesis_view)
+        printf("(from the genesis: no node has started on %s yet, so no\n"
+               "ledger; the genesis allocation is what there is to spend)\n",
+               o.datadir);
     return 0;
 }
 
@@ -378,20 +419,21 @@ static int s_append(const char *cmd, const char *datadir, const char *to,
     memset(&req, 0, sizeof req);
     if (ns_ctl_kind(cmd, &req.kind) != NS_OK)
         return 2;
-    if (to && ns_id_parse(to, req.peer) != NS_OK) {
-        ns_cli_error(cmd, "--to '%s' is not a node id", to);
+    if (to && req.kind != NS_CTL_TRANSFER) {
+        ns_cli_error(cmd,
+                     "--to is for transfer only: %s acts on D's own "
+                     "account (usage: nightshift %s --datadir D AMOUNT)",
+                     cmd, cmd);
         return 2;
     }
-    if (to && req.kind != NS_CTL_TRANSFER) {
-        /* the node reads a stake/unstake with a payee as malformed */
-        ns_cli_error(cmd, "malformed ledger command");
-        return 1;
-    }
+    int rc;
+    if (to && (rc = ns_cli_resolve_id(cmd, datadir, "--to", to, req.peer)) != 0)
+        return rc;
     req.amount = amount;
     uint8_t *doc = NULL;
     size_t len = 0;
     char err[512];
-    int rc = ns_ctl_call(datadir, &req, &doc, &len, err, sizeof err);
+    rc = ns_ctl_call(datadir, &req, &doc, &len, err, sizeof err);
     if (rc != NS_OK) {
         ns_cli_error(cmd, "%s", err);
         return 1;
@@ -419,7 +461,9 @@ static const char s_amount_usage[] =
     "ledger counts micro-credits). Ask the node running on D to append an\n"
     "entry to its own chain (credits waiting for it are taken in with the\n"
     "same entry), store it durably and gossip it. Unstake releases only\n"
-    "stake not locked as collateral.\n";
+    "stake not locked as collateral. --to is for transfer only; its ID may\n"
+    "be the 10-character short id tables show when it names one known\n"
+    "account or peer.\n";
 
 static int s_amount_cmd(const char *cmd, int argc, char **argv)
 {

@@ -58,10 +58,8 @@ int ns_cmd_node(int argc, char **argv)
         ns_cli_error(cmd, "%s (see --help)", err);
         return 2;
     }
-    if (!o.datadir) {
-        ns_cli_error(cmd, "--datadir is required (see --help)");
-        return 2;
-    }
+    if ((rc = ns_cli_datadir(cmd, &o.datadir, 0)) != 0)
+        return rc;
     ns_config_t cfg;
     if (ns_node_config(&o, &cfg, err, sizeof err) != NS_OK) {
         ns_cli_error(cmd, "%s", err);

@@ -34,11 +34,7 @@ static int s_parse(const char *cmd, int argc, char **argv, s_query_opts_t *o)
             return 2;
         }
     }
-    if (!o->datadir) {
-        ns_cli_error(cmd, "--datadir is required (see --help)");
-        return 2;
-    }
-    return 0;
+    return ns_cli_datadir(cmd, &o->datadir, 0);
 }
 
 /* ---- reading our own node's documents (msgpack-c object API) ---------- */
@@ -209,10 +205,10 @@ static ns_verified_t *s_peers_verified;
 static void s_render_peers(const msgpack_object *d)
 {
     static const char *const headers[] = {
-        "ID",       "ENDPOINT", "SEEN",    "REGION",    "PRICE CR/H",
-        "STAKE CR", "SLOTS",    "DEVICES", "CHALLENGE", "VERSION"};
+        "ID",       "ROLE",  "ENDPOINT", "SEEN",      "REGION", "PRICE CR/H",
+        "STAKE CR", "SLOTS", "DEVICES",  "CHALLENGE", "VERSION"};
     ns_table_t t;
-    ns_table_init(&t, 10, headers);
+    ns_table_init(&t, 11, headers);
     if (d->type != MSGPACK_OBJECT_ARRAY)
         return;
     for (uint32_t i = 0; i < d->via.array.size; i++) {
@@ -250,10 +246,17 @@ static void s_render_peers(const msgpack_object *d)
                          type);
             }
         }
-        if (!devs[0])
+        char role[16];
+        s_s(role, sizeof role, p, "role");
+        if (!devs[0]) {
+            /* A requester offers nothing: no price, no slots. */
             snprintf(devs, sizeof devs, "none");
-        const char *const row[] = {id,    ep,    seen, region, price,
-                                   stake, slots, devs, chal,   ver};
+            snprintf(role, sizeof role, "requester");
+            snprintf(price, sizeof price, "-");
+            snprintf(slots, sizeof slots, "-");
+        }
+        const char *const row[] = {id,    role,  ep,   seen, region, price,
+                                   stake, slots, devs, chal, ver};
         ns_table_row(&t, row);
     }
     printf("%u peers\n", d->via.array.size);
@@ -265,7 +268,9 @@ static void s_render_peers(const msgpack_object *d)
 static const char s_peers_usage[] =
     "usage: nightshift peers --datadir D [--json]\n"
     "\n"
-    "List the live peers of the node running on D: id, endpoint, time since\n"
+    "List the live peers of the node running on D: id, role (provider, or\n"
+    "requester: a light peer or a node with no devices, shown with no\n"
+    "price or slots), endpoint, time since\n"
     "its last heartbeat, region, price (credits per device-hour; --json:\n"
     "micro-credits per device-second), stake (credits), free slots, devices, "
     "and how the peer did in a hardware\n"
@@ -299,7 +304,8 @@ static const char s_id_usage[] =
     "\n"
     "Print the node id of datadir D and its address (ID@ENDPOINT) for\n"
     "--bootstrap. The address is the running node's (D/node.addr) when it\n"
-    "has started, else the configured listen endpoint.\n";
+    "has started, else the configured advertise endpoint, else the listen\n"
+    "one; a note on stderr says when it is 0.0.0.0 (not dialable).\n";
 
 int ns_cmd_id(int argc, char **argv)
 {
@@ -339,32 +345,44 @@ int ns_cmd_id(int argc, char **argv)
             snprintf(addr, sizeof addr, "%s", (char *)text);
         free(text);
     }
-    if (!addr[0]) {
-        ns_config_t cfg;
-        ns_config_defaults(&cfg);
-        if (ns_path_join(path, sizeof path, o.datadir, "config.ini") == NS_OK &&
-            access(path, F_OK) == 0 &&
-            ns_config_load(&cfg, path, err, sizeof err) != NS_OK) {
-            ns_cli_error(cmd, "%s", err);
-            return 1;
-        }
-        snprintf(addr, sizeof addr, "%s@%s", idtext, cfg.listen);
+    ns_config_t cfg;
+    ns_config_defaults(&cfg);
+    if (ns_path_join(path, sizeof path, o.datadir, "config.ini") == NS_OK &&
+        access(path, F_OK) == 0 &&
+        ns_config_load(&cfg, path, err, sizeof err) != NS_OK) {
+        ns_cli_error(cmd, "%s", err);
+        return 1;
     }
+    char configured[NS_ADDR_MAX];
+    const char *note =
+        ns_cli_address(&cfg, idtext, configured, sizeof configured);
+    if (!addr[0])
+        snprintf(addr, sizeof addr, "%s", configured);
+    else if (!cfg.advertise[0] && strstr(addr, "@tcp://0.0.0.0:"))
+        note = ns_cli_address(&cfg, idtext, configured, sizeof configured);
+    else
+        note = NULL;
     if (o.json) {
         msgpack_sbuffer sb;
         msgpack_sbuffer_init(&sb);
         msgpack_packer pk;
         msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-        msgpack_pack_map(&pk, 2);
+        msgpack_pack_map(&pk, note ? 3 : 2);
         ns_mp_str(&pk, "id");
         ns_mp_str(&pk, idtext);
         ns_mp_str(&pk, "address");
         ns_mp_str(&pk, addr);
+        if (note) {
+            ns_mp_str(&pk, "note");
+            ns_mp_str(&pk, note);
+        }
         rc = ns_cli_print_json(sb.data, sb.size);
         msgpack_sbuffer_destroy(&sb);
         return rc;
     }
     printf("%s\n%s\n", idtext, addr);
+    if (note)
+        fprintf(stderr, "note: %s\n", note);
     return 0;
 }
 
@@ -402,22 +420,36 @@ int ns_cmd_connect(int argc, char **argv)
         fputs(s_connect_usage, stdout);
         return 0;
     }
-    if (argc != 4 || strcmp(argv[1], "--datadir") != 0) {
+    const char *datadir = NULL, *addr = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--datadir") == 0 && i + 1 < argc)
+            datadir = argv[++i];
+        else if (!addr && argv[i][0] != '-')
+            addr = argv[i];
+        else {
+            ns_cli_error(cmd, "expected --datadir D ADDRESS (see --help)");
+            return 2;
+        }
+    }
+    if (!addr) {
         ns_cli_error(cmd, "expected --datadir D ADDRESS (see --help)");
         return 2;
     }
     uint8_t pk[NS_ID_BYTES];
     char ep[NS_ENDPOINT_MAX];
-    if (ns_addr_parse(argv[3], pk, ep) != NS_OK) {
+    if (ns_addr_parse(addr, pk, ep) != NS_OK) {
         ns_cli_error(cmd, "bad address '%s': expected ID@tcp://HOST:PORT",
-                     argv[3]);
+                     addr);
         return 2;
     }
+    int rc = ns_cli_datadir(cmd, &datadir, 0);
+    if (rc)
+        return rc;
     ns_ctl_req_t req;
     memset(&req, 0, sizeof req);
     req.kind = NS_CTL_CONNECT;
-    snprintf(req.addr, sizeof req.addr, "%s", argv[3]);
-    return s_send_cmd(cmd, argv[2], &req);
+    snprintf(req.addr, sizeof req.addr, "%s", addr);
+    return s_send_cmd(cmd, datadir, &req);
 }
 
 static const char s_block_usage[] =
@@ -452,10 +484,13 @@ int ns_cmd_block(int argc, char **argv)
         }
     }
     uint8_t id[NS_ID_BYTES];
-    if (!datadir || !idtext || ns_id_parse(idtext, id) != NS_OK) {
+    if (!idtext) {
         ns_cli_error(cmd, "expected --datadir D ID (see --help)");
         return 2;
     }
+    int rc = ns_cli_datadir(cmd, &datadir, 0);
+    if (rc || (rc = ns_cli_resolve_id(cmd, datadir, "ID", idtext, id)) != 0)
+        return rc;
     ns_ctl_req_t req;
     memset(&req, 0, sizeof req);
     req.kind = NS_CTL_BLOCK;

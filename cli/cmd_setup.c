@@ -24,7 +24,12 @@ static const char s_init_usage[] =
     "Create or update a datadir: an Ed25519 identity in D/node.key (mode "
     "0600,\n"
     "kept if it exists), the network's genesis in D/genesis.ini, and the\n"
-    "settings in D/config.ini. Prints the node id and its address.\n";
+    "settings in D/config.ini. Prints the node id and the address to hand\n"
+    "out for --bootstrap: ID@ the advertise endpoint when it is set\n"
+    "(--set node.advertise=tcp://HOST:PORT), else ID@ the listen one, with\n"
+    "a note when that is 0.0.0.0 (no address others can dial).\n"
+    "D defaults to $NIGHTSHIFT_DATADIR, else $XDG_DATA_HOME/nightshift, else\n"
+    "~/.local/share/nightshift.\n";
 
 int ns_cmd_init(int argc, char **argv)
 {
@@ -39,11 +44,10 @@ int ns_cmd_init(int argc, char **argv)
         ns_cli_error(cmd, "%s (see --help)", err);
         return 2;
     }
-    if (!o.datadir) {
-        ns_cli_error(cmd, "--datadir is required (see --help)");
-        return 2;
-    }
-    int rc = ns_mkdir_p(o.datadir, 0700);
+    int rc = ns_cli_datadir(cmd, &o.datadir, 1);
+    if (rc)
+        return rc;
+    rc = ns_mkdir_p(o.datadir, 0700);
     if (rc != NS_OK) {
         ns_cli_error(cmd, "cannot create datadir %s: %s", o.datadir,
                      rc == NS_ERR_TOOBIG ? "path too long" : strerror(errno));
@@ -96,16 +100,19 @@ int ns_cmd_init(int argc, char **argv)
         ns_cli_error(cmd, "cannot write %s: %s", path, ns_strerror(rc));
         goto out;
     }
-    char idtext[NS_ID_TEXT_LEN + 1];
+    char idtext[NS_ID_TEXT_LEN + 1], addr[NS_ADDR_MAX];
     ns_id_text(idtext, ns_identity_pk(id));
+    const char *note = ns_cli_address(&cfg, idtext, addr, sizeof addr);
     if (o.json) {
-        char addr[NS_ADDR_MAX];
-        snprintf(addr, sizeof addr, "%s@%s", idtext, cfg.listen);
         msgpack_sbuffer sb;
         msgpack_sbuffer_init(&sb);
         msgpack_packer pk;
         msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-        msgpack_pack_map(&pk, 4);
+        msgpack_pack_map(&pk, note ? 5 : 4);
+        if (note) {
+            ns_mp_str(&pk, "note");
+            ns_mp_str(&pk, note);
+        }
         ns_mp_str(&pk, "id");
         ns_mp_str(&pk, idtext);
         ns_mp_str(&pk, "address");
@@ -120,9 +127,10 @@ int ns_cmd_init(int argc, char **argv)
         ns_cli_print_json(sb.data, sb.size);
         msgpack_sbuffer_destroy(&sb);
     } else {
-        printf("%s identity %s\naddress  %s@%s\ndatadir  %s\n",
-               created ? "created" : "kept   ", idtext, idtext, cfg.listen,
-               o.datadir);
+        printf("%s identity %s\naddress  %s\ndatadir  %s\n",
+               created ? "created" : "kept   ", idtext, addr, o.datadir);
+        if (note)
+            printf("note     %s\n", note);
         if (o.genesis)
             printf("network  %s (%s genesis)\n", g.name,
                    g.test_network ? "test" : "production");
@@ -138,12 +146,14 @@ out:
 static const char s_genesis_usage[] =
     "usage: nightshift genesis --out FILE --alloc ID=CREDITS... [--name "
     "NAME]\n"
-    "                          [--production]\n"
+    "                          [--production] [--json]\n"
     "\n"
     "Write a genesis file for a new network: every node of that network\n"
     "holds the identical file, and its BLAKE2b-256 hash is the network id.\n"
     "Test networks (the default) allow fault injection; --production does "
-    "not.\n";
+    "not.\n"
+    "At least one --alloc is required. --json prints path, name,\n"
+    "network_id, test_network, accounts and total (credits).\n";
 
 int ns_cmd_genesis(int argc, char **argv)
 {
@@ -154,6 +164,7 @@ int ns_cmd_genesis(int argc, char **argv)
     }
     const char *out = NULL, *name = "nightshift-testnet";
     bool test = true;
+    int json = 0;
     ns_alloc_t *allocs = calloc((size_t)argc, sizeof *allocs);
     uint32_t n = 0;
     int exit_code = 2;
@@ -163,6 +174,10 @@ int ns_cmd_genesis(int argc, char **argv)
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(argv[i], "--production") == 0) {
             test = false;
+            continue;
+        }
+        if (strcmp(argv[i], "--json") == 0) {
+            json = 1;
             continue;
         }
         if (!v) {
@@ -201,6 +216,13 @@ int ns_cmd_genesis(int argc, char **argv)
         ns_cli_error(cmd, "--out is required (see --help)");
         goto out;
     }
+    if (n == 0) {
+        /* A network nobody holds credits in cannot post or pay a job. */
+        ns_cli_error(cmd, "at least one --alloc ID=CREDITS is required: a "
+                          "genesis with no accounts has no credits to spend "
+                          "(see --help)");
+        goto out;
+    }
     exit_code = 1;
     int rc = ns_genesis_write(out, name, test, ns_now_ms(), allocs, n);
     if (rc != NS_OK) {
@@ -218,6 +240,33 @@ int ns_cmd_genesis(int argc, char **argv)
     char net[2 * NS_HASH_BYTES + 1];
     ns_hex(net, g.network_id, NS_HASH_BYTES);
     char total[NS_CREDITS_TEXT];
+    if (json) {
+        msgpack_sbuffer sb;
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer pk;
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        msgpack_pack_map(&pk, 6);
+        ns_mp_str(&pk, "path");
+        ns_mp_str(&pk, out);
+        ns_mp_str(&pk, "name");
+        ns_mp_str(&pk, g.name);
+        ns_mp_str(&pk, "network_id");
+        ns_mp_str(&pk, net);
+        ns_mp_str(&pk, "test_network");
+        if (g.test_network)
+            msgpack_pack_true(&pk);
+        else
+            msgpack_pack_false(&pk);
+        ns_mp_str(&pk, "accounts");
+        msgpack_pack_uint32(&pk, g.n_allocs);
+        ns_mp_str(&pk, "total");
+        ns_mp_credits(&pk, g.total_micro);
+        int prc = ns_cli_print_json(sb.data, sb.size);
+        msgpack_sbuffer_destroy(&sb);
+        ns_genesis_release(&g);
+        exit_code = prc;
+        goto out;
+    }
     printf("wrote %s: network %s, %u accounts, %s credits, id %s\n", out,
            g.name, g.n_allocs, ns_credits_fmt(total, g.total_micro), net);
     ns_genesis_release(&g);

@@ -16,11 +16,13 @@
 #include "nightshift/preflight.h"
 #include "nightshift/util.h"
 
+#include <limits.h>
 #include <signal.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -50,8 +52,7 @@ static volatile sig_atomic_t s_interrupted;
 
 static void s_on_signal(int sig)
 {
-    (void)sig;
-    s_interrupted = 1;
+    s_interrupted = sig;
     if (s_node)
         ns_node_stop(s_node);
 }
@@ -113,7 +114,9 @@ static const char s_usage[] =
     "                        status (settled|failed), error, checks,\n"
     "                        timings_ms {match, run, verify, total}\n"
     "\n"
-    "Exit status 0 only when the job was verified and settled.\n";
+    "Exit status 0 only when the job was verified and settled; 130 when\n"
+    "interrupted by SIGINT (Ctrl-C; 143 for SIGTERM), after ending the job\n"
+    "cleanly.\n";
 
 static int s_parse(s_submit_t *q, int argc, char **argv)
 {
@@ -210,9 +213,20 @@ static int s_parse(s_submit_t *q, int argc, char **argv)
                                "--resume with it");
         return 2;
     }
-    if (!q->node && (!q->datadir || q->n_bootstrap == 0)) {
+    if (!q->node && q->n_bootstrap == 0) {
         ns_cli_error("submit", "--datadir and --bootstrap are required, or "
                                "--node D (see --help)");
+        return 2;
+    }
+    int rc;
+    if (!q->node && (rc = ns_cli_datadir("submit", &q->datadir, 0)) != 0)
+        return rc;
+    struct stat st;
+    if (!q->node && (stat(q->datadir, &st) != 0 || !S_ISDIR(st.st_mode))) {
+        ns_cli_error("submit",
+                     "datadir %s does not exist (`nightshift init --datadir "
+                     "%s --genesis FILE` makes one)",
+                     q->datadir, q->datadir);
         return 2;
     }
     if (!q->resume && q->max_price == 0) {
@@ -302,8 +316,19 @@ static void s_print_receipt(s_submit_t *q, const ns_receipt_t *rc,
  * job slots, the bootstrap peers given. */
 static int s_config(s_submit_t *q, ns_config_t *cfg)
 {
-    char err[256];
+    char err[256], path[PATH_MAX];
     ns_config_defaults(cfg);
+    /* The datadir's [jobs] settings: how long its jobs/ keeps finished
+     * jobs (pruned when the light peer opens). The rest of config.ini is
+     * a node's and does not apply here. */
+    ns_config_t dd;
+    ns_config_defaults(&dd);
+    if (ns_path_join(path, sizeof path, q->datadir, "config.ini") == NS_OK &&
+        access(path, F_OK) == 0 &&
+        ns_config_load(&dd, path, err, sizeof err) == NS_OK) {
+        cfg->jobs_retention_days = dd.jobs_retention_days;
+        cfg->jobs_max_bytes = dd.jobs_max_bytes;
+    }
     snprintf(cfg->listen, sizeof cfg->listen, "%s",
              q->listen ? q->listen : "tcp://127.0.0.1:0");
     cfg->heartbeat_interval_ms = 1000;
@@ -500,6 +525,7 @@ static int s_submit_via_node(s_submit_t *q)
                          "(`nightshift cancel %s --datadir %s` "
                          "ends it)",
                          hex, q->node);
+            status = 128 + s_interrupted; /* 130 for Ctrl-C */
             break;
         }
         struct timespec ts = {0, 10 * 1000 * 1000};
@@ -618,7 +644,9 @@ static int s_submit(s_submit_t *q)
         ns_requester_stop(req, why);
     }
     s_print_receipt(q, ns_requester_receipt(req), job_hex);
-    status = ns_requester_receipt(req)->phase == NS_RQ_DONE ? 0 : 1;
+    status = ns_requester_receipt(req)->phase == NS_RQ_DONE ? 0
+             : s_interrupted ? 128 + s_interrupted /* 130 for Ctrl-C */
+                             : 1;
 out:
     ns_node_close(&node);
     return status;

@@ -2,7 +2,9 @@
 #include "cli.h"
 
 #include <sodium.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const struct {
@@ -17,6 +19,7 @@ static const struct {
     {"status", ns_cmd_status, "show a running node's state and counters"},
     {"devices", ns_cmd_devices, "list this machine's OpenCL devices"},
     {"genesis", ns_cmd_genesis, "write a genesis file for a new network"},
+    {"config", ns_cmd_config, "print the effective settings and defaults"},
     {"run", ns_cmd_run, "run one job on a local OpenCL device, no network"},
     {"worker", ns_cmd_worker, "(internal) the sandboxed kernel process"},
     {"ledger", ns_cmd_ledger, "list ledger entries and the conservation check"},
@@ -39,7 +42,44 @@ static void s_usage(FILE *out)
     for (size_t i = 0; i < sizeof s_cmds / sizeof s_cmds[0]; i++)
         fprintf(out, "  %-9s %s\n", s_cmds[i].name, s_cmds[i].summary);
     fprintf(out, "\n`nightshift <command> --help` describes each one.\n"
-                 "`nightshift --version` prints the version.\n");
+                 "`nightshift --version` prints the version.\n"
+                 "Every --flag VALUE may also be written --flag=VALUE.\n"
+                 "Without --datadir, commands use $NIGHTSHIFT_DATADIR, else\n"
+                 "$XDG_DATA_HOME/nightshift (~/.local/share/nightshift).\n");
+}
+
+/* --flag=VALUE becomes --flag VALUE, here and only here, so that every
+ * subcommand's parser accepts both spellings. A bare "--" ends the
+ * flags: what follows is left as it is. The new vector points into the
+ * old strings (and copies of the flag names, never freed: they live as
+ * long as the process). NULL when out of memory. */
+static char **s_split_eq_flags(int argc, char **argv, int *new_argc)
+{
+    char **out = calloc((size_t)argc * 2 + 1, sizeof *out);
+    int n = 0;
+    bool flags = true;
+    if (!out)
+        return NULL;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        const char *eq = strchr(a, '=');
+        if (flags && strcmp(a, "--") == 0)
+            flags = false;
+        if (!flags || strncmp(a, "--", 2) != 0 || !eq || eq == a + 2) {
+            out[n++] = argv[i];
+            continue;
+        }
+        char *name = strndup(a, (size_t)(eq - a));
+        if (!name) {
+            free(out);
+            return NULL;
+        }
+        out[n++] = name;
+        out[n++] = argv[i] + (eq - a) + 1;
+    }
+    out[n] = NULL;
+    *new_argc = n;
+    return out;
 }
 
 int main(int argc, char **argv)
@@ -61,9 +101,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "nightshift: libsodium failed to initialise\n");
         return 1;
     }
-    for (size_t i = 0; i < sizeof s_cmds / sizeof s_cmds[0]; i++)
-        if (strcmp(argv[1], s_cmds[i].name) == 0)
+    for (size_t i = 0; i < sizeof s_cmds / sizeof s_cmds[0]; i++) {
+        if (strcmp(argv[1], s_cmds[i].name) != 0)
+            continue;
+        if (s_cmds[i].fn == ns_cmd_worker) /* internal: its own protocol */
             return s_cmds[i].fn(argc - 1, argv + 1);
+        int n = 0;
+        char **args = s_split_eq_flags(argc - 1, argv + 1, &n);
+        if (!args) {
+            fprintf(stderr, "nightshift: out of memory\n");
+            return 1;
+        }
+        return s_cmds[i].fn(n, args);
+    }
     fprintf(stderr, "nightshift: unknown command '%s'\n\n", argv[1]);
     s_usage(stderr);
     return 2;

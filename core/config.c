@@ -28,6 +28,103 @@ void ns_config_defaults(ns_config_t *cfg)
     cfg->ledger_map_bytes = NS_DEFAULT_LEDGER_MAP_BYTES;
     cfg->blob_cache_bytes = UINT64_C(1) << 30;
     cfg->log_level = NS_LOG_INFO;
+    cfg->jobs_retention_days = 7;
+    cfg->jobs_max_bytes = UINT64_C(2) << 30;
+}
+
+const ns_config_key_t ns_config_keys[] = {
+    {"node", "listen", "bind endpoint (port 0: any free port)"},
+    {"node", "advertise", "endpoint told to peers (empty: the bound one)"},
+    {"node", "bootstrap", "peers to join through, ID@tcp://HOST:PORT"},
+    {"node", "heartbeat_interval_ms", "how often the node announces itself"},
+    {"node", "fanout", "push-gossip targets per message"},
+    {"node", "max_peers", "cap on the peer table"},
+    {"node", "pull_interval_ms", "anti-entropy period"},
+    {"node", "seen_ttl_ms", "how long message ids are remembered"},
+    {"node", "max_msg_age_ms", "older message timestamps are stale"},
+    {"node", "max_msg_future_ms", "clock skew allowed ahead of us"},
+    {"node", "rate_msgs_per_s", "per-link message rate"},
+    {"node", "rate_burst", "per-link burst"},
+    {"node", "http", "HOST:PORT of /metrics and the status page (empty: off)"},
+    {"node", "http_public", "serve node.http on a non-loopback host"},
+    {"node", "region", "region offered to requesters"},
+    {"node", "price", "micro-credits per device-second"},
+    {"node", "stake", "credits kept staked"},
+    {"node", "slots", "concurrent jobs offered (0: requester only)"},
+    {"node", "load_price_pct", "price rises this % per busy slot"},
+    {"node", "input_cache_bytes", "job inputs kept, bytes"},
+    {"ledger", "map_size", "LMDB map: the most the ledger holds, bytes"},
+    {"log", "level", "error|warn|info|debug"},
+    {"log", "debug", "modules with debug lines (net,peers,gossip,...)"},
+    {"jobs", "retention_days",
+     "settled/cancelled jobs' directories kept this many days"},
+    {"jobs", "max_bytes", "settled/cancelled jobs kept under this, bytes"},
+};
+const size_t ns_config_n_keys = sizeof ns_config_keys / sizeof *ns_config_keys;
+
+int ns_config_get(const ns_config_t *cfg, const char *section, const char *key,
+                  char *out, size_t cap)
+{
+    static const char *const lv[] = {"error", "warn", "info", "debug"};
+    char credits[NS_CREDITS_TEXT];
+    unsigned long long u = 0;
+    const char *s = NULL;
+    bool is_num = true;
+#define KEY(sec, k) (strcmp(section, sec) == 0 && strcmp(key, k) == 0)
+#define NUM(sec, k, field) else if (KEY(sec, k)) u = cfg->field
+    if (KEY("node", "listen"))
+        s = cfg->listen;
+    else if (KEY("node", "advertise"))
+        s = cfg->advertise;
+    else if (KEY("node", "region"))
+        s = cfg->region;
+    else if (KEY("node", "stake"))
+        s = ns_credits_fmt(credits, cfg->stake);
+    else if (KEY("log", "level"))
+        s = cfg->log_level <= NS_LOG_DEBUG ? lv[cfg->log_level] : "?";
+    else if (KEY("log", "debug"))
+        s = cfg->log_debug;
+    else if (KEY("node", "http"))
+        s = cfg->http;
+    else if (KEY("node", "http_public"))
+        s = cfg->http_public ? "true" : "false";
+    else if (KEY("node", "bootstrap")) {
+        size_t n = 0;
+        if (cap)
+            out[0] = '\0';
+        for (uint32_t i = 0; i < cfg->n_bootstrap; i++) {
+            int w = snprintf(out + n, cap - n, "%s%s", i ? " " : "",
+                             cfg->bootstrap[i]);
+            if (w < 0 || (size_t)w >= cap - n)
+                return NS_ERR_TOOBIG;
+            n += (size_t)w;
+        }
+        return NS_OK;
+    }
+    NUM("node", "heartbeat_interval_ms", heartbeat_interval_ms);
+    NUM("node", "fanout", fanout);
+    NUM("node", "max_peers", max_peers);
+    NUM("node", "pull_interval_ms", pull_interval_ms);
+    NUM("node", "seen_ttl_ms", seen_ttl_ms);
+    NUM("node", "max_msg_age_ms", max_msg_age_ms);
+    NUM("node", "max_msg_future_ms", max_msg_future_ms);
+    NUM("node", "rate_msgs_per_s", rate_msgs_per_s);
+    NUM("node", "rate_burst", rate_burst);
+    NUM("node", "price", price);
+    NUM("node", "slots", slots);
+    NUM("node", "load_price_pct", load_price_pct);
+    NUM("node", "input_cache_bytes", blob_cache_bytes);
+    NUM("ledger", "map_size", ledger_map_bytes);
+    NUM("jobs", "retention_days", jobs_retention_days);
+    NUM("jobs", "max_bytes", jobs_max_bytes);
+    else return NS_ERR_NOTFOUND;
+#undef NUM
+#undef KEY
+    if (s)
+        is_num = false;
+    int w =
+        is_num ? snprintf(out, cap, "%llu", u) : snprintf(out, cap, "%s", s);
+    return w >= 0 && (size_t)w < cap ? NS_OK : NS_ERR_TOOBIG;
 }
 
 static int s_u32(const char *v, uint32_t lo, uint32_t hi, uint32_t *out)
@@ -146,6 +243,11 @@ int ns_config_set(ns_config_t *cfg, const char *section, const char *key,
                  : NS_ERR_CONFIG;
         if (rc == NS_OK)
             cfg->ledger_map_bytes = v;
+    } else if (KEY("jobs", "retention_days")) {
+        rc = s_u32(value, 0, 36500, &cfg->jobs_retention_days);
+    } else if (KEY("jobs", "max_bytes")) {
+        rc = ns_parse_u64(value, &cfg->jobs_max_bytes) == NS_OK ? NS_OK
+                                                                : NS_ERR_CONFIG;
     } else if (KEY("log", "level")) {
         rc = ns_log_parse_level(value, &cfg->log_level) == NS_OK
                  ? NS_OK
@@ -264,6 +366,11 @@ int ns_config_write(const ns_config_t *cfg, const char *path)
         PUT("[log]\nlevel = %s\n", lv[cfg->log_level]);
         if (cfg->log_debug[0])
             PUT("debug = %s\n", cfg->log_debug);
+    }
+    if (cfg->jobs_retention_days != def.jobs_retention_days ||
+        cfg->jobs_max_bytes != def.jobs_max_bytes) {
+        PUT("[jobs]\nretention_days = %u\nmax_bytes = %llu\n",
+            cfg->jobs_retention_days, (unsigned long long)cfg->jobs_max_bytes);
     }
 #undef PUT_U
 #undef PUT

@@ -371,6 +371,27 @@ static void s_ledger(ns_node_t *n, const ns_ctl_req_t *r, msgpack_packer *pk)
         s_fail(pk, why);
         return;
     }
+    ns_account_t a;
+    if (rc == NS_ERR_FUNDS &&
+        ns_ledger_account(ns_node_ledger(n),
+                          ns_identity_pk(ns_node_identity(n)), &a) == NS_OK) {
+        /* Say what there is, not only that it is too little. */
+        char why[300], x[NS_CREDITS_TEXT], y[NS_CREDITS_TEXT];
+        if (r->kind == NS_CTL_UNSTAKE)
+            snprintf(why, sizeof why,
+                     "unstake rejected: only %s credits are staked (%s "
+                     "locked as collateral) (%s)",
+                     ns_credits_fmt(x, a.staked),
+                     ns_credits_fmt(y, a.locked_collateral), ns_errname(rc));
+        else
+            snprintf(why, sizeof why,
+                     "%s rejected: only %s credits are free (%s staked) "
+                     "(%s)",
+                     ns_ctl_name(r->kind), ns_credits_fmt(x, a.free),
+                     ns_credits_fmt(y, a.staked), ns_errname(rc));
+        s_fail(pk, why);
+        return;
+    }
     if (rc != NS_OK) {
         char why[160];
         snprintf(why, sizeof why, "%s rejected: %s (%s)", ns_ctl_name(r->kind),
@@ -378,7 +399,6 @@ static void s_ledger(ns_node_t *n, const ns_ctl_req_t *r, msgpack_packer *pk)
         s_fail(pk, why);
         return;
     }
-    ns_account_t a;
     char hex[2 * NS_HASH_BYTES + 1];
     ns_hex(hex, id, NS_HASH_BYTES);
     msgpack_pack_true(pk);

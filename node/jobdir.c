@@ -4,9 +4,13 @@
 #include "nightshift/mp.h"
 #include "nightshift/util.h"
 
+#include <dirent.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 int ns_jobdir_save(const char *datadir, const char *job_hex,
                    const uint8_t *packed, size_t packed_len,
@@ -81,4 +85,138 @@ int ns_jobdir_load(const char *datadir, const char *job_hex, ns_job_t *job,
         }
     }
     return NS_OK;
+}
+
+/* ---- pruning ---------------------------------------------------------------
+ */
+
+typedef struct {
+    char hex[2 * NS_HASH_BYTES + 1];
+    uint64_t mtime_ms;
+    uint64_t bytes;
+    bool closed;   /* settled or cancelled */
+    bool unposted; /* not in the ledger */
+} s_jobent_t;
+
+/* A job directory is written just before its job is posted: one the
+ * ledger does not know is left this long whatever the settings. */
+#define S_UNPOSTED_MIN_MS (UINT64_C(24) * 3600 * 1000)
+
+/* The files of one job directory (flat): their total size and the
+ * descriptor's mtime. */
+static int s_measure(const char *dir, s_jobent_t *e)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return NS_ERR_IO;
+    struct dirent *de;
+    char path[PATH_MAX + 300];
+    struct stat st;
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.')
+            continue;
+        if (snprintf(path, sizeof path, "%s/%s", dir, de->d_name) >=
+            (int)sizeof path)
+            continue;
+        if (lstat(path, &st) == 0 && S_ISREG(st.st_mode))
+            e->bytes += (uint64_t)st.st_size;
+    }
+    closedir(d);
+    snprintf(path, sizeof path, "%s/job.msgpack", dir);
+    if (stat(path, &st) != 0 && stat(dir, &st) != 0)
+        return NS_ERR_IO;
+    e->mtime_ms = (uint64_t)st.st_mtim.tv_sec * 1000 +
+                  (uint64_t)st.st_mtim.tv_nsec / 1000000;
+    return NS_OK;
+}
+
+/* Delete a job directory's files, then the directory. */
+static int s_remove(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return NS_ERR_IO;
+    struct dirent *de;
+    char path[PATH_MAX + 300];
+    while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        if (snprintf(path, sizeof path, "%s/%s", dir, de->d_name) >=
+            (int)sizeof path)
+            continue;
+        (void)unlink(path);
+    }
+    closedir(d);
+    return rmdir(dir) == 0 ? NS_OK : NS_ERR_IO;
+}
+
+static int s_older_first(const void *a, const void *b)
+{
+    const s_jobent_t *x = a, *y = b;
+    return x->mtime_ms < y->mtime_ms ? -1 : x->mtime_ms > y->mtime_ms;
+}
+
+void ns_jobdir_prune(const char *datadir, ns_ledger_t *ledger, uint64_t now_ms,
+                     uint64_t retention_ms, uint64_t max_bytes,
+                     ns_jobdir_prune_t *out)
+{
+    char jobs[PATH_MAX], dir[PATH_MAX + 80];
+    s_jobent_t *ents = NULL;
+    size_t n = 0, cap = 0;
+    uint64_t total = 0;
+    memset(out, 0, sizeof *out);
+    if (snprintf(jobs, sizeof jobs, "%s/jobs", datadir) >= (int)sizeof jobs)
+        return;
+    DIR *d = opendir(jobs);
+    if (!d)
+        return; /* no job ever submitted from here */
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        ns_hash_t id;
+        if (strlen(de->d_name) != 2 * NS_HASH_BYTES ||
+            ns_unhex(id, NS_HASH_BYTES, de->d_name) != NS_OK)
+            continue;
+        if (n == cap) {
+            size_t nc = cap ? cap * 2 : 64;
+            s_jobent_t *ne = realloc(ents, nc * sizeof *ne);
+            if (!ne)
+                break;
+            ents = ne;
+            cap = nc;
+        }
+        s_jobent_t *e = &ents[n];
+        memset(e, 0, sizeof *e);
+        memcpy(e->hex, de->d_name, sizeof e->hex);
+        snprintf(dir, sizeof dir, "%s/%s", jobs, e->hex);
+        if (s_measure(dir, e) != NS_OK)
+            continue;
+        ns_ledger_job_t lj;
+        int rc = ns_ledger_job(ledger, id, &lj);
+        e->unposted = rc == NS_ERR_NOTFOUND;
+        e->closed = rc == NS_OK && (lj.state == NS_JOB_SETTLED ||
+                                    lj.state == NS_JOB_CANCELLED);
+        total += e->bytes;
+        n++;
+    }
+    closedir(d);
+    if (n)
+        qsort(ents, n, sizeof *ents, s_older_first);
+    for (size_t i = 0; i < n; i++) {
+        s_jobent_t *e = &ents[i];
+        uint64_t age_ms = now_ms > e->mtime_ms ? now_ms - e->mtime_ms : 0;
+        bool too_much = max_bytes && total > max_bytes;
+        bool go = (e->closed && (age_ms >= retention_ms || too_much)) ||
+                  (e->unposted && age_ms >= retention_ms &&
+                   age_ms >= S_UNPOSTED_MIN_MS);
+        snprintf(dir, sizeof dir, "%s/%s", jobs, e->hex);
+        if (go && s_remove(dir) == NS_OK) {
+            out->removed++;
+            out->removed_bytes += e->bytes;
+            total -= e->bytes;
+        } else {
+            out->kept++;
+            out->kept_bytes += e->bytes;
+        }
+    }
+    free(ents);
 }

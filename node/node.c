@@ -465,6 +465,24 @@ static int s_start_market(ns_node_t *n, char *err, size_t errlen)
     return NS_OK;
 }
 
+/* <datadir>/jobs/: finished jobs' directories go after [jobs]
+ * retention_days or beyond [jobs] max_bytes (jobdir.h). */
+static void s_prune_jobs(void *user, uint64_t now)
+{
+    ns_node_t *n = user;
+    ns_jobdir_prune_t pr;
+    (void)now;
+    ns_jobdir_prune(n->c.datadir, n->ledger, ns_now_ms(),
+                    (uint64_t)n->c.cfg->jobs_retention_days * 86400 * 1000,
+                    n->c.cfg->jobs_max_bytes, &pr);
+    if (pr.removed)
+        ns_info(NS_MOD_NODE,
+                "event=jobs_pruned removed=%u bytes=%llu kept=%u "
+                "kept_bytes=%llu",
+                pr.removed, (unsigned long long)pr.removed_bytes, pr.kept,
+                (unsigned long long)pr.kept_bytes);
+}
+
 static unsigned s_on_http(void *user, const char *path, ns_buf_t *body,
                           const char **content_type)
 {
@@ -542,6 +560,12 @@ ns_node_t *ns_node_open(const ns_node_conf_t *c, char *err, size_t errlen)
     }
     if (s_start_market(n, err, errlen) != NS_OK)
         goto fail;
+    s_prune_jobs(n, 0);
+    if (!c->light && ns_p2p_add_timer(n->p2p, NS_JOBDIR_PRUNE_MS, s_prune_jobs,
+                                      n) != NS_OK) {
+        s_err(err, errlen, "cannot start the job directory pruning");
+        goto fail;
+    }
     if (!c->light) {
         /* node.addr: where this node can be reached, for `id` and
          * scripts. */

@@ -1021,8 +1021,11 @@ void ns_p2p_pack_peers(const ns_p2p_t *p, msgpack_packer *pk)
         const ns_heartbeat_t *hb = peer->hb;
         char idtext[NS_ID_TEXT_LEN + 1];
         ns_id_text(idtext, peer->id);
-        msgpack_pack_map(pk, 14);
+        msgpack_pack_map(pk, 15);
         s_kv_str(pk, "id", idtext);
+        /* No devices: a requester (a light peer running `submit`, or a
+         * node offering nothing); its price is no offer. */
+        s_kv_str(pk, "role", hb->n_devices ? "provider" : "requester");
         s_kv_str(pk, "endpoint", peer->endpoint);
         s_kv_str(pk, "direction", peer->outbound ? "out" : "in");
         s_kv_u64(pk, "fixed", peer->fixed);

@@ -23,7 +23,9 @@ background and outlive this script; stop them with testnet/stop.sh -d DIR.
 
   -n N             number of nodes (1..200)
   -d DIR           directory for the testnet (created; must be empty or a
-                   stopped testnet of this script, which is replaced)
+                   stopped testnet of this script, whose datadirs are
+                   replaced: its node logs are kept in DIR/logs/TIME/,
+                   and files or directories the user added stay)
   -p BASE_PORT     first port (default: a free range picked at random in
                    20000..32000, printed)
   -i HEARTBEAT_MS  heartbeat interval of every node (default 1000); a node
@@ -49,6 +51,7 @@ What DIR holds afterwards:
   DIR/pids                   "PID DATADIR" for each node started
   DIR/testnet.env            N, BASE_PORT, HEARTBEAT_MS, BIN, REQUESTERS of
                              this run
+  DIR/logs/TIME/nodeI.log    the node logs of testnets this one replaced
 
 Exit status: 0 when all N nodes see N-1 live peers; 1 otherwise (the nodes
 started are stopped again); 2 on a usage error.
@@ -141,16 +144,52 @@ if [ -f "$DIR/pids" ]; then
     [ -z "$running" ] ||
         die "$DIR already has a running testnet (pids:$running); stop it first with testnet/stop.sh -d $DIR"
 fi
+# What a run of this script made in DIR, from that run's N and REQUESTERS:
+# node0..nodeN-1, requester, requester1..requesterR-1 (one per line).
+made_by_run() { # N REQUESTERS
+    local n=$1 r=$2 i
+    for ((i = 0; i < n; i++)); do echo "node$i"; done
+    echo requester
+    for ((i = 1; i < r; i++)); do echo "requester$i"; done
+}
+env_value() { # KEY: its value in DIR/testnet.env (read, never sourced)
+    sed -n "s/^$1=//p" "$DIR/testnet.env" | head -n 1
+}
+
 if [ -f "$DIR/testnet.env" ]; then
-    # A stopped testnet of ours: start afresh (new keys, new genesis).
-    echo "replacing the stopped testnet in $DIR"
-    rm -rf "$DIR"/node[0-9]* "$DIR"/requester "$DIR"/requester[0-9]* \
-        "$DIR/genesis.ini" \
-        "$DIR/bootstrap" "$DIR/pids" "$DIR/testnet.env"
-fi
-if [ -n "$(ls -A "$DIR")" ]; then
+    # A stopped testnet of ours: start afresh (new keys, new genesis), but
+    # replace only what that run made. Its node logs are kept under
+    # DIR/logs/<time>/, and whatever else the user put in DIR stays.
+    old_n=$(env_value N)
+    old_r=$(env_value REQUESTERS)
+    is_uint "${old_n:-x}" || old_n=0
+    is_uint "${old_r:-x}" || old_r=1
+    stamp=$(date -u +%Y%m%dT%H%M%SZ)
+    kept=""
+    while read -r name; do
+        dd=$DIR/$name
+        [ -d "$dd" ] || continue
+        if [ -f "$dd/node.log" ]; then
+            mkdir -p "$DIR/logs/$stamp" || die "cannot create $DIR/logs/$stamp"
+            mv "$dd/node.log" "$DIR/logs/$stamp/$name.log" ||
+                die "cannot keep $dd/node.log"
+            kept="$DIR/logs/$stamp"
+        fi
+        rm -rf "$dd"
+    done < <(made_by_run "$old_n" "$old_r")
+    rm -f "$DIR/genesis.ini" "$DIR/bootstrap" "$DIR/pids" "$DIR/testnet.env"
+    echo "replacing the stopped testnet in $DIR${kept:+ (its node logs are kept in $kept)}"
+elif [ -n "$(ls -A "$DIR")" ]; then
     die "$DIR is not empty and is not a testnet made by this script; use an empty or new directory"
 fi
+# What this run makes must not overwrite what the user put there.
+while read -r name; do
+    [ ! -e "$DIR/$name" ] ||
+        die "$DIR/$name exists and is not from the stopped testnet; move it away or use another directory"
+done < <(made_by_run "$N" "$NREQ")
+for f in genesis.ini bootstrap pids testnet.env; do
+    [ ! -e "$DIR/$f" ] || die "$DIR/$f exists and is not from a testnet of this script"
+done
 
 # ---- ports -------------------------------------------------------------------
 # Listening TCP ports on this machine, one per line.

@@ -49,13 +49,33 @@ typedef struct {
     uint64_t ledger_map_bytes; /* [ledger] map_size: LMDB map, bytes */
     uint64_t blob_cache_bytes; /* input_cache_bytes: kept inputs, bytes */
     ns_log_level log_level;
-    char log_debug[128]; /* modules with debug lines: "gossip,net" */
+    char log_debug[128];          /* modules with debug lines: "gossip,net" */
+    uint32_t jobs_retention_days; /* [jobs] retention_days: finished jobs'
+                                     directories kept this long */
+    uint64_t jobs_max_bytes;      /* [jobs] max_bytes: finished jobs kept
+                                     under this total, bytes */
 } ns_config_t;
 
 void ns_config_defaults(ns_config_t *cfg);
 
-/* Apply one setting; section is "node", "ledger" or "log". NS_ERR_CONFIG with a
- * message in err (may be NULL) for unknown keys or bad values. */
+/* Every setting, in the order `nightshift config` lists them. */
+typedef struct {
+    const char *section;
+    const char *key;
+    const char *about; /* one line: meaning and unit */
+} ns_config_key_t;
+extern const ns_config_key_t ns_config_keys[];
+extern const size_t ns_config_n_keys;
+
+/* One setting's value as config.ini spells it ("" for an unset
+ * advertise; bootstrap peers joined by spaces). NS_ERR_NOTFOUND for an
+ * unknown setting, NS_ERR_TOOBIG when out is too small. */
+int ns_config_get(const ns_config_t *cfg, const char *section, const char *key,
+                  char *out, size_t cap) NS_MUST_CHECK;
+
+/* Apply one setting; section is "node", "ledger", "log" or "jobs".
+ * NS_ERR_CONFIG with a message in err (may be NULL) for unknown keys or bad
+ * values. */
 int ns_config_set(ns_config_t *cfg, const char *section, const char *key,
                   const char *value, char *err, size_t errlen) NS_MUST_CHECK;
 

@@ -6,6 +6,7 @@
 #define NIGHTSHIFT_JOBDIR_H
 
 #include "nightshift/job.h"
+#include "nightshift/ledger.h"
 #include "nightshift/runner.h"
 
 #include <limits.h>
@@ -26,5 +27,30 @@ int ns_jobdir_load(const char *datadir, const char *job_hex, ns_job_t *job,
                    uint8_t **in_bufs, ns_input_t *inputs,
                    char (*out_paths)[PATH_MAX], char *err,
                    size_t errlen) NS_MUST_CHECK;
+
+/* How often a running node prunes (it also does at start). */
+#define NS_JOBDIR_PRUNE_MS (3600 * 1000)
+
+/* What one ns_jobdir_prune pass found and did. */
+typedef struct {
+    uint32_t removed;       /* job directories deleted */
+    uint64_t removed_bytes; /* their size */
+    uint32_t kept;          /* job directories left */
+    uint64_t kept_bytes;    /* their size */
+} ns_jobdir_prune_t;
+
+/* Delete <datadir>/jobs/<id>/ of jobs that are over: settled or cancelled
+ * in ledger, once older (job.msgpack's mtime) than retention_ms, and then,
+ * oldest first, while all job directories together exceed max_bytes (0:
+ * no cap). A job the ledger does not know was never posted (the ledger
+ * holds every entry of our own key): it goes once older than
+ * retention_ms and at least a day, never for the size cap (its directory
+ * is written just before it is posted). A job open or awarded in the
+ * ledger is never deleted, whatever its age or size: it is running or can
+ * be resumed. Directories not named by a job id are left alone. Never
+ * fails: what cannot be read or deleted is kept. */
+void ns_jobdir_prune(const char *datadir, ns_ledger_t *ledger, uint64_t now_ms,
+                     uint64_t retention_ms, uint64_t max_bytes,
+                     ns_jobdir_prune_t *out);
 
 #endif

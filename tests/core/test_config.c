@@ -392,6 +392,10 @@ static void s_config_equal(const ns_config_t *a, const ns_config_t *b)
     CHECK_EQ_INT(a->http_public, b->http_public);
     CHECK_EQ_INT(a->log_level, b->log_level);
     CHECK_STR(a->log_debug, b->log_debug);
+    CHECK_EQ_INT(a->load_price_pct, b->load_price_pct);
+    CHECK(a->blob_cache_bytes == b->blob_cache_bytes);
+    CHECK_EQ_INT(a->jobs_retention_days, b->jobs_retention_days);
+    CHECK(a->jobs_max_bytes == b->jobs_max_bytes);
 }
 
 TEST(write_then_load)
@@ -427,17 +431,54 @@ TEST(write_then_load)
         {"node", "price", "0"},
         {"node", "stake", "18446744073709.551615"},
         {"node", "slots", "1024"},
+        {"node", "load_price_pct", "50"},
+        {"node", "input_cache_bytes", "1048576"},
         {"node", "http", "127.0.0.1:9464"},
         {"node", "http_public", "true"},
         {"ledger", "map_size", "1048576"},
         {"log", "level", "debug"},
         {"log", "debug", "all"},
+        {"jobs", "retention_days", "0"},
+        {"jobs", "max_bytes", "1"},
     };
     for (size_t i = 0; i < sizeof set / sizeof *set; i++)
         if (!CHECK_RC(ns_config_set(&a, set[i].section, set[i].key,
                                     set[i].value, err, sizeof err),
                       NS_OK))
             fprintf(stderr, "  %s\n", err);
+    /* `nightshift config` reads each setting back as it was given, and
+     * lists every one of them (bootstrap is its own test). */
+    for (size_t i = 0; i < sizeof set / sizeof *set; i++) {
+        char got[256];
+        if (CHECK_RC(
+                ns_config_get(&a, set[i].section, set[i].key, got, sizeof got),
+                NS_OK))
+            CHECK_STR(got, set[i].value);
+    }
+    for (size_t k = 0; k < ns_config_n_keys; k++) {
+        const ns_config_key_t *key = &ns_config_keys[k];
+        bool covered = strcmp(key->key, "bootstrap") == 0;
+        for (size_t i = 0; !covered && i < sizeof set / sizeof *set; i++)
+            covered = strcmp(key->section, set[i].section) == 0 &&
+                      strcmp(key->key, set[i].key) == 0;
+        if (!CHECK(covered))
+            fprintf(stderr, "  [%s] %s is not in this test's list\n",
+                    key->section, key->key);
+        CHECK(key->about && key->about[0]);
+    }
+    for (size_t i = 0; i < sizeof set / sizeof *set; i++) {
+        bool listed = false;
+        for (size_t k = 0; !listed && k < ns_config_n_keys; k++)
+            listed = strcmp(ns_config_keys[k].section, set[i].section) == 0 &&
+                     strcmp(ns_config_keys[k].key, set[i].key) == 0;
+        if (!CHECK(listed))
+            fprintf(stderr, "  [%s] %s is missing from ns_config_keys\n",
+                    set[i].section, set[i].key);
+    }
+    char got[8];
+    CHECK_RC(ns_config_get(&a, "node", "nonesuch", got, sizeof got),
+             NS_ERR_NOTFOUND);
+    CHECK_RC(ns_config_get(&a, "node", "region", got, 4), NS_ERR_TOOBIG);
     for (int i = 0; i < NS_MAX_BOOTSTRAP; i++) {
         snprintf(addr, sizeof addr, "%s@tcp://10.1.2.%d:%d",
                  i % 2 ? s_id_a : s_id_b, i, 7000 + i);

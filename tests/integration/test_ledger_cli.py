@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The ledger commands on the command line: `balance` and `ledger` on a
-datadir whose node never ran, or that has no genesis, fail with one clear
-line; bad ids and amounts are usage errors (exit 2); a transfer beyond the
+datadir whose node never ran (`ledger`; `balance` shows the genesis
+allocation), or that has no genesis, fail with one clear line; bad ids and amounts are usage errors (exit 2); a transfer beyond the
 balance, an unstake beyond the stake, a stake beyond the free credits and a
 transfer to oneself are refused by the node with the rule's name and a
 non-zero exit, and leave no trace in the ledger; --help works on every
@@ -66,13 +66,24 @@ def check_help():
 def check_never_ran(a, b):
     """a has a genesis but its node never started; a bare datadir has no
     genesis at all."""
-    for cmd in ("balance", "ledger"):
-        fails(cli(cmd, "--datadir", a.datadir), f"{cmd} before the node "
-              f"first ran", 1, "no ledger", "node")
-        fails(cli(cmd, "--datadir", a.datadir, "--json"),
-              f"{cmd} --json before the node first ran", 1, "no ledger")
-    fails(cli("balance", "--datadir", a.datadir, b.id),
-          "balance of another id before the node first ran", 1, "no ledger")
+    fails(cli("ledger", "--datadir", a.datadir), "ledger before the node "
+          "first ran", 1, "no ledger", "node")
+    fails(cli("ledger", "--datadir", a.datadir, "--json"),
+          "ledger --json before the node first ran", 1, "no ledger")
+    # balance reads the genesis instead: a requester sees what it has to
+    # spend before its first submit (issue 12).
+    for who in (a, b):
+        r = cli("balance", "--datadir", a.datadir, who.id, "--json")
+        check_eq(r.returncode, 0, f"balance of {who.name} before the node "
+                 f"first ran: exit ({r.stderr.strip()})")
+        doc = json.loads(r.stdout)
+        check_eq((doc["free"], doc["staked"], doc["locked"], doc["seq"],
+                  doc["genesis_view"]), (CREDITS, 0, 0, 0, True),
+                 f"{who.name}'s genesis view")
+    r = cli("balance", "--datadir", a.datadir)
+    check(r.returncode == 0 and "genesis" in r.stdout and
+          "1000000" in r.stdout, f"balance (text) before the node first "
+          f"ran: {r.returncode} {r.stdout!r} {r.stderr!r}")
     bare = nstest.Node(a.net, "bare")
     os.makedirs(bare.datadir, mode=0o700)
     bare.init()  # key and config, no genesis
@@ -226,9 +237,14 @@ def check_testnet(net):
     req = os.path.join(tn, "requester")
     ids = [nstest.cli_ok("id", "--datadir", d).split()[0]
            for d in datadirs + [req]]
-    # The requester's node never ran: its own view is a clear error...
-    fails(cli("balance", "--datadir", req), "balance on the requester "
-          "datadir (no node ever ran there)", 1, "no ledger")
+    # The requester's node never ran: it sees its genesis allocation
+    # before its first submit (issue 12)...
+    r = cli("balance", "--datadir", req, "--json")
+    check_eq(r.returncode, 0, f"balance on the requester datadir (no node "
+             f"ever ran there): exit ({r.stderr.strip()})")
+    doc = json.loads(r.stdout)
+    check(doc["genesis_view"] and doc["free"] == allot,
+          f"the requester's genesis view: {doc}")
     # ...and every node's ledger knows its balance. Nodes may stake part
     # of theirs at start (run.sh sets node.stake): their only entries.
     def same_everywhere():
