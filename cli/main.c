@@ -51,15 +51,20 @@ static void s_usage(FILE *out)
 /* --flag=VALUE becomes --flag VALUE, here and only here, so that every
  * subcommand's parser accepts both spellings. A bare "--" ends the
  * flags: what follows is left as it is. The new vector points into the
- * old strings (and copies of the flag names, never freed: they live as
- * long as the process). NULL when out of memory. */
-static char **s_split_eq_flags(int argc, char **argv, int *new_argc)
+ * old strings, and into copies of the flag names that *names holds (NULL
+ * when none): free both with s_split_free. NULL when out of memory. */
+static char **s_split_eq_flags(int argc, char **argv, int *new_argc,
+                               char ***names)
 {
     char **out = calloc((size_t)argc * 2 + 1, sizeof *out);
-    int n = 0;
+    char **owned = calloc((size_t)argc + 1, sizeof *owned);
+    int n = 0, n_owned = 0;
     bool flags = true;
-    if (!out)
+    if (!out || !owned) {
+        free(out);
+        free(owned);
         return NULL;
+    }
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const char *eq = strchr(a, '=');
@@ -71,15 +76,28 @@ static char **s_split_eq_flags(int argc, char **argv, int *new_argc)
         }
         char *name = strndup(a, (size_t)(eq - a));
         if (!name) {
+            for (int k = 0; k < n_owned; k++)
+                free(owned[k]);
+            free(owned);
             free(out);
             return NULL;
         }
+        owned[n_owned++] = name;
         out[n++] = name;
         out[n++] = argv[i] + (eq - a) + 1;
     }
     out[n] = NULL;
     *new_argc = n;
+    *names = owned;
     return out;
+}
+
+static void s_split_free(char **args, char **names)
+{
+    for (size_t k = 0; names && names[k]; k++)
+        free(names[k]);
+    free(names);
+    free(args);
 }
 
 int main(int argc, char **argv)
@@ -107,12 +125,15 @@ int main(int argc, char **argv)
         if (s_cmds[i].fn == ns_cmd_worker) /* internal: its own protocol */
             return s_cmds[i].fn(argc - 1, argv + 1);
         int n = 0;
-        char **args = s_split_eq_flags(argc - 1, argv + 1, &n);
+        char **names = NULL;
+        char **args = s_split_eq_flags(argc - 1, argv + 1, &n, &names);
         if (!args) {
             fprintf(stderr, "nightshift: out of memory\n");
             return 1;
         }
-        return s_cmds[i].fn(n, args);
+        int rc = s_cmds[i].fn(n, args);
+        s_split_free(args, names);
+        return rc;
     }
     fprintf(stderr, "nightshift: unknown command '%s'\n\n", argv[1]);
     s_usage(stderr);
