@@ -618,6 +618,9 @@ typedef struct {
     ns_bid_rank_t *rank;
 } s_free_t;
 
+/* A bidder is free unless its last heartbeat said it had no free slot: a
+ * light peer that joined a moment ago has heard few heartbeats, and must
+ * not prefer the few providers it heard of (its bootstrap) for that. */
 static bool s_mark_free(void *u, const uint8_t *id, const ns_heartbeat_t *hb)
 {
     s_free_t *f = u;
@@ -657,6 +660,7 @@ static void s_award(ns_requester_t *q)
                 ? ns_standing(&a)
                 : 0;
         rank[i].arrival_us = q->bid_us[i];
+        rank[i].free = true; /* until a heartbeat says otherwise */
     }
     s_free_t f = {q, rank};
     q->io->visit_peers(q->io->user, s_mark_free, &f);

@@ -265,12 +265,12 @@ int64_t ns_standing(const ns_account_t *a);
 /* What the requester knows of each bid besides the bid itself. */
 typedef struct {
     int64_t standing;    /* ns_standing of the provider */
-    bool free;           /* its last heartbeat advertised a free slot */
+    bool free;           /* no heartbeat of it said "no free slot" */
     uint64_t arrival_us; /* when the bid arrived (mono): the round trip */
 } ns_bid_rank_t;
 
 /* The reverse auction: index of the winning bid among n, or -1. Cheapest
- * price; near-ties (within 1%) go to a provider with a free slot, then
+ * price; near-ties (within 1%) go to a provider not known to be busy, then
  * to the better standing, then to the earlier bid (arrival in
  * NS_POLICY_RTT_BUCKET_US buckets: a round trip, not noise), then to the
  * lowest H(job id || provider), which spreads equal providers evenly over

@@ -56,8 +56,10 @@
  * anyway. */
 #define NS_POLICY_QUEUE_RETRY_MS 1000
 #define NS_POLICY_QUEUE_POLL_MS 10000
-/* Bids closer than this in arrival tie on round trip (auction.h). */
-#define NS_POLICY_RTT_BUCKET_US 5000
+/* Bids closer than this in arrival tie on round trip (market.h): a light
+ * peer's bootstrap answers over a connection already made, the others
+ * after a CURVE handshake of a few ms, which is no round trip. */
+#define NS_POLICY_RTT_BUCKET_US 20000
 /* An awarded provider must accept (its ACCEPT entry) within this. */
 #define NS_POLICY_ACCEPT_MS 5000
 /* Outputs must arrive within this once the RESULT is on record. */
