@@ -384,6 +384,19 @@ void ns_p2p_drop(ns_p2p_t *p, ns_link_t *link, int reason,
         if (peer)
             peer->faults += 1.0;
     }
+    if (reason == NS_ERR_REPLAY) {
+        /* a copy that came by another path (an entry through gossip and
+         * sync at once): normal on a healthy network, counted, not a
+         * warning */
+        char sendertext[NS_ID_TEXT_LEN + 1] = "-";
+        if (sender)
+            ns_id_text(sendertext, sender);
+        ns_debug(NS_MOD_GOSSIP,
+                 "event=message_dropped reason=%s link=%s sender=%s "
+                 "detail=\"%s\"",
+                 ns_errname(reason), keytext, sendertext, detail ? detail : "");
+        return;
+    }
     uint32_t suppressed = rl->suppressed;
     if (!ns_ratelimit_allow(rl, ns_mono_ms(), S_LOG_LINES_PER_MIN, 60000))
         return;
@@ -997,17 +1010,25 @@ void ns_p2p_pack_status(const ns_p2p_t *p, msgpack_packer *pk, uint32_t n_extra)
 
     /* Every drop reason, zero or not, so scripts can rely on the keys. */
     static const int reasons[] = {
-        NS_ERR_TOOBIG,  NS_ERR_TRUNCATED, NS_ERR_TYPE,  NS_ERR_VERSION,
-        NS_ERR_MSGTYPE, NS_ERR_SIG,       NS_ERR_STALE, NS_ERR_NETWORK,
-        NS_ERR_RATE,    NS_ERR_TRAILING,  NS_ERR_INVAL, NS_ERR_ADDR,
-        NS_ERR_SELF,    NS_ERR_NOMEM,
+        NS_ERR_TOOBIG,  NS_ERR_TRUNCATED, NS_ERR_TYPE,   NS_ERR_VERSION,
+        NS_ERR_MSGTYPE, NS_ERR_SIG,       NS_ERR_STALE,  NS_ERR_NETWORK,
+        NS_ERR_RATE,    NS_ERR_TRAILING,  NS_ERR_INVAL,  NS_ERR_ADDR,
+        NS_ERR_SELF,    NS_ERR_NOMEM,     NS_ERR_REPLAY,
     };
     size_t nr = sizeof reasons / sizeof reasons[0];
+    /* and "other": what the layers above refused for reasons of their
+     * own, so that the named reasons always add up to the total */
+    uint64_t named = 0;
+    for (size_t i = 0; i < nr; i++)
+        named += p->stats.dropped[-reasons[i]];
     ns_mp_str(pk, "dropped");
-    msgpack_pack_map(pk, (uint32_t)nr + 1);
+    msgpack_pack_map(pk, (uint32_t)nr + 2);
     s_kv_u64(pk, "total", p->stats.dropped_total);
     for (size_t i = 0; i < nr; i++)
         s_kv_u64(pk, ns_errname(reasons[i]), p->stats.dropped[-reasons[i]]);
+    s_kv_u64(pk, "other",
+             p->stats.dropped_total > named ? p->stats.dropped_total - named
+                                            : 0);
 }
 
 void ns_p2p_pack_peers(const ns_p2p_t *p, msgpack_packer *pk)

@@ -9,7 +9,7 @@ import subprocess
 import time
 
 import nstest
-from nstest import check, check_eq, log
+from nstest import check, check_eq, cli, log
 
 N = 8
 HEARTBEAT_MS = 500
@@ -119,6 +119,18 @@ def test(net):
             check_eq(p["endpoint"],
                      f"tcp://127.0.0.1:{base + ids.index(p['id'])}",
                      f"node{i}'s endpoint for {p['id'][:10]}")
+
+    # A healthy network: every drop has a named reason (they add up to the
+    # total, "other" included) and nothing is logged at warn level.
+    for i, d in enumerate(datadirs):
+        r = cli("status", "--datadir", d, "--json")
+        check(r.returncode == 0, f"status node{i}: {r.stderr}")
+        dropped = json.loads(r.stdout)["dropped"]
+        check_eq(sum(v for k, v in dropped.items() if k != "total"),
+                 dropped["total"], f"node{i}'s named drops vs the total")
+        with open(os.path.join(d, "node.log")) as f:
+            warns = [line for line in f if "level=warn" in line]
+        check(not warns, f"node{i} warned on a healthy network: {warns[:3]}")
 
     # A second run.sh on a running testnet is refused and changes nothing.
     r = script("run.sh", "-n", 2, "-d", tn, "-p", base + 20)
