@@ -34,25 +34,11 @@ typedef struct {
     int json, watch;
 } s_opts_t;
 
-static const msgpack_object *s_get(const msgpack_object *map, const char *key)
-{
-    if (!map || map->type != MSGPACK_OBJECT_MAP)
-        return NULL;
-    size_t klen = strlen(key);
-    for (uint32_t i = 0; i < map->via.map.size; i++) {
-        const msgpack_object *k = &map->via.map.ptr[i].key;
-        if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == klen &&
-            memcmp(k->via.str.ptr, key, klen) == 0)
-            return &map->via.map.ptr[i].val;
-    }
-    return NULL;
-}
-
 /* A field as text ("-" when absent or nil). */
 static void s_text(char *out, size_t cap, const msgpack_object *map,
                    const char *key)
 {
-    const msgpack_object *v = s_get(map, key);
+    const msgpack_object *v = ns_mp_obj_get(map, key);
     if (!v)
         snprintf(out, cap, "-");
     else if (v->type == MSGPACK_OBJECT_STR)
@@ -70,7 +56,7 @@ static void s_text(char *out, size_t cap, const msgpack_object *map,
 
 static void s_age(char *out, size_t cap, const msgpack_object *j)
 {
-    const msgpack_object *v = s_get(j, "age_ms");
+    const msgpack_object *v = ns_mp_obj_get(j, "age_ms");
     unsigned long long s =
         v && v->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? v->via.u64 / 1000 : 0;
     if (s < 120)
@@ -127,7 +113,7 @@ static const msgpack_object *s_find(const msgpack_object *d, const char *prefix)
     const msgpack_object *hit = NULL;
     size_t n = strlen(prefix);
     for (uint32_t i = 0; i < d->via.array.size; i++) {
-        const msgpack_object *id = s_get(&d->via.array.ptr[i], "id");
+        const msgpack_object *id = ns_mp_obj_get(&d->via.array.ptr[i], "id");
         if (!id || id->type != MSGPACK_OBJECT_STR || id->via.str.size < n ||
             strncasecmp(id->via.str.ptr, prefix, n) != 0)
             continue;
@@ -190,7 +176,7 @@ static void s_detail(const s_opts_t *o, const msgpack_object *j)
         "age_ms", "finished", "rounds", "checked", "error"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         char v[600];
-        if (!s_get(j, keys[i]))
+        if (!ns_mp_obj_get(j, keys[i]))
             continue;
         s_text(v, sizeof v, j, keys[i]);
         if (strcmp(keys[i], "error") == 0 && !v[0])

@@ -39,30 +39,16 @@ static int s_parse(const char *cmd, int argc, char **argv, s_query_opts_t *o)
 
 /* ---- reading our own node's documents (msgpack-c object API) ---------- */
 
-static const msgpack_object *s_get(const msgpack_object *map, const char *key)
-{
-    if (!map || map->type != MSGPACK_OBJECT_MAP)
-        return NULL;
-    size_t klen = strlen(key);
-    for (uint32_t i = 0; i < map->via.map.size; i++) {
-        const msgpack_object *k = &map->via.map.ptr[i].key;
-        if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == klen &&
-            memcmp(k->via.str.ptr, key, klen) == 0)
-            return &map->via.map.ptr[i].val;
-    }
-    return NULL;
-}
-
 static unsigned long long s_u(const msgpack_object *map, const char *key)
 {
-    const msgpack_object *v = s_get(map, key);
+    const msgpack_object *v = ns_mp_obj_get(map, key);
     return v && v->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? v->via.u64 : 0;
 }
 
 /* A number, float or integer (amounts in credits are floats). */
 static double s_f(const msgpack_object *map, const char *key)
 {
-    const msgpack_object *v = s_get(map, key);
+    const msgpack_object *v = ns_mp_obj_get(map, key);
     if (!v)
         return 0;
     if (v->type == MSGPACK_OBJECT_FLOAT64 || v->type == MSGPACK_OBJECT_FLOAT32)
@@ -70,10 +56,19 @@ static double s_f(const msgpack_object *map, const char *key)
     return v->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (double)v->via.u64 : 0;
 }
 
+/* An amount in credits (a float in the document) as ns_credits_fmt
+ * writes it: "5000000", not "5e+06". */
+static char *s_credits(char out[NS_CREDITS_TEXT], const msgpack_object *map,
+                       const char *key)
+{
+    double v = s_f(map, key);
+    return ns_credits_fmt(out, v > 0 ? (uint64_t)(v * 1e6 + 0.5) : 0);
+}
+
 static void s_s(char *out, size_t cap, const msgpack_object *map,
                 const char *key)
 {
-    const msgpack_object *v = s_get(map, key);
+    const msgpack_object *v = ns_mp_obj_get(map, key);
     if (v && v->type == MSGPACK_OBJECT_STR)
         snprintf(out, cap, "%.*s", (int)v->via.str.size, v->via.str.ptr);
     else
@@ -127,8 +122,8 @@ static void s_render_status(const msgpack_object *d)
     s_s(net, sizeof net, d, "network");
     s_s(netid, sizeof netid, d, "network_id");
     s_s(ver, sizeof ver, d, "version");
-    const msgpack_object *m = s_get(d, "messages");
-    const msgpack_object *dr = s_get(d, "dropped");
+    const msgpack_object *m = ns_mp_obj_get(d, "messages");
+    const msgpack_object *dr = ns_mp_obj_get(d, "dropped");
     printf("node      %s (pid %llu, nightshift %s)\n", id, s_u(d, "pid"), ver);
     printf("address   %s\n", addr);
     printf("network   %s (%.16s)\n", net, netid);
@@ -153,15 +148,17 @@ static void s_render_status(const msgpack_object *d)
                    (unsigned long long)kv->val.via.u64);
         }
     printf("\n");
-    const msgpack_object *l = s_get(d, "ledger");
+    const msgpack_object *l = ns_mp_obj_get(d, "ledger");
     if (l && l->type == MSGPACK_OBJECT_MAP) {
         char digest[80];
         s_s(digest, sizeof digest, l, "digest");
-        printf("ledger    %llu entries, %llu accounts, total %.6g credits, "
-               "burned %.6g, digest %.16s\n",
-               s_u(l, "entries"), s_u(l, "accounts"), s_f(l, "total"),
-               s_f(l, "burned"), digest);
-        const msgpack_object *se = s_get(l, "storage_error");
+        char total[NS_CREDITS_TEXT], burned[NS_CREDITS_TEXT];
+        printf("ledger    %llu entries, %llu accounts, total %s credits, "
+               "burned %s, digest %.16s\n",
+               s_u(l, "entries"), s_u(l, "accounts"),
+               s_credits(total, l, "total"), s_credits(burned, l, "burned"),
+               digest);
+        const msgpack_object *se = ns_mp_obj_get(l, "storage_error");
         if (se && se->type == MSGPACK_OBJECT_MAP) {
             char detail[160];
             s_s(detail, sizeof detail, se, "detail");
@@ -170,7 +167,7 @@ static void s_render_status(const msgpack_object *d)
                    detail);
         }
     }
-    const msgpack_object *p = s_get(d, "provider");
+    const msgpack_object *p = ns_mp_obj_get(d, "provider");
     if (p && p->type == MSGPACK_OBJECT_MAP)
         printf("provider  %llu busy, %llu bids, %llu awards, %llu results, "
                "%llu failed, %llu stopped\n",
@@ -230,13 +227,11 @@ static void s_render_peers(const msgpack_object *d)
         char amount[NS_CREDITS_TEXT];
         snprintf(price, sizeof price, "%s",
                  ns_credits_fmt(amount, s_u(p, "price") * 3600));
-        snprintf(
-            stake, sizeof stake, "%s",
-            ns_credits_fmt(amount, (uint64_t)(s_f(p, "stake") * 1e6 + 0.5)));
+        snprintf(stake, sizeof stake, "%s", s_credits(amount, p, "stake"));
         snprintf(slots, sizeof slots, "%llu", s_u(p, "free_slots"));
         s_s(ver, sizeof ver, p, "version");
         devs[0] = '\0';
-        const msgpack_object *dl = s_get(p, "devices");
+        const msgpack_object *dl = ns_mp_obj_get(p, "devices");
         if (dl && dl->type == MSGPACK_OBJECT_ARRAY) {
             for (uint32_t k = 0; k < dl->via.array.size; k++) {
                 char type[16];

@@ -376,6 +376,25 @@ void ns_mp_bin(msgpack_packer *pk, const void *data, size_t len)
     msgpack_pack_bin_body(pk, data, len);
 }
 
+const msgpack_object *ns_mp_obj_get(const msgpack_object *o, const char *path)
+{
+    while (o && *path) {
+        const char *dot = strchr(path, '.');
+        size_t len = dot ? (size_t)(dot - path) : strlen(path);
+        const msgpack_object *next = NULL;
+        if (o->type == MSGPACK_OBJECT_MAP)
+            for (uint32_t i = 0; i < o->via.map.size && !next; i++) {
+                const msgpack_object *k = &o->via.map.ptr[i].key;
+                if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == len &&
+                    memcmp(k->via.str.ptr, path, len) == 0)
+                    next = &o->via.map.ptr[i].val;
+            }
+        o = next;
+        path += len + (dot != NULL);
+    }
+    return o;
+}
+
 void ns_mp_credits(msgpack_packer *pk, uint64_t micro)
 {
     msgpack_pack_double(pk, (double)micro / (double)NS_MICRO);

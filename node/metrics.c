@@ -27,26 +27,6 @@ static void s_put(s_out_t *o, const char *fmt, ...)
                                                        : sizeof line - 1);
 }
 
-/* The value at a dotted path of maps ("ledger.rejected"), or NULL. */
-static const msgpack_object *s_get(const msgpack_object *o, const char *path)
-{
-    while (o && *path) {
-        const char *dot = strchr(path, '.');
-        size_t len = dot ? (size_t)(dot - path) : strlen(path);
-        const msgpack_object *next = NULL;
-        if (o->type == MSGPACK_OBJECT_MAP)
-            for (uint32_t i = 0; i < o->via.map.size && !next; i++) {
-                const msgpack_object *k = &o->via.map.ptr[i].key;
-                if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == len &&
-                    memcmp(k->via.str.ptr, path, len) == 0)
-                    next = &o->via.map.ptr[i].val;
-            }
-        o = next;
-        path += len + (dot != NULL);
-    }
-    return o;
-}
-
 static int s_num(const msgpack_object *o, double *v)
 {
     if (!o)
@@ -91,7 +71,7 @@ static void s_one(s_out_t *o, const msgpack_object *doc, const char *path,
                   double scale)
 {
     double v;
-    if (s_num(s_get(doc, path), &v) != NS_OK)
+    if (s_num(ns_mp_obj_get(doc, path), &v) != NS_OK)
         return;
     s_head(o, name, type, help);
     s_put(o, "%s ", name);
@@ -104,7 +84,7 @@ static void s_by_key(s_out_t *o, const msgpack_object *doc, const char *path,
                      const char *name, const char *type, const char *help,
                      const char *label, const char *skip)
 {
-    const msgpack_object *m = s_get(doc, path);
+    const msgpack_object *m = ns_mp_obj_get(doc, path);
     if (!m || m->type != MSGPACK_OBJECT_MAP)
         return;
     s_head(o, name, type, help);
@@ -127,14 +107,15 @@ static void s_by_key(s_out_t *o, const msgpack_object *doc, const char *path,
 static void s_histo(s_out_t *o, const msgpack_object *doc, const char *path,
                     const char *name, const char *help)
 {
-    const msgpack_object *h = s_get(doc, path);
-    const msgpack_object *le = s_get(h, "le"), *counts = s_get(h, "counts");
+    const msgpack_object *h = ns_mp_obj_get(doc, path);
+    const msgpack_object *le = ns_mp_obj_get(h, "le"),
+                         *counts = ns_mp_obj_get(h, "counts");
     double count, sum;
     if (!le || !counts || le->type != MSGPACK_OBJECT_ARRAY ||
         counts->type != MSGPACK_OBJECT_ARRAY ||
         le->via.array.size != counts->via.array.size ||
-        s_num(s_get(h, "count"), &count) != NS_OK ||
-        s_num(s_get(h, "sum_s"), &sum) != NS_OK)
+        s_num(ns_mp_obj_get(h, "count"), &count) != NS_OK ||
+        s_num(ns_mp_obj_get(h, "sum_s"), &sum) != NS_OK)
         return;
     s_head(o, name, "histogram", help);
     for (uint32_t i = 0; i < le->via.array.size; i++) {
@@ -172,9 +153,9 @@ static void s_label(char *out, size_t cap, const msgpack_object *o)
 static void s_node(s_out_t *o, const msgpack_object *st)
 {
     char id[128], net[128], ver[64];
-    s_label(id, sizeof id, s_get(st, "id"));
-    s_label(net, sizeof net, s_get(st, "network"));
-    s_label(ver, sizeof ver, s_get(st, "version"));
+    s_label(id, sizeof id, ns_mp_obj_get(st, "id"));
+    s_label(net, sizeof net, ns_mp_obj_get(st, "network"));
+    s_label(ver, sizeof ver, ns_mp_obj_get(st, "version"));
     s_head(o, "nightshift_node_info", "gauge",
            "The node's id, network and version (value 1).");
     s_put(o,
@@ -289,7 +270,7 @@ static void s_account(s_out_t *o, const msgpack_object *st)
 
 static void s_provider(s_out_t *o, const msgpack_object *st)
 {
-    const msgpack_object *p = s_get(st, "provider");
+    const msgpack_object *p = ns_mp_obj_get(st, "provider");
     if (!p)
         return;
     static const struct {
@@ -327,8 +308,8 @@ static void s_provider(s_out_t *o, const msgpack_object *st)
     s_one(o, st, "provider.running", "nightshift_provider_workers_busy",
           "gauge", "Workers running a job now.", 1);
     double busy, workers;
-    if (s_num(s_get(p, "running"), &busy) == NS_OK &&
-        s_num(s_get(p, "workers"), &workers) == NS_OK) {
+    if (s_num(ns_mp_obj_get(p, "running"), &busy) == NS_OK &&
+        s_num(ns_mp_obj_get(p, "workers"), &workers) == NS_OK) {
         s_head(o, "nightshift_device_utilisation_ratio", "gauge",
                "Busy workers over workers (0 with none).");
         s_put(o, "nightshift_device_utilisation_ratio ");
@@ -340,13 +321,13 @@ static void s_provider(s_out_t *o, const msgpack_object *st)
 
 static void s_requests(s_out_t *o, const msgpack_object *st)
 {
-    if (!s_get(st, "requests"))
+    if (!ns_mp_obj_get(st, "requests"))
         return;
     s_by_key(o, st, "requests.in_flight", "nightshift_requester_jobs", "gauge",
              "Hosted (submit --node) jobs in flight, by phase.", "phase", NULL);
     double done = 0, failed = 0;
-    if (s_num(s_get(st, "requests.done"), &done) == NS_OK &&
-        s_num(s_get(st, "requests.failed"), &failed) == NS_OK) {
+    if (s_num(ns_mp_obj_get(st, "requests.done"), &done) == NS_OK &&
+        s_num(ns_mp_obj_get(st, "requests.failed"), &failed) == NS_OK) {
         s_head(o, "nightshift_requester_jobs_finished_total", "counter",
                "Hosted jobs finished, by outcome.");
         s_put(o, "nightshift_requester_jobs_finished_total{outcome=\"done\"} ");
@@ -356,7 +337,7 @@ static void s_requests(s_out_t *o, const msgpack_object *st)
         s_value(o, failed);
     }
     double slashed;
-    if (s_num(s_get(st, "requests.slashed"), &slashed) == NS_OK) {
+    if (s_num(ns_mp_obj_get(st, "requests.slashed"), &slashed) == NS_OK) {
         s_head(o, "nightshift_requester_verifications_total", "counter",
                "Verification outcomes of hosted jobs: results accepted, "
                "providers slashed.");

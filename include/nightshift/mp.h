@@ -77,6 +77,11 @@ void ns_mp_str(msgpack_packer *pk, const char *s);
  * of a document shows it as a plain decimal ("12.5", "1000000"). */
 void ns_mp_credits(msgpack_packer *pk, uint64_t micro);
 
+/* Reading a document unpacked with msgpack-c's object API: the value at a
+ * key, or at a dotted path of maps ("ledger.rejected"); NULL when a step
+ * is missing or not a map. */
+const msgpack_object *ns_mp_obj_get(const msgpack_object *o, const char *path);
+
 /* Render any msgpack value as JSON (for --json output of control replies).
  * Input is checked with the strict reader rules (caps, depth <= 32);
  * bin values become lowercase hex strings. Returns malloc'd text. */
