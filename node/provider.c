@@ -336,10 +336,9 @@ static int s_on_job(ns_provider_t *p, const ns_node_msg_t *m)
         ns_offer_t one = offer;
         one.devices = &p->o.devices[d];
         one.n_devices = 1;
-        if (ns_reqs_check(&a.reqs, &one, a.collateral, a.max_price,
-                          a.work_flops, NULL) == 0 &&
-            s_pick_worker(p, d) >= 0 &&
-            s_pick_worker(p, d) % (int)p->o.n_devices == (int)d) {
+        if (s_pick_worker(p, d) >= 0 &&
+            ns_reqs_check(&a.reqs, &one, a.collateral, a.max_price,
+                          a.work_flops, NULL) == 0) {
             dev = d;
             break;
         }
