@@ -353,12 +353,14 @@ static int s_convert(s_ctx_t *c, json_t *root)
         rc = s_fail(c, "shards: a positive integer");
         goto out;
     }
-    if (v && json_integer_value(v) > 1)
-        rc = s_fail(c,
-                    "shards: %" JSON_INTEGER_FORMAT
-                    " shards are not supported yet (one provider per job for "
-                    "now; see docs/JOBS.md)",
-                    json_integer_value(v));
+    if (v && json_integer_value(v) > NS_MAX_SHARDS) {
+        rc = s_fail(c, "shards: %" JSON_INTEGER_FORMAT ": at most %d",
+                    json_integer_value(v), NS_MAX_SHARDS);
+        goto out;
+    }
+    if (v && ((rc = s_push(c, "--shards")) ||
+              (rc = s_push(c, "%" JSON_INTEGER_FORMAT, json_integer_value(v)))))
+        goto out;
 out:
     json_decref(buffers);
     json_decref(used);

@@ -29,6 +29,28 @@ void ns_jobspec_release(ns_jobspec_t *spec)
     memset(spec, 0, sizeof *spec);
 }
 
+/* --shards N: 1 consumed, -2 a bad value (err says why). */
+static int s_shards(ns_jobspec_t *spec, int argc, char **argv, int *i,
+                    char *err, size_t errlen)
+{
+    const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    char *end = NULL;
+    unsigned long long n = v && *v >= '1' && *v <= '9' ? strtoull(v, &end, 10)
+                                                       : 0;
+    if (!v || !end || *end || n < 1 || n > NS_MAX_SHARDS) {
+        snprintf(err, errlen, "--shards '%s': a number of shards, 1..%d",
+                 v ? v : "", NS_MAX_SHARDS);
+        return -2;
+    }
+    if (spec->shards) {
+        snprintf(err, errlen, "--shards given twice");
+        return -2;
+    }
+    spec->shards = (uint32_t)n;
+    *i += 2;
+    return 1;
+}
+
 /* --job FILE.json: the flags the file stands for. */
 static int s_jobfile(ns_jobspec_t *spec, const char *cmd, int argc, char **argv,
                      int *i)
@@ -52,9 +74,12 @@ static int s_jobfile(ns_jobspec_t *spec, const char *cmd, int argc, char **argv,
     for (int k = 0; k < jf->argc;) {
         if (strcmp(jf->argv[k], "--kernel") == 0 && k + 1 < jf->argc)
             spec->kernel_path = jf->argv[k + 1];
-        rc =
-            ns_job_parse_flag(&spec->job, jf->argc, jf->argv, &k,
-                              spec->in_paths, spec->out_paths, err, sizeof err);
+        if (strcmp(jf->argv[k], "--shards") == 0)
+            rc = s_shards(spec, jf->argc, jf->argv, &k, err, sizeof err);
+        else
+            rc = ns_job_parse_flag(&spec->job, jf->argc, jf->argv, &k,
+                                   spec->in_paths, spec->out_paths, err,
+                                   sizeof err);
         if (rc <= 0) {
             ns_cli_error(cmd, "job file %s: %s", path,
                          rc ? err : "unexpected flag");
@@ -71,6 +96,12 @@ int ns_jobspec_flag(ns_jobspec_t *spec, const char *cmd, int argc, char **argv,
     char err[512];
     if (strcmp(argv[*i], "--job") == 0)
         return s_jobfile(spec, cmd, argc, argv, i);
+    if (strcmp(argv[*i], "--shards") == 0) {
+        if (s_shards(spec, argc, argv, i, err, sizeof err) > 0)
+            return 1;
+        ns_cli_error(cmd, "%s", err);
+        return -2;
+    }
     if (strcmp(argv[*i], "--kernel") == 0 && *i + 1 < argc)
         spec->kernel_path = argv[*i + 1];
     int rc = ns_job_parse_flag(&spec->job, argc, argv, i, spec->in_paths,
@@ -160,6 +191,21 @@ int ns_jobspec_prepare(ns_jobspec_t *spec, const char *cmd)
     if (ns_job_finalize(&spec->job, err, sizeof err) != NS_OK) {
         ns_cli_error(cmd, "invalid job: %s", err);
         return 2;
+    }
+    if (spec->shards > 1) {
+        /* some dimension must do; which one, shards.c finds out */
+        bool any = false;
+        char first[512] = "";
+        for (uint32_t d = spec->job.dims; d-- > 0 && !any;) {
+            any = ns_job_shardable(&spec->job, spec->shards, d, err,
+                                   sizeof err) == NS_OK;
+            if (!any && !first[0])
+                memcpy(first, err, sizeof first);
+        }
+        if (!any) {
+            ns_cli_error(cmd, "%s", first);
+            return 2;
+        }
     }
     for (uint32_t k = 0; k < spec->job.n_args; k++)
         spec->inputs[k].verified = spec->in_bufs[k] != NULL;

@@ -18,6 +18,7 @@ typedef struct {
     uint8_t *in_bufs[NS_MAX_ARGS];      /* input contents, owned */
     uint8_t *outputs[NS_MAX_ARGS];      /* output contents, owned */
     struct ns_jobfile_s *jobfile;       /* --job FILE.json, owned */
+    uint32_t shards; /* --shards N ("shards" in a job file); 0: not given */
 } ns_jobspec_t;
 
 void ns_jobspec_init(ns_jobspec_t *spec);
@@ -25,7 +26,9 @@ void ns_jobspec_release(ns_jobspec_t *spec);
 
 /* One JOB-FLAG at argv[*i]: 1 consumed (and *i advanced), 0 not a job
  * flag, -1 / -2 an error already printed (exit status 1 / 2). `--job
- * FILE.json` (jobfile.h) stands for the JOB-FLAGS the file describes. */
+ * FILE.json` (jobfile.h) stands for the JOB-FLAGS the file describes;
+ * `--shards N` (1..NS_MAX_SHARDS) is one too, checked against the job by
+ * ns_jobspec_prepare. */
 int ns_jobspec_flag(ns_jobspec_t *spec, const char *cmd, int argc, char **argv,
                     int *i);
 

@@ -664,6 +664,10 @@ static void s_award(ns_requester_t *q)
     }
     s_free_t f = {q, rank};
     q->io->visit_peers(q->io->user, s_mark_free, &f);
+    /* a provider that holds another shard of the job counts as busy */
+    for (uint32_t i = 0; q->o.sibling_holds && i < q->n_bids; i++)
+        if (q->o.sibling_holds(q->o.sibling_user, q->bids[i].provider))
+            rank[i].free = false;
     for (;;) {
         int w =
             ns_auction_pick(q->bids, rank, q->n_bids, q->o.max_price, &q->ann);
@@ -805,9 +809,9 @@ static void s_verify(ns_requester_t *q)
         return;
     }
     uint32_t k = ns_job_checks(q->o.job);
+    uint64_t pool = ns_job_shard_units(q->o.job); /* a shard's own */
     s_say(q, "outputs received; checking %u random units of %llu",
-          k < q->n_items ? k : (uint32_t)q->n_items,
-          (unsigned long long)q->n_items);
+          k < pool ? k : (uint32_t)pool, (unsigned long long)pool);
     randombytes_buf(q->secret, sizeof q->secret);
     int rc = ns_spot_check(q->runner, q->o.job, q->o.desc_id, q->o.inputs,
                            q->o.outputs, lj.root, q->secret, k, &q->check, err,
@@ -910,7 +914,8 @@ static void s_post(ns_requester_t *q)
         const ns_device_t *d = ns_runner_device(q->runner);
         double gflops =
             d && d->info.gflops > 0.1 ? d->info.gflops : NS_POLICY_REF_GFLOPS;
-        double flops = (double)unit_ns * 1e-9 * (double)ns_job_units(q->o.job) *
+        double flops = (double)unit_ns * 1e-9 *
+                       (double)ns_job_shard_units(q->o.job) *
                        gflops * 1e9;
         q->ann.work_flops = flops < 1 ? 1 : (uint64_t)flops;
         s_say(q,
