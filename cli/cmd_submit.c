@@ -51,10 +51,10 @@ typedef struct s_submit {
     struct s_shard_ctx {
         struct s_submit *q;
         uint32_t i;
-        ns_requester_t *req;   /* light peer */
-        ns_hash_t job_id;      /* market id */
+        ns_requester_t *req;             /* light peer */
+        ns_hash_t job_id;                /* market id */
         char tmp[NS_MAX_ARGS][PATH_MAX]; /* --node: its output files */
-        ns_ctl_job_t *ctl;     /* --node: its last report */
+        ns_ctl_job_t *ctl;               /* --node: its last report */
         uint32_t from_line;
         bool finished;
     } ctx[NS_MAX_SHARDS];

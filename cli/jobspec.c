@@ -35,8 +35,8 @@ static int s_shards(ns_jobspec_t *spec, int argc, char **argv, int *i,
 {
     const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
     char *end = NULL;
-    unsigned long long n = v && *v >= '1' && *v <= '9' ? strtoull(v, &end, 10)
-                                                       : 0;
+    unsigned long long n =
+        v && *v >= '1' && *v <= '9' ? strtoull(v, &end, 10) : 0;
     if (!v || !end || *end || n < 1 || n > NS_MAX_SHARDS) {
         snprintf(err, errlen, "--shards '%s': a number of shards, 1..%d",
                  v ? v : "", NS_MAX_SHARDS);

@@ -16,10 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define S_N_FIELDS 14  /* elements of the encoded descriptor */
+#define S_N_FIELDS 14       /* elements of the encoded descriptor */
 #define S_N_FIELDS_SHARD 17 /* ... of a shard's (version 2) */
-#define S_TAG_F32 0xca /* msgpack float 32 */
-#define S_TAG_F64 0xcb /* msgpack float 64 */
+#define S_TAG_F32 0xca      /* msgpack float 32 */
+#define S_TAG_F64 0xcb      /* msgpack float 64 */
 
 /* ---- small helpers ------------------------------------------------------ */
 
@@ -558,22 +558,21 @@ static int s_check_shard(const ns_job_t *job, char *err, size_t errlen)
             return s_fail(NS_ERR_INVAL, err, errlen,
                           "shard_first = %llu, shard_dim = %u without "
                           "shard_rows",
-                          (unsigned long long)job->shard_first,
-                          job->shard_dim);
+                          (unsigned long long)job->shard_first, job->shard_dim);
         return NS_OK;
     }
     if (job->shard_dim >= job->dims)
         return s_fail(NS_ERR_INVAL, err, errlen,
-                      "shard_dim = %u: must be below dims = %u",
-                      job->shard_dim, job->dims);
+                      "shard_dim = %u: must be below dims = %u", job->shard_dim,
+                      job->dims);
     uint64_t rows = s_rows(job);
     if (job->shard_first >= rows || job->shard_rows > rows - job->shard_first)
-        return s_fail(NS_ERR_INVAL, err, errlen,
-                      "shard rows %llu..%llu: the job has %llu rows",
-                      (unsigned long long)job->shard_first,
-                      (unsigned long long)(job->shard_first +
-                                           job->shard_rows - 1),
-                      (unsigned long long)rows);
+        return s_fail(
+            NS_ERR_INVAL, err, errlen,
+            "shard rows %llu..%llu: the job has %llu rows",
+            (unsigned long long)job->shard_first,
+            (unsigned long long)(job->shard_first + job->shard_rows - 1),
+            (unsigned long long)rows);
     return NS_OK;
 }
 
@@ -658,8 +657,8 @@ int ns_job_shardable(const ns_job_t *job, uint32_t n, uint32_t dim, char *err,
                       "no dimension %u to cut into shards", dim);
     uint64_t rows = s_extent(job, dim);
     if (n < 1 || n > NS_MAX_SHARDS)
-        return s_fail(NS_ERR_TOOBIG, err, errlen,
-                      "shards = %u: must be 1..%d", n, NS_MAX_SHARDS);
+        return s_fail(NS_ERR_TOOBIG, err, errlen, "shards = %u: must be 1..%d",
+                      n, NS_MAX_SHARDS);
     if (n > rows)
         return s_fail(NS_ERR_INVAL, err, errlen,
                       "shards = %u: more shards than rows (global[%u]%s = "

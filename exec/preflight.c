@@ -436,19 +436,19 @@ int ns_preflight_sample(ns_runner_t *r, const ns_job_t *job,
                          row = ns_job_unit_row(job, unit);
                 if (job->shard_rows &&
                     (p < size * row / rows || p >= size * (row + 1) / rows)) {
-                    ns_cl_errf(err, errlen,
-                               "unit %llu of kernel '%s' (row %llu) writes "
-                               "byte %llu of argument %u, outside its row's "
-                               "slice (bytes %llu..%llu): a job cut into "
-                               "shards needs each row's outputs (row = the "
-                               "unit's index along global[%u]) in its own "
-                               "slice of every output",
-                               (unsigned long long)unit, job->entry,
-                               (unsigned long long)row, (unsigned long long)p,
-                               i, (unsigned long long)(size * row / rows),
-                               (unsigned long long)(size * (row + 1) / rows -
-                                                    1),
-                               job->shard_dim);
+                    ns_cl_errf(
+                        err, errlen,
+                        "unit %llu of kernel '%s' (row %llu) writes "
+                        "byte %llu of argument %u, outside its row's "
+                        "slice (bytes %llu..%llu): a job cut into "
+                        "shards needs each row's outputs (row = the "
+                        "unit's index along global[%u]) in its own "
+                        "slice of every output",
+                        (unsigned long long)unit, job->entry,
+                        (unsigned long long)row, (unsigned long long)p, i,
+                        (unsigned long long)(size * row / rows),
+                        (unsigned long long)(size * (row + 1) / rows - 1),
+                        job->shard_dim);
                     rc = NS_ERR_INVAL;
                     break;
                 }
@@ -459,8 +459,8 @@ int ns_preflight_sample(ns_runner_t *r, const ns_job_t *job,
                         "%llu of argument %u: in the full launch they race, "
                         "so the result is not defined",
                         (unsigned long long)ns_job_shard_unit(
-                            job, (n - 1) * (owner[i][p] - 1) /
-                                     (k > 1 ? k - 1 : 1)),
+                            job,
+                            (n - 1) * (owner[i][p] - 1) / (k > 1 ? k - 1 : 1)),
                         (unsigned long long)unit, job->entry,
                         (unsigned long long)p, i);
                     rc = NS_ERR_INVAL;

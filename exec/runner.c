@@ -956,10 +956,9 @@ int ns_runner_run(ns_runner_t *r, const ns_job_t *job, const ns_input_t *inputs,
         offset[d] = (size_t)job->shard_first * row;
         global[d] = (size_t)job->shard_rows * row;
     }
-    e = clEnqueueNDRangeKernel(r->queue, c.kernel, job->dims,
-                               shard ? offset : NULL, global,
-                               s_has_local(job) ? local : NULL, 0, NULL,
-                               &c.events[c.n_events++]);
+    e = clEnqueueNDRangeKernel(
+        r->queue, c.kernel, job->dims, shard ? offset : NULL, global,
+        s_has_local(job) ? local : NULL, 0, NULL, &c.events[c.n_events++]);
     if (e != CL_SUCCESS) {
         rc = ns_cl_fail(err, errlen, "clEnqueueNDRangeKernel", e);
         goto out;

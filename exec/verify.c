@@ -708,7 +708,8 @@ static int s_proof_shape(const ns_fraud_proof_t *p, uint64_t *chunk_off,
 {
     const ns_job_t *job = &p->job;
     if (p->n_units != ns_job_units(job) || p->unit >= p->n_units ||
-        !ns_job_unit_in_shard(job, p->unit) || p->arg >= job->n_args || job->args[p->arg].kind != NS_ARG_OUT ||
+        !ns_job_unit_in_shard(job, p->unit) || p->arg >= job->n_args ||
+        job->args[p->arg].kind != NS_ARG_OUT ||
         p->pos >= job->args[p->arg].size ||
         ns_commit_leaf_index(job, p->arg, p->pos, leaf) != NS_OK)
         return NS_ERR_INVAL;

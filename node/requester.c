@@ -915,8 +915,7 @@ static void s_post(ns_requester_t *q)
         double gflops =
             d && d->info.gflops > 0.1 ? d->info.gflops : NS_POLICY_REF_GFLOPS;
         double flops = (double)unit_ns * 1e-9 *
-                       (double)ns_job_shard_units(q->o.job) *
-                       gflops * 1e9;
+                       (double)ns_job_shard_units(q->o.job) * gflops * 1e9;
         q->ann.work_flops = flops < 1 ? 1 : (uint64_t)flops;
         s_say(q,
               "work estimate from the pre-flight: %.3g GFLOP (%.1f us a "

@@ -41,11 +41,11 @@
 #define NS_MAX_LOCAL_BYTES (1024 * 1024)      /* one __local argument */
 #define NS_MAX_CHECKS 4096                    /* spot-checks k */
 #define NS_MAX_ULP (1u << 20)                 /* ULP tolerance */
-#define NS_JOB_DEFAULT_CHECKS 64          /* k when checks = 0 (DESIGN.md) */
-#define NS_JOB_VERSION 1                  /* first element of the encoding */
-#define NS_JOB_VERSION_SHARD 2 /* ... of a shard's (three more fields) */
-#define NS_MAX_SHARDS 64       /* shards of one job */
-#define NS_JOB_DOMAIN "nightshift/job/v1" /* job id domain, no NUL */
+#define NS_JOB_DEFAULT_CHECKS 64 /* k when checks = 0 (DESIGN.md) */
+#define NS_JOB_VERSION 1         /* first element of the encoding */
+#define NS_JOB_VERSION_SHARD 2   /* ... of a shard's (three more fields) */
+#define NS_MAX_SHARDS 64         /* shards of one job */
+#define NS_JOB_DOMAIN "nightshift/job/v1"     /* job id domain, no NUL */
 #define NS_MAX_JOB_MSG (NS_MAX_SOURCE + 8192) /* encoded descriptor */
 
 typedef enum {
