@@ -106,8 +106,10 @@ def test(net):
          step % '"h"' + "}", "intermediate"),
         ('{"builtin": "vector_add", "steps": [{"global": [4], "args": []},'
          ' {"global": [4], "args": []}]}', "pipeline of 2 steps"),
-        ('{"builtin": "vector_add", "shards": 4, ' + step % "" + "}",
-         "4 shards are not supported yet"),
+        ('{"builtin": "vector_add", "shards": 65, ' + step % "" + "}",
+         "shards: 65: at most 64"),
+        ('{"builtin": "vector_add", "shards": 0, ' + step % "" + "}",
+         "shards: a positive integer"),
         ('{"builtin": "vector_add", ' + step % '{"u32": 1.5}' + "}",
          "an integer"),
         ('{"builtin": "vector_add", ' + step % '{"u16": 1}' + "}",
