@@ -656,7 +656,7 @@ static void s_print_shard_receipts(s_submit_t *q, const ns_receipt_t **rc,
             if (!sodium_is_zero(rc[i]->provider, NS_ID_BYTES))
                 ns_id_text(who, rc[i]->provider);
             bool done = rc[i]->phase == NS_RQ_DONE;
-            msgpack_pack_map(&pk, done ? 11 : 12);
+            msgpack_pack_map(&pk, done ? 12 : 13);
             ns_mp_str(&pk, "shard");
             msgpack_pack_uint32(&pk, i);
             ns_mp_str(&pk, "rows");
@@ -685,6 +685,8 @@ static void s_print_shard_receipts(s_submit_t *q, const ns_receipt_t **rc,
             msgpack_pack_uint32(&pk, rc[i]->cancelled);
             ns_mp_str(&pk, "run_ms");
             msgpack_pack_uint64(&pk, rc[i]->run_ms);
+            ns_mp_str(&pk, "verify_ms");
+            msgpack_pack_uint64(&pk, rc[i]->verify_ms);
         }
         ns_cli_print_json(sb.data, sb.size);
         msgpack_sbuffer_destroy(&sb);
@@ -695,8 +697,8 @@ static void s_print_shard_receipts(s_submit_t *q, const ns_receipt_t **rc,
             ns_cli_error("submit", "shard %u/%u: %s", i + 1, n, rc[i]->error);
     if (ok != n) {
         ns_cli_error("submit",
-                     "%u of %u shards settled; their credits are spent, the "
-                     "outputs were not written",
+                     "%u of %u shards settled (those are paid, the others "
+                     "refunded); the outputs were not written",
                      ok, n);
         return;
     }

@@ -54,6 +54,7 @@ struct ns_requester {
     bool slash_by_ref;     /* a SLASH whose inputs peers fetch from us */
     ns_challenger_t chal;  /* the winner's hardware challenge */
     ns_bid_t chal_bid;     /* the bid that wins if it passes */
+    bool chal_waiting;     /* for the node's challenge lease (said once) */
     uint64_t done_wait_ms; /* since when we wait for them to */
     ns_receipt_t rc;
 };
@@ -104,6 +105,8 @@ static void s_fail(ns_requester_t *q, const char *fmt, ...)
     vsnprintf(q->rc.error, sizeof q->rc.error, fmt, ap);
     va_end(ap);
     s_phase(q, NS_RQ_FAILED);
+    if (q->o.verified) /* a challenge it had in flight ends here */
+        ns_verified_chal_give(q->o.verified, q);
     /* a light peer whose SLASH's inputs peers still fetch from it waits
      * for them in the tick (s_inputs_taken) */
     if (!q->slash_by_ref)
@@ -583,6 +586,16 @@ static int s_vet(ns_requester_t *q, const ns_bid_t *bid, uint64_t now)
     q->io->visit_peers(q->io->user, s_find_claim, &c);
     if (!c.found)
         return 1; /* no heartbeat: no claim to hold it to */
+    /* one challenge at a time in this node (verified.h): wait our turn */
+    if (!ns_verified_chal_take(q->o.verified, q, wall,
+                               NS_POLICY_CHAL_LEASE_MS)) {
+        if (!q->chal_waiting)
+            s_say(q, "waiting for another hardware challenge of this node "
+                     "to end");
+        q->chal_waiting = true;
+        return 2;
+    }
+    q->chal_waiting = false;
     uint64_t label = q->o.reqs.min_mem_bytes / 4;
     double by_rate = c.claim.gbps * 1e9 * NS_POLICY_CHAL_LABEL_MS / 1000.0;
     if (by_rate > (double)label)
@@ -597,6 +610,7 @@ static int s_vet(ns_requester_t *q, const ns_bid_t *bid, uint64_t now)
                                 ? q->o.chal_allowance_ms
                                 : NS_POLICY_CHAL_ALLOWANCE_MS,
                             now) != NS_OK) {
+        ns_verified_chal_give(q->o.verified, q);
         s_note_dropped(q, bid->provider, "could not be challenged");
         return -1;
     }
@@ -684,7 +698,7 @@ static void s_award(ns_requester_t *q)
         if (v == 1)
             s_award_to(q, &q->bids[w]);
         if (v >= 0)
-            return;
+            return; /* 2: our turn to challenge comes at a later tick */
     }
 }
 
@@ -695,6 +709,7 @@ static void s_challenged(ns_requester_t *q, uint64_t now)
     int v = ns_challenger_tick(&q->chal, q->io, now, why, sizeof why);
     if (v == NS_CHALLENGER_PENDING)
         return;
+    ns_verified_chal_give(q->o.verified, q);
     uint64_t wall = q->io->now_ms(q->io->user);
     char who[NS_ID_SHORT_LEN + 1];
     ns_id_short(who, q->chal_bid.provider);
