@@ -470,6 +470,49 @@ static int s_abs_path(const char *in, char *out, size_t cap, bool must_exist)
     return n > 0 && (size_t)n < cap ? NS_OK : NS_ERR_TOOBIG;
 }
 
+/* A SUBMIT request's terms, split over n jobs (1: the whole job). */
+static void s_ctl_terms(const s_submit_t *q, ns_ctl_req_t *req, uint32_t n)
+{
+    uint64_t collateral = q->collateral      ? q->collateral
+                          : q->max_price / 2 ? q->max_price / 2
+                                             : 1;
+    req->kind = NS_CTL_SUBMIT;
+    req->terms.max_price = q->max_price / n ? q->max_price / n : 1;
+    req->terms.collateral = collateral / n ? collateral / n : 1;
+    req->terms.no_wait = q->no_wait != 0;
+    req->terms.bid_window_ms = (uint32_t)q->bid_window_ms;
+    req->terms.deadline_s = q->deadline_s;
+    req->terms.timeout_s = q->timeout_s;
+    req->terms.reqs = q->reqs;
+}
+
+/* Hand a SUBMIT to the node; its answer is the job's market id. what
+ * prefixes errors ("" or "shard 2: "). 0, or 1 with the error printed. */
+static int s_ctl_submit(const s_submit_t *q, ns_ctl_req_t *req,
+                        ns_hash_t job_id, const char *what)
+{
+    char err[512];
+    uint8_t *doc = NULL;
+    size_t len = 0;
+    if (ns_ctl_call(q->node, req, &doc, &len, err, sizeof err) != NS_OK) {
+        /* the node's own words, without the transport's prefix */
+        const char *why =
+            strncmp(err, "the node refused: ", 18) == 0 ? err + 18 : err;
+        ns_cli_error("submit", "%s%s", what, why);
+        return 1;
+    }
+    ns_mpr_t r;
+    ns_mpr_init(&r, doc, len);
+    ns_mpr_bin_exact(&r, job_id, NS_HASH_BYTES);
+    int rc = ns_mpr_end(&r);
+    free(doc);
+    if (rc != NS_OK) {
+        ns_cli_error("submit", "the node answered something else");
+        return 1;
+    }
+    return 0;
+}
+
 /* submit --node D: the node runs the requester; we poll its progress. */
 static int s_submit_via_node(s_submit_t *q)
 {
@@ -478,16 +521,7 @@ static int s_submit_via_node(s_submit_t *q)
     int status = 1;
     if (!req)
         return 1;
-    req->kind = NS_CTL_SUBMIT;
-    req->terms.max_price = q->max_price;
-    req->terms.no_wait = q->no_wait != 0;
-    req->terms.collateral = q->collateral      ? q->collateral
-                            : q->max_price / 2 ? q->max_price / 2
-                                               : 1;
-    req->terms.bid_window_ms = (uint32_t)q->bid_window_ms;
-    req->terms.deadline_s = q->deadline_s;
-    req->terms.timeout_s = q->timeout_s;
-    req->terms.reqs = q->reqs;
+    s_ctl_terms(q, req, 1);
     req->desc = q->packed.data;
     req->desc_len = q->packed.len;
     req->n_args = q->spec.job.n_args;
@@ -508,22 +542,9 @@ static int s_submit_via_node(s_submit_t *q)
     }
     uint8_t *doc = NULL;
     size_t len = 0;
-    if (ns_ctl_call(q->node, req, &doc, &len, err, sizeof err) != NS_OK) {
-        /* the node's own words, without the transport's prefix */
-        const char *why =
-            strncmp(err, "the node refused: ", 18) == 0 ? err + 18 : err;
-        ns_cli_error("submit", "%s", why);
+    int rc;
+    if (s_ctl_submit(q, req, req->job_id, ""))
         goto out;
-    }
-    ns_mpr_t r;
-    ns_mpr_init(&r, doc, len);
-    ns_mpr_bin_exact(&r, req->job_id, NS_HASH_BYTES);
-    int rc = ns_mpr_end(&r);
-    free(doc);
-    if (rc != NS_OK) {
-        ns_cli_error("submit", "the node answered something else");
-        goto out;
-    }
     ns_hex(hex, req->job_id, NS_HASH_BYTES);
     char line[200], max[NS_CREDITS_TEXT];
     snprintf(line, sizeof line,
@@ -854,17 +875,7 @@ static int s_submit_shards_via_node(s_submit_t *q)
         if (!c->ctl)
             goto out;
         memset(req, 0, sizeof *req);
-        req->kind = NS_CTL_SUBMIT;
-        req->terms.max_price = s_share(q->max_price, n);
-        req->terms.no_wait = q->no_wait != 0;
-        req->terms.collateral = s_share(q->collateral      ? q->collateral
-                                        : q->max_price / 2 ? q->max_price / 2
-                                                           : 1,
-                                        n);
-        req->terms.bid_window_ms = (uint32_t)q->bid_window_ms;
-        req->terms.deadline_s = q->deadline_s;
-        req->terms.timeout_s = q->timeout_s;
-        req->terms.reqs = q->reqs;
+        s_ctl_terms(q, req, n);
         req->desc = h->packed.data;
         req->desc_len = h->packed.len;
         req->n_args = h->job.n_args;
@@ -888,23 +899,10 @@ static int s_submit_shards_via_node(s_submit_t *q)
                 goto out;
             }
         }
-        uint8_t *doc = NULL;
-        size_t len = 0;
-        if (ns_ctl_call(q->node, req, &doc, &len, err, sizeof err) != NS_OK) {
-            const char *why =
-                strncmp(err, "the node refused: ", 18) == 0 ? err + 18 : err;
-            ns_cli_error("submit", "shard %u: %s", i + 1, why);
+        char what[32];
+        snprintf(what, sizeof what, "shard %u: ", i + 1);
+        if (s_ctl_submit(q, req, c->job_id, what))
             goto out;
-        }
-        ns_mpr_t r;
-        ns_mpr_init(&r, doc, len);
-        ns_mpr_bin_exact(&r, c->job_id, NS_HASH_BYTES);
-        int e = ns_mpr_end(&r);
-        free(doc);
-        if (e != NS_OK) {
-            ns_cli_error("submit", "the node answered something else");
-            goto out;
-        }
         memcpy(ids[i], c->job_id, NS_HASH_BYTES);
         started++;
     }
