@@ -112,15 +112,17 @@ y = np.fromfile(f"{d}/y.bin", dtype=np.float32).reshape(-1, out)
 yl = np.fromfile(f"{d}/y_local.bin", dtype=np.float32).reshape(-1, out)
 rc = json.load(open(f"{d}/receipt.json"))
 p_net, p_np, p_loc = (np.argmax(a, axis=1) for a in (y, ref, yl))
-acc = lambda p: float((p == labels).mean())
+meta = json.load(open(f"{d}/meta.json"))
+held = np.arange(len(labels)) % meta["images"] >= meta["train_rows"]
+acc = lambda p: f"{float((p == labels).mean()):.4f} (held-out {float((p == labels)[held].mean()):.4f})"
 print(f"rows {len(labels)}, shards {len(rc['shards'])}, status {rc['status']}")
 for s in rc["shards"]:
     print(f"  shard {s['shard'] + 1}: rows {s['rows'][0]}..{s['rows'][1] - 1}"
           f"  provider {s['provider'][:10]}  price {s['price']}"
           f"  run {s['run_ms']} ms  verify {s['verify_ms']} ms"
           f"  rounds {s['rounds']}")
-print(f"accuracy through the network {acc(p_net):.4f}   numpy {acc(p_np):.4f}"
-      f"   nightshift run {acc(p_loc):.4f}")
+print(f"accuracy through the network {acc(p_net)}; numpy {acc(p_np)};"
+      f" nightshift run {acc(p_loc)}")
 same_np, same_loc = int((p_net == p_np).sum()), int((p_net == p_loc).sum())
 print(f"identical predictions: {same_np}/{len(labels)} with numpy, "
       f"{same_loc}/{len(labels)} with nightshift run;"
