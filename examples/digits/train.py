@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Train a small neural network on 1,200 of scikit-learn's handwritten digits
-data set ships with Debian's python3-sklearn: no download), export its
+"""Train a small neural network on 1,200 of scikit-learn's handwritten
+digits (the data set ships with Debian's python3-sklearn: no download),
+holding the other 597 out, export its
 weights and the data as float32 files, and write a job file for batch
 inference over every row.
 
