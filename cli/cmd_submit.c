@@ -46,6 +46,7 @@ typedef struct s_submit {
     char out_paths[NS_MAX_ARGS][PATH_MAX]; /* --resume: from the jobdir */
     ns_buf_t packed;
     uint64_t t_start_ms;
+    int json_docs; /* --json documents printed (a pipeline's array) */
     /* --shards N > 1: the shards, each run by its own requester */
     ns_shardset_t set;
     struct s_shard_ctx {
@@ -259,6 +260,13 @@ static int s_parse(s_submit_t *q, int argc, char **argv)
     return 0;
 }
 
+/* A pipeline's --json output is an array of its steps' documents. */
+static void s_json_next(s_submit_t *q)
+{
+    if (ns_jobspec_steps(&q->spec) > 1)
+        fputs(q->json_docs++ ? ",\n" : "[\n", stdout);
+}
+
 static void s_print_receipt(s_submit_t *q, const ns_receipt_t *rc,
                             const char *job_hex)
 {
@@ -268,6 +276,7 @@ static void s_print_receipt(s_submit_t *q, const ns_receipt_t *rc,
         ns_id_text(who, rc->provider);
     bool ok = rc->phase == NS_RQ_DONE;
     if (q->json) {
+        s_json_next(q);
         msgpack_sbuffer sb;
         msgpack_sbuffer_init(&sb);
         msgpack_packer pk;
@@ -362,8 +371,13 @@ static int s_config(s_submit_t *q, ns_config_t *cfg)
 }
 
 /* The job from the flags, or from its saved copy for --resume. */
-static int s_job(s_submit_t *q)
+static int s_job(s_submit_t *q, bool prepared)
 {
+    if (prepared) {
+        if (q->node)
+            goto pack;
+        goto check;
+    }
     if (q->resume) {
         char err[512];
         ns_hash_t id;
@@ -387,6 +401,7 @@ static int s_job(s_submit_t *q)
          * fit the kernel? (--node: the node checks, on its warm runtime.) */
         if (q->node)
             goto pack;
+    check:;
         char err[512];
         ns_preflight_t pf;
         const char *name = q->spec.kernel_path;
@@ -653,6 +668,7 @@ static void s_print_shard_receipts(s_submit_t *q, const ns_receipt_t **rc,
     }
     char p[NS_CREDITS_TEXT], r[NS_CREDITS_TEXT];
     if (q->json) {
+        s_json_next(q);
         msgpack_sbuffer sb;
         msgpack_sbuffer_init(&sb);
         msgpack_packer pk;
@@ -999,39 +1015,11 @@ out:
     return status;
 }
 
-static int s_submit(s_submit_t *q)
+/* The light peer runs one whole job (not shards) to its end. */
+static int s_submit_one(s_submit_t *q, ns_node_t *node)
 {
-    ns_config_t cfg;
-    char err[512], job_hex[2 * NS_HASH_BYTES + 1];
-    int status = s_job(q), rc;
-    if (status)
-        return status;
-    if (q->node) {
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = s_on_signal;
-        sigaction(SIGINT, &sa, NULL);
-        sigaction(SIGTERM, &sa, NULL);
-        return q->set.n > 1 ? s_submit_shards_via_node(q)
-                            : s_submit_via_node(q);
-    }
-    if ((status = s_config(q, &cfg)) != 0)
-        return status;
-    char cache[PATH_MAX];
-    ns_cache_dir(cache, sizeof cache);
-    ns_node_conf_t c = {.datadir = q->datadir,
-                        .cfg = &cfg,
-                        .light = true,
-                        .cache_dir = cache[0] ? cache : NULL};
-    ns_node_t *node = ns_node_open(&c, err, sizeof err);
-    if (!node) {
-        ns_cli_error("submit", "%s", err);
-        return 1;
-    }
-    if (q->set.n > 1) {
-        status = s_submit_shards(q, node);
-        goto out;
-    }
+    char job_hex[2 * NS_HASH_BYTES + 1];
+    int status, rc;
     ns_requester_opts_t o;
     memset(&o, 0, sizeof o);
     o.job = &q->spec.job;
@@ -1057,13 +1045,13 @@ static int s_submit(s_submit_t *q)
     status = 1;
     if (ns_job_id(&q->spec.job, o.desc_id) != NS_OK) {
         ns_cli_error("submit", "cannot encode the job");
-        goto out;
+        return status;
     }
     const uint8_t *self = ns_identity_pk(ns_node_identity(node));
     if (q->resume) {
         o.resume = true;
         if (ns_unhex(o.job_id, NS_HASH_BYTES, q->resume) != NS_OK)
-            goto out; /* checked by s_job */
+            return status; /* checked by s_job */
     } else {
         /* The same descriptor may be submitted again: the market id adds
          * our id and a random nonce. */
@@ -1076,13 +1064,13 @@ static int s_submit(s_submit_t *q)
                        &q->spec.job, q->spec.inputs,
                        (const char *const *)q->spec.out_paths) != NS_OK) {
         ns_cli_error("submit", "cannot save the job under %s/jobs", q->datadir);
-        goto out;
+        return status;
     }
     ns_requester_t *req = ns_node_add_requester(node, &o, &rc);
     if (!req) {
         ns_cli_error("submit", "cannot start the requester: %s",
                      ns_strerror(rc));
-        goto out;
+        return status;
     }
     char line[200], max[NS_CREDITS_TEXT];
     snprintf(line, sizeof line,
@@ -1114,8 +1102,83 @@ static int s_submit(s_submit_t *q)
     status = ns_requester_receipt(req)->phase == NS_RQ_DONE ? 0
              : s_interrupted ? 128 + s_interrupted /* 130 for Ctrl-C */
                              : 1;
-out:
+    return status;
+}
+
+/* After a pipeline's step: the next one, prepared and checked (true), or
+ * none (false; *status set on an error). */
+static bool s_next_step(s_submit_t *q, int *status)
+{
+    int steps = ns_jobspec_steps(&q->spec);
+    if (*status != 0 || s_interrupted)
+        return false;
+    int rc = ns_jobspec_next_step(&q->spec, "submit");
+    if (rc != 0) {
+        *status = rc == -1 ? 0 : rc;
+        return false;
+    }
+    ns_buf_release(&q->packed);
+    ns_buf_init(&q->packed);
+    ns_shardset_release(&q->set);
+    memset(q->ctx, 0, sizeof q->ctx);
+    if ((*status = s_job(q, true)) != 0)
+        return false;
+    char line[200];
+    snprintf(line, sizeof line, "step %d/%d: %s", q->spec.step + 1, steps,
+             q->spec.job.entry);
+    s_progress(q, line);
+    return true;
+}
+
+static int s_submit(s_submit_t *q)
+{
+    ns_config_t cfg;
+    char err[512];
+    int status = s_job(q, false);
+    int steps = ns_jobspec_steps(&q->spec);
+    if (status)
+        return status;
+    if (steps > 1) {
+        char line[256];
+        snprintf(line, sizeof line,
+                 "a pipeline of %d steps, each a job of its own in order "
+                 "(docs/JOBS.md); step 1/%d: %s",
+                 steps, steps, q->spec.job.entry);
+        s_progress(q, line);
+    }
+    if (q->node) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = s_on_signal;
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+        do
+            status = q->set.n > 1 ? s_submit_shards_via_node(q)
+                                  : s_submit_via_node(q);
+        while (s_next_step(q, &status));
+        goto json_end;
+    }
+    if ((status = s_config(q, &cfg)) != 0)
+        return status;
+    char cache[PATH_MAX];
+    ns_cache_dir(cache, sizeof cache);
+    ns_node_conf_t c = {.datadir = q->datadir,
+                        .cfg = &cfg,
+                        .light = true,
+                        .cache_dir = cache[0] ? cache : NULL};
+    ns_node_t *node = ns_node_open(&c, err, sizeof err);
+    if (!node) {
+        ns_cli_error("submit", "%s", err);
+        return 1;
+    }
+    do
+        status =
+            q->set.n > 1 ? s_submit_shards(q, node) : s_submit_one(q, node);
+    while (s_next_step(q, &status));
     ns_node_close(&node);
+json_end:
+    if (q->json_docs)
+        fputs("]\n", stdout);
     return status;
 }
 

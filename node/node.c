@@ -624,6 +624,10 @@ int ns_node_run(ns_node_t *n)
                 ns_p2p_address(n->p2p), n->genesis.name, net, n->n_devs,
                 (int)getpid());
     }
+    /* a light peer runs again for its next requesters (a pipeline's
+     * next step) once the last ones finished and stopped it */
+    if (n->c.light)
+        n->stop = 0;
     return ns_p2p_run(n->p2p, &n->stop);
 }
 
