@@ -254,6 +254,51 @@ static void s_print_human(const s_run_t *r, const char *job_hex,
     }
 }
 
+/* --help: the usage and the built-ins; with --builtin NAME, that
+ * built-in's own text (its arguments, NDRange and what a unit owns). */
+static int s_help(int argc, char **argv)
+{
+    size_t n = 0;
+    const ns_builtin_t *all = ns_builtin_list(&n);
+    for (int i = 1; i + 1 < argc; i++) {
+        if (strcmp(argv[i], "--builtin") != 0)
+            continue;
+        const ns_builtin_t *b = ns_builtin_find(argv[i + 1]);
+        if (!b) {
+            ns_cli_error("run", "unknown built-in '%s' (`nightshift run "
+                                "--help` lists them)",
+                         argv[i + 1]);
+            return 2;
+        }
+        /* the top comment, without its markers */
+        const char *p = b->source, *end = strstr(p, "*/");
+        if (strncmp(p, "/*", 2) != 0 || !end)
+            end = p;
+        else
+            p += 2;
+        printf("built-in %s (entry %s)\n\n", b->name, b->entry);
+        while (p < end) {
+            const char *nl = memchr(p, '\n', (size_t)(end - p));
+            size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
+            const char *q = p;
+            while (q < p + len && (*q == ' ' || *q == '*'))
+                q++;
+            if (q == p + len && p == b->source + 2)
+                ; /* the opening line is empty */
+            else
+                printf("  %.*s\n", (int)(p + len - q), q);
+            p += len + (nl ? 1 : 0);
+        }
+        return 0;
+    }
+    fputs(s_usage, stdout);
+    printf("\nBuilt-ins (`nightshift run --builtin NAME --help` gives each "
+           "one's arguments):\n");
+    for (size_t k = 0; k < n; k++)
+        printf("  %-16s %s\n", all[k].name, all[k].summary);
+    return 0;
+}
+
 int ns_cmd_run(int argc, char **argv)
 {
     s_run_t *r = NULL;
@@ -262,10 +307,8 @@ int ns_cmd_run(int argc, char **argv)
     char job_hex[2 * NS_HASH_BYTES + 1] = "";
     int status = 1;
 
-    if (ns_cli_wants_help(argc, argv)) {
-        fputs(s_usage, stdout);
-        return 0;
-    }
+    if (ns_cli_wants_help(argc, argv))
+        return s_help(argc, argv);
     /* The error line says what went wrong; the supervisor's warnings
      * (worker crashed, timed out) would only repeat it. */
     ns_log_threshold = NS_LOG_ERROR;
