@@ -1020,9 +1020,9 @@ ns_provider_t *ns_provider_new(const ns_provider_opts_t *o,
         b.amount = o->cfg->stake - a.staked;
         if (b.amount > a.free)
             b.amount = a.free;
-        if (b.amount && io->append(io->user, NS_ENTRY_STAKE, &b, id) == NS_OK)
-            ns_info(NS_MOD_MARKET, "event=staked amount=%llu",
-                    (unsigned long long)b.amount);
+        /* logged by node/money.c (event=stake) */
+        if (b.amount)
+            (void)io->append(io->user, NS_ENTRY_STAKE, &b, id);
     }
     s_update_offer(p);
     return p;
