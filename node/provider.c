@@ -1010,6 +1010,9 @@ ns_provider_t *ns_provider_new(const ns_provider_opts_t *o,
         p->n_workers = 1;
     if (p->n_workers > NS_POLICY_MAX_WORKERS)
         p->n_workers = NS_POLICY_MAX_WORKERS;
+    /* What the ledger held of us at start: a slash or penalty after this
+     * is logged (s_watch_account), even before the first claim tick. */
+    s_watch_account(p);
     /* Stake what the settings ask, from free credits. */
     ns_account_t a;
     if (o->cfg->stake && ns_ledger_account(o->ledger, p->self, &a) == NS_OK &&
