@@ -12,7 +12,11 @@
   * one event per line: every line of every log is `ts=... level=...
     mod=... event=...`;
   * a healthy network logs nothing at warn or error level, a job, a
-    transfer and a cancel included.
+    transfer and a cancel included;
+  * then, unhealthy: a provider that accepts and goes silent logs that it
+    was penalised (warn) and that its award ended, the requester that it
+    reopened the job; a requester that posts jobs and settles none is
+    refused, and the providers log event=refused_requester.
 """
 import json
 import os
@@ -26,6 +30,7 @@ import time
 import nstest
 from nstest import check, check_eq, cli, cli_ok, log
 
+HEARTBEAT_MS = 1500
 LINE = re.compile(r"^ts=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z "
                   r"level=(error|warn|info|debug) mod=[a-z]+ event=[a-z_]+")
 
@@ -48,10 +53,15 @@ def field(line, key):
 
 
 def test(net):
-    req, p1, p2 = net.make_nodes(3)
+    # node3 and the poster join later (below), with credits from the start
+    req, p1, p2, p3, poster = net.make_nodes(5)
     logdir = os.path.join(net.dir, "logs")
     os.makedirs(logdir)
     p1_log = os.path.join(logdir, "p1.log")
+    # heartbeats every 1.5 s: a peer is dropped after 4.5 s of silence, so
+    # that a node stalled by a loaded machine (a kernel build on a busy
+    # 2-core box) is not mistaken for an unhealthy network
+    net.heartbeat_ms = HEARTBEAT_MS
     req.start(extra=["--set", "node.slots=0"])
     p1.start(bootstrap=[req], extra=["--set", "node.stake=1000",
                                      "--log-file", p1_log])
@@ -189,6 +199,58 @@ def test(net):
         check(not warns, f"{name} logged at warn/error on a healthy "
                          f"network: {warns[:3]}")
     log(f"{total} log lines, each one event, none at warn or error")
+
+    # -- an unhealthy turn: a provider that accepts and never returns is
+    # penalised after the deadline and says so (warn); the requester
+    # reopens the job and another provider settles it
+    p3.start(bootstrap=[req], extra=["--set", "node.stake=1000", "--set",
+                                     "node.price=1", "--fault", "silent"])
+    net.wait_mesh([req, p1, p2, p3])
+    # priced by its work so that node3's bid (price 1) beats the others'
+    r = cli(*vadd(os.path.join(net.dir, "e.bin"), "--max-price", 10,
+                  "--work", str(10 ** 11), "--bid-window-ms", 300,
+                  "--deadline-s", 15, "--json"),
+            timeout=120)
+    check(r.returncode == 0, f"the job after a silent provider did not "
+                             f"settle: {r.stdout[-800:]} {r.stderr[-800:]}")
+    receipt = json.loads(r.stdout)
+    job3 = receipt["job"][:16]
+    check(not receipt["provider"].startswith(p3.id[:10]),
+          "the silent provider was paid")
+
+    def penalised():
+        lines = p3.log_text().splitlines()
+        pen = [l for l in lines if " level=warn " in l and
+               " event=penalised " in l]
+        ended = [l for l in lines if " event=award_ended " in l and
+                 f"job={job3}" in l]
+        return (len(pen) == 1 and len(ended) == 1, f"{pen} {ended}")
+    nstest.wait_until(penalised, 30, "node3 to log that it was penalised")
+    reopened = [l for l in events(req.log_text(), "job_reopened")
+                if f"job={job3}" in l]
+    check(len(reopened) == 1, f"req: job_reopened for {job3}: {reopened}")
+    log(f"silent provider: event=penalised (warn) and award_ended on node3, "
+        f"job_reopened on the requester, settled by another")
+
+    # -- a requester that posts jobs and never settles them is refused,
+    # and the providers say so (event=refused_requester)
+    for i in range(6):
+        r = cli("submit", "--datadir", poster.datadir, "--bootstrap", req.addr,
+                "--builtin", "vector_add", "--global", str(n), "--arg",
+                f"in:{a}", "--arg", f"in:{b}", "--arg",
+                f"out:{4 * n}:{os.path.join(net.dir, 'f.bin')}", "--arg",
+                f"u32:{n}", "--max-price", "0.000001", "--work",
+                str(10 ** 15), "--no-wait", "--bid-window-ms", 100,
+                timeout=60)
+        check(r.returncode != 0, "a job priced below every bid settled")
+    refused = []
+    for p in (p1, p2):
+        t = read(p1_log) if p is p1 else p.log_text()
+        refused += [l for l in events(t, "refused_requester")
+                    if f"requester={poster.id[:10]}" in l]
+    check(refused, "no provider logged event=refused_requester for a "
+                   "requester that settles nothing")
+    log(f"refused_requester logged: {refused[0][refused[0].find('event'):]}")
 
 
 nstest.main(test, "logs")
