@@ -62,19 +62,29 @@ static bool s_live(ns_money_t *m, const ns_hash_t job_id,
            memcmp(lj.provider, m->self, NS_ID_BYTES) == 0;
 }
 
-typedef struct {
-    ns_money_t *m;
-} s_scan_t;
-
-/* At start: the ACCEPTs of our chain whose award is still live. */
-static bool s_scan_entry(void *u, const ns_entry_t *e)
+/* At start: the ACCEPTs among our latest S_SCAN_ENTRIES entries whose
+ * award is still live (a job accepted longer ago has long ended). */
+#define S_SCAN_ENTRIES 1024
+static void s_scan_chain(ns_money_t *m)
 {
-    s_scan_t *s = u;
-    ns_entry_body_t b;
-    if (e->type == NS_ENTRY_ACCEPT && ns_entry_body_decode(e, &b) == NS_OK &&
-        s_live(s->m, b.job_id, b.ref_id))
-        s_track(s->m, b.job_id, b.ref_id);
-    return true;
+    ns_account_t a;
+    if (ns_ledger_account(m->ledger, m->self, &a) != NS_OK)
+        return;
+    uint64_t low = a.seq > S_SCAN_ENTRIES ? a.seq - S_SCAN_ENTRIES + 1 : 1;
+    for (uint64_t seq = low; seq <= a.seq; seq++) {
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        ns_entry_t e;
+        ns_entry_body_t b;
+        if (ns_ledger_get(m->ledger, m->self, seq, &buf, &len) != NS_OK)
+            continue;
+        if (ns_entry_parse(buf, len, m->network_id, &e) == NS_OK &&
+            e.type == NS_ENTRY_ACCEPT &&
+            ns_entry_body_decode(&e, &b) == NS_OK &&
+            s_live(m, b.job_id, b.ref_id))
+            s_track(m, b.job_id, b.ref_id);
+        free(buf);
+    }
 }
 
 ns_money_t *ns_money_new(ns_ledger_t *ledger, const ns_hash_t network_id,
@@ -86,8 +96,7 @@ ns_money_t *ns_money_new(ns_ledger_t *ledger, const ns_hash_t network_id,
     m->ledger = ledger;
     memcpy(m->network_id, network_id, NS_HASH_BYTES);
     memcpy(m->self, self, NS_ID_BYTES);
-    s_scan_t s = {m};
-    ns_ledger_each_entry(ledger, self, s_scan_entry, &s);
+    s_scan_chain(m);
     return m;
 }
 
@@ -154,18 +163,15 @@ void ns_money_own(ns_money_t *m, uint8_t type, const ns_entry_body_t *b,
         ns_id_short(who, b->to);
         ns_info(NS_MOD_MARKET, "event=transfer_out to=%s amount=%s free=%s",
                 who, s_c(c1, b->amount), s_c(c2, a.free));
-        s_log_claims(m, &a);
         break;
     case NS_ENTRY_STAKE:
         if (b->amount)
             ns_info(NS_MOD_MARKET, "event=stake amount=%s staked=%s",
                     s_c(c1, b->amount), s_c(c2, a.staked));
-        s_log_claims(m, &a);
         break;
     case NS_ENTRY_UNSTAKE:
         ns_info(NS_MOD_MARKET, "event=unstake amount=%s staked=%s",
                 s_c(c1, b->amount), s_c(c2, a.staked));
-        s_log_claims(m, &a);
         break;
     case NS_ENTRY_JOB:
         ns_info(NS_MOD_MARKET,
@@ -216,6 +222,7 @@ void ns_money_own(ns_money_t *m, uint8_t type, const ns_entry_body_t *b,
     default: /* AWARD, RESULT: no money moves */
         break;
     }
+    s_log_claims(m, &a); /* any entry takes in the credits waiting */
 }
 
 static bool s_seen(ns_money_t *m, const uint8_t *ref)
