@@ -26,12 +26,19 @@ def test(net):
     want_type = os.environ.get("NS_BUILD_TYPE")
     if want_type:
         check_eq(v["build_type"], want_type, "build type")
-    # the revision is the checkout's HEAD (with -dirty when it has changes)
-    git = subprocess.run(["git", "-C", nstest.REPO, "rev-parse", "--short=12",
-                          "HEAD"], capture_output=True, text=True)
+    # the revision is a commit of this checkout: HEAD, or one before it
+    # when commits were made after the build
+    rev = v["revision"]
+    check(re.match(r"^([0-9a-f]{12}(-dirty)?|unknown)$", rev),
+          f"revision {rev!r}")
+    git = subprocess.run(["git", "-C", nstest.REPO, "rev-parse", "HEAD"],
+                         capture_output=True, text=True)
     if git.returncode == 0:
-        check(v["revision"].split("-")[0] == git.stdout.strip(),
-              f"revision {v['revision']!r}, HEAD is {git.stdout.strip()!r}")
+        r = subprocess.run(["git", "-C", nstest.REPO, "merge-base",
+                            "--is-ancestor", rev.split("-")[0], "HEAD"],
+                           capture_output=True, text=True)
+        check(r.returncode == 0, f"revision {rev!r} is not HEAD "
+                                 f"({git.stdout.strip()[:12]}) or before it")
     else:
         log("not a git checkout: revision not compared")
     libs = v["libraries"]
