@@ -206,6 +206,16 @@ def test(net):
     p3.start(bootstrap=[req], extra=["--set", "node.stake=1000", "--set",
                                      "node.price=1", "--fault", "silent"])
     net.wait_mesh([req, p1, p2, p3])
+
+    # node3 bids only once it holds the ledger so far: a provider that
+    # joined a moment ago may not have the requester's chain yet, and an
+    # award it cannot find in its ledger is refused (event=job_failed)
+    def entries(n):
+        r = cli("ledger", "--datadir", n.datadir, "--json", "--limit", "1")
+        return json.loads(r.stdout)["entries"] if r.returncode == 0 else -1
+    nstest.wait_until(lambda: (entries(p3) == entries(req),
+                               f"{entries(p3)} vs {entries(req)}"), 30,
+                      "node3's ledger to catch up")
     # priced by its work so that node3's bid (price 1) beats the others'
     r = cli(*vadd(os.path.join(net.dir, "e.bin"), "--max-price", 10,
                   "--work", str(10 ** 11), "--bid-window-ms", 300,
