@@ -34,6 +34,7 @@ int ns_cmd_cancel(int argc, char **argv);
 int ns_cmd_jobs(int argc, char **argv);
 int ns_cmd_block(int argc, char **argv);
 int ns_cmd_config(int argc, char **argv);
+int ns_cmd_invite(int argc, char **argv);
 
 /* The datadir a command works on: *datadir when --datadir was given, else
  * $NIGHTSHIFT_DATADIR, else $XDG_DATA_HOME/nightshift, else
