@@ -20,9 +20,9 @@ bool ns_endpoint_wildcard(const char *ep)
 static void s_quote(char *out, size_t cap, const char *p, size_t n)
 {
     size_t k = 0;
-    for (size_t i = 0; i < n && k + 4 < cap && i < 40; i++)
+    for (size_t i = 0; i < n && k + 4 < cap && i < 120; i++)
         out[k++] = (p[i] > ' ' && p[i] <= '~') ? p[i] : '?';
-    if (n > 40 && k + 4 < cap) {
+    if (n > 120 && k + 4 < cap) {
         memcpy(out + k, "...", 3);
         k += 3;
     }
@@ -35,7 +35,7 @@ int ns_invite_parse(const char *text, ns_invite_t *inv, char *err,
     static const char prefix[] = "nightshift:";
     memset(inv, 0, sizeof *inv);
     size_t len = strnlen(text, NS_INVITE_MAX_LEN + 1);
-    char piece[64];
+    char piece[128];
 #define FAIL(...)                                                              \
     do {                                                                       \
         snprintf(err, errlen, "malformed invitation: " __VA_ARGS__);           \
