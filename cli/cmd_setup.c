@@ -271,6 +271,55 @@ out:
     return exit_code;
 }
 
+/* How to run this binary again: "nightshift" when that name on PATH is
+ * this very file, else its absolute path (build/nightshift). */
+static void s_self(char *out, size_t cap)
+{
+    char self[PATH_MAX], cand[PATH_MAX], real[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    snprintf(out, cap, "nightshift");
+    if (n <= 0)
+        return;
+    self[n] = '\0';
+    const char *path = getenv("PATH");
+    while (path && *path) {
+        size_t len = strcspn(path, ":");
+        if (len && len < sizeof cand - 12) {
+            snprintf(cand, sizeof cand, "%.*s/nightshift", (int)len, path);
+            if (realpath(cand, real) && strcmp(real, self) == 0)
+                return;
+            if (access(cand, X_OK) == 0)
+                break; /* another nightshift comes first on PATH */
+        }
+        path += len + (path[len] == ':');
+    }
+    snprintf(out, cap, "%s", self);
+}
+
+/* text as one shell word: as it is when it is plain, else in single
+ * quotes (a quote inside written '\''). */
+static void s_shell_word(char *out, size_t cap, const char *text)
+{
+    if (!strpbrk(text, " \t'\"\\$`!*?[]{}()<>|&;~#")) {
+        snprintf(out, cap, "%s", text);
+        return;
+    }
+    size_t k = 0;
+    if (cap < 3)
+        return;
+    out[k++] = '\'';
+    for (const char *c = text; *c && k + 6 < cap; c++) {
+        if (*c == '\'') {
+            memcpy(out + k, "'\\''", 4);
+            k += 4;
+        } else {
+            out[k++] = *c;
+        }
+    }
+    out[k++] = '\'';
+    out[k] = '\0';
+}
+
 /* The probe's verdicts in one line: "bootstrap A: why; bootstrap B: why". */
 static void s_causes(char *out, size_t cap, const ns_probe_t *pr, uint32_t n)
 {
@@ -369,10 +418,12 @@ static int s_init_join(ns_node_opts_t *o)
     ns_hex(net, g.network_id, NS_HASH_BYTES);
     ns_id_text(idtext, ns_identity_pk(id));
     const char *note = ns_cli_address(&cfg, idtext, addr, sizeof addr);
-    char next[PATH_MAX + 64];
-    snprintf(next, sizeof next, "nightshift node --datadir '%s'", o->datadir);
-    if (!strpbrk(o->datadir, " '\"\\$`!*?[]{}()<>|&;~#"))
-        snprintf(next, sizeof next, "nightshift node --datadir %s", o->datadir);
+    char next[4 * PATH_MAX + 64], self[PATH_MAX], self_word[2 * PATH_MAX],
+        dir_word[2 * PATH_MAX];
+    s_self(self, sizeof self);
+    s_shell_word(self_word, sizeof self_word, self);
+    s_shell_word(dir_word, sizeof dir_word, o->datadir);
+    snprintf(next, sizeof next, "%s node --datadir %s", self_word, dir_word);
     if (o->json) {
         msgpack_sbuffer sb;
         msgpack_sbuffer_init(&sb);

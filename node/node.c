@@ -495,6 +495,24 @@ static int s_serve_genesis(ns_node_t *n, char *err, size_t errlen)
     return rc;
 }
 
+/* A node that found no peer through its bootstrap addresses says why,
+ * once, naming each address and its cause (join.h): the probe blocks the
+ * loop for up to NS_JOIN_EXPLAIN_MS, but a node alone has nothing else
+ * to do. It keeps dialling them afterwards. */
+static void s_on_bootstrap_check(void *user, uint64_t now)
+{
+    (void)now;
+    ns_node_t *n = user;
+    if (ns_p2p_live_peers(n->p2p) > 0)
+        return;
+    char why[2048];
+    ns_join_explain(n->c.cfg, n->genesis.network_id, why, sizeof why);
+    ns_warn(NS_MOD_NODE,
+            "event=no_peers after_ms=%u detail=\"could not reach any peer: "
+            "%s\"",
+            NS_POLICY_JOIN_GIVEUP_MS, why);
+}
+
 /* <datadir>/jobs/: finished jobs' directories go after [jobs]
  * retention_days or beyond [jobs] max_bytes (jobdir.h). */
 static void s_prune_jobs(void *user, uint64_t now)
@@ -599,6 +617,12 @@ ns_node_t *ns_node_open(const ns_node_conf_t *c, char *err, size_t errlen)
     }
     if (!c->light && s_serve_genesis(n, err, errlen) != NS_OK)
         goto fail;
+    if (!c->light && c->cfg->n_bootstrap &&
+        ns_p2p_timer_start(n->p2p, NS_POLICY_JOIN_GIVEUP_MS, false,
+                           s_on_bootstrap_check, n, NULL) != NS_OK) {
+        s_err(err, errlen, "cannot start the bootstrap check");
+        goto fail;
+    }
     if (!c->light) {
         /* node.addr: where this node can be reached, for `id` and
          * scripts. */

@@ -19,6 +19,7 @@
 import base64
 import json
 import os
+import shlex
 
 import ledgerutil
 import nstest
@@ -90,8 +91,12 @@ def test(net):
     r = cli("init", "--join", line, "--datadir", c.datadir, "--listen",
             "tcp://127.0.0.1:0", timeout=30)
     check_eq(r.returncode, 0, f"init --join ({r.stderr.strip()})")
-    check(f"nightshift node --datadir {c.datadir}" in r.stdout,
-          f"init --join does not say the next command: {r.stdout}")
+    last = r.stdout.strip().splitlines()[-1].strip()
+    check_eq(shlex.split(last)[1:], ["node", "--datadir", c.datadir],
+             "the next command init --join prints")
+    check(os.path.realpath(shlex.split(last)[0]) ==
+          os.path.realpath(nstest.BIN),
+          f"the next command does not run this binary: {last}")
     with open(os.path.join(a.datadir, "genesis.ini"), "rb") as f1, \
             open(os.path.join(c.datadir, "genesis.ini"), "rb") as f2:
         check(f1.read() == f2.read(), "the fetched genesis differs")
@@ -166,6 +171,13 @@ def test(net):
           f"init --join over a datadir: {r.returncode} {r.stderr}")
     log("every failure named its address and cause and left nothing")
 
+    # ---- a node whose bootstraps fail says why in its log (once)
+    lonely = net.node("lonely")
+    cli_ok("init", "--datadir", lonely.datadir, "--genesis", g, "--listen",
+           "tcp://127.0.0.1:0")
+    lonely.id = cli_ok("id", "--datadir", lonely.datadir).splitlines()[0]
+    lonely.start(bootstrap=[refused, wrong_key])
+
     # ---- a light peer says why its bootstrap failed
     req = net.node("req")
     cli_ok("init", "--datadir", req.datadir, "--genesis", g)
@@ -182,6 +194,17 @@ def test(net):
     check(wrong_key in last and "key mismatch" in last,
           f"submit does not name the address and the cause: {last}")
     log(f"submit: {last[:120]}")
+
+    def said():
+        lines = [x for x in lonely.log_text().splitlines()
+                 if "event=no_peers" in x]
+        return (bool(lines), lines)
+    nstest.wait_until(said, 30, "the lonely node to log why it has no peer")
+    line = [x for x in lonely.log_text().splitlines()
+            if "event=no_peers" in x][0]
+    for want in (refused, "connection refused", wrong_key, "key mismatch"):
+        check(want in line, f"the node's no_peers line lacks {want}: {line}")
+    log(f"node: {line[:160]}")
 
 
 nstest.main(test, "join_invite")
