@@ -210,12 +210,17 @@ static void s_remove_made(const char *dir)
 /* The new datadir, whole: made under a temporary name next to it, then
  * renamed into place, so a failure (or a signal) leaves no half-made
  * datadir where the node would look. */
-static int s_make_datadir(const char *cmd, const char *datadir,
+static int s_make_datadir(const char *cmd, const char *datadir_arg,
                           const ns_config_t *cfg, const uint8_t *genesis,
                           size_t genesis_len, ns_identity_t **idp)
 {
     char parent_buf[PATH_MAX], tmp[PATH_MAX], path[PATH_MAX];
+    char datadir[PATH_MAX];
     int rc;
+    /* "D/" names D: the temporary directory goes next to it. */
+    snprintf(datadir, sizeof datadir, "%s", datadir_arg);
+    for (size_t n = strlen(datadir); n > 1 && datadir[n - 1] == '/'; n--)
+        datadir[n - 1] = '\0';
     snprintf(parent_buf, sizeof parent_buf, "%s", datadir);
     const char *parent = dirname(parent_buf);
     if ((rc = ns_mkdir_p(parent, 0700)) != NS_OK) {
