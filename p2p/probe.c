@@ -31,12 +31,13 @@ typedef struct {
     uint8_t id[NS_ID_BYTES];
     char endpoint[NS_ENDPOINT_MAX];
     void *dealer;
-    void *monitor;   /* PAIR reading the dealer's socket monitor */
-    bool connected;  /* TCP connected at least once */
-    bool handshaken; /* CURVE handshake succeeded */
-    bool done;       /* verdict given; sockets closed */
-    uint32_t offset; /* next chunk asked for (fetch) */
-    uint8_t *text;   /* the file so far (fetch), total bytes */
+    void *monitor;         /* PAIR reading the dealer's socket monitor */
+    bool connected;        /* TCP connected at least once */
+    uint64_t connected_ms; /* monotonic, when it last connected */
+    bool handshaken;       /* CURVE handshake succeeded */
+    bool done;             /* verdict given; sockets closed */
+    uint32_t offset;       /* next chunk asked for (fetch) */
+    uint8_t *text;         /* the file so far (fetch), total bytes */
     uint32_t total;
 } s_probe_t;
 
@@ -163,6 +164,7 @@ static void s_on_event(s_probe_t *s)
     switch (event) {
     case ZMQ_EVENT_CONNECTED:
         s->connected = true;
+        s->connected_ms = ns_mono_ms();
         break;
     case ZMQ_EVENT_CONNECT_RETRIED:
         if (!s->connected)
@@ -182,10 +184,19 @@ static void s_on_event(s_probe_t *s)
         /* The server could not open our CURVE HELLO, sealed to the key of
          * the id we dialled: whoever listens there is not that node (or
          * not a nightshift node at all). */
-        if (!s->handshaken)
+        if (s->handshaken)
+            break;
+        /* libzmq reports its own handshake timeout the same way. */
+        if (ns_mono_ms() - s->connected_ms + 250 >= S_HANDSHAKE_MS)
+            s_verdict(s, NS_PROBE_TIMEOUT,
+                      "timed out: connected, but the CURVE handshake did not "
+                      "finish in %d s (not a nightshift node?)",
+                      S_HANDSHAKE_MS / 1000);
+        else
             s_verdict(s, NS_PROBE_KEY,
                       "key mismatch: the CURVE handshake failed, so whoever "
-                      "listens there does not hold the key of this id");
+                      "listens there does not hold the key of this id (or "
+                      "is not a nightshift node)");
         break;
     default:
         break;

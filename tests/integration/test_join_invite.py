@@ -10,7 +10,8 @@
   * `invite` on a stopped node gives just its own address: the advertise
     endpoint when set, never a wildcard host;
   * `init --join` against a refused port, a wrong key (a live node's
-    address with another id), a node of another network, and malformed
+    address with another id), a port that never answers (timed out), a
+    node of another network, and malformed
     lines: exit non-zero with one error line naming the address and the
     cause, and no datadir (nor a temporary one) left behind;
   * a light peer (`submit`) whose bootstrap has the wrong key says so,
@@ -20,6 +21,7 @@ import base64
 import json
 import os
 import shlex
+import socket
 
 import ledgerutil
 import nstest
@@ -116,7 +118,7 @@ def test(net):
     log("c joined from the invitation and its ledger converged")
 
     # ---- invite on a stopped node: its own address, advertise first
-    base, lock = nstest.reserve_ports(3)
+    base, lock = nstest.reserve_ports(4)
     net.at_exit(lock.close)
     g = os.path.join(a.datadir, "genesis.ini")
     s = net.node("s")
@@ -147,6 +149,14 @@ def test(net):
     wrong_key = f"{b.id}@{a.endpoint}"
     join_fails(net, f"{prefix}@{wrong_key}", "j_key", wrong_key,
                "key mismatch", 1)
+    # A port that takes TCP connections (the kernel's backlog) and never
+    # speaks: no CURVE handshake within libzmq's 5 s.
+    silent = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    net.at_exit(silent.close)
+    silent.bind(("127.0.0.1", base + 3))
+    silent.listen(8)
+    mute = f"{a.id}@tcp://127.0.0.1:{base + 3}"
+    join_fails(net, f"{prefix}@{mute}", "j_silent", mute, "timed out", 1)
     [o] = net.make_nodes(1, prefix="other", genesis_name="another-network")
     o.start()
     join_fails(net, f"{prefix}@{o.addr}", "j_other", o.addr,
