@@ -397,7 +397,7 @@ static int s_init_join(ns_node_opts_t *o)
     int rc = ns_probe_run(pr, inv.n_addrs, inv.network_id, S_JOIN_TIMEOUT_MS,
                           &text, &len, &winner);
     if (rc != NS_OK) {
-        char causes[2048];
+        char causes[4096];
         s_causes(causes, sizeof causes, pr, inv.n_addrs);
         ns_cli_error(cmd, "cannot join: %s",
                      causes[0] ? causes : ns_strerror(rc));
