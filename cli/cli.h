@@ -41,6 +41,7 @@ int ns_cmd_version(int argc, char **argv);
  * generated at build time by dist/version.cmake. */
 extern const char ns_build_revision[];
 extern const char ns_build_type[];
+int ns_cmd_invite(int argc, char **argv);
 
 /* The datadir a command works on: *datadir when --datadir was given, else
  * $NIGHTSHIFT_DATADIR, else $XDG_DATA_HOME/nightshift, else

@@ -15,6 +15,7 @@ static const struct {
     {"init", ns_cmd_init, "create a datadir: identity, genesis, settings"},
     {"node", ns_cmd_node, "run a node"},
     {"id", ns_cmd_id, "print the node id and address of a datadir"},
+    {"invite", ns_cmd_invite, "print one line to join this network with"},
     {"peers", ns_cmd_peers, "list the live peers of a running node"},
     {"status", ns_cmd_status, "show a running node's state and counters"},
     {"devices", ns_cmd_devices, "list this machine's OpenCL devices"},

@@ -42,6 +42,9 @@ int ns_node_opts_parse(int argc, char **argv, ns_node_opts_t *o, char *err,
         } else if (strcmp(a, "--genesis") == 0) {
             VALUE();
             o->genesis = v;
+        } else if (strcmp(a, "--join") == 0) {
+            VALUE();
+            o->join = v;
         } else if (strcmp(a, "--set") == 0) {
             VALUE();
             if (o->n_sets >= NS_MAX_SETS) {

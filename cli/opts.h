@@ -14,6 +14,7 @@ typedef struct {
     int n_bootstrap;
     const char *config_file;
     const char *genesis;           /* init only */
+    const char *join;              /* init only: an invitation (invite.h) */
     const char *sets[NS_MAX_SETS]; /* "section.key=value" */
     int n_sets;
     const char *log_level;

@@ -192,3 +192,104 @@ int ns_genesis_write(const char *path, const char *name, bool test_network,
     free(text);
     return rc;
 }
+
+/* ---- the genesis over the wire ------------------------------------------ */
+
+static bool s_offset_ok(uint64_t offset)
+{
+    return offset < NS_MAX_GENESIS_BYTES && offset % NS_GENESIS_CHUNK == 0;
+}
+
+/* The length a chunk at offset of a file of total bytes must have. */
+static uint32_t s_chunk_len(uint32_t total, uint32_t offset)
+{
+    uint32_t left = total - offset;
+    return left < NS_GENESIS_CHUNK ? left : NS_GENESIS_CHUNK;
+}
+
+static bool s_chunk_ok(uint64_t total, uint64_t offset, size_t len)
+{
+    return total >= 1 && total <= NS_MAX_GENESIS_BYTES && offset < total &&
+           s_offset_ok(offset) &&
+           len == s_chunk_len((uint32_t)total, (uint32_t)offset);
+}
+
+int ns_genesis_req_encode(uint32_t offset, ns_buf_t *out)
+{
+    if (!s_offset_ok(offset))
+        return NS_ERR_INVAL;
+    ns_mp_writer_t w;
+    msgpack_packer pk;
+    ns_mp_writer_init(&w, &pk, out);
+    msgpack_pack_array(&pk, 1);
+    msgpack_pack_uint32(&pk, offset);
+    return w.err;
+}
+
+int ns_genesis_req_decode(const uint8_t *buf, size_t len, uint32_t *offset)
+{
+    ns_mpr_t r;
+    uint64_t v = 0;
+    *offset = 0;
+    ns_mpr_init(&r, buf, len);
+    ns_mpr_array_exact(&r, 1);
+    ns_mpr_uint(&r, &v);
+    int rc = ns_mpr_end(&r);
+    if (rc != NS_OK)
+        return rc;
+    if (!s_offset_ok(v))
+        return NS_ERR_INVAL;
+    *offset = (uint32_t)v;
+    return NS_OK;
+}
+
+int ns_genesis_chunk_encode(const ns_genesis_chunk_t *c, ns_buf_t *out)
+{
+    if (!s_chunk_ok(c->total, c->offset, c->len))
+        return NS_ERR_INVAL;
+    ns_mp_writer_t w;
+    msgpack_packer pk;
+    ns_mp_writer_init(&w, &pk, out);
+    msgpack_pack_array(&pk, 4);
+    ns_mp_bin(&pk, c->network_id, NS_HASH_BYTES);
+    msgpack_pack_uint32(&pk, c->total);
+    msgpack_pack_uint32(&pk, c->offset);
+    ns_mp_bin(&pk, c->bytes, c->len);
+    return w.err;
+}
+
+int ns_genesis_chunk_decode(const uint8_t *buf, size_t len,
+                            ns_genesis_chunk_t *c)
+{
+    ns_mpr_t r;
+    uint64_t total = 0, offset = 0;
+    size_t n = 0;
+    memset(c, 0, sizeof *c);
+    ns_mpr_init(&r, buf, len);
+    ns_mpr_array_exact(&r, 4);
+    ns_mpr_bin_exact(&r, c->network_id, NS_HASH_BYTES);
+    ns_mpr_uint(&r, &total);
+    ns_mpr_uint(&r, &offset);
+    ns_mpr_bin(&r, &c->bytes, &n, NS_GENESIS_CHUNK);
+    int rc = ns_mpr_end(&r);
+    if (rc == NS_OK && !s_chunk_ok(total, offset, n))
+        rc = NS_ERR_INVAL;
+    if (rc != NS_OK) {
+        memset(c, 0, sizeof *c);
+        return rc;
+    }
+    c->total = (uint32_t)total;
+    c->offset = (uint32_t)offset;
+    c->len = (uint32_t)n;
+    return NS_OK;
+}
+
+void ns_genesis_chunk_at(const ns_hash_t network_id, const uint8_t *text,
+                         uint32_t total, uint32_t offset, ns_genesis_chunk_t *c)
+{
+    memcpy(c->network_id, network_id, NS_HASH_BYTES);
+    c->total = total;
+    c->offset = offset;
+    c->bytes = text + offset;
+    c->len = s_chunk_len(total, offset);
+}

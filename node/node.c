@@ -9,6 +9,7 @@
 #include "nightshift/content.h"
 #include "nightshift/control.h"
 #include "nightshift/devices.h"
+#include "nightshift/genesis_serve.h"
 #include "nightshift/histo.h"
 #include "nightshift/http.h"
 #include "nightshift/identity.h"
@@ -74,6 +75,7 @@ struct ns_node {
         ns_histo_t match, run, verify; /* receipt durations */
     } rq;
     ns_http_t *http; /* node.http: /metrics and the status page */
+    ns_genesis_serve_t *genesis_serve;           /* full node: GENESIS_REQ */
     ns_hosted_t *hosted[NS_NODE_MAX_REQUESTERS]; /* submit --node jobs */
     ns_hash_t preflight_ok[16]; /* jobs (descriptor ids) that passed */
     uint32_t n_preflight;
@@ -147,6 +149,12 @@ static uint64_t s_io_now(void *u)
 {
     (void)u;
     return ns_now_ms();
+}
+
+static void s_io_explain_join(void *u, char *out, size_t cap)
+{
+    ns_node_t *n = u;
+    ns_join_explain(n->c.cfg, n->genesis.network_id, out, cap);
 }
 
 static uint64_t s_io_mono(void *u)
@@ -470,6 +478,46 @@ static int s_start_market(ns_node_t *n, char *err, size_t errlen)
     return NS_OK;
 }
 
+/* A full node hands its genesis file to `init --join` (genesis_serve.h):
+ * the bytes that hash to the network id it runs. */
+static int s_serve_genesis(ns_node_t *n, char *err, size_t errlen)
+{
+    char path[PATH_MAX];
+    uint8_t *text = NULL;
+    size_t len = 0;
+    ns_hash_t h;
+    int rc = NS_OK;
+    if (ns_path_join(path, sizeof path, n->c.datadir, "genesis.ini") != NS_OK ||
+        ns_file_read(path, NS_MAX_GENESIS_BYTES, &text, &len) != NS_OK)
+        return s_err(err, errlen, "cannot read %s", path);
+    ns_hash(h, text, len);
+    if (memcmp(h, n->genesis.network_id, NS_HASH_BYTES) != 0)
+        rc = s_err(err, errlen, "%s changed while the node started", path);
+    else if (!(n->genesis_serve = ns_genesis_serve_new(n->p2p, text, len, &rc)))
+        rc =
+            s_err(err, errlen, "cannot serve the genesis: %s", ns_strerror(rc));
+    free(text);
+    return rc;
+}
+
+/* A node that found no peer through its bootstrap addresses says why,
+ * once, naming each address and its cause (join.h): the probe blocks the
+ * loop for up to NS_JOIN_EXPLAIN_MS, but a node alone has nothing else
+ * to do. It keeps dialling them afterwards. */
+static void s_on_bootstrap_check(void *user, uint64_t now)
+{
+    (void)now;
+    ns_node_t *n = user;
+    if (ns_p2p_live_peers(n->p2p) > 0)
+        return;
+    char why[2048];
+    ns_join_explain(n->c.cfg, n->genesis.network_id, why, sizeof why);
+    ns_warn(NS_MOD_NODE,
+            "event=no_peers after_ms=%u detail=\"could not reach any peer: "
+            "%s\"",
+            NS_POLICY_JOIN_GIVEUP_MS, why);
+}
+
 /* <datadir>/jobs/: finished jobs' directories go after [jobs]
  * retention_days or beyond [jobs] max_bytes (jobdir.h). */
 static void s_prune_jobs(void *user, uint64_t now)
@@ -528,9 +576,10 @@ ns_node_t *ns_node_open(const ns_node_conf_t *c, char *err, size_t errlen)
     n->lock_fd = -1;
     for (uint32_t i = 0; i < NS_POLICY_MAX_WORKERS; i++)
         n->wfd[i].fd = -1;
-    n->io = (ns_node_io_t){n,           s_io_send,      s_io_publish, s_io_dial,
-                           s_io_append, s_io_set_offer, s_io_visit,   s_io_live,
-                           s_io_now,    s_io_mono};
+    n->io =
+        (ns_node_io_t){n,           s_io_send,      s_io_publish,     s_io_dial,
+                       s_io_append, s_io_set_offer, s_io_visit,       s_io_live,
+                       s_io_now,    s_io_mono,      s_io_explain_join};
     int rc;
     if (s_lock_datadir(n, err, errlen) != NS_OK ||
         s_load(n, err, errlen) != NS_OK)
@@ -571,6 +620,14 @@ ns_node_t *ns_node_open(const ns_node_conf_t *c, char *err, size_t errlen)
         s_err(err, errlen, "cannot start the job directory pruning");
         goto fail;
     }
+    if (!c->light && s_serve_genesis(n, err, errlen) != NS_OK)
+        goto fail;
+    if (!c->light && c->cfg->n_bootstrap &&
+        ns_p2p_timer_start(n->p2p, NS_POLICY_JOIN_GIVEUP_MS, false,
+                           s_on_bootstrap_check, n, NULL) != NS_OK) {
+        s_err(err, errlen, "cannot start the bootstrap check");
+        goto fail;
+    }
     if (!c->light) {
         /* node.addr: where this node can be reached, for `id` and
          * scripts. */
@@ -596,6 +653,7 @@ void ns_node_close(ns_node_t **np)
         return;
     ns_node_t *n = *np;
     ns_http_close(&n->http);
+    ns_genesis_serve_destroy(&n->genesis_serve);
     ns_control_close(&n->control);
     for (uint32_t i = 0; i < n->n_req; i++)
         ns_requester_destroy(&n->req[i]);
@@ -696,8 +754,9 @@ int ns_node_join(ns_node_t *n, char *err, size_t errlen)
     rc = ns_p2p_run(n->p2p, &n->stop);
     (void)ns_p2p_timer_cancel(n->p2p, id);
     if (rc == NS_OK && n->join_rc == NS_ERR_TIMEOUT) {
-        snprintf(err, errlen,
-                 "could not reach any peer through the bootstrap address");
+        char why[1024];
+        ns_join_explain(n->c.cfg, n->genesis.network_id, why, sizeof why);
+        snprintf(err, errlen, "could not reach any peer: %s", why);
         return NS_ERR_TIMEOUT;
     }
     if (rc == NS_OK && n->join_rc != 1) {

@@ -862,8 +862,14 @@ static void s_join(ns_requester_t *q, uint64_t now)
         me.free >= q->o.max_price;
     int rc = ns_join_check(&q->join, q->ledger, q->io, enough, now);
     if (rc == NS_ERR_TIMEOUT) {
-        s_fail(q, "could not reach any peer through the bootstrap "
-                  "address");
+        char why[1024] = "";
+        if (q->io->explain_join)
+            q->io->explain_join(q->io->user, why, sizeof why);
+        if (why[0])
+            s_fail(q, "could not reach any peer: %s", why);
+        else
+            s_fail(q, "could not reach any peer through the bootstrap "
+                      "address");
         return;
     }
     if (rc != 1)

@@ -29,9 +29,9 @@ rule "cli packs no market message" cli \
 rule "cli moves no chunks" cli \
     'ns_fetch_(init|add|pump|on_chunk)|ns_transfer_serve|NS_CHUNK_BYTES'
 rule "core includes no upper layer" core \
-    "$(headers 'p2p|loop|ledger|ledger_sync|market|policy|node|node_io|provider|requester|transfer|control|slash|jobdir|money|runner|worker|verify|challenge|devbench|devices|cl')"
+    "$(headers 'p2p|loop|probe|genesis_serve|ledger|ledger_sync|market|policy|node|node_io|provider|requester|transfer|control|slash|jobdir|money|runner|worker|verify|challenge|devbench|devices|cl')"
 rule "exec includes neither p2p, market nor node" exec \
-    "$(headers 'p2p|loop|ledger|ledger_sync|market|policy|node|node_io|provider|requester|transfer|control|slash|jobdir|money')"
+    "$(headers 'p2p|loop|probe|genesis_serve|ledger|ledger_sync|market|policy|node|node_io|provider|requester|transfer|control|slash|jobdir|money')"
 rule "p2p includes neither market, exec nor node" p2p \
     "$(headers 'ledger|ledger_sync|market|policy|node|node_io|provider|requester|transfer|control|slash|jobdir|money|runner|worker|verify|challenge|devbench|devices|cl')"
 rule "market includes neither exec nor node" market \

@@ -19,6 +19,7 @@
 #include "nightshift/err.h"
 #include "nightshift/hash.h"
 #include "nightshift/identity.h"
+#include "nightshift/mp.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -54,5 +55,45 @@ void ns_genesis_release(ns_genesis_t *g);
 int ns_genesis_write(const char *path, const char *name, bool test_network,
                      uint64_t created_ms, const ns_alloc_t *allocs,
                      uint32_t n) NS_MUST_CHECK;
+
+/* ---- the genesis over the wire (docs/PROTOCOL.md, "Genesis transfer") --
+ *
+ * `init --join` asks a bootstrap peer for its genesis in chunks:
+ *   GENESIS_REQ  [offset uint]                      (offset < total)
+ *   GENESIS      [network_id bin(32), total uint, offset uint, bytes bin]
+ * Every chunk but the last holds exactly NS_GENESIS_CHUNK bytes, the last
+ * the rest: the sizes follow from total and offset, so an answer cannot
+ * make the asker keep more than NS_MAX_GENESIS_BYTES. The asker checks
+ * the whole file's hash against the network id it was given. */
+#define NS_MSG_GENESIS_REQ 12
+#define NS_MSG_GENESIS 13
+#define NS_GENESIS_CHUNK (128 * 1024) /* bytes per GENESIS answer */
+
+typedef struct {
+    ns_hash_t network_id; /* the answerer's: hash of its whole file */
+    uint32_t total;       /* file bytes, 1..NS_MAX_GENESIS_BYTES */
+    uint32_t offset;      /* of this chunk, < total, a multiple of CHUNK */
+    const uint8_t *bytes; /* borrowed from the decoded buffer */
+    uint32_t len;         /* min(NS_GENESIS_CHUNK, total - offset) */
+} ns_genesis_chunk_t;
+
+/* out is emptied first. NS_ERR_INVAL for an offset at or past
+ * NS_MAX_GENESIS_BYTES or not a multiple of NS_GENESIS_CHUNK. */
+int ns_genesis_req_encode(uint32_t offset, ns_buf_t *out) NS_MUST_CHECK;
+/* Strict: exactly [uint], offset as above (NS_ERR_INVAL otherwise). */
+int ns_genesis_req_decode(const uint8_t *buf, size_t len,
+                          uint32_t *offset) NS_MUST_CHECK;
+/* NS_ERR_INVAL for a chunk that breaks the rules above. */
+int ns_genesis_chunk_encode(const ns_genesis_chunk_t *c,
+                            ns_buf_t *out) NS_MUST_CHECK;
+/* Strict decode; c->bytes borrows from buf. NS_ERR_INVAL for a total,
+ * offset or length that breaks the rules above. */
+int ns_genesis_chunk_decode(const uint8_t *buf, size_t len,
+                            ns_genesis_chunk_t *c) NS_MUST_CHECK;
+/* The chunk of the file text[0..total) at offset (offset < total, a
+ * multiple of NS_GENESIS_CHUNK), for the answerer. */
+void ns_genesis_chunk_at(const ns_hash_t network_id, const uint8_t *text,
+                         uint32_t total, uint32_t offset,
+                         ns_genesis_chunk_t *c);
 
 #endif

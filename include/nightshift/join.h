@@ -7,6 +7,7 @@
 #ifndef NIGHTSHIFT_JOIN_H
 #define NIGHTSHIFT_JOIN_H
 
+#include "nightshift/config.h"
 #include "nightshift/ledger.h"
 #include "nightshift/node_io.h"
 
@@ -19,5 +20,15 @@ void ns_join_start(ns_join_t *j, uint64_t now_mono_ms);
  * NS_POLICY_JOIN_GIVEUP_MS. */
 int ns_join_check(ns_join_t *j, ns_ledger_t *l, const ns_node_io_t *io,
                   bool enough, uint64_t now_mono_ms);
+
+/* How long ns_join_explain waits for the bootstrap peers' answers. */
+#define NS_JOIN_EXPLAIN_MS 3000
+
+/* Why the bootstrap peers of cfg gave us nothing: dials each again on its
+ * own (probe.h) and writes one line into out, "bootstrap ID@tcp://H:P:
+ * connection refused (...); bootstrap ...: key mismatch ...". Blocks for
+ * up to NS_JOIN_EXPLAIN_MS. */
+void ns_join_explain(const ns_config_t *cfg, const ns_hash_t network_id,
+                     char *out, size_t cap);
 
 #endif

@@ -49,6 +49,10 @@ typedef struct {
     uint32_t (*live_peers)(void *user);
     uint64_t (*now_ms)(void *user);  /* wall clock, ms since the epoch */
     uint64_t (*mono_ms)(void *user); /* monotonic ms */
+    /* Why no bootstrap peer became live: one line naming each bootstrap
+     * address and its cause (join.h, ns_join_explain). Blocks for a few
+     * seconds; called once, when a join gives up. NULL: not known. */
+    void (*explain_join)(void *user, char *out, size_t cap);
 } ns_node_io_t;
 
 /* A message for a state machine: verified, from sender. reply answers
