@@ -35,7 +35,9 @@ typedef struct {
     ns_bid_t bid;
     uint64_t since_ms; /* monotonic, entered the state */
     ns_hash_t award_id, accept_id;
-    bool have_award;  /* award_id is the ledger's award to us */
+    bool have_award;        /* award_id is the ledger's award to us */
+    bool award_wait;        /* AWARDED came before the ledger could show it */
+    uint64_t award_wait_ms; /* monotonic: give up waiting then */
     ns_fetch_t fetch; /* descriptor, then the inputs, from the requester */
     uint8_t *cached[NS_MAX_ARGS]; /* inputs read from the blob store */
     bool have_job;
@@ -398,6 +400,62 @@ static void s_fetch_more(ns_provider_t *p, s_job_t *j)
         ns_debug(NS_MOD_MARKET, "event=fetch_send_failed");
 }
 
+/* Accept the award once the ledger shows it, waiting for it a moment
+ * (NS_POLICY_AWARD_WAIT_MS) when the requester's chain is behind here. */
+static void s_try_accept(ns_provider_t *p, s_job_t *j, uint64_t now)
+{
+    int rc;
+    ns_ledger_job_t lj;
+    if (ns_ledger_job(p->o.ledger, j->ann.job_id, &lj) != NS_OK ||
+        lj.state != NS_JOB_AWARDED ||
+        memcmp(lj.provider, p->self, NS_ID_BYTES)) {
+        /* The requester's chain may lack entries we have not had yet (a
+         * provider that just joined, several jobs of one requester in a
+         * row): gossip and sync bring them within moments. */
+        if (!j->award_wait) {
+            j->award_wait = true;
+            j->award_wait_ms = now + NS_POLICY_AWARD_WAIT_MS;
+        } else if (now >= j->award_wait_ms) {
+            j->award_wait = false;
+            s_fail(p, j, "award not in the ledger");
+        }
+        return;
+    }
+    j->award_wait = false;
+    p->stats.awards++;
+    memcpy(j->award_id, lj.award_id, NS_HASH_BYTES);
+    j->have_award = true;
+    ns_entry_body_t b;
+    memset(&b, 0, sizeof b);
+    memcpy(b.job_id, j->ann.job_id, NS_HASH_BYTES);
+    memcpy(b.ref_id, lj.award_id, NS_HASH_BYTES);
+    rc = p->io->append(p->io->user, NS_ENTRY_ACCEPT, &b, j->accept_id);
+    if (rc != NS_OK) {
+        char why[96];
+        snprintf(why, sizeof why, "accept refused by the ledger: %s",
+                 ns_errname(rc));
+        s_fail(p, j, why);
+        return;
+    }
+    p->stats.accepts++;
+    s_set(p, j, PJ_FETCH);
+    s_update_offer(p);
+    char jid[17];
+    s_job_hex(jid, j->ann.job_id);
+    ns_info(NS_MOD_MARKET, "event=accepted job=%s price=%llu collateral=%llu",
+            jid, (unsigned long long)lj.price,
+            (unsigned long long)lj.collateral);
+    ns_fetch_init(&j->fetch, j->ann.job_id, j->ann.requester,
+                  NS_POLICY_FETCH_WINDOW);
+    if (ns_fetch_add(&j->fetch, NS_BLOB_DESCRIPTOR, NULL, 0, NS_MAX_JOB_MSG) !=
+        NS_OK) {
+        s_fail(p, j, "out of memory");
+        return;
+    }
+    s_fetch_more(p, j);
+    return;
+}
+
 static int s_on_awarded(ns_provider_t *p, const ns_node_msg_t *m)
 {
     ns_awarded_t aw;
@@ -415,44 +473,7 @@ static int s_on_awarded(ns_provider_t *p, const ns_node_msg_t *m)
                            NULL, NULL);
     if (ns_ledger_commit(p->o.ledger) != NS_OK)
         return NS_ERR_IO;
-    ns_ledger_job_t lj;
-    if (ns_ledger_job(p->o.ledger, aw.job_id, &lj) != NS_OK ||
-        lj.state != NS_JOB_AWARDED ||
-        memcmp(lj.provider, p->self, NS_ID_BYTES)) {
-        s_fail(p, j, "award not in the ledger");
-        return NS_OK;
-    }
-    p->stats.awards++;
-    memcpy(j->award_id, lj.award_id, NS_HASH_BYTES);
-    j->have_award = true;
-    ns_entry_body_t b;
-    memset(&b, 0, sizeof b);
-    memcpy(b.job_id, aw.job_id, NS_HASH_BYTES);
-    memcpy(b.ref_id, lj.award_id, NS_HASH_BYTES);
-    rc = p->io->append(p->io->user, NS_ENTRY_ACCEPT, &b, j->accept_id);
-    if (rc != NS_OK) {
-        char why[96];
-        snprintf(why, sizeof why, "accept refused by the ledger: %s",
-                 ns_errname(rc));
-        s_fail(p, j, why);
-        return NS_OK;
-    }
-    p->stats.accepts++;
-    s_set(p, j, PJ_FETCH);
-    s_update_offer(p);
-    char jid[17];
-    s_job_hex(jid, aw.job_id);
-    ns_info(NS_MOD_MARKET, "event=accepted job=%s price=%llu collateral=%llu",
-            jid, (unsigned long long)lj.price,
-            (unsigned long long)lj.collateral);
-    ns_fetch_init(&j->fetch, aw.job_id, j->ann.requester,
-                  NS_POLICY_FETCH_WINDOW);
-    if (ns_fetch_add(&j->fetch, NS_BLOB_DESCRIPTOR, NULL, 0, NS_MAX_JOB_MSG) !=
-        NS_OK) {
-        s_fail(p, j, "out of memory");
-        return NS_OK;
-    }
-    s_fetch_more(p, j);
+    s_try_accept(p, j, p->io->mono_ms(p->io->user));
     return NS_OK;
 }
 
@@ -786,7 +807,9 @@ void ns_provider_tick(ns_provider_t *p, uint64_t now)
         }
         switch (j->state) {
         case PJ_BID:
-            if (now - j->since_ms > NS_POLICY_BID_TTL_MS) {
+            if (j->award_wait)
+                s_try_accept(p, j, now);
+            else if (now - j->since_ms > NS_POLICY_BID_TTL_MS) {
                 s_job_clear(j);
                 p->stats.bids_lost++;
             }

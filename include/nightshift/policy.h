@@ -62,6 +62,10 @@
 #define NS_POLICY_RTT_BUCKET_US 20000
 /* An awarded provider must accept (its ACCEPT entry) within this. */
 #define NS_POLICY_ACCEPT_MS 5000
+/* A provider awarded a job its ledger cannot show yet (the requester's
+ * earlier entries are still on their way) waits this long for them
+ * before it refuses; well inside NS_POLICY_ACCEPT_MS. */
+#define NS_POLICY_AWARD_WAIT_MS 2000
 /* Outputs must arrive within this once the RESULT is on record. */
 #define NS_POLICY_FETCH_MS 60000
 /* After a SLASH every node re-runs the disputed unit before it reads the
