@@ -1420,6 +1420,63 @@ TEST(accept_after_release_claimed)
     fx_free(&fx);
 }
 
+/* The rules check everything before they write (no child transaction
+ * takes a rejected entry back): an entry whose first refs are good and
+ * whose later ref or body fails leaves every credit open; an entry that
+ * takes in the release of a lock and reads that lock in its body sees it
+ * as its refs left it. */
+TEST(rejected_after_good_refs)
+{
+    fx_t fx;
+    if (!s_init(&fx, "goodrefs", 4))
+        return;
+    ns_hash_t t1, t2, s;
+    ns_entry_body_t b = fx_transfer(fx.acct[X].pk, 300);
+    PUT(&fx, 0, NS_ENTRY_TRANSFER, &b, NULL, 0, t1);
+    b = fx_transfer(fx.acct[X].pk, 50);
+    PUT(&fx, 0, NS_ENTRY_TRANSFER, &b, NULL, 0, t2);
+    b = fx_amount(1);
+    PUT(&fx, Q, NS_ENTRY_STAKE, &b, NULL, 0, s);
+    uint8_t refs[3 * NS_HASH_BYTES];
+    memcpy(refs, t1, NS_HASH_BYTES);
+    memcpy(refs + NS_HASH_BYTES, t2, NS_HASH_BYTES);
+    memcpy(refs + 2 * NS_HASH_BYTES, s, NS_HASH_BYTES);
+    /* the third ref holds no credit for X */
+    REFUSED(&fx, X, NS_ENTRY_STAKE, &b, refs, 3, NS_ERR_NOCREDIT);
+    /* the second repeats the first */
+    uint8_t twice[2 * NS_HASH_BYTES];
+    memcpy(twice, t2, NS_HASH_BYTES);
+    memcpy(twice + NS_HASH_BYTES, t2, NS_HASH_BYTES);
+    REFUSED(&fx, X, NS_ENTRY_STAKE, &b, twice, 2, NS_ERR_CLAIMED);
+    /* both good, the body not */
+    uint64_t all = s_acct(&fx, X).free;
+    b = fx_amount(all + 351);
+    REFUSED(&fx, X, NS_ENTRY_STAKE, &b, refs, 2, NS_ERR_FUNDS);
+    CHECK_EQ_INT(s_stats(&fx).pending_credit, 350);
+    b = fx_amount(all + 350);
+    PUT(&fx, X, NS_ENTRY_STAKE, &b, refs, 2, NULL);
+    CHECK_EQ_INT(s_acct(&fx, X).free, 0);
+    CHECK_EQ_INT(s_stats(&fx).pending_credit, 0);
+    CONSERVED(&fx);
+
+    /* P takes in the CANCEL's release of an award and ACCEPTs that award
+     * in the same entry: the body reads the lock the ref released */
+    b = fx_amount(1000);
+    PUT(&fx, P, NS_ENTRY_STAKE, &b, NULL, 0, NULL);
+    ns_hash_t j, award, cancel;
+    s_post(&fx, j, 1, FX_T0_MS + 1000000);
+    b = fx_award(&fx, j, P, 250);
+    PUT(&fx, R, NS_ENTRY_AWARD, &b, NULL, 0, award);
+    b = fx_cancel(j, NULL, false, 0);
+    PUT(&fx, R, NS_ENTRY_CANCEL, &b, NULL, 0, cancel);
+    ns_account_t before = s_acct(&fx, P);
+    b = fx_ref(j, award);
+    REFUSED(&fx, P, NS_ENTRY_ACCEPT, &b, cancel, 1, NS_ERR_JOBSTATE);
+    CHECK_EQ_INT(s_acct(&fx, P).locked_collateral, before.locked_collateral);
+    CONSERVED(&fx);
+    fx_free(&fx);
+}
+
 TEST(cancel_reopen)
 {
     fx_t fx;
@@ -2177,6 +2234,7 @@ int main(void)
     RUN(cancel_before_award);
     RUN(cancel_after_deadline_penalty);
     RUN(cancel_unaccepted_award);
+    RUN(rejected_after_good_refs);
     RUN(cancel_reopen);
     RUN(accept_after_release_claimed);
     RUN(fork_bans_author);
