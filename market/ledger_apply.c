@@ -342,11 +342,11 @@ int ns_lapply_entry(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
         return rc;
     ns_rule_advance(&a, e, ap->totals);
     ap->wrote = true;
-    if ((rc = ns_lstore_prestate_put(ap->store, t, e->author, e->seq, &pre)) ||
-        (rc = s_write(ap, t, e, &w, &io)) ||
+    if ((rc = s_write(ap, t, e, &w, &io)) ||
         (rc = ns_lstore_account_put(ap->store, t, &a)) ||
         (rc = ns_lstore_entry_put(ap->store, t, e->id, buf, len)) ||
-        (rc = ns_lstore_chain_put(ap->store, t, e->author, e->seq, e->id)))
+        (rc =
+             ns_lstore_chain_put(ap->store, t, e->author, e->seq, e->id, &pre)))
         return rc;
     return NS_OK;
 }

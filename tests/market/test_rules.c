@@ -1872,6 +1872,76 @@ out:
     fx_free(&fx);
 }
 
+/* Rewrite every chain record as an older version stored it: the id
+ * alone, the account before the entry in prestate. */
+static bool s_chain_to_old(MDB_txn *t, MDB_dbi chain, void *u)
+{
+    (void)u;
+    MDB_dbi pre;
+    MDB_cursor *c = NULL;
+    MDB_val k, v;
+    if (mdb_dbi_open(t, "prestate", 0, &pre) != MDB_SUCCESS ||
+        mdb_cursor_open(t, chain, &c) != MDB_SUCCESS)
+        return false;
+    bool ok = true;
+    int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
+    for (; ok && rc == MDB_SUCCESS; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        uint8_t rec[NS_HASH_BYTES + sizeof(ns_account_t)];
+        if (v.mv_size != sizeof rec)
+            return false;
+        memcpy(rec, v.mv_data, sizeof rec);
+        MDB_val id = {NS_HASH_BYTES, rec};
+        MDB_val acct = {sizeof(ns_account_t), rec + NS_HASH_BYTES};
+        ok = mdb_put(t, pre, &k, &acct, 0) == MDB_SUCCESS &&
+             mdb_cursor_put(c, &k, &id, MDB_CURRENT) == MDB_SUCCESS;
+    }
+    mdb_cursor_close(c);
+    return ok && rc == MDB_NOTFOUND;
+}
+
+/* A ledger written before chain records held the account before each
+ * entry still reads, and still proves and voids a fork. */
+TEST(old_chain_records)
+{
+    fx_t fx;
+    if (!s_init(&fx, "oldchain", 3))
+        return;
+    ns_entry_body_t b = fx_amount(10);
+    ns_hash_t id1, id2;
+    ns_buf_t twin;
+    ns_buf_init(&twin);
+    PUT(&fx, 0, NS_ENTRY_STAKE, &b, NULL, 0, id1);
+    b = fx_amount(20);
+    PUT(&fx, 0, NS_ENTRY_STAKE, &b, NULL, 0, NULL);
+    ns_ledger_close(&fx.l);
+    CHECK(s_tamper(fx.dir, "chain", s_chain_to_old, NULL));
+    int rc;
+    fx.l = ns_ledger_open(fx.dir, &fx.genesis, &rc, fx.err, sizeof fx.err);
+    CHECK_RC(rc, NS_OK);
+    if (!fx.l) {
+        fx_free(&fx);
+        return;
+    }
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    CHECK_RC(ns_ledger_get(fx.l, fx.acct[0].pk, 1, &buf, &len), NS_OK);
+    free(buf);
+    /* another seq 2, valid against the stored account before seq 2 */
+    b = fx_amount(30);
+    CHECK_RC(fx_make_raw(&fx, 0, 2, id1, NS_ENTRY_STAKE, &b, NULL, 0,
+                         fx_tick(&fx), &twin, id2),
+             NS_OK);
+    CHECK_RC(ns_ledger_ingest(fx.l, twin.data, twin.len, NULL, NULL),
+             NS_ERR_FORK);
+    ns_account_t a = s_acct(&fx, 0);
+    CHECK(a.banned);
+    CHECK_EQ_INT(a.seq, 1); /* seq 2 voided from the old pre-state */
+    CHECK_EQ_INT(a.staked, 10);
+    CONSERVED(&fx);
+    ns_buf_release(&twin);
+    fx_free(&fx);
+}
+
 TEST(other_genesis_refused)
 {
     fx_t fx;
@@ -2238,6 +2308,7 @@ int main(void)
     RUN(cancel_reopen);
     RUN(accept_after_release_claimed);
     RUN(fork_bans_author);
+    RUN(old_chain_records);
     RUN(reopen_same_state);
     RUN(readonly_without_ledger);
     RUN(tampered_ledger_refused);
