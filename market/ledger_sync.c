@@ -449,16 +449,20 @@ ns_ledger_sync_t *ns_ledger_sync_new(ns_p2p_t *p, ns_ledger_t *l, int *err)
     ns_buf_init(&s->body);
     ns_buf_init(&s->entry);
     int rc;
+    uint32_t sync_timer = 0;
     if ((rc = ns_p2p_register(p, NS_MSG_ENTRY, true, s_on_entry, s)) ||
         (rc = ns_p2p_register(p, NS_MSG_HEADS_REQ, false, s_on_heads_req, s)) ||
         (rc = ns_p2p_register(p, NS_MSG_HEADS, false, s_on_heads, s)) ||
         (rc = ns_p2p_register(p, NS_MSG_GET, false, s_on_get, s)) ||
         (rc = ns_p2p_register(p, NS_MSG_ENTRIES, false, s_on_entries, s)) ||
-        (rc = ns_p2p_add_timer(p, NS_LEDGER_SYNC_MS, s_on_sync_timer, s))) {
+        (rc = ns_p2p_timer_start(p, NS_LEDGER_SYNC_MS, true, s_on_sync_timer, s,
+                                 &sync_timer))) {
         *err = rc;
         ns_ledger_sync_destroy(&s);
         return NULL;
     }
+    /* a chore: it shares the wakeups of the heartbeat and of traffic */
+    (void)ns_p2p_timer_slack(p, sync_timer, NS_LEDGER_SYNC_MS / 2);
     s_publish_summary(s);
     return s;
 }

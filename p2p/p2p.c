@@ -898,6 +898,13 @@ int ns_p2p_timer_cancel(ns_p2p_t *p, uint32_t id)
     return ns_loop_timer_cancel(p->loop, id);
 }
 
+int ns_p2p_timer_slack(ns_p2p_t *p, uint32_t id, uint32_t slack_ms)
+{
+    if (s_own_timer(p, id))
+        return NS_ERR_NOTFOUND;
+    return ns_loop_timer_slack(p->loop, id, slack_ms);
+}
+
 /* A one-shot timer that starts the next one: the first is jittered (see
  * ns_p2p_run), the later ones a whole interval apart. */
 static void s_on_heartbeat_timer(void *user, uint64_t now_ms)
@@ -952,6 +959,13 @@ int ns_p2p_run(ns_p2p_t *p, volatile sig_atomic_t *stop)
     if (rc == NS_OK)
         rc = ns_loop_timer_start(p->loop, S_MAINTAIN_MS, true,
                                  s_on_maintain_timer, p, &p->maint_timer);
+    /* Pulls and table upkeep are chores: they run in the turns of the
+     * heartbeat (or of traffic) rather than waking an idle node apart. */
+    if (rc == NS_OK)
+        (void)ns_loop_timer_slack(p->loop, p->pull_timer,
+                                  p->cfg->pull_interval_ms / 2);
+    if (rc == NS_OK)
+        (void)ns_loop_timer_slack(p->loop, p->maint_timer, S_MAINTAIN_MS / 2);
     ns_peers_maintain(p, ns_mono_ms()); /* dial bootstrap peers */
     if (rc == NS_OK)
         rc = ns_loop_run(p->loop, stop);

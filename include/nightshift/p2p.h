@@ -90,6 +90,10 @@ int ns_p2p_timer_start(ns_p2p_t *p, uint32_t interval_ms, bool repeat,
  * callback, the timer's own included. NS_ERR_NOTFOUND if it is not
  * running (or is one of the p2p's own). */
 int ns_p2p_timer_cancel(ns_p2p_t *p, uint32_t id);
+/* Let a periodic chore run early in a turn that runs anyway
+ * (ns_loop_timer_slack), so that an idle node wakes for its heartbeats,
+ * not for each chore. */
+int ns_p2p_timer_slack(ns_p2p_t *p, uint32_t id, uint32_t slack_ms);
 
 /* The loop itself, for what the calls above do not cover (plain file
  * descriptors: ns_loop_add_fd). What is added to it directly shares the
