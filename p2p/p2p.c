@@ -222,6 +222,12 @@ int ns_p2p_sign(ns_p2p_t *p, uint8_t type, const uint8_t *body, size_t len,
 
 int ns_p2p_publish(ns_p2p_t *p, uint8_t type, const uint8_t *body, size_t len)
 {
+    return ns_p2p_publish_also(p, type, body, len, NULL);
+}
+
+int ns_p2p_publish_also(ns_p2p_t *p, uint8_t type, const uint8_t *body,
+                        size_t len, const uint8_t *also)
+{
     ns_hash_t id;
     ns_buf_t msg;
     ns_buf_init(&msg);
@@ -230,6 +236,11 @@ int ns_p2p_publish(ns_p2p_t *p, uint8_t type, const uint8_t *body, size_t len)
         rc = ns_seen_add(&p->seen, id, ns_mono_ms(), msg.data, msg.len);
     if (rc == NS_OK)
         ns_gossip_forward(p, msg.data, msg.len, NULL, NULL);
+    /* The same envelope, so that a copy that also comes by gossip is a
+     * duplicate to it, dropped at the seen-cache. */
+    ns_peer_t *q = also && rc == NS_OK ? ns_peers_find(p, also) : NULL;
+    if (q && q->dealer && ns_tr_send(p, q->dealer, msg.data, msg.len) == NS_OK)
+        p->stats.forwarded++;
     ns_buf_release(&msg);
     return rc;
 }

@@ -158,6 +158,11 @@ int ns_p2p_unregister(ns_p2p_t *p, uint8_t type);
 /* Sign and gossip a message of a gossiped type to fanout peers. */
 int ns_p2p_publish(ns_p2p_t *p, uint8_t type, const uint8_t *body,
                    size_t len) NS_MUST_CHECK;
+/* The same, and the same message straight to peer `also` (NULL: none;
+ * not in the table: gossip alone) whatever gossip picked: the party that
+ * waits on it gets it in one hop. */
+int ns_p2p_publish_also(ns_p2p_t *p, uint8_t type, const uint8_t *body,
+                        size_t len, const uint8_t *also) NS_MUST_CHECK;
 
 /* Send a first heartbeat, dial the bootstrap peers, then run the loop
  * until *stop becomes non-zero (or ns_loop_stop(ns_p2p_loop(p))). The
