@@ -3,7 +3,9 @@
  * (a) verified entries ingested per second: ns_ledger_ingest of
  *     pre-signed entries from many authors (transfers, stakes, unstakes,
  *     credits taken in by refs), committed by the ledger's policy
- *     (ns_ledger_commit_due: NS_LEDGER_COMMIT_ENTRIES, _BYTES or _MS),
+ *     (ns_ledger_commit_due: NS_LEDGER_COMMIT_ENTRIES, _BYTES or _MS;
+ *     its clock counts the time spent in this ledger only, as for a node
+ *     that does nothing else while it catches up),
  *     next to the raw Ed25519 verify rate measured on the same entries in
  *     the same run, and next to the old policy (one commit per 256, into a
  *     second ledger), all interleaved in rounds of 256 so that noise from
@@ -301,6 +303,7 @@ static int s_bench_ingest(const char *base, uint32_t n_entries,
     uint32_t ok = 0, decoded = 0, stored = 0, other = 0, commits = 0;
     uint64_t verify_us = 0, decode_us = 0, ingest_us = 0, commit_us = 0;
     uint64_t old_us = 0, old_commit_us = 0;
+    uint64_t batch_wall_us = 0, batch_own_us = 0;
     for (uint32_t start = 0; start < n_entries; start += S_ROUND) {
         uint32_t end =
             start + S_ROUND < n_entries ? start + S_ROUND : n_entries;
@@ -328,7 +331,16 @@ static int s_bench_ingest(const char *base, uint32_t n_entries,
                         ns_strerror(r));
         }
         uint64_t c0 = ns_mono_us();
-        if (end == n_entries || ns_ledger_commit_due(l, c0 / 1000)) {
+        /* The policy's clock counts only this ledger's own time: the
+         * rounds interleave three other measurements, which a node
+         * catching up does not do, and on the wall clock the 1 s rule
+         * would cut batches 4x short of what such a node commits. */
+        if (!batch_wall_us)
+            batch_wall_us = d1; /* the batch's first entry, on the wall */
+        batch_own_us += c0 - d1;
+        if (end == n_entries ||
+            ns_ledger_commit_due(l, (batch_wall_us + batch_own_us) / 1000)) {
+            batch_wall_us = batch_own_us = 0;
             if ((rc = ns_ledger_commit(l)) != NS_OK) {
                 fprintf(stderr, "bench_ledger: commit: %s\n", ns_strerror(rc));
                 goto out;

@@ -3,8 +3,10 @@
  * rules (ledger_apply.c, ledger_rules.c) and the out-of-order buffer
  * (ledger_buffer.c).
  *
- * Every entry is validated and applied in a nested transaction of the
- * current batch: a rejected entry leaves no trace. ns_ledger_commit makes
+ * Every entry is validated, every check before the first write, and
+ * applied in the current batch: a rejected entry leaves no trace (a
+ * store error half-way through an entry loses the batch, as a failed
+ * commit does). ns_ledger_commit makes
  * the batch durable with one synced commit; ns_ledger_commit_due says
  * when a batch of ingested entries has grown or aged enough for one.
  */
@@ -285,104 +287,124 @@ static int s_void_from(ns_ledger_t *l, MDB_txn *t, ns_account_t *a,
     return rc;
 }
 
-/* One entry in a child transaction of the batch. */
+/* The batch holds partial writes of an entry (the store failed while
+ * writing it): LMDB will not commit it. It is aborted as a failed commit
+ * is: the batch's entries are gone from memory and disk alike (sync
+ * brings the network's back), nothing it held was reported durable. */
+static void s_batch_lost(ns_ledger_t *l, int rc)
+{
+    mdb_txn_abort(l->batch);
+    uint32_t lost = l->batch_entries;
+    s_batch_done(l);
+    l->totals = l->committed;
+    ns_error(NS_MOD_LEDGER, "event=batch_lost err=%s entries=%u detail=\"%s\"",
+             ns_errname(rc), lost, l->store.last_error);
+}
+
+/* e proved its author forked (NS_ERR_FORK from the apply step, which
+ * wrote nothing): keep the proof and ban the author, in a child
+ * transaction of the batch (forks are rare; the void may stop half-way
+ * and is then taken back). NS_ERR_FORK. */
+static int s_fork(ns_ledger_t *l, const uint8_t *buf, size_t len,
+                  const ns_entry_t *e)
+{
+    ns_ledger_totals_t saved = l->totals;
+    MDB_txn *child = NULL;
+    if (ns_lstore_begin(&l->store, l->batch, false, &child) != NS_OK)
+        return NS_ERR_FORK;
+    ns_account_t a;
+    ns_fork_rec_t f;
+    memset(&f, 0, sizeof f);
+    f.seq = e->seq;
+    if (ns_lstore_chain_get(&l->store, child, e->author, e->seq, f.first) ==
+            NS_OK &&
+        ns_lstore_account_get(&l->store, child, e->author, &a) == NS_OK) {
+        memcpy(f.second, e->id, 32);
+        bool first_fork = !a.banned;
+        a.banned = true;
+        /* Void the author's entries from the forked seq on, in a
+         * transaction of its own: what cannot be undone stays. */
+        ns_ledger_totals_t before_void = l->totals;
+        ns_account_t kept = a;
+        uint64_t head_seq = a.seq;
+        MDB_txn *undo = NULL;
+        int vrc = ns_lstore_begin(&l->store, child, false, &undo);
+        if (vrc == NS_OK) {
+            vrc = s_void_from(l, undo, &a, e->seq);
+            if (vrc == NS_OK)
+                vrc = ns_lstore_commit(&l->store, undo);
+            else
+                mdb_txn_abort(undo);
+        }
+        if (vrc != NS_OK) {
+            l->totals = before_void;
+            a = kept;
+        }
+        if (ns_lstore_account_put(&l->store, child, &a) == NS_OK &&
+            ns_lstore_fork_put(&l->store, child, e->author, &f, buf, len) ==
+                NS_OK &&
+            ns_lstore_commit(&l->store, child) == NS_OK) {
+            s_dirty(l, len);
+            if (first_fork) {
+                l->totals.forks++;
+                char who[2 * NS_ID_BYTES + 1], one[2 * NS_HASH_BYTES + 1],
+                    two[2 * NS_HASH_BYTES + 1];
+                ns_hex(who, e->author, NS_ID_BYTES);
+                ns_hex(one, f.first, NS_HASH_BYTES);
+                ns_hex(two, f.second, NS_HASH_BYTES);
+                ns_warn(NS_MOD_LEDGER,
+                        "event=fork_detected author=%s seq=%llu "
+                        "first=%s second=%s action=author_banned",
+                        who, (unsigned long long)e->seq, one, two);
+            }
+            if (vrc == NS_OK)
+                ns_info(NS_MOD_LEDGER,
+                        "event=fork_voided seq=%llu entries=%llu",
+                        (unsigned long long)e->seq,
+                        (unsigned long long)(head_seq - a.seq));
+            else
+                ns_warn(NS_MOD_LEDGER,
+                        "event=fork_kept seq=%llu head=%llu why=%s",
+                        (unsigned long long)e->seq,
+                        (unsigned long long)head_seq, ns_errname(vrc));
+            return NS_ERR_FORK;
+        }
+    }
+    mdb_txn_abort(child);
+    l->totals = saved;
+    return NS_ERR_FORK;
+}
+
+/* One entry, straight into the batch: the apply step checks everything
+ * before it writes, so a rejected entry leaves the batch as it was. */
 static int s_store(ns_ledger_t *l, const uint8_t *buf, size_t len,
                    const ns_entry_t *e)
 {
     int rc = s_batch(l);
     if (rc != NS_OK)
         return rc;
-    MDB_txn *child = NULL;
-    if ((rc = ns_lstore_begin(&l->store, l->batch, false, &child)) != NS_OK)
-        return rc;
     ns_ledger_totals_t saved = l->totals;
-    ns_lapply_t ap = {
-        &l->store, &l->totals, l->verifier, l->verifier_user, {0}};
-    rc = ns_lapply_entry(&ap, child, e, buf, len);
-    if (rc == NS_ERR_MISSING)
-        memcpy(l->missing, ap.missing, NS_HASH_BYTES);
-    if (rc == NS_ERR_FORK) {
-        /* Keep the proof and ban the author, whatever else happens. */
-        ns_ledger_totals_t keep = l->totals;
-        l->totals = saved;
-        (void)keep;
-        ns_account_t a;
-        ns_fork_rec_t f;
-        memset(&f, 0, sizeof f);
-        f.seq = e->seq;
-        if (ns_lstore_chain_get(&l->store, child, e->author, e->seq, f.first) ==
-                NS_OK &&
-            ns_lstore_account_get(&l->store, child, e->author, &a) == NS_OK) {
-            memcpy(f.second, e->id, 32);
-            bool first_fork = !a.banned;
-            a.banned = true;
-            /* Void the author's entries from the forked seq on, in a
-             * transaction of its own: what cannot be undone stays. */
-            ns_ledger_totals_t before_void = l->totals;
-            ns_account_t kept = a;
-            uint64_t head_seq = a.seq;
-            MDB_txn *undo = NULL;
-            int vrc = ns_lstore_begin(&l->store, child, false, &undo);
-            if (vrc == NS_OK) {
-                vrc = s_void_from(l, undo, &a, e->seq);
-                if (vrc == NS_OK)
-                    vrc = ns_lstore_commit(&l->store, undo);
-                else
-                    mdb_txn_abort(undo);
-            }
-            if (vrc != NS_OK) {
-                l->totals = before_void;
-                a = kept;
-            }
-            if (ns_lstore_account_put(&l->store, child, &a) == NS_OK &&
-                ns_lstore_fork_put(&l->store, child, e->author, &f, buf, len) ==
-                    NS_OK &&
-                ns_lstore_commit(&l->store, child) == NS_OK) {
-                s_dirty(l, len);
-                if (first_fork) {
-                    l->totals.forks++;
-                    char who[2 * NS_ID_BYTES + 1], one[2 * NS_HASH_BYTES + 1],
-                        two[2 * NS_HASH_BYTES + 1];
-                    ns_hex(who, e->author, NS_ID_BYTES);
-                    ns_hex(one, f.first, NS_HASH_BYTES);
-                    ns_hex(two, f.second, NS_HASH_BYTES);
-                    ns_warn(NS_MOD_LEDGER,
-                            "event=fork_detected author=%s seq=%llu "
-                            "first=%s second=%s action=author_banned",
-                            who, (unsigned long long)e->seq, one, two);
-                }
-                if (vrc == NS_OK)
-                    ns_info(NS_MOD_LEDGER,
-                            "event=fork_voided seq=%llu entries=%llu",
-                            (unsigned long long)e->seq,
-                            (unsigned long long)(head_seq - a.seq));
-                else
-                    ns_warn(NS_MOD_LEDGER,
-                            "event=fork_kept seq=%llu head=%llu why=%s",
-                            (unsigned long long)e->seq,
-                            (unsigned long long)head_seq, ns_errname(vrc));
-                return NS_ERR_FORK;
-            }
-        }
-        mdb_txn_abort(child);
-        l->totals = saved;
-        return NS_ERR_FORK;
-    }
-    if (rc != NS_OK) {
-        mdb_txn_abort(child);
-        l->totals = saved;
-        return rc;
-    }
-    if ((rc = ns_lstore_commit(&l->store, child)) != NS_OK) {
-        l->totals = saved;
-    } else {
+    ns_lapply_t ap = {&l->store,        &l->totals, l->verifier,
+                      l->verifier_user, {0},        false};
+    rc = ns_lapply_entry(&ap, l->batch, e, buf, len);
+    if (rc == NS_OK) {
         s_dirty(l, len);
         if (l->claim_delay_ms) {
             memcpy(l->recent[l->recent_next].id, e->id, NS_HASH_BYTES);
             l->recent[l->recent_next].at_ms = ns_mono_ms();
             l->recent_next = (l->recent_next + 1) % NS_LEDGER_RECENT;
         }
+        return NS_OK;
     }
+    l->totals = saved;
+    if (ap.wrote) {
+        s_batch_lost(l, rc);
+        return rc;
+    }
+    if (rc == NS_ERR_MISSING)
+        memcpy(l->missing, ap.missing, NS_HASH_BYTES);
+    if (rc == NS_ERR_FORK)
+        return s_fork(l, buf, len, e);
     return rc;
 }
 

@@ -15,8 +15,48 @@ static void s_load_ref(ns_lapply_t *ap, MDB_txn *t, const ns_hash_t id,
     r->rc = ns_lstore_entry_load(ap->store, t, id, &r->e, &r->b);
 }
 
+/* What the refs of one entry change, held until every check of the
+ * entry passed: the credits taken in, and the author's locks they
+ * release (a later ref, or the body rule, reads a lock an earlier ref
+ * changed: it reads it here). */
+typedef struct {
+    uint32_t n_credits;
+    struct {
+        const uint8_t *ref;
+        ns_credit_rec_t credit;
+    } credits[NS_MAX_REFS];
+    uint32_t n_locks;
+    struct {
+        ns_hash_t award; /* the provider is the entry's author */
+        ns_lock_rec_t lock;
+    } locks[NS_MAX_REFS];
+} s_refs_t;
+
+/* The author's lock of award as the refs left it, or NULL. */
+static ns_lock_rec_t *s_refs_lock(s_refs_t *w, const uint8_t *award)
+{
+    for (uint32_t i = 0; i < w->n_locks; i++)
+        if (memcmp(w->locks[i].award, award, NS_HASH_BYTES) == 0)
+            return &w->locks[i].lock;
+    return NULL;
+}
+
+/* Load the lock (provider, award), as the refs of e left it. */
+static int s_lock_get(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
+                      s_refs_t *w, const uint8_t *provider,
+                      const uint8_t *award, ns_lock_rec_t *out)
+{
+    ns_lock_rec_t *held = memcmp(provider, e->author, NS_ID_BYTES) == 0
+                              ? s_refs_lock(w, award)
+                              : NULL;
+    if (!held)
+        return ns_lstore_lock_get(ap->store, t, provider, award, out);
+    *out = *held;
+    return NS_OK;
+}
+
 /* Load what the body rule of e's type reads (ledger_rules.h). */
-static void s_load(ns_lapply_t *ap, MDB_txn *t, ns_rule_io_t *io)
+static void s_load(ns_lapply_t *ap, MDB_txn *t, s_refs_t *w, ns_rule_io_t *io)
 {
     const ns_entry_t *e = io->e;
     const ns_entry_body_t *b = io->b;
@@ -32,7 +72,7 @@ static void s_load(ns_lapply_t *ap, MDB_txn *t, ns_rule_io_t *io)
         memcpy(io->key_provider, e->author, NS_ID_BYTES);
         memcpy(io->key_award, b->ref_id, NS_HASH_BYTES);
         io->pjob_rc = ns_lstore_pjob_get(s, t, e->author, b->ref_id, &io->pjob);
-        io->lock_rc = ns_lstore_lock_get(s, t, e->author, b->ref_id, &io->lock);
+        io->lock_rc = s_lock_get(ap, t, e, w, e->author, b->ref_id, &io->lock);
         break;
     case NS_ENTRY_RESULT:
         s_load_ref(ap, t, b->ref_id, &io->ref);
@@ -57,8 +97,8 @@ static void s_load(ns_lapply_t *ap, MDB_txn *t, ns_rule_io_t *io)
             io->accept.rc == NS_OK) {
             memcpy(io->key_provider, io->job.provider, NS_ID_BYTES);
             memcpy(io->key_award, io->accept.b.ref_id, NS_HASH_BYTES);
-            io->lock_rc = ns_lstore_lock_get(s, t, io->key_provider,
-                                             io->key_award, &io->lock);
+            io->lock_rc = s_lock_get(ap, t, e, w, io->key_provider,
+                                     io->key_award, &io->lock);
         }
         break;
     case NS_ENTRY_CANCEL:
@@ -68,8 +108,8 @@ static void s_load(ns_lapply_t *ap, MDB_txn *t, ns_rule_io_t *io)
         s_load_ref(ap, t, b->ref_id, &io->ref);
         memcpy(io->key_provider, io->job.provider, NS_ID_BYTES);
         memcpy(io->key_award, io->job.award_id, NS_HASH_BYTES);
-        io->lock_rc = ns_lstore_lock_get(s, t, io->key_provider, io->key_award,
-                                         &io->lock);
+        io->lock_rc =
+            s_lock_get(ap, t, e, w, io->key_provider, io->key_award, &io->lock);
         io->prov_rc = ns_lstore_account_get(s, t, io->job.provider, &io->prov);
         break;
     default:
@@ -77,11 +117,21 @@ static void s_load(ns_lapply_t *ap, MDB_txn *t, ns_rule_io_t *io)
     }
 }
 
-/* Write back what the body rule changed. */
-static int s_write(ns_lapply_t *ap, MDB_txn *t, const ns_rule_io_t *io)
+/* Write back what the refs and the body rule changed: the refs' first,
+ * so that the body's lock, when it is one of theirs, is the last. */
+static int s_write(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
+                   const s_refs_t *w, const ns_rule_io_t *io)
 {
     ns_lstore_t *s = ap->store;
     int rc = NS_OK;
+    for (uint32_t i = 0; i < w->n_locks; i++)
+        if ((rc = ns_lstore_lock_put(s, t, e->author, w->locks[i].award,
+                                     &w->locks[i].lock)) != NS_OK)
+            return rc;
+    for (uint32_t i = 0; i < w->n_credits; i++)
+        if ((rc = ns_lstore_credit_put(s, t, w->credits[i].ref, e->author,
+                                       &w->credits[i].credit)) != NS_OK)
+            return rc;
     if (io->put_credit &&
         (rc = ns_lstore_credit_put(s, t, io->e->id, io->credit_to,
                                    &io->credit)) != NS_OK)
@@ -100,9 +150,9 @@ static int s_write(ns_lapply_t *ap, MDB_txn *t, const ns_rule_io_t *io)
 }
 
 /* Take in the credits listed in e's refs, one after the other (a credit
- * may release a lock a later one reads). */
+ * may release a lock a later one reads), into w: nothing is written. */
 static int s_apply_refs(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
-                        ns_account_t *a)
+                        ns_account_t *a, s_refs_t *w)
 {
     for (uint32_t i = 0; i < e->n_refs; i++) {
         const uint8_t *ref = e->refs + (size_t)i * NS_HASH_BYTES;
@@ -122,50 +172,53 @@ static int s_apply_refs(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
                           ns_lstore_fork_entry_known(ap->store, t, ref);
         } else if (c.credit_rc == NS_OK &&
                    !sodium_is_zero(c.credit.release_award, NS_HASH_BYTES)) {
-            c.lock_rc = ns_lstore_lock_get(ap->store, t, e->author,
-                                           c.credit.release_award, &c.lock);
+            c.lock_rc = s_lock_get(ap, t, e, w, e->author,
+                                   c.credit.release_award, &c.lock);
         }
         rc = ns_rule_claim(a, ap->totals, &c);
         if (rc == NS_ERR_MISSING)
             memcpy(ap->missing, ref, NS_HASH_BYTES);
         if (rc != NS_OK)
             return rc;
-        if (c.put_lock &&
-            (rc = ns_lstore_lock_put(ap->store, t, e->author,
-                                     c.credit.release_award, &c.lock)))
-            return rc;
-        if ((rc = ns_lstore_credit_put(ap->store, t, ref, e->author,
-                                       &c.credit)) != NS_OK)
-            return rc;
+        if (c.put_lock) {
+            ns_lock_rec_t *held = s_refs_lock(w, c.credit.release_award);
+            if (!held) {
+                held = &w->locks[w->n_locks].lock;
+                memcpy(w->locks[w->n_locks++].award, c.credit.release_award,
+                       NS_HASH_BYTES);
+            }
+            *held = c.lock;
+        }
+        w->credits[w->n_credits].ref = ref;
+        w->credits[w->n_credits++].credit = c.credit;
     }
     return NS_OK;
 }
 
+/* Run the body rule of e into io (b: its decoded body): nothing is
+ * written. */
 static int s_apply_body(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
-                        ns_account_t *a)
+                        ns_account_t *a, s_refs_t *w, ns_entry_body_t *b,
+                        ns_rule_io_t *io)
 {
-    ns_entry_body_t b;
-    int rc = ns_entry_body_decode(e, &b);
+    int rc = ns_entry_body_decode(e, b);
     if (rc != NS_OK)
         return rc;
-    ns_rule_io_t io;
-    memset(&io, 0, sizeof io);
-    io.e = e;
-    io.b = &b;
-    io.network_id = ap->store->network_id;
-    io.verifier = ap->verifier;
-    io.verifier_user = ap->verifier_user;
-    io.author = a;
-    io.totals = ap->totals;
-    io.ref.rc = io.accept.rc = NS_ERR_NOTFOUND;
-    io.job_rc = io.prov_rc = io.lock_rc = io.pjob_rc = NS_ERR_NOTFOUND;
-    s_load(ap, t, &io);
-    rc = ns_rule_body(&io);
+    memset(io, 0, sizeof *io);
+    io->e = e;
+    io->b = b;
+    io->network_id = ap->store->network_id;
+    io->verifier = ap->verifier;
+    io->verifier_user = ap->verifier_user;
+    io->author = a;
+    io->totals = ap->totals;
+    io->ref.rc = io->accept.rc = NS_ERR_NOTFOUND;
+    io->job_rc = io->prov_rc = io->lock_rc = io->pjob_rc = NS_ERR_NOTFOUND;
+    s_load(ap, t, w, io);
+    rc = ns_rule_body(io);
     if (rc == NS_ERR_MISSING)
-        memcpy(ap->missing, io.missing, NS_HASH_BYTES);
-    if (rc != NS_OK)
-        return rc;
-    return s_write(ap, t, &io);
+        memcpy(ap->missing, io->missing, NS_HASH_BYTES);
+    return rc;
 }
 
 /* Whether one of author's stored entries from seq on lists ref: a credit
@@ -268,6 +321,7 @@ int ns_lapply_entry(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
 {
     ns_account_t a;
     ns_hash_t have = {0};
+    ap->wrote = false;
     int rc = ns_lstore_account_get(ap->store, t, e->author, &a);
     if (rc != NS_OK)
         return rc;
@@ -276,17 +330,23 @@ int ns_lapply_entry(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
         return rc == NS_ERR_NOTFOUND ? NS_ERR_CORRUPT : rc;
     if ((rc = ns_rule_chain(&a, e, have)) != NS_OK)
         return rc == NS_ERR_FORK ? s_fork_check(ap, t, e, &a) : rc;
-    if ((rc = ns_lstore_prestate_put(ap->store, t, e->author, e->seq, &a)) !=
-        NS_OK)
-        return rc;
-    if ((rc = s_apply_refs(ap, t, e, &a)) != NS_OK)
-        return rc;
-    if ((rc = s_apply_body(ap, t, e, &a)) != NS_OK)
+    /* Every check first, reading only: a rejected entry writes nothing,
+     * so the batch needs no child transaction to take it back. */
+    const ns_account_t pre = a;
+    s_refs_t w;
+    ns_entry_body_t b;
+    ns_rule_io_t io;
+    w.n_credits = w.n_locks = 0;
+    if ((rc = s_apply_refs(ap, t, e, &a, &w)) != NS_OK ||
+        (rc = s_apply_body(ap, t, e, &a, &w, &b, &io)) != NS_OK)
         return rc;
     ns_rule_advance(&a, e, ap->totals);
-    if ((rc = ns_lstore_account_put(ap->store, t, &a)) ||
+    ap->wrote = true;
+    if ((rc = s_write(ap, t, e, &w, &io)) ||
+        (rc = ns_lstore_account_put(ap->store, t, &a)) ||
         (rc = ns_lstore_entry_put(ap->store, t, e->id, buf, len)) ||
-        (rc = ns_lstore_chain_put(ap->store, t, e->author, e->seq, e->id)))
+        (rc =
+             ns_lstore_chain_put(ap->store, t, e->author, e->seq, e->id, &pre)))
         return rc;
     return NS_OK;
 }

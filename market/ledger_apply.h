@@ -14,11 +14,17 @@ typedef struct {
     ns_slash_verifier_fn verifier;
     void *verifier_user;
     ns_hash_t missing; /* out: on NS_ERR_MISSING, the entry needed */
+    bool wrote;        /* out: the entry passed every check and writing
+                          began (an error then is the store's) */
 } ns_lapply_t;
 
 /* Validate the decoded entry e (encoded in buf) against its author's
- * chain and the rules, and store it with its effects, all in t. On an
- * error t holds partial writes: the caller aborts it. */
+ * chain and the rules, and store it with its effects, all in t. Every
+ * check is done before the first write: an entry the rules reject
+ * (ap->wrote false) leaves t as it was, and t goes on. An error once
+ * writing began (ap->wrote true: the store's, such as NS_ERR_MAPFULL)
+ * leaves partial writes, and LMDB refuses to commit t: the caller aborts
+ * it. */
 int ns_lapply_entry(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
                     const uint8_t *buf, size_t len) NS_MUST_CHECK;
 

@@ -175,20 +175,45 @@ int ns_lstore_pjob_put(ns_lstore_t *s, MDB_txn *t, const uint8_t *provider,
     return s_put2(s, t, s->pjobs, provider, award, p, sizeof *p);
 }
 
+/* A chain record: the entry id, then the author's account before it (a
+ * ledger written before the two were one record holds the id alone, and
+ * the account in prestate). */
+#define S_CHAIN_OLD NS_HASH_BYTES
+#define S_CHAIN_REC (NS_HASH_BYTES + sizeof(ns_account_t))
+
+static int s_chain_rec(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
+                       uint64_t seq, MDB_val *val)
+{
+    uint8_t ck[40];
+    ns_ledger_chain_key(ck, author, seq);
+    MDB_val key = {sizeof ck, ck};
+    int rc = mdb_get(t, s->chain, &key, val);
+    if (rc != MDB_SUCCESS)
+        return ns_lstore_rc(s, rc);
+    if (val->mv_size != S_CHAIN_OLD && val->mv_size != S_CHAIN_REC)
+        return NS_ERR_CORRUPT;
+    return NS_OK;
+}
+
 int ns_lstore_chain_get(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
                         uint64_t seq, ns_hash_t id)
 {
-    uint8_t ck[40];
-    ns_ledger_chain_key(ck, author, seq);
-    return s_get(s, t, s->chain, ck, sizeof ck, id, NS_HASH_BYTES);
+    MDB_val val;
+    int rc = s_chain_rec(s, t, author, seq, &val);
+    if (rc == NS_OK)
+        memcpy(id, val.mv_data, NS_HASH_BYTES);
+    return rc;
 }
 
 int ns_lstore_chain_put(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
-                        uint64_t seq, const ns_hash_t id)
+                        uint64_t seq, const ns_hash_t id,
+                        const ns_account_t *pre)
 {
-    uint8_t ck[40];
+    uint8_t ck[40], rec[S_CHAIN_REC];
     ns_ledger_chain_key(ck, author, seq);
-    return s_put(s, t, s->chain, ck, sizeof ck, id, NS_HASH_BYTES);
+    memcpy(rec, id, NS_HASH_BYTES);
+    memcpy(rec + NS_HASH_BYTES, pre, sizeof *pre);
+    return s_put(s, t, s->chain, ck, sizeof ck, rec, sizeof rec);
 }
 
 static int s_del(ns_lstore_t *s, MDB_txn *t, MDB_dbi db, const void *k,
@@ -241,17 +266,17 @@ bool ns_lstore_fork_entry_known(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id)
 int ns_lstore_prestate_get(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
                            uint64_t seq, ns_account_t *a)
 {
-    uint8_t ck[40];
+    MDB_val val;
+    int rc = s_chain_rec(s, t, author, seq, &val);
+    if (rc == NS_OK && val.mv_size == S_CHAIN_REC) {
+        memcpy(a, (const uint8_t *)val.mv_data + NS_HASH_BYTES, sizeof *a);
+        return NS_OK;
+    }
+    if (rc != NS_OK && rc != NS_ERR_NOTFOUND)
+        return rc;
+    uint8_t ck[40]; /* stored by an older version */
     ns_ledger_chain_key(ck, author, seq);
     return s_get(s, t, s->prestate, ck, sizeof ck, a, sizeof *a);
-}
-
-int ns_lstore_prestate_put(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
-                           uint64_t seq, const ns_account_t *a)
-{
-    uint8_t ck[40];
-    ns_ledger_chain_key(ck, author, seq);
-    return s_put(s, t, s->prestate, ck, sizeof ck, a, sizeof *a);
 }
 
 int ns_lstore_entry_bytes(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
@@ -489,7 +514,7 @@ void ns_lstore_each_entry(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
         while (rc == MDB_SUCCESS) {
             if (author && memcmp(k.mv_data, author, 32))
                 break;
-            MDB_val ek = v, ev;
+            MDB_val ek = {NS_HASH_BYTES, v.mv_data}, ev;
             ns_entry_t e;
             if (mdb_get(t, s->entries, &ek, &ev) == MDB_SUCCESS &&
                 ns_entry_parse(ev.mv_data, ev.mv_size, s->network_id, &e) ==

@@ -3,15 +3,18 @@
  *
  * Databases (one LMDB environment in <datadir>/ledger):
  *   entries   id -> encoded entry
- *   chain     author || seq (u64 BE) -> id
+ *   chain     author || seq (u64 BE) -> id || ns_account_t: the entry,
+ *             and its author's account just before it (fork proofs are
+ *             checked against it, ledger_apply.c); one record, so that
+ *             an entry costs one insert less
  *   accounts  author -> ns_account_t
  *   credits, locks, pjobs, forks, meta: see ledger_records.h
  *   jobs      job id -> ns_ledger_job_t (requester's side)
  *   forkentries: id -> encoded entry (the second of a fork, and the
  *             entries a fork voided)
- *   prestate  author || seq (u64 BE) -> ns_account_t: the author's
- *             account just before that entry (fork proofs are checked
- *             against it, ledger_apply.c)
+ *   prestate  author || seq (u64 BE) -> ns_account_t: the account
+ *             before an entry, in ledgers written before chain held it
+ *             (read, never written)
  *   meta      "network_id", "totals"
  * Every call works in the transaction it is given and returns ns_err;
  * LMDB codes are mapped by ns_lstore_rc, which remembers the text of the
@@ -86,8 +89,10 @@ int ns_lstore_pjob_put(ns_lstore_t *s, MDB_txn *t, const uint8_t *provider,
 /* Id of the entry (author, seq). */
 int ns_lstore_chain_get(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
                         uint64_t seq, ns_hash_t id) NS_MUST_CHECK;
+/* pre: author's account just before the entry at seq. */
 int ns_lstore_chain_put(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
-                        uint64_t seq, const ns_hash_t id) NS_MUST_CHECK;
+                        uint64_t seq, const ns_hash_t id,
+                        const ns_account_t *pre) NS_MUST_CHECK;
 /* Encoded entry by id: *buf points into t's memory. */
 /* Forget what an entry stored: its credit for `to`, its chain slot and
  * pre-state, its bytes (kept in forkentries instead, as the proof of why
@@ -102,8 +107,6 @@ bool ns_lstore_fork_entry_known(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id);
  * (NS_ERR_NOTFOUND for entries stored before this record existed). */
 int ns_lstore_prestate_get(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
                            uint64_t seq, ns_account_t *a) NS_MUST_CHECK;
-int ns_lstore_prestate_put(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
-                           uint64_t seq, const ns_account_t *a) NS_MUST_CHECK;
 int ns_lstore_entry_bytes(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
                           const uint8_t **buf, size_t *len) NS_MUST_CHECK;
 /* Decode a stored entry (verified when stored: no signature check) and,

@@ -14,6 +14,7 @@
 #include "nightshift/policy.h"
 #include "nightshift/util.h"
 
+#include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -449,16 +450,20 @@ ns_ledger_sync_t *ns_ledger_sync_new(ns_p2p_t *p, ns_ledger_t *l, int *err)
     ns_buf_init(&s->body);
     ns_buf_init(&s->entry);
     int rc;
+    uint32_t sync_timer = 0;
     if ((rc = ns_p2p_register(p, NS_MSG_ENTRY, true, s_on_entry, s)) ||
         (rc = ns_p2p_register(p, NS_MSG_HEADS_REQ, false, s_on_heads_req, s)) ||
         (rc = ns_p2p_register(p, NS_MSG_HEADS, false, s_on_heads, s)) ||
         (rc = ns_p2p_register(p, NS_MSG_GET, false, s_on_get, s)) ||
         (rc = ns_p2p_register(p, NS_MSG_ENTRIES, false, s_on_entries, s)) ||
-        (rc = ns_p2p_add_timer(p, NS_LEDGER_SYNC_MS, s_on_sync_timer, s))) {
+        (rc = ns_p2p_timer_start(p, NS_LEDGER_SYNC_MS, true, s_on_sync_timer, s,
+                                 &sync_timer))) {
         *err = rc;
         ns_ledger_sync_destroy(&s);
         return NULL;
     }
+    /* a chore: it shares the wakeups of the heartbeat and of traffic */
+    (void)ns_p2p_timer_slack(p, sync_timer, NS_LEDGER_SYNC_MS / 2);
     s_publish_summary(s);
     return s;
 }
@@ -476,6 +481,32 @@ void ns_ledger_sync_destroy(ns_ledger_sync_t **ps)
     ns_buf_release(&(*ps)->entry);
     free(*ps);
     *ps = NULL;
+}
+
+/* The other party of the job a job entry of ours is about (the provider
+ * of an AWARD, SETTLE, SLASH or CANCEL; the requester of an ACCEPT or
+ * RESULT): it waits on the entry, and gossip to fanout random peers may
+ * reach it only at the next sync round (a requester that just joined is
+ * a live peer of few nodes yet). */
+static bool s_other_party(ns_ledger_sync_t *s, const ns_identity_t *me,
+                          uint8_t type, const ns_entry_body_t *b,
+                          uint8_t party[NS_ID_BYTES])
+{
+    ns_ledger_job_t j;
+    if (type != NS_ENTRY_AWARD && type != NS_ENTRY_ACCEPT &&
+        type != NS_ENTRY_RESULT && type != NS_ENTRY_SETTLE &&
+        type != NS_ENTRY_SLASH && type != NS_ENTRY_CANCEL)
+        return false;
+    if (ns_ledger_job(s->ledger, b->job_id, &j) != NS_OK)
+        return false;
+    const uint8_t *other =
+        memcmp(j.requester, ns_identity_pk(me), NS_ID_BYTES) == 0 ? j.provider
+                                                                  : j.requester;
+    if (sodium_is_zero(other, NS_ID_BYTES) ||
+        memcmp(other, ns_identity_pk(me), NS_ID_BYTES) == 0)
+        return false;
+    memcpy(party, other, NS_ID_BYTES);
+    return true;
 }
 
 int ns_ledger_sync_append(ns_ledger_sync_t *s, const ns_identity_t *me,
@@ -497,7 +528,10 @@ int ns_ledger_sync_append(ns_ledger_sync_t *s, const ns_identity_t *me,
     s->dirty = false;
     s_publish_summary(s);
     s_watch_storage(s);
-    return ns_p2p_publish(s->p2p, NS_MSG_ENTRY, s->entry.data, s->entry.len);
+    uint8_t party[NS_ID_BYTES];
+    bool direct = s_other_party(s, me, type, body, party);
+    return ns_p2p_publish_also(s->p2p, NS_MSG_ENTRY, s->entry.data,
+                               s->entry.len, direct ? party : NULL);
 }
 
 static void s_kv(msgpack_packer *pk, const char *k, uint64_t v)

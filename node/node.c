@@ -471,9 +471,12 @@ static int s_start_market(ns_node_t *n, char *err, size_t errlen)
     if (!n->provider)
         return s_err(err, errlen, "cannot start the provider: %s",
                      ns_strerror(rc));
-    if ((rc = ns_p2p_add_timer(n->p2p, NS_POLICY_CLAIM_MS, s_on_claim_tick, n)))
+    uint32_t claim_timer = 0;
+    if ((rc = ns_p2p_timer_start(n->p2p, NS_POLICY_CLAIM_MS, true,
+                                 s_on_claim_tick, n, &claim_timer)))
         return s_err(err, errlen, "cannot start the provider: %s",
                      ns_strerror(rc));
+    (void)ns_p2p_timer_slack(n->p2p, claim_timer, NS_POLICY_CLAIM_MS / 2);
     s_arm(n); /* the worker starts and warms at once */
     return NS_OK;
 }

@@ -39,6 +39,8 @@ typedef struct {
     uint64_t last_turn; /* turn in which it last ran or was started */
     ns_loop_timer_fn fn;
     void *user;
+    uint32_t slack_ms; /* may run this much early in a turn that runs
+                          anyway (ns_loop_timer_slack) */
 } s_timer_t;
 
 struct ns_loop {
@@ -205,7 +207,7 @@ int ns_loop_timer_start(ns_loop_t *loop, uint32_t interval_ms, bool repeat,
     while (loop->next_timer_id == 0 || s_timer_find(loop, loop->next_timer_id));
     *t = (s_timer_t){
         loop->next_timer_id, repeat, interval_ms, ns_mono_ms() + interval_ms,
-        loop->turn,          fn,     user};
+        loop->turn,          fn,     user,        0};
     loop->n_timers++;
     if (id)
         *id = t->id;
@@ -222,6 +224,19 @@ int ns_loop_timer_cancel(ns_loop_t *loop, uint32_t id)
     return NS_OK;
 }
 
+int ns_loop_timer_slack(ns_loop_t *loop, uint32_t id, uint32_t slack_ms)
+{
+    s_timer_t *t = s_timer_find(loop, id);
+    if (!t)
+        return NS_ERR_NOTFOUND;
+    /* at most half a period early: a repeating timer still runs about
+     * once a period in a busy loop */
+    if (t->repeat && slack_ms > t->interval_ms / 2)
+        slack_ms = t->interval_ms / 2;
+    t->slack_ms = slack_ms;
+    return NS_OK;
+}
+
 uint32_t ns_loop_timers(const ns_loop_t *loop)
 {
     return loop->n_timers;
@@ -234,7 +249,8 @@ static s_timer_t *s_next_due(ns_loop_t *loop, uint64_t now)
     s_timer_t *best = NULL;
     for (uint32_t i = 0; i < loop->max_timers; i++) {
         s_timer_t *t = &loop->timers[i];
-        if (!t->id || t->due_ms > now || t->last_turn == loop->turn)
+        if (!t->id || t->due_ms > now + t->slack_ms ||
+            t->last_turn == loop->turn)
             continue;
         if (!best || t->due_ms < best->due_ms ||
             (t->due_ms == best->due_ms && t->id < best->id))

@@ -222,6 +222,12 @@ int ns_p2p_sign(ns_p2p_t *p, uint8_t type, const uint8_t *body, size_t len,
 
 int ns_p2p_publish(ns_p2p_t *p, uint8_t type, const uint8_t *body, size_t len)
 {
+    return ns_p2p_publish_also(p, type, body, len, NULL);
+}
+
+int ns_p2p_publish_also(ns_p2p_t *p, uint8_t type, const uint8_t *body,
+                        size_t len, const uint8_t *also)
+{
     ns_hash_t id;
     ns_buf_t msg;
     ns_buf_init(&msg);
@@ -230,6 +236,11 @@ int ns_p2p_publish(ns_p2p_t *p, uint8_t type, const uint8_t *body, size_t len)
         rc = ns_seen_add(&p->seen, id, ns_mono_ms(), msg.data, msg.len);
     if (rc == NS_OK)
         ns_gossip_forward(p, msg.data, msg.len, NULL, NULL);
+    /* The same envelope, so that a copy that also comes by gossip is a
+     * duplicate to it, dropped at the seen-cache. */
+    ns_peer_t *q = also && rc == NS_OK ? ns_peers_find(p, also) : NULL;
+    if (q && q->dealer && ns_tr_send(p, q->dealer, msg.data, msg.len) == NS_OK)
+        p->stats.forwarded++;
     ns_buf_release(&msg);
     return rc;
 }
@@ -899,6 +910,13 @@ int ns_p2p_timer_cancel(ns_p2p_t *p, uint32_t id)
     return ns_loop_timer_cancel(p->loop, id);
 }
 
+int ns_p2p_timer_slack(ns_p2p_t *p, uint32_t id, uint32_t slack_ms)
+{
+    if (s_own_timer(p, id))
+        return NS_ERR_NOTFOUND;
+    return ns_loop_timer_slack(p->loop, id, slack_ms);
+}
+
 /* A one-shot timer that starts the next one: the first is jittered (see
  * ns_p2p_run), the later ones a whole interval apart. */
 static void s_on_heartbeat_timer(void *user, uint64_t now_ms)
@@ -953,6 +971,13 @@ int ns_p2p_run(ns_p2p_t *p, volatile sig_atomic_t *stop)
     if (rc == NS_OK)
         rc = ns_loop_timer_start(p->loop, S_MAINTAIN_MS, true,
                                  s_on_maintain_timer, p, &p->maint_timer);
+    /* Pulls and table upkeep are chores: they run in the turns of the
+     * heartbeat (or of traffic) rather than waking an idle node apart. */
+    if (rc == NS_OK)
+        (void)ns_loop_timer_slack(p->loop, p->pull_timer,
+                                  p->cfg->pull_interval_ms / 2);
+    if (rc == NS_OK)
+        (void)ns_loop_timer_slack(p->loop, p->maint_timer, S_MAINTAIN_MS / 2);
     ns_peers_maintain(p, ns_mono_ms()); /* dial bootstrap peers */
     if (rc == NS_OK)
         rc = ns_loop_run(p->loop, stop);

@@ -97,6 +97,14 @@ int ns_loop_timer_start(ns_loop_t *loop, uint32_t interval_ms, bool repeat,
  * run or is running). */
 int ns_loop_timer_cancel(ns_loop_t *loop, uint32_t id);
 
+/* Let timer id run up to slack_ms before it is due, in a turn that runs
+ * anyway (woken by a socket or by another timer): it never wakes the loop
+ * before its time, so the periodic chores of an idle process share the
+ * wakeups of its heartbeat instead of each waking it. 0 (the default):
+ * exactly when due; a repeating timer's slack is capped at half its
+ * interval. NS_ERR_NOTFOUND if there is no such timer. */
+int ns_loop_timer_slack(ns_loop_t *loop, uint32_t id, uint32_t slack_ms);
+
 /* Timers running now. */
 uint32_t ns_loop_timers(const ns_loop_t *loop);
 

@@ -90,6 +90,10 @@ int ns_p2p_timer_start(ns_p2p_t *p, uint32_t interval_ms, bool repeat,
  * callback, the timer's own included. NS_ERR_NOTFOUND if it is not
  * running (or is one of the p2p's own). */
 int ns_p2p_timer_cancel(ns_p2p_t *p, uint32_t id);
+/* Let a periodic chore run early in a turn that runs anyway
+ * (ns_loop_timer_slack), so that an idle node wakes for its heartbeats,
+ * not for each chore. */
+int ns_p2p_timer_slack(ns_p2p_t *p, uint32_t id, uint32_t slack_ms);
 
 /* The loop itself, for what the calls above do not cover (plain file
  * descriptors: ns_loop_add_fd). What is added to it directly shares the
@@ -154,6 +158,11 @@ int ns_p2p_unregister(ns_p2p_t *p, uint8_t type);
 /* Sign and gossip a message of a gossiped type to fanout peers. */
 int ns_p2p_publish(ns_p2p_t *p, uint8_t type, const uint8_t *body,
                    size_t len) NS_MUST_CHECK;
+/* The same, and the same message straight to peer `also` (NULL: none;
+ * not in the table: gossip alone) whatever gossip picked: the party that
+ * waits on it gets it in one hop. */
+int ns_p2p_publish_also(ns_p2p_t *p, uint8_t type, const uint8_t *body,
+                        size_t len, const uint8_t *also) NS_MUST_CHECK;
 
 /* Send a first heartbeat, dial the bootstrap peers, then run the loop
  * until *stop becomes non-zero (or ns_loop_stop(ns_p2p_loop(p))). The

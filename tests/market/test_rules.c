@@ -1420,6 +1420,63 @@ TEST(accept_after_release_claimed)
     fx_free(&fx);
 }
 
+/* The rules check everything before they write (no child transaction
+ * takes a rejected entry back): an entry whose first refs are good and
+ * whose later ref or body fails leaves every credit open; an entry that
+ * takes in the release of a lock and reads that lock in its body sees it
+ * as its refs left it. */
+TEST(rejected_after_good_refs)
+{
+    fx_t fx;
+    if (!s_init(&fx, "goodrefs", 4))
+        return;
+    ns_hash_t t1, t2, s;
+    ns_entry_body_t b = fx_transfer(fx.acct[X].pk, 300);
+    PUT(&fx, 0, NS_ENTRY_TRANSFER, &b, NULL, 0, t1);
+    b = fx_transfer(fx.acct[X].pk, 50);
+    PUT(&fx, 0, NS_ENTRY_TRANSFER, &b, NULL, 0, t2);
+    b = fx_amount(1);
+    PUT(&fx, Q, NS_ENTRY_STAKE, &b, NULL, 0, s);
+    uint8_t refs[3 * NS_HASH_BYTES];
+    memcpy(refs, t1, NS_HASH_BYTES);
+    memcpy(refs + NS_HASH_BYTES, t2, NS_HASH_BYTES);
+    memcpy(refs + 2 * NS_HASH_BYTES, s, NS_HASH_BYTES);
+    /* the third ref holds no credit for X */
+    REFUSED(&fx, X, NS_ENTRY_STAKE, &b, refs, 3, NS_ERR_NOCREDIT);
+    /* the second repeats the first */
+    uint8_t twice[2 * NS_HASH_BYTES];
+    memcpy(twice, t2, NS_HASH_BYTES);
+    memcpy(twice + NS_HASH_BYTES, t2, NS_HASH_BYTES);
+    REFUSED(&fx, X, NS_ENTRY_STAKE, &b, twice, 2, NS_ERR_CLAIMED);
+    /* both good, the body not */
+    uint64_t all = s_acct(&fx, X).free;
+    b = fx_amount(all + 351);
+    REFUSED(&fx, X, NS_ENTRY_STAKE, &b, refs, 2, NS_ERR_FUNDS);
+    CHECK_EQ_INT(s_stats(&fx).pending_credit, 350);
+    b = fx_amount(all + 350);
+    PUT(&fx, X, NS_ENTRY_STAKE, &b, refs, 2, NULL);
+    CHECK_EQ_INT(s_acct(&fx, X).free, 0);
+    CHECK_EQ_INT(s_stats(&fx).pending_credit, 0);
+    CONSERVED(&fx);
+
+    /* P takes in the CANCEL's release of an award and ACCEPTs that award
+     * in the same entry: the body reads the lock the ref released */
+    b = fx_amount(1000);
+    PUT(&fx, P, NS_ENTRY_STAKE, &b, NULL, 0, NULL);
+    ns_hash_t j, award, cancel;
+    s_post(&fx, j, 1, FX_T0_MS + 1000000);
+    b = fx_award(&fx, j, P, 250);
+    PUT(&fx, R, NS_ENTRY_AWARD, &b, NULL, 0, award);
+    b = fx_cancel(j, NULL, false, 0);
+    PUT(&fx, R, NS_ENTRY_CANCEL, &b, NULL, 0, cancel);
+    ns_account_t before = s_acct(&fx, P);
+    b = fx_ref(j, award);
+    REFUSED(&fx, P, NS_ENTRY_ACCEPT, &b, cancel, 1, NS_ERR_JOBSTATE);
+    CHECK_EQ_INT(s_acct(&fx, P).locked_collateral, before.locked_collateral);
+    CONSERVED(&fx);
+    fx_free(&fx);
+}
+
 TEST(cancel_reopen)
 {
     fx_t fx;
@@ -1815,6 +1872,76 @@ out:
     fx_free(&fx);
 }
 
+/* Rewrite every chain record as an older version stored it: the id
+ * alone, the account before the entry in prestate. */
+static bool s_chain_to_old(MDB_txn *t, MDB_dbi chain, void *u)
+{
+    (void)u;
+    MDB_dbi pre;
+    MDB_cursor *c = NULL;
+    MDB_val k, v;
+    if (mdb_dbi_open(t, "prestate", 0, &pre) != MDB_SUCCESS ||
+        mdb_cursor_open(t, chain, &c) != MDB_SUCCESS)
+        return false;
+    bool ok = true;
+    int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
+    for (; ok && rc == MDB_SUCCESS; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        uint8_t rec[NS_HASH_BYTES + sizeof(ns_account_t)];
+        if (v.mv_size != sizeof rec)
+            return false;
+        memcpy(rec, v.mv_data, sizeof rec);
+        MDB_val id = {NS_HASH_BYTES, rec};
+        MDB_val acct = {sizeof(ns_account_t), rec + NS_HASH_BYTES};
+        ok = mdb_put(t, pre, &k, &acct, 0) == MDB_SUCCESS &&
+             mdb_cursor_put(c, &k, &id, MDB_CURRENT) == MDB_SUCCESS;
+    }
+    mdb_cursor_close(c);
+    return ok && rc == MDB_NOTFOUND;
+}
+
+/* A ledger written before chain records held the account before each
+ * entry still reads, and still proves and voids a fork. */
+TEST(old_chain_records)
+{
+    fx_t fx;
+    if (!s_init(&fx, "oldchain", 3))
+        return;
+    ns_entry_body_t b = fx_amount(10);
+    ns_hash_t id1, id2;
+    ns_buf_t twin;
+    ns_buf_init(&twin);
+    PUT(&fx, 0, NS_ENTRY_STAKE, &b, NULL, 0, id1);
+    b = fx_amount(20);
+    PUT(&fx, 0, NS_ENTRY_STAKE, &b, NULL, 0, NULL);
+    ns_ledger_close(&fx.l);
+    CHECK(s_tamper(fx.dir, "chain", s_chain_to_old, NULL));
+    int rc;
+    fx.l = ns_ledger_open(fx.dir, &fx.genesis, &rc, fx.err, sizeof fx.err);
+    CHECK_RC(rc, NS_OK);
+    if (!fx.l) {
+        fx_free(&fx);
+        return;
+    }
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    CHECK_RC(ns_ledger_get(fx.l, fx.acct[0].pk, 1, &buf, &len), NS_OK);
+    free(buf);
+    /* another seq 2, valid against the stored account before seq 2 */
+    b = fx_amount(30);
+    CHECK_RC(fx_make_raw(&fx, 0, 2, id1, NS_ENTRY_STAKE, &b, NULL, 0,
+                         fx_tick(&fx), &twin, id2),
+             NS_OK);
+    CHECK_RC(ns_ledger_ingest(fx.l, twin.data, twin.len, NULL, NULL),
+             NS_ERR_FORK);
+    ns_account_t a = s_acct(&fx, 0);
+    CHECK(a.banned);
+    CHECK_EQ_INT(a.seq, 1); /* seq 2 voided from the old pre-state */
+    CHECK_EQ_INT(a.staked, 10);
+    CONSERVED(&fx);
+    ns_buf_release(&twin);
+    fx_free(&fx);
+}
+
 TEST(other_genesis_refused)
 {
     fx_t fx;
@@ -2177,9 +2304,11 @@ int main(void)
     RUN(cancel_before_award);
     RUN(cancel_after_deadline_penalty);
     RUN(cancel_unaccepted_award);
+    RUN(rejected_after_good_refs);
     RUN(cancel_reopen);
     RUN(accept_after_release_claimed);
     RUN(fork_bans_author);
+    RUN(old_chain_records);
     RUN(reopen_same_state);
     RUN(readonly_without_ledger);
     RUN(tampered_ledger_refused);

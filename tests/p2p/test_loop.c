@@ -113,6 +113,79 @@ TEST(timer_order)
     ns_loop_destroy(&r.loop);
 }
 
+/* A timer with slack runs early in a turn that runs anyway, never wakes
+ * the loop before its time, and a repeating one's slack is at most half
+ * its interval. */
+static void s_on_at(void *user, uint64_t now)
+{
+    s_rec_t *r = user;
+    s_note(r, 'x');
+    r->rc = (int)now; /* when it ran */
+}
+
+static void s_on_count(void *user, uint64_t now)
+{
+    (void)now;
+    ((s_rec_t *)user)->ids[2]++;
+}
+
+static void s_on_tick(void *user, uint64_t now)
+{
+    (void)now;
+    ((s_rec_t *)user)->ids[3]++;
+}
+
+TEST(timer_slack)
+{
+    s_rec_t r;
+    s_rec_init(&r, 4, 8);
+    if (!r.loop)
+        return;
+    uint32_t id = 0, lazy = 0;
+    uint64_t t0 = ns_mono_ms();
+    /* b due at 300 with 250 of slack: it runs with a, at 100 */
+    CHECK_RC(ns_loop_timer_start(r.loop, 100, false, s_on_a, &r, &id), NS_OK);
+    CHECK_RC(ns_loop_timer_start(r.loop, 300, false, s_on_b, &r, &lazy), NS_OK);
+    CHECK_RC(ns_loop_timer_slack(r.loop, lazy, 250), NS_OK);
+    CHECK_RC(ns_loop_timer_start(r.loop, 400, false, s_on_stop, &r, &id),
+             NS_OK);
+    s_run(&r);
+    CHECK_STR(r.order, "ab.");
+    CHECK_RC(ns_loop_timer_slack(r.loop, lazy, 10), NS_ERR_NOTFOUND);
+
+    /* alone, a timer with slack is not run before it is due */
+    memset(r.order, 0, sizeof r.order);
+    r.n = 0;
+    t0 = ns_mono_ms();
+    CHECK_RC(ns_loop_timer_start(r.loop, 150, false, s_on_at, &r, &lazy),
+             NS_OK);
+    CHECK_RC(ns_loop_timer_slack(r.loop, lazy, 140), NS_OK);
+    CHECK_RC(ns_loop_timer_start(r.loop, 250, false, s_on_stop, &r, &id),
+             NS_OK);
+    s_run(&r);
+    CHECK_STR(r.order, "x.");
+    CHECK((uint64_t)r.rc >= t0 + 150);
+
+    /* repeating every 100 with 90 asked: at most 50 early, so in a loop
+     * woken every 10 ms it runs about every 50-100 ms, not every turn */
+    memset(r.order, 0, sizeof r.order);
+    r.n = 0;
+    CHECK_RC(ns_loop_timer_start(r.loop, 100, true, s_on_count, &r, &lazy),
+             NS_OK);
+    CHECK_RC(ns_loop_timer_slack(r.loop, lazy, 90), NS_OK);
+    CHECK_RC(ns_loop_timer_start(r.loop, 10, true, s_on_tick, &r, &id), NS_OK);
+    uint32_t stop = 0;
+    CHECK_RC(ns_loop_timer_start(r.loop, 305, false, s_on_stop, &r, &stop),
+             NS_OK);
+    r.ids[2] = r.ids[3] = 0;
+    s_run(&r);
+    CHECK(r.ids[3] >= 5);                  /* the loop did turn */
+    CHECK(r.ids[2] >= 2 && r.ids[2] <= 6); /* 305 / 50 at most */
+    (void)ns_loop_timer_cancel(r.loop, lazy);
+    (void)ns_loop_timer_cancel(r.loop, id);
+    ns_loop_destroy(&r.loop);
+}
+
 TEST(one_shot_runs_once)
 {
     s_rec_t r;
@@ -464,6 +537,7 @@ int main(void)
 {
     ns_log_threshold = NS_LOG_ERROR; /* the cap warnings are expected */
     RUN(timer_order);
+    RUN(timer_slack);
     RUN(one_shot_runs_once);
     RUN(repeating_cancels_itself);
     RUN(cancel_inside_callback);
