@@ -49,6 +49,10 @@ typedef struct {
     uint32_t (*live_peers)(void *user);
     uint64_t (*now_ms)(void *user);  /* wall clock, ms since the epoch */
     uint64_t (*mono_ms)(void *user); /* monotonic ms */
+    /* Where peers reach us now, for announcements (p2p.h,
+     * ns_p2p_contact: an endpoint, a relay, or "" behind a router);
+     * NULL: the endpoint the state machine was given. */
+    const char *(*contact)(void *user);
 } ns_node_io_t;
 
 /* A message for a state machine: verified, from sender. reply answers

@@ -744,12 +744,15 @@ TEST(reply_reports_send_failure)
                               (const uint8_t *)"\0gone",
                               5,
                               NULL,
+                              NULL,
+                              NULL,
                               NULL};
     CHECK_RC(ns_p2p_reply(f.p, &gone, 151, (const uint8_t *)"x", 1),
              NS_ERR_NOTFOUND);
     CHECK_EQ_INT(f.p->stats.send_failed, 1);
     /* no connection at all (as for ns_p2p_ingest) */
-    struct ns_p2p_src none = {gone.link, f.link, NULL, 0, NULL, NULL};
+    struct ns_p2p_src none = {gone.link, f.link, NULL, 0,
+                              NULL,      NULL,   NULL, NULL};
     CHECK_RC(ns_p2p_reply(f.p, &none, 151, (const uint8_t *)"x", 1),
              NS_ERR_NOTFOUND);
 
