@@ -77,10 +77,11 @@ ns_p2p_t *ns_p2p_new(const ns_p2p_opts_t *opts, int *err)
     } else if (strncmp(p->endpoint, "tcp://0.0.0.0:", 14) == 0) {
         snprintf(p->advertise, sizeof p->advertise, "tcp://127.0.0.1:%s",
                  p->endpoint + 14);
-        ns_warn(NS_MOD_NET,
-                "event=advertise_loopback bound=%s hint=\"set "
-                "advertise= in config for other hosts\"",
-                p->endpoint);
+        if (p->cfg->reachable != NS_REACH_NO) /* else told to no one */
+            ns_warn(NS_MOD_NET,
+                    "event=advertise_loopback bound=%s hint=\"set "
+                    "advertise= in config for other hosts\"",
+                    p->endpoint);
     } else {
         snprintf(p->advertise, sizeof p->advertise, "%s", p->endpoint);
     }
