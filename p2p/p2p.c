@@ -315,14 +315,25 @@ int ns_p2p_send(ns_p2p_t *p, const uint8_t peer[NS_ID_BYTES], uint8_t type,
      * by. */
     ns_peer_t *q = ns_peers_find(p, peer);
     ns_peer_t *via = q && q->reachable ? NULL : ns_relay_route(p, peer);
-    if (!q && !via)
+    /* Not in the table (yet): a key that talks to us over a connection of
+     * its own is answered there (a bid over a DEALER that reconnected
+     * after our restart comes before any HELLO). */
+    const ns_link_t *conn = NULL;
+    uint8_t curve[32];
+    if (!q && !via && ns_id_curve_pk(peer, curve) == NS_OK)
+        conn = ns_link_find(p, curve);
+    if (conn &&
+        (!conn->rid_len || ns_mono_ms() - conn->rid_ms > S_CONN_FRESH_MS))
+        conn = NULL;
+    if (!q && !via && !conn)
         return NS_ERR_NOTFOUND;
     ns_buf_t msg;
     ns_buf_init(&msg);
     int rc = ns_p2p_sign(p, type, body, len, &msg, NULL);
     if (rc == NS_OK)
         rc = via ? ns_relay_send(p, via, peer, msg.data, msg.len)
-                 : ns_peers_send(p, q, msg.data, msg.len);
+             : q ? ns_peers_send(p, q, msg.data, msg.len)
+                 : ns_tr_reply(p, conn->rid, conn->rid_len, msg.data, msg.len);
     ns_buf_release(&msg);
     return rc;
 }
@@ -854,8 +865,14 @@ static bool s_recv_router(ns_p2p_t *p)
                    NULL,
                    NULL,
                    NULL};
-    if (!ns_tr_banned(p, key))
+    if (!ns_tr_banned(p, key)) {
         ns_peers_note_conn(p, key, src.rid, src.rid_len, src.addr);
+        if (src.rid_len <= S_RID_MAX) { /* where to answer this key */
+            memcpy(src.link->rid, src.rid, src.rid_len);
+            src.link->rid_len = (uint8_t)src.rid_len;
+            src.link->rid_ms = ns_mono_ms();
+        }
+    }
     if (ns_tr_banned(p, key)) {
         /* Refused at the next handshake; until then, ignored. */
         if (zmq_msg_more(&payload))

@@ -36,20 +36,27 @@
 #define S_SCORE_DECAY 0.98   /* per S_MAINTAIN_MS, deliveries and faults */
 #define S_DELIVERY_CAP 100.0 /* first deliveries that count */
 /* Behind a router (docs/PROTOCOL.md, "Behind a router"). */
-#define S_RID_MAX 32      /* a held peer's ROUTER routing id, bytes */
-#define S_HELD_PER_ADDR 4 /* held peers from one source address */
-#define S_HOLD_AFTER_MS                                                        \
-    5000 /* an endpoint that has not answered by then                          \
-            while its key talks over its own                                   \
-            connection: held over that connection */
-#define S_AUTO_MS                                                              \
-    10000                   /* reachable=auto: nobody dialled us this long     \
-                               after our first live peer: unreachable */
-#define S_ROUTES 64         /* peers reached through a relay */
-#define S_ROUTE_MS 600000   /* a route unused this long is forgotten */
-#define S_RELAY_PER_S 200.0 /* messages relayed for one peer, per second */
-#define S_RELAY_BURST 400.0 /* and its burst */
-#define S_RELAY_BYTES_PER_S (8.0 * 1024 * 1024) /* all relayed bytes */
+/* a held peer's ROUTER routing id, bytes */
+#define S_RID_MAX 32
+/* held peers from one source address */
+#define S_HELD_PER_ADDR 4
+/* an endpoint that has not answered by then while its key talks over its
+ * own connection: held over that connection */
+#define S_HOLD_AFTER_MS 5000
+/* reachable=auto: nobody dialled us this long after our first live peer:
+ * we cannot be dialled */
+#define S_AUTO_MS 10000
+/* a key not in the table is answered over its own connection this long
+ * after its last message there */
+#define S_CONN_FRESH_MS 60000
+/* peers reached through a relay, and how long an unused route is kept */
+#define S_ROUTES 64
+#define S_ROUTE_MS 600000
+/* what we relay: messages per second and burst for one peer, bytes per
+ * second and burst for all */
+#define S_RELAY_PER_S 200.0
+#define S_RELAY_BURST 400.0
+#define S_RELAY_BYTES_PER_S (8.0 * 1024 * 1024)
 #define S_RELAY_BYTES_BURST (16.0 * 1024 * 1024)
 /* ZMQ_MAXMSGSIZE (transport.c): room for CURVE's overhead and for
  * oversized envelopes to reach ingest and be counted. */
@@ -68,6 +75,10 @@ typedef struct {
     uint64_t dropped;
     double newkey_tokens;      /* unknown keys it may still introduce */
     uint64_t newkey_refill_us; /* monotonic time of last refill */
+    uint8_t rid[S_RID_MAX];    /* inbound: the ROUTER routing id of its
+                                  latest message, to answer it there */
+    uint8_t rid_len;           /* 0: none */
+    uint64_t rid_ms;           /* monotonic, when */
 } ns_link_t;
 
 /* Unknown keys arriving over inbound connections from one IP address. */
@@ -338,6 +349,8 @@ void ns_peers_send_hello(ns_p2p_t *p, ns_peer_t *peer);
 /* Expire silent peers, retry bootstrap peers. */
 void ns_peers_maintain(ns_p2p_t *p, uint64_t now_ms);
 ns_link_t *ns_link_get(ns_p2p_t *p, const uint8_t key[32], uint64_t now_ms);
+/* The inbound link of a key, or NULL (nothing is made). */
+const ns_link_t *ns_link_find(const ns_p2p_t *p, const uint8_t key[32]);
 /* Token bucket: true if one more message may pass. */
 bool ns_link_allow(const ns_config_t *cfg, ns_link_t *link, uint64_t now_us);
 

@@ -534,6 +534,14 @@ void ns_peers_maintain(ns_p2p_t *p, uint64_t now_ms)
         ns_p2p_send_heartbeat(p);
 }
 
+const ns_link_t *ns_link_find(const ns_p2p_t *p, const uint8_t key[32])
+{
+    for (int i = 0; i < S_MAX_LINKS; i++)
+        if (p->links[i].used && memcmp(p->links[i].key, key, 32) == 0)
+            return &p->links[i];
+    return NULL;
+}
+
 ns_link_t *ns_link_get(ns_p2p_t *p, const uint8_t key[32], uint64_t now_ms)
 {
     ns_link_t *lru = &p->links[0];

@@ -45,7 +45,9 @@ def setup(net, homes=1):
     # leaves with the router's address.
     check(topo.tcp_probe(topo.pub, topo.homes[0], netns.HOME_IPS[0]) is None,
           "pub reached a home directly: the router lets inbound through")
-    seen = topo.tcp_probe(topo.homes[0], topo.pub, netns.PUB_IP)
+    seen = None
+    for _ in range(3):  # the first packets may wait for ARP
+        seen = seen or topo.tcp_probe(topo.homes[0], topo.pub, netns.PUB_IP)
     check(seen == netns.ROUTER_PUB_IP,
           f"a home's connection to pub came from {seen}, not the router's "
           f"{netns.ROUTER_PUB_IP} (no masquerade)")
@@ -96,8 +98,10 @@ def submit(net, ns, requester, boot, *flags, n=4096, tag="", timeout=150):
     r = subprocess.run(args, capture_output=True, text=True, timeout=timeout,
                        stdin=subprocess.DEVNULL)
     took = time.monotonic() - t0
+    open(os.path.join(net.dir, f"submit{tag}.err"), "w").write(r.stderr)
     check(r.returncode == 0,
-          f"submit from {ns} exited {r.returncode}: {r.stderr[-1500:]}")
+          f"submit from {ns} exited {r.returncode}: {r.stderr[-1500:]} "
+          f"{r.stdout[-800:]}")
     receipt = json.loads(r.stdout)
     a = struct.unpack(f"{size}f", open(pa, "rb").read())
     b = struct.unpack(f"{size}f", open(pb, "rb").read())
