@@ -978,7 +978,11 @@ static bool s_own_socket(const ns_p2p_t *p, const void *socket)
 
 int ns_p2p_add_socket(ns_p2p_t *p, void *socket, ns_p2p_io_fn fn, void *user)
 {
-    uint32_t theirs = ns_loop_sockets(p->loop) - S_OWN_SOCKETS - p->n_peers;
+    /* held peers have no DEALER on the loop */
+    uint32_t dealers = 0;
+    for (uint32_t i = 0; i < p->n_peers; i++)
+        dealers += p->peers[i].dealer != NULL;
+    uint32_t theirs = ns_loop_sockets(p->loop) - S_OWN_SOCKETS - dealers;
     if (theirs >= NS_P2P_MAX_SOCKETS)
         return NS_ERR_TOOBIG;
     return ns_loop_add_socket(p->loop, socket, fn, user);
