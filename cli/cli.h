@@ -34,6 +34,13 @@ int ns_cmd_cancel(int argc, char **argv);
 int ns_cmd_jobs(int argc, char **argv);
 int ns_cmd_block(int argc, char **argv);
 int ns_cmd_config(int argc, char **argv);
+int ns_cmd_version(int argc, char **argv);
+
+/* The source revision ("3064fa1c2b0e", "-dirty" when the tree had
+ * changes, "unknown" outside git) and CMAKE_BUILD_TYPE of this binary:
+ * generated at build time by dist/version.cmake. */
+extern const char ns_build_revision[];
+extern const char ns_build_type[];
 
 /* The datadir a command works on: *datadir when --datadir was given, else
  * $NIGHTSHIFT_DATADIR, else $XDG_DATA_HOME/nightshift, else

@@ -5,6 +5,10 @@
 #include "nightshift/log.h"
 #include "nightshift/node.h"
 
+#include "nightshift/util.h"
+
+#include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,18 +22,26 @@ static void s_on_signal(int sig)
         ns_node_stop(s_node);
 }
 
+/* SIGHUP: logrotate moved the log file away; log to a new one. */
+static void s_on_hup(int sig)
+{
+    (void)sig;
+    ns_log_reopen();
+}
+
 static const char s_usage[] =
     "usage: nightshift node --datadir D [--listen tcp://IP:PORT]\n"
     "                       [--bootstrap ID@tcp://IP:PORT]... [--config "
     "FILE]\n"
     "                       [--set SECTION.KEY=VALUE]... [--log-level L]\n"
-    "                       [--debug MODULES]\n"
+    "                       [--debug MODULES] [--log-file FILE]\n"
     "\n"
     "Run a node: join the network through the bootstrap peers, gossip\n"
     "heartbeats, and answer `nightshift peers|status` on the control "
     "socket\n"
     "<datadir>/control.sock. Settings come from <datadir>/config.ini, then\n"
-    "--config FILE, then flags. Stop with SIGINT or SIGTERM.\n"
+    "--config FILE, then flags (every setting: docs/CONFIG.md). Stop with\n"
+    "SIGINT or SIGTERM; SIGHUP reopens the log file.\n"
     "\n"
     "  --listen EP        bind endpoint (port 0 = any free port)\n"
     "  --bootstrap ADDR   a peer to join through (repeatable; replaces the\n"
@@ -39,6 +51,9 @@ static const char s_usage[] =
     "  --log-level L      error|warn|info|debug (default info)\n"
     "  --debug MODULES    debug lines for modules: "
     "net,peers,gossip,node,ctl,market,all\n"
+    "  --log-file FILE    append the log to FILE instead of stderr (setting\n"
+    "                     log.file, relative to the datadir there); SIGHUP\n"
+    "                     reopens it, for logrotate\n"
     "  --fault F          test networks only: lazy=R (fake a fraction R of\n"
     "                     the output items), garbage, silent (accept, never\n"
     "                     return), slow=X (hold results X times the run),\n"
@@ -70,6 +85,21 @@ int ns_cmd_node(int argc, char **argv)
         ns_cli_error(cmd, "unknown module in debug list '%s'", cfg.log_debug);
         return 2;
     }
+    if (cfg.log_file[0]) {
+        char path[PATH_MAX];
+        if (cfg.log_file[0] != '/' &&
+            ns_path_join(path, sizeof path, o.datadir, cfg.log_file) != NS_OK) {
+            ns_cli_error(cmd, "log file path too long");
+            return 1;
+        }
+        if (cfg.log_file[0] == '/')
+            snprintf(path, sizeof path, "%s", cfg.log_file);
+        if (ns_log_open_file(path) != NS_OK) {
+            ns_cli_error(cmd, "cannot open the log file %s: %s", path,
+                         strerror(errno));
+            return 1;
+        }
+    }
     ns_node_conf_t c = {.datadir = o.datadir, .cfg = &cfg, .fault = o.fault};
     ns_node_t *node = ns_node_open(&c, err, sizeof err);
     if (!node) {
@@ -82,6 +112,9 @@ int ns_cmd_node(int argc, char **argv)
     s_node = node;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sa.sa_handler = s_on_hup;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     int exit_code = 0;
     rc = ns_node_run(node);

@@ -254,6 +254,51 @@ static void s_print_human(const s_run_t *r, const char *job_hex,
     }
 }
 
+/* --help: the usage and the built-ins; with --builtin NAME, that
+ * built-in's own text (its arguments, NDRange and what a unit owns). */
+static int s_help(int argc, char **argv)
+{
+    size_t n = 0;
+    const ns_builtin_t *all = ns_builtin_list(&n);
+    for (int i = 1; i + 1 < argc; i++) {
+        if (strcmp(argv[i], "--builtin") != 0)
+            continue;
+        const ns_builtin_t *b = ns_builtin_find(argv[i + 1]);
+        if (!b) {
+            ns_cli_error("run", "unknown built-in '%s' (`nightshift run "
+                                "--help` lists them)",
+                         argv[i + 1]);
+            return 2;
+        }
+        /* the top comment, without its markers */
+        const char *p = b->source, *end = strstr(p, "*/");
+        if (strncmp(p, "/*", 2) != 0 || !end)
+            end = p;
+        else
+            p += 2;
+        printf("built-in %s (entry %s)\n\n", b->name, b->entry);
+        while (p < end) {
+            const char *nl = memchr(p, '\n', (size_t)(end - p));
+            size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
+            const char *q = p;
+            while (q < p + len && (*q == ' ' || *q == '*'))
+                q++;
+            if (q == p + len && p == b->source + 2)
+                ; /* the opening line is empty */
+            else
+                printf("  %.*s\n", (int)(p + len - q), q);
+            p += len + (nl ? 1 : 0);
+        }
+        return 0;
+    }
+    fputs(s_usage, stdout);
+    printf("\nBuilt-ins (`nightshift run --builtin NAME --help` gives each "
+           "one's arguments):\n");
+    for (size_t k = 0; k < n; k++)
+        printf("  %-16s %s\n", all[k].name, all[k].summary);
+    return 0;
+}
+
 int ns_cmd_run(int argc, char **argv)
 {
     s_run_t *r = NULL;
@@ -262,10 +307,8 @@ int ns_cmd_run(int argc, char **argv)
     char job_hex[2 * NS_HASH_BYTES + 1] = "";
     int status = 1;
 
-    if (ns_cli_wants_help(argc, argv)) {
-        fputs(s_usage, stdout);
-        return 0;
-    }
+    if (ns_cli_wants_help(argc, argv))
+        return s_help(argc, argv);
     /* The error line says what went wrong; the supervisor's warnings
      * (worker crashed, timed out) would only repeat it. */
     ns_log_threshold = NS_LOG_ERROR;
@@ -281,43 +324,65 @@ int ns_cmd_run(int argc, char **argv)
         status = ns_jobspec_prepare(&r->spec, "run");
     if (status != 0)
         goto out;
-    int rc;
-    ns_hash_t id;
-    if (ns_job_id(&r->spec.job, id) == NS_OK)
-        ns_hex(job_hex, id, NS_HASH_BYTES);
-
+    int rc = NS_OK, steps = ns_jobspec_steps(&r->spec);
     ns_cache_dir(r->cache_dir, sizeof r->cache_dir);
     ns_worker_opts_t o;
     ns_worker_opts_init(&o);
     o.device_index = r->device;
     o.cache_dir = r->cache_dir[0] ? r->cache_dir : NULL;
     o.timeout_ms = r->timeout_ms;
-    uint64_t t0 = ns_mono_us();
     w = ns_worker_new(&o, &rc);
     if (!w) {
-        snprintf(r->error, sizeof r->error,
-                 "cannot start the worker process: %s", ns_strerror(rc));
-    } else {
-        rc = ns_worker_run(w, &r->spec.job, r->spec.inputs, r->spec.outputs, &t,
-                           r->error, sizeof r->error);
-    }
-    uint64_t total_us = ns_mono_us() - t0;
-    if (rc == NS_OK)
-        rc = ns_jobspec_write_outputs(&r->spec, r->error, sizeof r->error);
-    const ns_devinfo_t *dev = w ? ns_worker_device(w) : NULL;
-    if (rc != NS_OK) {
-        ns_cli_error("run", "%s", r->error);
-        if (r->json)
-            s_print_json(r, 0, job_hex, dev, &t, total_us);
+        ns_cli_error("run", "cannot start the worker process: %s",
+                     ns_strerror(rc));
         status = 1;
         goto out;
     }
-    if (r->json)
-        status = s_print_json(r, 1, job_hex, dev, &t, total_us);
-    else {
-        s_print_human(r, job_hex, dev, &t, total_us);
-        status = 0;
+    /* A pipeline (a job file of several steps) runs step by step, each
+     * step's outputs written before the next reads them; --json prints an
+     * array of the steps' documents. */
+    if (r->json && steps > 1)
+        fputs("[\n", stdout);
+    for (int step = 0;; step++) {
+        ns_hash_t id;
+        if (ns_job_id(&r->spec.job, id) == NS_OK)
+            ns_hex(job_hex, id, NS_HASH_BYTES);
+        if (steps > 1 && !r->json)
+            printf("step %d/%d: %s\n", step + 1, steps, r->spec.job.entry);
+        uint64_t t0 = ns_mono_us();
+        rc = ns_worker_run(w, &r->spec.job, r->spec.inputs, r->spec.outputs, &t,
+                           r->error, sizeof r->error);
+        uint64_t total_us = ns_mono_us() - t0;
+        if (rc == NS_OK)
+            rc = ns_jobspec_write_outputs(&r->spec, r->error, sizeof r->error);
+        const ns_devinfo_t *dev = ns_worker_device(w);
+        if (r->json && step > 0)
+            fputs(",\n", stdout);
+        if (rc != NS_OK) {
+            if (steps > 1)
+                ns_cli_error("run", "step %d/%d: %s", step + 1, steps,
+                             r->error);
+            else
+                ns_cli_error("run", "%s", r->error);
+            if (r->json)
+                s_print_json(r, 0, job_hex, dev, &t, total_us);
+            status = 1;
+            break;
+        }
+        if (r->json)
+            status = s_print_json(r, 1, job_hex, dev, &t, total_us);
+        else {
+            s_print_human(r, job_hex, dev, &t, total_us);
+            status = 0;
+        }
+        if (status != 0 ||
+            (status = ns_jobspec_next_step(&r->spec, "run")) != 0)
+            break;
     }
+    if (status == -1)
+        status = 0; /* no step left */
+    if (r->json && steps > 1)
+        fputs("]\n", stdout);
 out:
     ns_worker_destroy(&w);
     if (r) {

@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "ctl.h"
 #include "jobspec.h"
+#include "shards.h"
 
 #include "nightshift/jobdir.h"
 #include "nightshift/log.h"
@@ -26,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef struct {
+typedef struct s_submit {
     /* settings */
     const char *datadir;
     const char *bootstrap[NS_MAX_BOOTSTRAP];
@@ -47,6 +48,19 @@ typedef struct {
     char out_paths[NS_MAX_ARGS][PATH_MAX]; /* --resume: from the jobdir */
     ns_buf_t packed;
     uint64_t t_start_ms;
+    int json_docs; /* --json documents printed (a pipeline's array) */
+    /* --shards N > 1: the shards, each run by its own requester */
+    ns_shardset_t set;
+    struct s_shard_ctx {
+        struct s_submit *q;
+        uint32_t i;
+        ns_requester_t *req;             /* light peer */
+        ns_hash_t job_id;                /* market id */
+        char tmp[NS_MAX_ARGS][PATH_MAX]; /* --node: its output files */
+        ns_ctl_job_t *ctl;               /* --node: its last report */
+        uint32_t from_line;
+        bool finished;
+    } ctx[NS_MAX_SHARDS];
 } s_submit_t;
 
 static ns_node_t *volatile s_node;
@@ -115,6 +129,12 @@ static const char s_usage[] =
     "  --node D              hand the job to the node running on datadir D\n"
     "                        (its key pays; progress streams back): no\n"
     "                        joining per job, for many jobs in a row\n"
+    "  --shards N            cut the job into N shards along global[0]\n"
+    "                        (rows), run side by side by N providers, each\n"
+    "                        checked and paid on its own (max-price and\n"
+    "                        collateral are split evenly); a shard that\n"
+    "                        fails moves on alone; the outputs are\n"
+    "                        assembled in row order (docs/JOBS.md)\n"
     "  --no-wait             fail at once when no provider can take the\n"
     "                        job (default: wait for one, up to the\n"
     "                        deadline, saying why none can meanwhile)\n"
@@ -252,6 +272,13 @@ static int s_parse(s_submit_t *q, int argc, char **argv)
     return 0;
 }
 
+/* A pipeline's --json output is an array of its steps' documents. */
+static void s_json_next(s_submit_t *q)
+{
+    if (ns_jobspec_steps(&q->spec) > 1)
+        fputs(q->json_docs++ ? ",\n" : "[\n", stdout);
+}
+
 static void s_print_receipt(s_submit_t *q, const ns_receipt_t *rc,
                             const char *job_hex)
 {
@@ -261,6 +288,7 @@ static void s_print_receipt(s_submit_t *q, const ns_receipt_t *rc,
         ns_id_text(who, rc->provider);
     bool ok = rc->phase == NS_RQ_DONE;
     if (q->json) {
+        s_json_next(q);
         msgpack_sbuffer sb;
         msgpack_sbuffer_init(&sb);
         msgpack_packer pk;
@@ -367,8 +395,13 @@ static int s_config(s_submit_t *q, ns_config_t *cfg)
 }
 
 /* The job from the flags, or from its saved copy for --resume. */
-static int s_job(s_submit_t *q)
+static int s_job(s_submit_t *q, bool prepared)
 {
+    if (prepared) {
+        if (q->node)
+            goto pack;
+        goto check;
+    }
     if (q->resume) {
         char err[512];
         ns_hash_t id;
@@ -392,6 +425,7 @@ static int s_job(s_submit_t *q)
          * fit the kernel? (--node: the node checks, on its warm runtime.) */
         if (q->node)
             goto pack;
+    check:;
         char err[512];
         ns_preflight_t pf;
         const char *name = q->spec.kernel_path;
@@ -417,6 +451,26 @@ pack:;
     if (w.err != NS_OK) {
         ns_cli_error("submit", "cannot encode the job");
         return 1;
+    }
+    if (q->spec.shards > 1) {
+        char err[512];
+        if (q->resume) {
+            ns_cli_error("submit", "--resume continues one job, not shards");
+            return 2;
+        }
+        /* which dimension to cut: the units must keep to their rows'
+         * slices, tried here on our own device when we have one */
+        char cache[PATH_MAX];
+        int e = 0;
+        ns_cache_dir(cache, sizeof cache);
+        ns_runner_t *r = ns_runner_new(0, cache[0] ? cache : NULL, &e);
+        int rc = ns_shardset_init(&q->set, &q->spec.job, q->spec.shards, r,
+                                  q->spec.inputs, err, sizeof err);
+        ns_runner_destroy(&r);
+        if (rc != NS_OK) {
+            ns_cli_error("submit", "%s", err);
+            return rc == NS_ERR_INVAL || rc == NS_ERR_TOOBIG ? 2 : 1;
+        }
     }
     for (uint32_t i = 0; i < q->spec.job.n_args; i++)
         if (q->spec.job.args[i].kind == NS_ARG_OUT && !q->spec.outputs[i]) {
@@ -455,6 +509,49 @@ static int s_abs_path(const char *in, char *out, size_t cap, bool must_exist)
     return n > 0 && (size_t)n < cap ? NS_OK : NS_ERR_TOOBIG;
 }
 
+/* A SUBMIT request's terms, split over n jobs (1: the whole job). */
+static void s_ctl_terms(const s_submit_t *q, ns_ctl_req_t *req, uint32_t n)
+{
+    uint64_t collateral = q->collateral      ? q->collateral
+                          : q->max_price / 2 ? q->max_price / 2
+                                             : 1;
+    req->kind = NS_CTL_SUBMIT;
+    req->terms.max_price = q->max_price / n ? q->max_price / n : 1;
+    req->terms.collateral = collateral / n ? collateral / n : 1;
+    req->terms.no_wait = q->no_wait != 0;
+    req->terms.bid_window_ms = (uint32_t)q->bid_window_ms;
+    req->terms.deadline_s = q->deadline_s;
+    req->terms.timeout_s = q->timeout_s;
+    req->terms.reqs = q->reqs;
+}
+
+/* Hand a SUBMIT to the node; its answer is the job's market id. what
+ * prefixes errors ("" or "shard 2: "). 0, or 1 with the error printed. */
+static int s_ctl_submit(const s_submit_t *q, ns_ctl_req_t *req,
+                        ns_hash_t job_id, const char *what)
+{
+    char err[512];
+    uint8_t *doc = NULL;
+    size_t len = 0;
+    if (ns_ctl_call(q->node, req, &doc, &len, err, sizeof err) != NS_OK) {
+        /* the node's own words, without the transport's prefix */
+        const char *why =
+            strncmp(err, "the node refused: ", 18) == 0 ? err + 18 : err;
+        ns_cli_error("submit", "%s%s", what, why);
+        return 1;
+    }
+    ns_mpr_t r;
+    ns_mpr_init(&r, doc, len);
+    ns_mpr_bin_exact(&r, job_id, NS_HASH_BYTES);
+    int rc = ns_mpr_end(&r);
+    free(doc);
+    if (rc != NS_OK) {
+        ns_cli_error("submit", "the node answered something else");
+        return 1;
+    }
+    return 0;
+}
+
 /* submit --node D: the node runs the requester; we poll its progress. */
 static int s_submit_via_node(s_submit_t *q)
 {
@@ -463,16 +560,7 @@ static int s_submit_via_node(s_submit_t *q)
     int status = 1;
     if (!req)
         return 1;
-    req->kind = NS_CTL_SUBMIT;
-    req->terms.max_price = q->max_price;
-    req->terms.no_wait = q->no_wait != 0;
-    req->terms.collateral = q->collateral      ? q->collateral
-                            : q->max_price / 2 ? q->max_price / 2
-                                               : 1;
-    req->terms.bid_window_ms = (uint32_t)q->bid_window_ms;
-    req->terms.deadline_s = q->deadline_s;
-    req->terms.timeout_s = q->timeout_s;
-    req->terms.reqs = q->reqs;
+    s_ctl_terms(q, req, 1);
     req->desc = q->packed.data;
     req->desc_len = q->packed.len;
     req->n_args = q->spec.job.n_args;
@@ -493,22 +581,9 @@ static int s_submit_via_node(s_submit_t *q)
     }
     uint8_t *doc = NULL;
     size_t len = 0;
-    if (ns_ctl_call(q->node, req, &doc, &len, err, sizeof err) != NS_OK) {
-        /* the node's own words, without the transport's prefix */
-        const char *why =
-            strncmp(err, "the node refused: ", 18) == 0 ? err + 18 : err;
-        ns_cli_error("submit", "%s", why);
+    int rc;
+    if (s_ctl_submit(q, req, req->job_id, ""))
         goto out;
-    }
-    ns_mpr_t r;
-    ns_mpr_init(&r, doc, len);
-    ns_mpr_bin_exact(&r, req->job_id, NS_HASH_BYTES);
-    int rc = ns_mpr_end(&r);
-    free(doc);
-    if (rc != NS_OK) {
-        ns_cli_error("submit", "the node answered something else");
-        goto out;
-    }
     ns_hex(hex, req->job_id, NS_HASH_BYTES);
     char line[200], max[NS_CREDITS_TEXT];
     snprintf(line, sizeof line,
@@ -561,34 +636,414 @@ out:
     return status;
 }
 
-static int s_submit(s_submit_t *q)
+/* ---- shards: one job over many providers (job.h, "Shards") ------------- */
+
+static bool s_shard_busy(ns_rq_phase_t p)
 {
-    ns_config_t cfg;
-    char err[512], job_hex[2 * NS_HASH_BYTES + 1];
-    int status = s_job(q), rc;
-    if (status)
-        return status;
-    if (q->node) {
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = s_on_signal;
-        sigaction(SIGINT, &sa, NULL);
-        sigaction(SIGTERM, &sa, NULL);
-        return s_submit_via_node(q);
+    return p == NS_RQ_CHALLENGE || p == NS_RQ_ACCEPT || p == NS_RQ_RUNNING ||
+           p == NS_RQ_FETCH || p == NS_RQ_VERIFY;
+}
+
+/* Whether another shard's requester has this provider at work now. */
+static bool s_sibling_holds(void *user, const uint8_t provider[NS_ID_BYTES])
+{
+    struct s_shard_ctx *c = user;
+    for (uint32_t x = 0; x < c->q->set.n; x++) {
+        ns_requester_t *r = c->q->ctx[x].req;
+        if (x == c->i || !r)
+            continue;
+        const ns_receipt_t *rc = ns_requester_receipt(r);
+        if (s_shard_busy(rc->phase) &&
+            memcmp(rc->provider, provider, NS_ID_BYTES) == 0)
+            return true;
     }
-    if ((status = s_config(q, &cfg)) != 0)
-        return status;
-    char cache[PATH_MAX];
-    ns_cache_dir(cache, sizeof cache);
-    ns_node_conf_t c = {.datadir = q->datadir,
-                        .cfg = &cfg,
-                        .light = true,
-                        .cache_dir = cache[0] ? cache : NULL};
-    ns_node_t *node = ns_node_open(&c, err, sizeof err);
-    if (!node) {
-        ns_cli_error("submit", "%s", err);
+    return false;
+}
+
+static void s_shard_progress(void *user, const char *line)
+{
+    struct s_shard_ctx *c = user;
+    char l[600];
+    snprintf(l, sizeof l, "shard %u/%u: %s", c->i + 1, c->q->set.n, line);
+    s_progress(c->q, l);
+}
+
+/* A shard is verified and settled: its rows go into the whole outputs;
+ * the last one writes the files. */
+static int s_shard_deliver(void *user, char *err, size_t errlen)
+{
+    struct s_shard_ctx *c = user;
+    s_submit_t *q = c->q;
+    if (ns_shardset_assemble(&q->set, c->i, q->spec.outputs) < q->set.n)
+        return NS_OK;
+    return ns_jobspec_write_outputs(&q->spec, err, errlen);
+}
+
+/* Receipt of a sharded job: a line per shard, then the totals. */
+static void s_print_shard_receipts(s_submit_t *q, const ns_receipt_t **rc,
+                                   const ns_hash_t *ids)
+{
+    uint64_t total = ns_mono_ms() - q->t_start_ms, price = 0, refund = 0;
+    uint32_t n = q->set.n, ok = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        ok += rc[i]->phase == NS_RQ_DONE;
+        price += rc[i]->price;
+        refund += rc[i]->refund;
+    }
+    char p[NS_CREDITS_TEXT], r[NS_CREDITS_TEXT];
+    if (q->json) {
+        s_json_next(q);
+        msgpack_sbuffer sb;
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer pk;
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        msgpack_pack_map(&pk, 5);
+        ns_mp_str(&pk, "status");
+        ns_mp_str(&pk, ok == n ? "settled" : "failed");
+        ns_mp_str(&pk, "price");
+        ns_mp_credits(&pk, price);
+        ns_mp_str(&pk, "refund");
+        ns_mp_credits(&pk, refund);
+        ns_mp_str(&pk, "timings_ms");
+        msgpack_pack_map(&pk, 1);
+        ns_mp_str(&pk, "total");
+        msgpack_pack_uint64(&pk, total);
+        ns_mp_str(&pk, "shards");
+        msgpack_pack_array(&pk, n);
+        for (uint32_t i = 0; i < n; i++) {
+            const ns_job_t *j = &q->set.shard[i].job;
+            char hex[2 * NS_HASH_BYTES + 1], who[NS_ID_TEXT_LEN + 1] = "";
+            ns_hex(hex, ids[i], NS_HASH_BYTES);
+            if (!sodium_is_zero(rc[i]->provider, NS_ID_BYTES))
+                ns_id_text(who, rc[i]->provider);
+            bool done = rc[i]->phase == NS_RQ_DONE;
+            msgpack_pack_map(&pk, done ? 12 : 13);
+            ns_mp_str(&pk, "shard");
+            msgpack_pack_uint32(&pk, i);
+            ns_mp_str(&pk, "rows");
+            msgpack_pack_array(&pk, 2);
+            msgpack_pack_uint64(&pk, j->shard_first);
+            msgpack_pack_uint64(&pk, j->shard_first + j->shard_rows);
+            ns_mp_str(&pk, "job");
+            ns_mp_str(&pk, hex);
+            ns_mp_str(&pk, "provider");
+            ns_mp_str(&pk, who);
+            ns_mp_str(&pk, "price");
+            ns_mp_credits(&pk, rc[i]->price);
+            ns_mp_str(&pk, "status");
+            ns_mp_str(&pk, done ? "settled" : "failed");
+            if (!done) {
+                ns_mp_str(&pk, "error");
+                ns_mp_str(&pk, rc[i]->error);
+            }
+            ns_mp_str(&pk, "checks");
+            msgpack_pack_uint32(&pk, rc[i]->checked);
+            ns_mp_str(&pk, "rounds");
+            msgpack_pack_uint32(&pk, rc[i]->rounds);
+            ns_mp_str(&pk, "slashed");
+            msgpack_pack_uint32(&pk, rc[i]->slashed);
+            ns_mp_str(&pk, "cancelled");
+            msgpack_pack_uint32(&pk, rc[i]->cancelled);
+            ns_mp_str(&pk, "run_ms");
+            msgpack_pack_uint64(&pk, rc[i]->run_ms);
+            ns_mp_str(&pk, "verify_ms");
+            msgpack_pack_uint64(&pk, rc[i]->verify_ms);
+        }
+        ns_cli_print_json(sb.data, sb.size);
+        msgpack_sbuffer_destroy(&sb);
+        return;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (rc[i]->phase != NS_RQ_DONE)
+            ns_cli_error("submit", "shard %u/%u: %s", i + 1, n, rc[i]->error);
+    if (ok != n) {
+        ns_cli_error("submit",
+                     "%u of %u shards settled (those are paid, the others "
+                     "refunded); the outputs were not written",
+                     ok, n);
+        return;
+    }
+    printf("receipt (%u shards)\n", n);
+    for (uint32_t i = 0; i < n; i++) {
+        const ns_job_t *j = &q->set.shard[i].job;
+        char hex[2 * NS_HASH_BYTES + 1], who[NS_ID_TEXT_LEN + 1] = "";
+        ns_hex(hex, ids[i], NS_HASH_BYTES);
+        ns_id_text(who, rc[i]->provider);
+        printf("  shard %u  rows %llu..%llu  job %.16s  provider %.16s  "
+               "price %s  run %llu ms  checks %u  rounds %u\n",
+               i + 1, (unsigned long long)j->shard_first,
+               (unsigned long long)(j->shard_first + j->shard_rows - 1), hex,
+               who, ns_credits_fmt(p, rc[i]->price),
+               (unsigned long long)rc[i]->run_ms, rc[i]->checked,
+               rc[i]->rounds);
+    }
+    printf("  price     %s credits (refund %s)\n  total     %llu ms\n",
+           ns_credits_fmt(p, price), ns_credits_fmt(r, refund),
+           (unsigned long long)total);
+}
+
+/* Each shard's share of the terms: at least one micro-credit. */
+static uint64_t s_share(uint64_t amount, uint32_t n)
+{
+    return amount / n ? amount / n : 1;
+}
+
+/* The light peer runs one requester per shard, side by side. */
+static int s_submit_shards(s_submit_t *q, ns_node_t *node)
+{
+    const ns_receipt_t *rc[NS_MAX_SHARDS];
+    ns_hash_t ids[NS_MAX_SHARDS];
+    uint32_t n = q->set.n;
+    const uint8_t *self = ns_identity_pk(ns_node_identity(node));
+    uint64_t collateral = q->collateral      ? q->collateral
+                          : q->max_price / 2 ? q->max_price / 2
+                                             : 1;
+    ns_requester_opts_t *o = calloc(n, sizeof *o);
+    if (!o)
         return 1;
+    for (uint32_t i = 0; i < n; i++) {
+        ns_shard_t *h = &q->set.shard[i];
+        struct s_shard_ctx *c = &q->ctx[i];
+        c->q = q;
+        c->i = i;
+        o[i].job = &h->job;
+        o[i].packed = h->packed.data;
+        o[i].packed_len = h->packed.len;
+        o[i].inputs = q->spec.inputs;
+        o[i].outputs = h->outputs;
+        o[i].max_price = s_share(q->max_price, n);
+        o[i].collateral = s_share(collateral, n);
+        o[i].no_wait = q->no_wait != 0;
+        o[i].bid_window_ms = (uint32_t)q->bid_window_ms;
+        o[i].deadline_s = q->deadline_s;
+        o[i].timeout_s = q->timeout_s;
+        o[i].reqs = q->reqs;
+        o[i].join = true;
+        o[i].deliver = s_shard_deliver;
+        o[i].deliver_user = c;
+        o[i].progress = s_shard_progress;
+        o[i].progress_user = c;
+        o[i].sibling_holds = s_sibling_holds;
+        o[i].sibling_user = c;
+        if (ns_job_id(&h->job, o[i].desc_id) != NS_OK) {
+            ns_cli_error("submit", "cannot encode shard %u", i + 1);
+            free(o);
+            return 1;
+        }
+        randombytes_buf(o[i].nonce, sizeof o[i].nonce);
+        ns_ledger_job_id(o[i].job_id, self, o[i].desc_id, o[i].nonce);
+        memcpy(ids[i], o[i].job_id, NS_HASH_BYTES);
     }
+    char line[200], max[NS_CREDITS_TEXT];
+    snprintf(line, sizeof line,
+             "%u shards of %llu rows in all: %llu work-items in %llu units, "
+             "max price %s credits",
+             n, (unsigned long long)ns_job_rows(&q->spec.job),
+             (unsigned long long)ns_job_work_items(&q->spec.job),
+             (unsigned long long)ns_job_units(&q->spec.job),
+             ns_credits_fmt(max, q->max_price));
+    s_progress(q, line);
+    int status = 1, err = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        q->ctx[i].req = ns_node_add_requester(node, &o[i], &err);
+        if (!q->ctx[i].req) {
+            ns_cli_error("submit", "cannot start shard %u: %s", i + 1,
+                         ns_strerror(err));
+            for (uint32_t x = 0; x < i; x++)
+                ns_requester_stop(q->ctx[x].req, "the submit failed");
+            goto out;
+        }
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = s_on_signal;
+    s_node = node;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    if (ns_node_run(node) != NS_OK)
+        ns_cli_error("submit", "the node stopped with an error");
+    s_node = NULL;
+    uint32_t ok = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!ns_requester_finished(q->ctx[i].req))
+            ns_requester_stop(q->ctx[i].req, "interrupted");
+        rc[i] = ns_requester_receipt(q->ctx[i].req);
+        ok += rc[i]->phase == NS_RQ_DONE;
+    }
+    s_print_shard_receipts(q, rc, ids);
+    status = ok == n         ? 0
+             : s_interrupted ? 128 + s_interrupted /* 130 for Ctrl-C */
+                             : 1;
+out:
+    free(o);
+    return status;
+}
+
+/* Exactly size bytes of the file at path into buf. */
+static int s_read_exact(const char *path, uint8_t *buf, size_t size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NS_ERR_IO;
+    size_t got = fread(buf, 1, size, f);
+    int extra = fgetc(f);
+    fclose(f);
+    return got == size && extra == EOF ? NS_OK : NS_ERR_IO;
+}
+
+/* submit --node D --shards N: each shard is its own job in the node,
+ * writing its outputs to files of its own beside the user's; when every
+ * shard is settled, their rows are assembled into the user's files. */
+static int s_submit_shards_via_node(s_submit_t *q)
+{
+    uint32_t n = q->set.n;
+    int status = 1;
+    char err[512];
+    const ns_receipt_t *rc[NS_MAX_SHARDS];
+    ns_hash_t ids[NS_MAX_SHARDS];
+    ns_ctl_req_t *req = calloc(1, sizeof *req);
+    if (!req)
+        return 1;
+    uint32_t started = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        ns_shard_t *h = &q->set.shard[i];
+        struct s_shard_ctx *c = &q->ctx[i];
+        c->q = q;
+        c->i = i;
+        c->ctl = calloc(1, sizeof *c->ctl);
+        if (!c->ctl)
+            goto out;
+        memset(req, 0, sizeof *req);
+        s_ctl_terms(q, req, n);
+        req->desc = h->packed.data;
+        req->desc_len = h->packed.len;
+        req->n_args = h->job.n_args;
+        for (uint32_t k = 0; k < req->n_args; k++) {
+            const char *in = q->spec.in_paths[k], *out = q->spec.out_paths[k];
+            char tmp[PATH_MAX];
+            if (out) {
+                snprintf(tmp, sizeof tmp, "%s.shard%u-%ld", out, i + 1,
+                         (long)getpid());
+                if (s_abs_path(tmp, c->tmp[k], sizeof c->tmp[k], false) ||
+                    strlen(c->tmp[k]) >= NS_CTL_MAX_PATH) {
+                    ns_cli_error("submit", "arg %u: '%s' is not a usable path",
+                                 k, out);
+                    goto out;
+                }
+                memcpy(req->out_path[k], c->tmp[k], strlen(c->tmp[k]) + 1);
+            }
+            if (in && s_abs_path(in, req->in_path[k], NS_CTL_MAX_PATH, true)) {
+                ns_cli_error("submit", "arg %u: '%s' is not a usable path", k,
+                             in);
+                goto out;
+            }
+        }
+        char what[32];
+        snprintf(what, sizeof what, "shard %u: ", i + 1);
+        if (s_ctl_submit(q, req, c->job_id, what))
+            goto out;
+        memcpy(ids[i], c->job_id, NS_HASH_BYTES);
+        started++;
+    }
+    char line[200], max[NS_CREDITS_TEXT];
+    snprintf(line, sizeof line,
+             "%u shards handed to the node on %s: %llu rows, %llu units, max "
+             "price %s credits",
+             n, q->node, (unsigned long long)ns_job_rows(&q->spec.job),
+             (unsigned long long)ns_job_units(&q->spec.job),
+             ns_credits_fmt(max, q->max_price));
+    s_progress(q, line);
+    for (uint32_t left = n; left > 0;) {
+        for (uint32_t i = 0; i < n; i++) {
+            struct s_shard_ctx *c = &q->ctx[i];
+            if (c->finished)
+                continue;
+            uint8_t *doc = NULL;
+            size_t len = 0;
+            memset(req, 0, sizeof *req);
+            req->kind = NS_CTL_JOB;
+            memcpy(req->job_id, c->job_id, NS_HASH_BYTES);
+            req->from_line = c->from_line;
+            if (ns_ctl_call(q->node, req, &doc, &len, err, sizeof err) !=
+                    NS_OK ||
+                ns_ctl_job_read(doc, len, c->ctl) != NS_OK) {
+                free(doc);
+                ns_cli_error("submit",
+                             "lost the node: %s (the shards go on there; "
+                             "`nightshift jobs --node %s` shows them)",
+                             err, q->node);
+                goto out;
+            }
+            free(doc);
+            for (uint32_t l = 0; l < c->ctl->n_lines; l++)
+                s_shard_progress(c, c->ctl->lines[l]);
+            c->from_line = c->ctl->next_line;
+            if (c->ctl->finished) {
+                c->finished = true;
+                left--;
+            }
+        }
+        if (s_interrupted) {
+            ns_cli_error("submit",
+                         "interrupted; the shards go on in the node "
+                         "(`nightshift cancel JOB --datadir %s` ends one)",
+                         q->node);
+            status = 128 + s_interrupted;
+            goto out;
+        }
+        if (left) {
+            struct timespec ts = {0, 20 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    /* every shard is finished: assemble what settled */
+    uint32_t ok = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        rc[i] = &q->ctx[i].ctl->receipt;
+        ok += rc[i]->phase == NS_RQ_DONE;
+    }
+    for (uint32_t i = 0; i < n && ok == n; i++) {
+        ns_shard_t *h = &q->set.shard[i];
+        for (uint32_t k = 0; k < h->job.n_args; k++) {
+            if (h->job.args[k].kind != NS_ARG_OUT || !q->ctx[i].tmp[k][0])
+                continue;
+            if (s_read_exact(q->ctx[i].tmp[k], h->outputs[k],
+                             (size_t)h->job.args[k].size) != NS_OK) {
+                ns_cli_error("submit",
+                             "shard %u: cannot read its output %s (%llu "
+                             "bytes expected)",
+                             i + 1, q->ctx[i].tmp[k],
+                             (unsigned long long)h->job.args[k].size);
+                goto out;
+            }
+        }
+        ns_shardset_assemble(&q->set, i, q->spec.outputs);
+    }
+    if (ok == n && ns_jobspec_write_outputs(&q->spec, err, sizeof err) != 0) {
+        ns_cli_error("submit", "%s", err);
+        goto out;
+    }
+    s_print_shard_receipts(q, rc, ids);
+    status = ok == n ? 0 : 1;
+out:
+    for (uint32_t i = 0; i < n; i++) {
+        /* interrupted, the node still writes them: left for the user */
+        for (uint32_t k = 0; k < NS_MAX_ARGS && !s_interrupted; k++)
+            if (q->ctx[i].tmp[k][0] && i < started)
+                unlink(q->ctx[i].tmp[k]);
+        free(q->ctx[i].ctl);
+        q->ctx[i].ctl = NULL;
+    }
+    free(req);
+    return status;
+}
+
+/* The light peer runs one whole job (not shards) to its end. */
+static int s_submit_one(s_submit_t *q, ns_node_t *node)
+{
+    char job_hex[2 * NS_HASH_BYTES + 1];
+    int status, rc;
     ns_requester_opts_t o;
     memset(&o, 0, sizeof o);
     o.job = &q->spec.job;
@@ -614,13 +1069,13 @@ static int s_submit(s_submit_t *q)
     status = 1;
     if (ns_job_id(&q->spec.job, o.desc_id) != NS_OK) {
         ns_cli_error("submit", "cannot encode the job");
-        goto out;
+        return status;
     }
     const uint8_t *self = ns_identity_pk(ns_node_identity(node));
     if (q->resume) {
         o.resume = true;
         if (ns_unhex(o.job_id, NS_HASH_BYTES, q->resume) != NS_OK)
-            goto out; /* checked by s_job */
+            return status; /* checked by s_job */
     } else {
         /* The same descriptor may be submitted again: the market id adds
          * our id and a random nonce. */
@@ -633,13 +1088,13 @@ static int s_submit(s_submit_t *q)
                        &q->spec.job, q->spec.inputs,
                        (const char *const *)q->spec.out_paths) != NS_OK) {
         ns_cli_error("submit", "cannot save the job under %s/jobs", q->datadir);
-        goto out;
+        return status;
     }
     ns_requester_t *req = ns_node_add_requester(node, &o, &rc);
     if (!req) {
         ns_cli_error("submit", "cannot start the requester: %s",
                      ns_strerror(rc));
-        goto out;
+        return status;
     }
     char line[200], max[NS_CREDITS_TEXT];
     snprintf(line, sizeof line,
@@ -671,8 +1126,83 @@ static int s_submit(s_submit_t *q)
     status = ns_requester_receipt(req)->phase == NS_RQ_DONE ? 0
              : s_interrupted ? 128 + s_interrupted /* 130 for Ctrl-C */
                              : 1;
-out:
+    return status;
+}
+
+/* After a pipeline's step: the next one, prepared and checked (true), or
+ * none (false; *status set on an error). */
+static bool s_next_step(s_submit_t *q, int *status)
+{
+    int steps = ns_jobspec_steps(&q->spec);
+    if (*status != 0 || s_interrupted)
+        return false;
+    int rc = ns_jobspec_next_step(&q->spec, "submit");
+    if (rc != 0) {
+        *status = rc == -1 ? 0 : rc;
+        return false;
+    }
+    ns_buf_release(&q->packed);
+    ns_buf_init(&q->packed);
+    ns_shardset_release(&q->set);
+    memset(q->ctx, 0, sizeof q->ctx);
+    if ((*status = s_job(q, true)) != 0)
+        return false;
+    char line[200];
+    snprintf(line, sizeof line, "step %d/%d: %s", q->spec.step + 1, steps,
+             q->spec.job.entry);
+    s_progress(q, line);
+    return true;
+}
+
+static int s_submit(s_submit_t *q)
+{
+    ns_config_t cfg;
+    char err[512];
+    int status = s_job(q, false);
+    int steps = ns_jobspec_steps(&q->spec);
+    if (status)
+        return status;
+    if (steps > 1) {
+        char line[256];
+        snprintf(line, sizeof line,
+                 "a pipeline of %d steps, each a job of its own in order "
+                 "(docs/JOBS.md); step 1/%d: %s",
+                 steps, steps, q->spec.job.entry);
+        s_progress(q, line);
+    }
+    if (q->node) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = s_on_signal;
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+        do
+            status = q->set.n > 1 ? s_submit_shards_via_node(q)
+                                  : s_submit_via_node(q);
+        while (s_next_step(q, &status));
+        goto json_end;
+    }
+    if ((status = s_config(q, &cfg)) != 0)
+        return status;
+    char cache[PATH_MAX];
+    ns_cache_dir(cache, sizeof cache);
+    ns_node_conf_t c = {.datadir = q->datadir,
+                        .cfg = &cfg,
+                        .light = true,
+                        .cache_dir = cache[0] ? cache : NULL};
+    ns_node_t *node = ns_node_open(&c, err, sizeof err);
+    if (!node) {
+        ns_cli_error("submit", "%s", err);
+        return 1;
+    }
+    do
+        status =
+            q->set.n > 1 ? s_submit_shards(q, node) : s_submit_one(q, node);
+    while (s_next_step(q, &status));
     ns_node_close(&node);
+json_end:
+    if (q->json_docs)
+        fputs("]\n", stdout);
     return status;
 }
 
@@ -696,6 +1226,7 @@ int ns_cmd_submit(int argc, char **argv)
         ns_log_threshold = NS_LOG_ERROR;
         status = s_submit(q);
     }
+    ns_shardset_release(&q->set);
     ns_jobspec_release(&q->spec);
     ns_buf_release(&q->packed);
     free(q);

@@ -29,7 +29,56 @@ void ns_jobspec_release(ns_jobspec_t *spec)
     memset(spec, 0, sizeof *spec);
 }
 
-/* --job FILE.json: the flags the file stands for. */
+/* --shards N: 1 consumed, -2 a bad value (err says why). */
+static int s_shards(ns_jobspec_t *spec, int argc, char **argv, int *i,
+                    char *err, size_t errlen)
+{
+    const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    char *end = NULL;
+    unsigned long long n =
+        v && *v >= '1' && *v <= '9' ? strtoull(v, &end, 10) : 0;
+    if (!v || !end || *end || n < 1 || n > NS_MAX_SHARDS) {
+        snprintf(err, errlen, "--shards '%s': a number of shards, 1..%d",
+                 v ? v : "", NS_MAX_SHARDS);
+        return -2;
+    }
+    if (spec->shards) {
+        snprintf(err, errlen, "--shards given twice");
+        return -2;
+    }
+    spec->shards = (uint32_t)n;
+    *i += 2;
+    return 1;
+}
+
+/* Step i's flags from the job file into spec: 0, or -1 / -2 with the
+ * error printed. */
+static int s_apply_step(ns_jobspec_t *spec, const char *cmd, int i,
+                        const char *path)
+{
+    char err[768];
+    ns_jobfile_step_t *st = &spec->jobfile->step[i];
+    for (int k = 0; k < st->argc;) {
+        int rc;
+        if (strcmp(st->argv[k], "--kernel") == 0 && k + 1 < st->argc)
+            spec->kernel_path = st->argv[k + 1];
+        if (strcmp(st->argv[k], "--shards") == 0)
+            rc = s_shards(spec, st->argc, st->argv, &k, err, sizeof err);
+        else
+            rc = ns_job_parse_flag(&spec->job, st->argc, st->argv, &k,
+                                   spec->in_paths, spec->out_paths, err,
+                                   sizeof err);
+        if (rc <= 0) {
+            ns_cli_error(cmd, "job file %s: %s", path,
+                         rc ? err : "unexpected flag");
+            return rc == NS_ERR_NOTFOUND || rc == NS_ERR_IO ? -1 : -2;
+        }
+    }
+    spec->step = i;
+    return 0;
+}
+
+/* --job FILE.json: the flags the file stands for (its first step). */
 static int s_jobfile(ns_jobspec_t *spec, const char *cmd, int argc, char **argv,
                      int *i)
 {
@@ -48,22 +97,14 @@ static int s_jobfile(ns_jobspec_t *spec, const char *cmd, int argc, char **argv,
         ns_cli_error(cmd, "%s", err);
         return rc == NS_ERR_INVAL ? -2 : -1;
     }
-    ns_jobfile_t *jf = spec->jobfile;
-    for (int k = 0; k < jf->argc;) {
-        if (strcmp(jf->argv[k], "--kernel") == 0 && k + 1 < jf->argc)
-            spec->kernel_path = jf->argv[k + 1];
-        rc =
-            ns_job_parse_flag(&spec->job, jf->argc, jf->argv, &k,
-                              spec->in_paths, spec->out_paths, err, sizeof err);
-        if (rc <= 0) {
-            ns_cli_error(cmd, "job file %s: %s", path,
-                         rc ? err : "unexpected flag");
-            return rc == NS_ERR_NOTFOUND || rc == NS_ERR_IO ? -1 : -2;
-        }
-    }
+    rc = s_apply_step(spec, cmd, 0, path);
+    if (rc < 0)
+        return rc;
     *i += 2;
     return 1;
 }
+
+static int s_flag_error(const char *cmd, const char *err, int rc);
 
 int ns_jobspec_flag(ns_jobspec_t *spec, const char *cmd, int argc, char **argv,
                     int *i)
@@ -71,12 +112,33 @@ int ns_jobspec_flag(ns_jobspec_t *spec, const char *cmd, int argc, char **argv,
     char err[512];
     if (strcmp(argv[*i], "--job") == 0)
         return s_jobfile(spec, cmd, argc, argv, i);
-    if (strcmp(argv[*i], "--kernel") == 0 && *i + 1 < argc)
-        spec->kernel_path = argv[*i + 1];
-    int rc = ns_job_parse_flag(&spec->job, argc, argv, i, spec->in_paths,
-                               spec->out_paths, err, sizeof err);
-    if (rc >= 0)
-        return rc;
+    int at = *i;
+    if (strcmp(argv[*i], "--shards") == 0) {
+        if (s_shards(spec, argc, argv, i, err, sizeof err) <= 0) {
+            ns_cli_error(cmd, "%s", err);
+            return -2;
+        }
+    } else {
+        if (strcmp(argv[*i], "--kernel") == 0 && *i + 1 < argc)
+            spec->kernel_path = argv[*i + 1];
+        int rc = ns_job_parse_flag(&spec->job, argc, argv, i, spec->in_paths,
+                                   spec->out_paths, err, sizeof err);
+        if (rc < 0)
+            return s_flag_error(cmd, err, rc);
+        if (rc == 0)
+            return 0;
+    }
+    /* every job flag takes one value: remember both for later steps */
+    if (spec->n_cli < NS_JOBSPEC_MAX_CLI && *i == at + 2) {
+        spec->cli[2 * spec->n_cli] = argv[at];
+        spec->cli[2 * spec->n_cli + 1] = argv[at + 1];
+        spec->n_cli++;
+    }
+    return 1;
+}
+
+static int s_flag_error(const char *cmd, const char *err, int rc)
+{
     ns_cli_error(cmd, "%s", err);
     /* a kernel file that is missing or unreadable is not a usage error:
      * the same command may work tomorrow */
@@ -161,6 +223,29 @@ int ns_jobspec_prepare(ns_jobspec_t *spec, const char *cmd)
         ns_cli_error(cmd, "invalid job: %s", err);
         return 2;
     }
+    if (spec->shards > 1) {
+        /* some dimension must do; which one, shards.c finds out */
+        bool any = false;
+        char first[512] = "";
+        for (uint32_t d = spec->job.dims; d-- > 0 && !any;) {
+            any = ns_job_shardable(&spec->job, spec->shards, d, err,
+                                   sizeof err) == NS_OK;
+            if (!any && !first[0])
+                memcpy(first, err, sizeof first);
+        }
+        /* a later step of a pipeline (a final reduction of one row)
+         * runs whole when it cannot be cut */
+        if (!any && spec->step > 0) {
+            fprintf(stderr,
+                    "nightshift %s: step %d runs as one job, not %u shards: "
+                    "%s\n",
+                    cmd, spec->step + 1, spec->shards, first);
+            spec->shards = 1;
+        } else if (!any) {
+            ns_cli_error(cmd, "%s", first);
+            return 2;
+        }
+    }
     for (uint32_t k = 0; k < spec->job.n_args; k++)
         spec->inputs[k].verified = spec->in_bufs[k] != NULL;
     return 0;
@@ -197,4 +282,44 @@ void ns_cache_dir(char *dir, size_t cap)
         n = snprintf(dir, cap, "%s/.cache/nightshift/programs", home);
     if (n < 0 || (size_t)n >= cap || ns_mkdir_p(dir, 0700) != NS_OK)
         dir[0] = '\0';
+}
+
+int ns_jobspec_steps(const ns_jobspec_t *spec)
+{
+    return spec->jobfile ? spec->jobfile->n_steps : 1;
+}
+
+int ns_jobspec_next_step(ns_jobspec_t *spec, const char *cmd)
+{
+    ns_jobfile_t *jf = spec->jobfile;
+    if (!jf || spec->step + 1 >= jf->n_steps)
+        return -1;
+    /* a fresh spec but for the job file and the command line's flags */
+    for (uint32_t k = 0; k < NS_MAX_ARGS; k++) {
+        free(spec->in_bufs[k]);
+        free(spec->outputs[k]);
+        spec->in_bufs[k] = spec->outputs[k] = NULL;
+        spec->in_paths[k] = spec->out_paths[k] = NULL;
+        memset(&spec->inputs[k], 0, sizeof spec->inputs[k]);
+    }
+    ns_job_release(&spec->job);
+    spec->kernel_path = NULL;
+    spec->shards = 0;
+    int rc = s_apply_step(spec, cmd, spec->step + 1, "(job file)");
+    if (rc < 0)
+        return -rc;
+    char err[512];
+    for (int c = 0; c < spec->n_cli; c++) {
+        char *av[3] = {spec->cli[2 * c], spec->cli[2 * c + 1], NULL};
+        int k = 0;
+        rc = strcmp(av[0], "--shards") == 0
+                 ? s_shards(spec, 2, av, &k, err, sizeof err)
+                 : ns_job_parse_flag(&spec->job, 2, av, &k, spec->in_paths,
+                                     spec->out_paths, err, sizeof err);
+        if (rc <= 0) {
+            ns_cli_error(cmd, "step %d: %s", spec->step + 1, err);
+            return 2;
+        }
+    }
+    return ns_jobspec_prepare(spec, cmd);
 }

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define NS_JOBSPEC_MAX_CLI 32 /* JOB-FLAGS beside --job, remembered */
+
 typedef struct {
     ns_job_t job;
     const char *in_paths[NS_MAX_ARGS];  /* in:FILE, by argument */
@@ -18,6 +20,12 @@ typedef struct {
     uint8_t *in_bufs[NS_MAX_ARGS];      /* input contents, owned */
     uint8_t *outputs[NS_MAX_ARGS];      /* output contents, owned */
     struct ns_jobfile_s *jobfile;       /* --job FILE.json, owned */
+    uint32_t shards; /* --shards N ("shards" in a job file); 0: not given */
+    int step;        /* the job file's step now in the spec */
+    /* JOB-FLAGS from the command line beside --job, applied again to each
+     * later step: flag and value, borrowed from argv */
+    char *cli[2 * NS_JOBSPEC_MAX_CLI];
+    int n_cli;
 } ns_jobspec_t;
 
 void ns_jobspec_init(ns_jobspec_t *spec);
@@ -25,7 +33,9 @@ void ns_jobspec_release(ns_jobspec_t *spec);
 
 /* One JOB-FLAG at argv[*i]: 1 consumed (and *i advanced), 0 not a job
  * flag, -1 / -2 an error already printed (exit status 1 / 2). `--job
- * FILE.json` (jobfile.h) stands for the JOB-FLAGS the file describes. */
+ * FILE.json` (jobfile.h) stands for the JOB-FLAGS the file describes;
+ * `--shards N` (1..NS_MAX_SHARDS) is one too, checked against the job by
+ * ns_jobspec_prepare. */
 int ns_jobspec_flag(ns_jobspec_t *spec, const char *cmd, int argc, char **argv,
                     int *i);
 
@@ -33,6 +43,15 @@ int ns_jobspec_flag(ns_jobspec_t *spec, const char *cmd, int argc, char **argv,
  * hashed, descriptor finalised and validated. Returns an exit status
  * (0 ok), the error printed. */
 int ns_jobspec_prepare(ns_jobspec_t *spec, const char *cmd);
+
+/* A job file of several steps (a pipeline, jobfile.h) is run one step
+ * at a time: the spec holds step 0 after the flags; once a step's outputs
+ * are written, this loads and prepares the next one (the command line's
+ * other JOB-FLAGS applied again). Returns -1 when there is none, else an
+ * exit status (0 ok, the error printed). */
+int ns_jobspec_next_step(ns_jobspec_t *spec, const char *cmd);
+/* Steps in the job: 1 unless a job file gives more. */
+int ns_jobspec_steps(const ns_jobspec_t *spec);
 
 /* Write every out:...:FILE output atomically. */
 int ns_jobspec_write_outputs(ns_jobspec_t *spec, char *error, size_t errlen);

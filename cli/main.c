@@ -32,17 +32,21 @@ static const struct {
     {"jobs", ns_cmd_jobs, "list a running node's jobs, or one in detail"},
     {"connect", ns_cmd_connect, "make a running node dial a peer now"},
     {"block", ns_cmd_block, "test networks: cut traffic with a peer"},
+    {"version", ns_cmd_version, "print the version, build and libraries"},
+    {"help", NULL, "describe a command: `help CMD` is `CMD --help`"},
 };
+#define N_CMDS (sizeof s_cmds / sizeof s_cmds[0])
 
 static void s_usage(FILE *out)
 {
     fprintf(out, "usage: nightshift <command> [options]\n\n"
                  "Nightshift: a peer-to-peer market for GPU compute.\n\n"
                  "commands:\n");
-    for (size_t i = 0; i < sizeof s_cmds / sizeof s_cmds[0]; i++)
+    for (size_t i = 0; i < N_CMDS; i++)
         fprintf(out, "  %-9s %s\n", s_cmds[i].name, s_cmds[i].summary);
-    fprintf(out, "\n`nightshift <command> --help` describes each one.\n"
-                 "`nightshift --version` prints the version.\n"
+    fprintf(out, "\n`nightshift help <command>` (or `nightshift <command> "
+                 "--help`)\ndescribes each one. `nightshift version` prints "
+                 "the version.\n"
                  "Every --flag VALUE may also be written --flag=VALUE.\n"
                  "Without --datadir, commands use $NIGHTSHIFT_DATADIR, else\n"
                  "$XDG_DATA_HOME/nightshift (~/.local/share/nightshift).\n");
@@ -100,27 +104,63 @@ static void s_split_free(char **args, char **names)
     free(args);
 }
 
+/* `help` lists the commands; `help CMD` is `CMD --help`. */
+static int s_help(int argc, char **argv)
+{
+    if (argc < 3) {
+        s_usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0 ||
+        strcmp(argv[2], "help") == 0) {
+        fputs("usage: nightshift help [COMMAND]\n"
+              "\n"
+              "With COMMAND: describe it, as `nightshift COMMAND --help` "
+              "does.\n"
+              "Alone: list the commands.\n",
+              stdout);
+        return 0;
+    }
+    if (argc > 3) {
+        fprintf(stderr, "nightshift help: one command at a time "
+                        "(usage: nightshift help [COMMAND])\n");
+        return 2;
+    }
+    for (size_t i = 0; i < N_CMDS; i++) {
+        if (s_cmds[i].fn && strcmp(argv[2], s_cmds[i].name) == 0) {
+            char help[] = "--help";
+            char *args[] = {argv[2], help, NULL};
+            return s_cmds[i].fn(2, args);
+        }
+    }
+    fprintf(stderr, "nightshift help: unknown command '%s'\n\n", argv[2]);
+    s_usage(stderr);
+    return 2;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
         s_usage(stderr);
         return 2;
     }
-    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
-        strcmp(argv[1], "help") == 0) {
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         s_usage(stdout);
         return 0;
     }
+    if (strcmp(argv[1], "help") == 0)
+        return s_help(argc, argv);
     if (strcmp(argv[1], "--version") == 0) {
-        printf("nightshift %s\n", NS_VERSION_STRING);
+        printf("nightshift %s (%s, %s)\n", NS_VERSION_STRING, ns_build_revision,
+               ns_build_type);
         return 0;
     }
     if (sodium_init() < 0) {
         fprintf(stderr, "nightshift: libsodium failed to initialise\n");
         return 1;
     }
-    for (size_t i = 0; i < sizeof s_cmds / sizeof s_cmds[0]; i++) {
-        if (strcmp(argv[1], s_cmds[i].name) != 0)
+    for (size_t i = 0; i < N_CMDS; i++) {
+        if (!s_cmds[i].fn || strcmp(argv[1], s_cmds[i].name) != 0)
             continue;
         if (s_cmds[i].fn == ns_cmd_worker) /* internal: its own protocol */
             return s_cmds[i].fn(argc - 1, argv + 1);

@@ -55,6 +55,9 @@ int ns_node_opts_parse(int argc, char **argv, ns_node_opts_t *o, char *err,
         } else if (strcmp(a, "--debug") == 0) {
             VALUE();
             o->debug = v;
+        } else if (strcmp(a, "--log-file") == 0) {
+            VALUE();
+            o->log_file = v;
         } else if (strcmp(a, "--fault") == 0) {
             VALUE();
             o->fault = v;
@@ -121,5 +124,21 @@ int ns_node_config(const ns_node_opts_t *o, ns_config_t *cfg, char *err,
     if (o->debug &&
         ns_config_set(cfg, "log", "debug", o->debug, err, errlen) != NS_OK)
         return NS_ERR_CONFIG;
+    if (o->log_file) {
+        /* the flag's path is the shell's: relative to the working
+         * directory (a setting's is relative to the datadir) */
+        char abs[PATH_MAX], cwd[PATH_MAX];
+        const char *file = o->log_file;
+        if (file[0] && file[0] != '/') {
+            if (!getcwd(cwd, sizeof cwd) ||
+                ns_path_join(abs, sizeof abs, cwd, file) != NS_OK) {
+                snprintf(err, errlen, "--log-file %s: path too long", file);
+                return NS_ERR_CONFIG;
+            }
+            file = abs;
+        }
+        if (ns_config_set(cfg, "log", "file", file, err, errlen) != NS_OK)
+            return NS_ERR_CONFIG;
+    }
     return NS_OK;
 }

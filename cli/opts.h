@@ -18,7 +18,8 @@ typedef struct {
     int n_sets;
     const char *log_level;
     const char *debug;
-    const char *fault; /* node only: test networks' fault injection */
+    const char *log_file; /* node only: log.file */
+    const char *fault;    /* node only: test networks' fault injection */
     int json;
 } ns_node_opts_t;
 

@@ -59,6 +59,9 @@ const ns_config_key_t ns_config_keys[] = {
     {"ledger", "map_size", "LMDB map: the most the ledger holds, bytes"},
     {"log", "level", "error|warn|info|debug"},
     {"log", "debug", "modules with debug lines (net,peers,gossip,...)"},
+    {"log", "file",
+     "append lines to this file, reopened on SIGHUP (empty: "
+     "stderr)"},
     {"jobs", "retention_days",
      "settled/cancelled jobs' directories kept this many days"},
     {"jobs", "max_bytes", "settled/cancelled jobs kept under this, bytes"},
@@ -87,6 +90,8 @@ int ns_config_get(const ns_config_t *cfg, const char *section, const char *key,
         s = cfg->log_level <= NS_LOG_DEBUG ? lv[cfg->log_level] : "?";
     else if (KEY("log", "debug"))
         s = cfg->log_debug;
+    else if (KEY("log", "file"))
+        s = cfg->log_file;
     else if (KEY("node", "http"))
         s = cfg->http;
     else if (KEY("node", "http_public"))
@@ -277,6 +282,17 @@ int ns_config_set(ns_config_t *cfg, const char *section, const char *key,
         rc = ns_log_parse_level(value, &cfg->log_level) == NS_OK
                  ? NS_OK
                  : NS_ERR_CONFIG;
+    } else if (KEY("log", "file")) {
+        /* a path; no control characters (one line in config.ini) and no
+         * ';' (a comment there) */
+        size_t n = strlen(value);
+        bool ok = n < sizeof cfg->log_file && !strchr(value, ';');
+        for (size_t i = 0; ok && i < n; i++)
+            ok = (unsigned char)value[i] >= 0x20 && value[i] != 0x7f;
+        if (!ok)
+            rc = NS_ERR_CONFIG;
+        else
+            snprintf(cfg->log_file, sizeof cfg->log_file, "%s", value);
     } else if (KEY("log", "debug")) {
         uint32_t saved = ns_log_debug_mask;
         if (strlen(value) >= sizeof cfg->log_debug ||
@@ -392,11 +408,14 @@ int ns_config_write(const ns_config_t *cfg, const char *path)
     if (cfg->ledger_map_bytes != def.ledger_map_bytes)
         PUT("[ledger]\nmap_size = %llu\n",
             (unsigned long long)cfg->ledger_map_bytes);
-    if (cfg->log_level != def.log_level || cfg->log_debug[0]) {
+    if (cfg->log_level != def.log_level || cfg->log_debug[0] ||
+        cfg->log_file[0]) {
         static const char *const lv[] = {"error", "warn", "info", "debug"};
         PUT("[log]\nlevel = %s\n", lv[cfg->log_level]);
         if (cfg->log_debug[0])
             PUT("debug = %s\n", cfg->log_debug);
+        if (cfg->log_file[0])
+            PUT("file = %s\n", cfg->log_file);
     }
     if (cfg->jobs_retention_days != def.jobs_retention_days ||
         cfg->jobs_max_bytes != def.jobs_max_bytes) {

@@ -16,9 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define S_N_FIELDS 14  /* elements of the encoded descriptor */
-#define S_TAG_F32 0xca /* msgpack float 32 */
-#define S_TAG_F64 0xcb /* msgpack float 64 */
+#define S_N_FIELDS 14       /* elements of the encoded descriptor */
+#define S_N_FIELDS_SHARD 17 /* ... of a shard's (version 2) */
+#define S_TAG_F32 0xca      /* msgpack float 32 */
+#define S_TAG_F64 0xcb      /* msgpack float 64 */
 
 /* ---- small helpers ------------------------------------------------------ */
 
@@ -527,6 +528,54 @@ static int s_check_args(const ns_job_t *job, char *err, size_t errlen)
     return NS_OK;
 }
 
+/* Units along dimension d of the grid; the NDRange is valid. */
+static uint64_t s_extent(const ns_job_t *job, uint32_t d)
+{
+    if (d >= job->dims)
+        return 1;
+    return job->local[d] ? job->global[d] / job->local[d] : job->global[d];
+}
+
+/* Rows: units along the shard dimension. */
+static uint64_t s_rows(const ns_job_t *job)
+{
+    return s_extent(job, job->shard_dim);
+}
+
+/* Units before dimension d in the numbering (x fastest). */
+static uint64_t s_stride(const ns_job_t *job, uint32_t d)
+{
+    uint64_t st = 1;
+    for (uint32_t e = 0; e < d; e++)
+        st *= s_extent(job, e);
+    return st;
+}
+
+static int s_check_shard(const ns_job_t *job, char *err, size_t errlen)
+{
+    if (job->shard_rows == 0) {
+        if (job->shard_first != 0 || job->shard_dim != 0)
+            return s_fail(NS_ERR_INVAL, err, errlen,
+                          "shard_first = %llu, shard_dim = %u without "
+                          "shard_rows",
+                          (unsigned long long)job->shard_first, job->shard_dim);
+        return NS_OK;
+    }
+    if (job->shard_dim >= job->dims)
+        return s_fail(NS_ERR_INVAL, err, errlen,
+                      "shard_dim = %u: must be below dims = %u", job->shard_dim,
+                      job->dims);
+    uint64_t rows = s_rows(job);
+    if (job->shard_first >= rows || job->shard_rows > rows - job->shard_first)
+        return s_fail(
+            NS_ERR_INVAL, err, errlen,
+            "shard rows %llu..%llu: the job has %llu rows",
+            (unsigned long long)job->shard_first,
+            (unsigned long long)(job->shard_first + job->shard_rows - 1),
+            (unsigned long long)rows);
+    return NS_OK;
+}
+
 int ns_job_validate(const ns_job_t *job, char *err, size_t errlen)
 {
     uint64_t n_units = 0;
@@ -541,6 +590,8 @@ int ns_job_validate(const ns_job_t *job, char *err, size_t errlen)
         rc = s_check_ndrange(job, &n_units, err, errlen);
     if (rc == NS_OK)
         rc = s_check_args(job, err, errlen);
+    if (rc == NS_OK)
+        rc = s_check_shard(job, err, errlen);
     if (rc == NS_OK && job->checks > NS_MAX_CHECKS)
         rc = s_fail(NS_ERR_TOOBIG, err, errlen,
                     "checks = %u: over the cap of %d", job->checks,
@@ -554,6 +605,104 @@ uint64_t ns_job_units(const ns_job_t *job)
 {
     uint64_t n = 0;
     return s_check_ndrange(job, &n, NULL, 0) == NS_OK ? n : 0;
+}
+
+uint64_t ns_job_rows(const ns_job_t *job)
+{
+    return ns_job_units(job) ? s_rows(job) : 0;
+}
+
+uint64_t ns_job_shard_units(const ns_job_t *job)
+{
+    uint64_t n = ns_job_units(job);
+    if (n == 0 || job->shard_rows == 0)
+        return n;
+    return n / s_rows(job) * job->shard_rows;
+}
+
+uint64_t ns_job_shard_unit(const ns_job_t *job, uint64_t i)
+{
+    if (job->shard_rows == 0)
+        return i;
+    /* i numbers the shard's sub-grid (x fastest): split it around the
+     * shard dimension, move the row, join again in the whole grid */
+    uint64_t st = s_stride(job, job->shard_dim);
+    uint64_t below = i % st, rest = i / st;
+    uint64_t row = rest % job->shard_rows, above = rest / job->shard_rows;
+    return (above * s_rows(job) + job->shard_first + row) * st + below;
+}
+
+uint64_t ns_job_unit_row(const ns_job_t *job, uint64_t u)
+{
+    return u / s_stride(job, job->shard_dim) % s_rows(job);
+}
+
+bool ns_job_unit_in_shard(const ns_job_t *job, uint64_t u)
+{
+    if (ns_job_rows(job) == 0 || u >= ns_job_units(job))
+        return false;
+    if (job->shard_rows == 0)
+        return true;
+    uint64_t row = ns_job_unit_row(job, u);
+    return row >= job->shard_first && row - job->shard_first < job->shard_rows;
+}
+
+int ns_job_shardable(const ns_job_t *job, uint32_t n, uint32_t dim, char *err,
+                     size_t errlen)
+{
+    if (job->shard_rows)
+        return s_fail(NS_ERR_INVAL, err, errlen, "the job is a shard already");
+    if (ns_job_units(job) == 0 || dim >= job->dims)
+        return s_fail(NS_ERR_INVAL, err, errlen,
+                      "no dimension %u to cut into shards", dim);
+    uint64_t rows = s_extent(job, dim);
+    if (n < 1 || n > NS_MAX_SHARDS)
+        return s_fail(NS_ERR_TOOBIG, err, errlen, "shards = %u: must be 1..%d",
+                      n, NS_MAX_SHARDS);
+    if (n > rows)
+        return s_fail(NS_ERR_INVAL, err, errlen,
+                      "shards = %u: more shards than rows (global[%u]%s = "
+                      "%llu rows)",
+                      n, dim, job->local[dim] ? " / local" : "",
+                      (unsigned long long)rows);
+    for (uint32_t k = 0; k < job->n_args; k++)
+        if (job->args[k].kind == NS_ARG_OUT && job->args[k].size % rows)
+            return s_fail(NS_ERR_INVAL, err, errlen,
+                          "arg %u (out): %llu bytes is not a multiple of the "
+                          "%llu rows along global[%u], so it cannot be cut "
+                          "into shards",
+                          k, (unsigned long long)job->args[k].size,
+                          (unsigned long long)rows, dim);
+    if (err && errlen)
+        err[0] = '\0';
+    return NS_OK;
+}
+
+int ns_job_make_shard(ns_job_t *dst, const ns_job_t *src, uint32_t i,
+                      uint32_t n, uint32_t dim)
+{
+    uint64_t rows = s_extent(src, dim);
+    assert(n >= 1 && i < n && rows >= n && dim < src->dims);
+    ns_job_release(dst);
+    *dst = *src;
+    dst->source = NULL;
+    dst->source_len = 0;
+    if (src->source) {
+        int rc = ns_job_set_source(dst, src->source, src->source_len);
+        if (rc != NS_OK) {
+            ns_job_init(dst);
+            return rc;
+        }
+        memcpy(dst->source_hash, src->source_hash, NS_HASH_BYTES);
+    }
+    /* rows * (i + 1) <= 2^32 * 64: no overflow */
+    dst->shard_dim = dim;
+    dst->shard_first = rows * i / n;
+    dst->shard_rows = rows * (i + 1) / n - dst->shard_first;
+    /* the estimate follows the share of the work */
+    dst->work_estimate = (uint64_t)((double)src->work_estimate *
+                                    (double)dst->shard_rows / (double)rows);
+    return NS_OK;
 }
 
 uint64_t ns_job_items(const ns_job_t *job)
@@ -670,8 +819,9 @@ void ns_job_pack(msgpack_packer *pk, const ns_job_t *job)
     bool has_local = false;
     for (uint32_t d = 0; d < job->dims; d++)
         has_local = has_local || job->local[d] != 0;
-    msgpack_pack_array(pk, S_N_FIELDS);
-    msgpack_pack_uint8(pk, NS_JOB_VERSION);
+    bool shard = job->shard_rows != 0;
+    msgpack_pack_array(pk, shard ? S_N_FIELDS_SHARD : S_N_FIELDS);
+    msgpack_pack_uint8(pk, shard ? NS_JOB_VERSION_SHARD : NS_JOB_VERSION);
     s_pack_strn(pk, job->builtin, sizeof job->builtin);
     msgpack_pack_bin(pk, job->source_len);
     if (job->source_len)
@@ -693,6 +843,11 @@ void ns_job_pack(msgpack_packer *pk, const ns_job_t *job)
     msgpack_pack_uint8(pk, job->item_kind);
     msgpack_pack_uint32(pk, job->checks);
     msgpack_pack_uint64(pk, job->work_estimate);
+    if (shard) {
+        msgpack_pack_uint32(pk, job->shard_dim);
+        msgpack_pack_uint64(pk, job->shard_first);
+        msgpack_pack_uint64(pk, job->shard_rows);
+    }
 }
 
 /* Reading: the field being read, for the error line. */
@@ -853,9 +1008,11 @@ int ns_job_read(ns_mpr_t *r, ns_job_t *job, char *err, size_t errlen)
         s_rd_fail(&c, NS_ERR_TYPE);
     s_at(&c, "version", 0);
     /* the version decides the layout: check it before anything else */
-    if (ns_mpr_uint(r, &version) == NS_OK && version != NS_JOB_VERSION)
+    if (ns_mpr_uint(r, &version) == NS_OK && version != NS_JOB_VERSION &&
+        version != NS_JOB_VERSION_SHARD)
         s_rd_fail(&c, NS_ERR_VERSION);
-    if (r->err == NS_OK && n != S_N_FIELDS)
+    if (r->err == NS_OK &&
+        n != (version == NS_JOB_VERSION ? S_N_FIELDS : S_N_FIELDS_SHARD))
         s_rd_fail(&c, NS_ERR_TYPE);
     s_at(&c, "builtin", 0);
     ns_mpr_str(r, job->builtin, NS_MAX_BUILTIN);
@@ -893,6 +1050,16 @@ int ns_job_read(ns_mpr_t *r, ns_job_t *job, char *err, size_t errlen)
     ns_mpr_u32(r, &job->checks);
     s_at(&c, "work_estimate", 0);
     ns_mpr_uint(r, &job->work_estimate);
+    if (version == NS_JOB_VERSION_SHARD && r->err == NS_OK) {
+        s_at(&c, "shard_dim", 0);
+        ns_mpr_u32(r, &job->shard_dim);
+        s_at(&c, "shard_first", 0);
+        ns_mpr_uint(r, &job->shard_first);
+        s_at(&c, "shard_rows", 0);
+        /* version 2 is a shard: rows >= 1 (else the canonical check
+         * fails, as version 1 would be written) */
+        ns_mpr_uint(r, &job->shard_rows);
+    }
     if (r->err != NS_OK) {
         rc = s_fail(r->err, err, errlen, "job descriptor: %s: %s", c.what,
                     ns_strerror(r->err));

@@ -343,7 +343,8 @@ int ns_preflight_sample(ns_runner_t *r, const ns_job_t *job,
     uint32_t timed = 0;
     if (unit_run_ns)
         *unit_run_ns = 0;
-    uint64_t n = ns_job_units(job);
+    uint64_t n = ns_job_shard_units(job); /* a shard samples its own */
+    uint64_t rows = ns_job_rows(job);
     if (n == 0)
         return NS_ERR_INVAL;
     if (k > S_SAMPLE_MAX)
@@ -375,7 +376,8 @@ int ns_preflight_sample(ns_runner_t *r, const ns_job_t *job,
         if (zero.out[i] && !(owner[i] = calloc(1, job->args[i].size)))
             rc = NS_ERR_NOMEM;
     for (uint32_t s = 0; s < k && rc == NS_OK; s++) {
-        uint64_t unit = k == 1 ? 0 : (n - 1) * s / (k - 1);
+        uint64_t unit =
+            ns_job_shard_unit(job, k == 1 ? 0 : (n - 1) * s / (k - 1));
         s_fill(job, &zero, 0x00);
         s_fill(job, &again, 0x00);
         s_fill(job, &ones, 0xFF);
@@ -430,14 +432,35 @@ int ns_preflight_sample(ns_runner_t *r, const ns_job_t *job,
                 if (zero.out[i][p] != ones.out[i][p] ||
                     ones.out[i][p] != mid.out[i][p])
                     continue;
+                uint64_t size = job->args[i].size,
+                         row = ns_job_unit_row(job, unit);
+                if (job->shard_rows &&
+                    (p < size * row / rows || p >= size * (row + 1) / rows)) {
+                    ns_cl_errf(
+                        err, errlen,
+                        "unit %llu of kernel '%s' (row %llu) writes "
+                        "byte %llu of argument %u, outside its row's "
+                        "slice (bytes %llu..%llu): a job cut into "
+                        "shards needs each row's outputs (row = the "
+                        "unit's index along global[%u]) in its own "
+                        "slice of every output",
+                        (unsigned long long)unit, job->entry,
+                        (unsigned long long)row, (unsigned long long)p, i,
+                        (unsigned long long)(size * row / rows),
+                        (unsigned long long)(size * (row + 1) / rows - 1),
+                        job->shard_dim);
+                    rc = NS_ERR_INVAL;
+                    break;
+                }
                 if (owner[i][p]) {
                     ns_cl_errf(
                         err, errlen,
                         "units %llu and %llu of kernel '%s' both write byte "
                         "%llu of argument %u: in the full launch they race, "
                         "so the result is not defined",
-                        (unsigned long long)((n - 1) * (owner[i][p] - 1) /
-                                             (k > 1 ? k - 1 : 1)),
+                        (unsigned long long)ns_job_shard_unit(
+                            job,
+                            (n - 1) * (owner[i][p] - 1) / (k > 1 ? k - 1 : 1)),
                         (unsigned long long)unit, job->entry,
                         (unsigned long long)p, i);
                     rc = NS_ERR_INVAL;

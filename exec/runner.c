@@ -921,7 +921,10 @@ int ns_runner_run(ns_runner_t *r, const ns_job_t *job, const ns_input_t *inputs,
     memset(&c, 0, sizeof c);
     if (err && errlen)
         err[0] = '\0';
-    int rc = s_prepare(r, job, inputs, false, &tt, err, errlen);
+    /* A shard runs its rows from the re-run build, at an offset, on
+     * outputs that start as zeros (job.h, "Shards"). */
+    bool shard = job->shard_rows != 0;
+    int rc = s_prepare(r, job, inputs, shard, &tt, err, errlen);
     if (rc != NS_OK)
         goto out;
     rc = s_check_outputs(job, outputs, err, errlen);
@@ -930,7 +933,10 @@ int ns_runner_run(ns_runner_t *r, const ns_job_t *job, const ns_input_t *inputs,
     rc = s_kernel(r, job, &c, err, errlen);
     if (rc != NS_OK)
         goto out;
-    rc = s_buffers(r, job, inputs, outputs, false, &c, &tt, err, errlen);
+    for (uint32_t i = 0; shard && i < job->n_args; i++)
+        if (job->args[i].kind == NS_ARG_OUT)
+            memset(outputs[i], 0, (size_t)job->args[i].size);
+    rc = s_buffers(r, job, inputs, outputs, shard, &c, &tt, err, errlen);
     if (rc != NS_OK)
         goto out;
 
@@ -939,13 +945,20 @@ int ns_runner_run(ns_runner_t *r, const ns_job_t *job, const ns_input_t *inputs,
         rc = NS_ERR_NOMEM;
         goto out;
     }
+    size_t offset[3] = {0, 0, 0};
     for (uint32_t d = 0; d < job->dims; d++) {
         global[d] = (size_t)job->global[d];
         local[d] = (size_t)job->local[d];
     }
-    e = clEnqueueNDRangeKernel(r->queue, c.kernel, job->dims, NULL, global,
-                               s_has_local(job) ? local : NULL, 0, NULL,
-                               &c.events[c.n_events++]);
+    if (shard) {
+        uint32_t d = job->shard_dim;
+        size_t row = s_has_local(job) ? local[d] : 1;
+        offset[d] = (size_t)job->shard_first * row;
+        global[d] = (size_t)job->shard_rows * row;
+    }
+    e = clEnqueueNDRangeKernel(
+        r->queue, c.kernel, job->dims, shard ? offset : NULL, global,
+        s_has_local(job) ? local : NULL, 0, NULL, &c.events[c.n_events++]);
     if (e != CL_SUCCESS) {
         rc = ns_cl_fail(err, errlen, "clEnqueueNDRangeKernel", e);
         goto out;

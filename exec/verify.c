@@ -604,9 +604,11 @@ int ns_spot_check(ns_runner_t *r, const ns_job_t *job, const ns_hash_t job_id,
         rc = NS_ERR_PROOF;
         goto out;
     }
+    /* a shard's units only (all of them for a whole job) */
+    uint64_t pool = ns_job_shard_units(job);
     uint32_t n = k;
-    if ((uint64_t)n > l.n_units)
-        n = (uint32_t)l.n_units;
+    if ((uint64_t)n > pool)
+        n = (uint32_t)pool;
     if (n == 0)
         goto out;
     units = malloc((size_t)n * sizeof *units);
@@ -615,7 +617,9 @@ int ns_spot_check(ns_runner_t *r, const ns_job_t *job, const ns_hash_t job_id,
         snprintf(err, errlen, "out of memory for %u checks", n);
         goto out;
     }
-    ns_challenge_draw(root, secret, l.n_units, n, units);
+    ns_challenge_draw(root, secret, pool, n, units);
+    for (uint32_t j = 0; j < n; j++)
+        units[j] = ns_job_shard_unit(job, units[j]);
 
     /* One batch on a copy of the claim: what changes was written by a
      * drawn unit with a value other than the claim. */
@@ -704,7 +708,8 @@ static int s_proof_shape(const ns_fraud_proof_t *p, uint64_t *chunk_off,
 {
     const ns_job_t *job = &p->job;
     if (p->n_units != ns_job_units(job) || p->unit >= p->n_units ||
-        p->arg >= job->n_args || job->args[p->arg].kind != NS_ARG_OUT ||
+        !ns_job_unit_in_shard(job, p->unit) || p->arg >= job->n_args ||
+        job->args[p->arg].kind != NS_ARG_OUT ||
         p->pos >= job->args[p->arg].size ||
         ns_commit_leaf_index(job, p->arg, p->pos, leaf) != NS_OK)
         return NS_ERR_INVAL;

@@ -5,6 +5,10 @@
  * NDRange: global (N / 64, M), N a multiple of 64; local (1, L) with L
  *   dividing M (64 to 256 suit PoCL: taller groups copy B fewer times).
  *   Any local size gives the same bytes.
+ * Batched (--entry sgemm_batched): BATCH products C[b] = A[b] * B[b] in
+ *   one job: A (in, BATCH x M x K), B (in, BATCH x K x N), C (out, BATCH x
+ *   M x N), uint M, N, K; NDRange (N / 64, M, BATCH), local (1, L, 1);
+ *   each product is exactly sgemm's, and shards cut along the batch.
  * Item: one work-item = one row segment C[row][64x .. 64x + 63],
  *   item_bytes 256; item x + (N / 64) * row owns bytes [256 * item,
  *   256 * (item + 1)) of C, which is where that segment lies in row-major C.
@@ -27,10 +31,10 @@
 
 #define NS_SG_PANEL 512 /* float16 vectors of B in local memory (32 KB) */
 
-__kernel void sgemm(__global const float *A, __global const float *B,
-                    __global float *C, const uint M, const uint N, const uint K)
+static inline void ns_sgemm(__global const float *A, __global const float *B,
+                            __global float *C, const uint M, const uint N,
+                            const uint K, __local float16 *panel)
 {
-    __local float16 panel[NS_SG_PANEL];
     uint lx = (uint)get_local_size(0);
     uint lsize = lx * (uint)get_local_size(1);
     uint lid = (uint)(get_local_id(1) * lx + get_local_id(0));
@@ -125,4 +129,21 @@ __kernel void sgemm(__global const float *A, __global const float *B,
     vstore16(c1, 1, o);
     vstore16(c2, 2, o);
     vstore16(c3, 3, o);
+}
+
+__kernel void sgemm(__global const float *A, __global const float *B,
+                    __global float *C, const uint M, const uint N, const uint K)
+{
+    __local float16 panel[NS_SG_PANEL];
+    ns_sgemm(A, B, C, M, N, K, panel);
+}
+
+/* sgemm_batched: matrix b is global id 2 (see the top). */
+__kernel void sgemm_batched(__global const float *A, __global const float *B,
+                            __global float *C, const uint M, const uint N,
+                            const uint K)
+{
+    __local float16 panel[NS_SG_PANEL];
+    size_t b = get_global_id(2);
+    ns_sgemm(A + b * M * K, B + b * K * N, C + b * M * N, M, N, K, panel);
 }

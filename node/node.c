@@ -17,6 +17,7 @@
 #include "nightshift/ledger_sync.h"
 #include "nightshift/log.h"
 #include "nightshift/loop.h"
+#include "nightshift/money.h"
 #include "nightshift/policy.h"
 #include "nightshift/preflight.h"
 #include "nightshift/slash.h"
@@ -55,6 +56,7 @@ struct ns_node {
     ns_blobs_t *blobs;       /* inputs by hash: <datadir>/blobs */
     ns_content_t *content;   /* blobs wanted from peers */
     ns_verified_t *verified; /* challenge verdicts (verified.h) */
+    ns_money_t *money;       /* logs what the market does to our money */
     struct s_wfd {           /* the provider's workers, polled */
         ns_node_t *n;
         uint32_t i;
@@ -119,8 +121,7 @@ static int s_io_dial(void *u, const uint8_t peer[NS_ID_BYTES],
 static int s_io_append(void *u, uint8_t type, const ns_entry_body_t *b,
                        ns_hash_t id)
 {
-    ns_node_t *n = u;
-    return ns_ledger_sync_append(n->sync, n->me, type, b, true, id);
+    return ns_node_append(u, type, b, id);
 }
 
 static void s_io_set_offer(void *u, uint64_t stake, uint32_t free_slots)
@@ -276,6 +277,7 @@ static void s_on_blob(void *user, const ns_hash_t id)
 static void s_on_claim_tick(void *user, uint64_t now)
 {
     ns_node_t *n = user;
+    ns_money_watch(n->money); /* before the claim takes the credits in */
     ns_provider_claim(n->provider);
     if (!n->tick_id) /* the slow path: bid expiry, retention, warm-up */
         s_on_provider_tick(n, now);
@@ -438,6 +440,9 @@ static int s_start_market(ns_node_t *n, char *err, size_t errlen)
     n->slash_ctx.content = n->content;
     ns_ledger_set_verifier(n->ledger, ns_slash_verify, &n->slash_ctx);
     ns_ledger_set_claim_delay(n->ledger, NS_POLICY_CLAIM_DELAY_MS);
+    if (!(n->money = ns_money_new(n->ledger, n->genesis.network_id,
+                                  ns_identity_pk(n->me))))
+        return s_err(err, errlen, "out of memory");
     if ((rc = ns_p2p_register(n->p2p, NS_MSG_MKT_JOB, true, s_on_market, n)) ||
         (rc = ns_p2p_register(n->p2p, NS_MSG_MKT_BID, false, s_on_market, n)) ||
         (rc = ns_p2p_register(n->p2p, NS_MSG_MKT_AWARDED, false, s_on_market,
@@ -607,6 +612,7 @@ void ns_node_close(ns_node_t **np)
     ns_content_destroy(&n->content);
     ns_blobs_close(&n->blobs);
     ns_verified_close(&n->verified);
+    ns_money_destroy(&n->money);
     ns_ledger_sync_destroy(&n->sync);
     ns_p2p_destroy(&n->p2p);
     ns_runner_destroy(&n->runner);
@@ -630,6 +636,10 @@ int ns_node_run(ns_node_t *n)
                 ns_p2p_address(n->p2p), n->genesis.name, net, n->n_devs,
                 (int)getpid());
     }
+    /* a light peer runs again for its next requesters (a pipeline's
+     * next step) once the last ones finished and stopped it */
+    if (n->c.light)
+        n->stop = 0;
     return ns_p2p_run(n->p2p, &n->stop);
 }
 
@@ -845,7 +855,10 @@ const char *ns_node_datadir(const ns_node_t *n)
 int ns_node_append(ns_node_t *n, uint8_t type, const ns_entry_body_t *b,
                    ns_hash_t id)
 {
-    return ns_ledger_sync_append(n->sync, n->me, type, b, true, id);
+    int rc = ns_ledger_sync_append(n->sync, n->me, type, b, true, id);
+    if (rc == NS_OK)
+        ns_money_own(n->money, type, b, id);
+    return rc;
 }
 
 /* The node's own ledger account: what it holds and earned with. */

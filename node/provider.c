@@ -1010,6 +1010,9 @@ ns_provider_t *ns_provider_new(const ns_provider_opts_t *o,
         p->n_workers = 1;
     if (p->n_workers > NS_POLICY_MAX_WORKERS)
         p->n_workers = NS_POLICY_MAX_WORKERS;
+    /* What the ledger held of us at start: a slash or penalty after this
+     * is logged (s_watch_account), even before the first claim tick. */
+    s_watch_account(p);
     /* Stake what the settings ask, from free credits. */
     ns_account_t a;
     if (o->cfg->stake && ns_ledger_account(o->ledger, p->self, &a) == NS_OK &&
@@ -1020,9 +1023,9 @@ ns_provider_t *ns_provider_new(const ns_provider_opts_t *o,
         b.amount = o->cfg->stake - a.staked;
         if (b.amount > a.free)
             b.amount = a.free;
-        if (b.amount && io->append(io->user, NS_ENTRY_STAKE, &b, id) == NS_OK)
-            ns_info(NS_MOD_MARKET, "event=staked amount=%llu",
-                    (unsigned long long)b.amount);
+        /* logged by node/money.c (event=stake) */
+        if (b.amount)
+            (void)io->append(io->user, NS_ENTRY_STAKE, &b, id);
     }
     s_update_offer(p);
     return p;

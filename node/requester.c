@@ -54,6 +54,7 @@ struct ns_requester {
     bool slash_by_ref;     /* a SLASH whose inputs peers fetch from us */
     ns_challenger_t chal;  /* the winner's hardware challenge */
     ns_bid_t chal_bid;     /* the bid that wins if it passes */
+    bool chal_waiting;     /* for the node's challenge lease (said once) */
     uint64_t done_wait_ms; /* since when we wait for them to */
     ns_receipt_t rc;
 };
@@ -104,6 +105,8 @@ static void s_fail(ns_requester_t *q, const char *fmt, ...)
     vsnprintf(q->rc.error, sizeof q->rc.error, fmt, ap);
     va_end(ap);
     s_phase(q, NS_RQ_FAILED);
+    if (q->o.verified) /* a challenge it had in flight ends here */
+        ns_verified_chal_give(q->o.verified, q);
     /* a light peer whose SLASH's inputs peers still fetch from it waits
      * for them in the tick (s_inputs_taken) */
     if (!q->slash_by_ref)
@@ -586,6 +589,16 @@ static int s_vet(ns_requester_t *q, const ns_bid_t *bid, uint64_t now)
     q->io->visit_peers(q->io->user, s_find_claim, &c);
     if (!c.found)
         return 1; /* no heartbeat: no claim to hold it to */
+    /* one challenge at a time in this node (verified.h): wait our turn */
+    if (!ns_verified_chal_take(q->o.verified, q, wall,
+                               NS_POLICY_CHAL_LEASE_MS)) {
+        if (!q->chal_waiting)
+            s_say(q, "waiting for another hardware challenge of this node "
+                     "to end");
+        q->chal_waiting = true;
+        return 2;
+    }
+    q->chal_waiting = false;
     uint64_t label = q->o.reqs.min_mem_bytes / 4;
     double by_rate = c.claim.gbps * 1e9 * NS_POLICY_CHAL_LABEL_MS / 1000.0;
     if (by_rate > (double)label)
@@ -600,6 +613,7 @@ static int s_vet(ns_requester_t *q, const ns_bid_t *bid, uint64_t now)
                                 ? q->o.chal_allowance_ms
                                 : NS_POLICY_CHAL_ALLOWANCE_MS,
                             now) != NS_OK) {
+        ns_verified_chal_give(q->o.verified, q);
         s_note_dropped(q, bid->provider, "could not be challenged");
         return -1;
     }
@@ -667,6 +681,10 @@ static void s_award(ns_requester_t *q)
     }
     s_free_t f = {q, rank};
     q->io->visit_peers(q->io->user, s_mark_free, &f);
+    /* a provider that holds another shard of the job counts as busy */
+    for (uint32_t i = 0; q->o.sibling_holds && i < q->n_bids; i++)
+        if (q->o.sibling_holds(q->o.sibling_user, q->bids[i].provider))
+            rank[i].free = false;
     for (;;) {
         int w =
             ns_auction_pick(q->bids, rank, q->n_bids, q->o.max_price, &q->ann);
@@ -683,7 +701,7 @@ static void s_award(ns_requester_t *q)
         if (v == 1)
             s_award_to(q, &q->bids[w]);
         if (v >= 0)
-            return;
+            return; /* 2: our turn to challenge comes at a later tick */
     }
 }
 
@@ -694,6 +712,7 @@ static void s_challenged(ns_requester_t *q, uint64_t now)
     int v = ns_challenger_tick(&q->chal, q->io, now, why, sizeof why);
     if (v == NS_CHALLENGER_PENDING)
         return;
+    ns_verified_chal_give(q->o.verified, q);
     uint64_t wall = q->io->now_ms(q->io->user);
     char who[NS_ID_SHORT_LEN + 1];
     ns_id_short(who, q->chal_bid.provider);
@@ -808,9 +827,9 @@ static void s_verify(ns_requester_t *q)
         return;
     }
     uint32_t k = ns_job_checks(q->o.job);
+    uint64_t pool = ns_job_shard_units(q->o.job); /* a shard's own */
     s_say(q, "outputs received; checking %u random units of %llu",
-          k < q->n_items ? k : (uint32_t)q->n_items,
-          (unsigned long long)q->n_items);
+          k < pool ? k : (uint32_t)pool, (unsigned long long)pool);
     randombytes_buf(q->secret, sizeof q->secret);
     int rc = ns_spot_check(q->runner, q->o.job, q->o.desc_id, q->o.inputs,
                            q->o.outputs, lj.root, q->secret, k, &q->check, err,
@@ -913,8 +932,8 @@ static void s_post(ns_requester_t *q)
         const ns_device_t *d = ns_runner_device(q->runner);
         double gflops =
             d && d->info.gflops > 0.1 ? d->info.gflops : NS_POLICY_REF_GFLOPS;
-        double flops = (double)unit_ns * 1e-9 * (double)ns_job_units(q->o.job) *
-                       gflops * 1e9;
+        double flops = (double)unit_ns * 1e-9 *
+                       (double)ns_job_shard_units(q->o.job) * gflops * 1e9;
         q->ann.work_flops = flops < 1 ? 1 : (uint64_t)flops;
         s_say(q,
               "work estimate from the pre-flight: %.3g GFLOP (%.1f us a "

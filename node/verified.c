@@ -14,7 +14,25 @@ struct ns_verified {
     char path[PATH_MAX];
     ns_verified_entry_t *e;
     uint32_t n;
+    const void *chal_owner; /* the challenge lease, NULL: free */
+    uint64_t chal_until_ms;
 };
+
+bool ns_verified_chal_take(ns_verified_t *v, const void *owner, uint64_t now_ms,
+                           uint64_t lease_ms)
+{
+    if (v->chal_owner && v->chal_owner != owner && now_ms < v->chal_until_ms)
+        return false;
+    v->chal_owner = owner;
+    v->chal_until_ms = now_ms + lease_ms;
+    return true;
+}
+
+void ns_verified_chal_give(ns_verified_t *v, const void *owner)
+{
+    if (v->chal_owner == owner)
+        v->chal_owner = NULL;
+}
 
 static void s_load(ns_verified_t *v)
 {

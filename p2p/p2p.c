@@ -440,10 +440,11 @@ void ns_p2p_drop(ns_p2p_t *p, ns_link_t *link, int reason,
         if (peer)
             peer->faults += 1.0;
     }
-    if (reason == NS_ERR_REPLAY) {
+    if (reason == NS_ERR_REPLAY || reason == NS_ERR_NOTFOUND) {
         /* a copy that came by another path (an entry through gossip and
-         * sync at once): normal on a healthy network, counted, not a
-         * warning */
+         * sync at once), or a request whose peer is no longer in the
+         * table to be answered (dropped a moment before, after a stall):
+         * normal on a healthy network, counted, not a warning */
         char sendertext[NS_ID_TEXT_LEN + 1] = "-";
         if (sender)
             ns_id_text(sendertext, sender);

@@ -29,13 +29,13 @@ rule "cli packs no market message" cli \
 rule "cli moves no chunks" cli \
     'ns_fetch_(init|add|pump|on_chunk)|ns_transfer_serve|NS_CHUNK_BYTES'
 rule "core includes no upper layer" core \
-    "$(headers 'p2p|loop|ledger|ledger_sync|market|policy|node|node_io|provider|requester|transfer|control|slash|jobdir|runner|worker|verify|challenge|devbench|devices|cl')"
+    "$(headers 'p2p|loop|ledger|ledger_sync|market|policy|node|node_io|provider|requester|transfer|control|slash|jobdir|money|runner|worker|verify|challenge|devbench|devices|cl')"
 rule "exec includes neither p2p, market nor node" exec \
-    "$(headers 'p2p|loop|ledger|ledger_sync|market|policy|node|node_io|provider|requester|transfer|control|slash|jobdir')"
+    "$(headers 'p2p|loop|ledger|ledger_sync|market|policy|node|node_io|provider|requester|transfer|control|slash|jobdir|money')"
 rule "p2p includes neither market, exec nor node" p2p \
-    "$(headers 'ledger|ledger_sync|market|policy|node|node_io|provider|requester|transfer|control|slash|jobdir|runner|worker|verify|challenge|devbench|devices|cl')"
+    "$(headers 'ledger|ledger_sync|market|policy|node|node_io|provider|requester|transfer|control|slash|jobdir|money|runner|worker|verify|challenge|devbench|devices|cl')"
 rule "market includes neither exec nor node" market \
-    "$(headers 'node|node_io|provider|requester|transfer|control|slash|jobdir|runner|worker|verify|challenge|devbench|cl')"
+    "$(headers 'node|node_io|provider|requester|transfer|control|slash|jobdir|money|runner|worker|verify|challenge|devbench|cl')"
 rule "node includes nothing of cli" node '#include "(cli|ctl|opts|jobspec|jobflags)\.h"'
 echo "layering: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

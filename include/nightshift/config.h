@@ -60,6 +60,8 @@ typedef struct {
     uint64_t blob_cache_bytes; /* input_cache_bytes: kept inputs, bytes */
     ns_log_level log_level;
     char log_debug[128];          /* modules with debug lines: "gossip,net" */
+    char log_file[512];           /* [log] file: lines appended here, "" =
+                                     stderr; relative to the datadir */
     uint32_t jobs_retention_days; /* [jobs] retention_days: finished jobs'
                                      directories kept this long */
     uint64_t jobs_max_bytes;      /* [jobs] max_bytes: finished jobs kept

@@ -41,9 +41,11 @@
 #define NS_MAX_LOCAL_BYTES (1024 * 1024)      /* one __local argument */
 #define NS_MAX_CHECKS 4096                    /* spot-checks k */
 #define NS_MAX_ULP (1u << 20)                 /* ULP tolerance */
-#define NS_JOB_DEFAULT_CHECKS 64          /* k when checks = 0 (DESIGN.md) */
-#define NS_JOB_VERSION 1                  /* first element of the encoding */
-#define NS_JOB_DOMAIN "nightshift/job/v1" /* job id domain, no NUL */
+#define NS_JOB_DEFAULT_CHECKS 64 /* k when checks = 0 (DESIGN.md) */
+#define NS_JOB_VERSION 1         /* first element of the encoding */
+#define NS_JOB_VERSION_SHARD 2   /* ... of a shard's (three more fields) */
+#define NS_MAX_SHARDS 64         /* shards of one job */
+#define NS_JOB_DOMAIN "nightshift/job/v1"     /* job id domain, no NUL */
 #define NS_MAX_JOB_MSG (NS_MAX_SOURCE + 8192) /* encoded descriptor */
 
 typedef enum {
@@ -105,6 +107,12 @@ typedef struct {
                                exactly when local sizes are given */
     uint32_t checks;        /* spot-checks k; 0 = default */
     uint64_t work_estimate; /* requester's estimate, in flops */
+    /* A shard runs only the units whose row (their coordinate along
+     * dimension shard_dim of the unit grid) is in [shard_first,
+     * shard_first + shard_rows); shard_rows 0: the whole job (and
+     * shard_dim 0). See "Shards" below. */
+    uint32_t shard_dim;
+    uint64_t shard_first, shard_rows;
 } ns_job_t;
 
 void ns_job_init(ns_job_t *job);
@@ -146,6 +154,40 @@ int ns_job_validate(const ns_job_t *job, char *err,
  * work-items; 0 when the NDRange is not valid (dims, zero sizes,
  * overflow, local not dividing). */
 uint64_t ns_job_units(const ns_job_t *job);
+/* Shards. The rows of a job are the units' coordinates along dimension
+ * shard_dim (global[d] / local[d] with local sizes, else global[d]). A
+ * shard
+ * (shard_rows > 0) is launched at a global offset of its first row over
+ * its rows only, from the re-run build (runner.h), so every index and
+ * size query returns what it returns in the whole launch; its OUT
+ * buffers start filled with 0x00. Its units keep their numbers in the
+ * whole job (the RESULT's n_units is the whole job's count); spot checks
+ * and fraud proofs draw and accept only units of the shard. Assembly
+ * (the requester's) takes from each shard, for every OUT buffer, the
+ * rows' byte slice [size * first / rows, size * (first + n) / rows): a
+ * shardable job has every OUT size a multiple of its rows, and each row's
+ * units write only inside their row's slice. */
+uint64_t ns_job_rows(const ns_job_t *job);
+/* Units of the shard (all units when not sharded); 0 when not valid. */
+uint64_t ns_job_shard_units(const ns_job_t *job);
+/* The i-th unit of the shard (i < ns_job_shard_units), in the whole job's
+ * numbering, ascending in i. */
+uint64_t ns_job_shard_unit(const ns_job_t *job, uint64_t i);
+/* Unit u's row: its coordinate along the shard dimension. */
+uint64_t ns_job_unit_row(const ns_job_t *job, uint64_t u);
+/* Whether unit u (the whole job's numbering) belongs to the shard. */
+bool ns_job_unit_in_shard(const ns_job_t *job, uint64_t u);
+/* Why a job cannot be cut into n shards along dimension dim (one line
+ * into err; NS_OK when it can): n in 1..NS_MAX_SHARDS and <= its rows
+ * along dim, every OUT size a multiple of those rows, dim < dims, the job
+ * not a shard already. */
+int ns_job_shardable(const ns_job_t *job, uint32_t n, uint32_t dim, char *err,
+                     size_t errlen) NS_MUST_CHECK;
+/* Shard i of n along dim: rows [rows * i / n, rows * (i + 1) / n). dst
+ * must be initialised; it gets a deep copy of src (NS_ERR_NOMEM). */
+int ns_job_make_shard(ns_job_t *dst, const ns_job_t *src, uint32_t i,
+                      uint32_t n, uint32_t dim) NS_MUST_CHECK;
+
 /* The same count under its old name (the RESULT's n_items). */
 uint64_t ns_job_items(const ns_job_t *job);
 /* Work-items: the product of the global sizes; 0 when the NDRange is not

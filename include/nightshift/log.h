@@ -1,7 +1,10 @@
-/* log.h - logfmt lines on stderr, levels and per-module debug switches.
+/* log.h - logfmt lines on stderr (or a file), levels and per-module debug
+ * switches.
  *
  * Every line is `ts=<RFC3339 UTC ms> level=<lvl> mod=<module> <text>` where
  * the caller's text is itself logfmt: `event=peer_dropped id=abc reason=x`.
+ * One event is one line: control characters in the text (a newline in a
+ * value) are written as \n, \r, \t or \xHH.
  * The macros test the level before evaluating their arguments, so a debug
  * line costs one branch when debug is off. Never log secrets or payloads.
  */
@@ -44,6 +47,18 @@ int ns_log_parse_level(const char *s, ns_log_level *out);
 int ns_log_set_debug(const char *list);
 
 const char *ns_log_module_name(ns_log_module mod);
+
+/* Append every line, and whatever else the process writes on stderr, to
+ * the file path (created 0640): it becomes fd 2. NS_ERR_IO (errno set)
+ * when it cannot be opened, NS_ERR_INVAL for an empty or too long path. */
+int ns_log_open_file(const char *path);
+
+/* Open the file of ns_log_open_file again, by its path: after logrotate
+ * renamed it, new lines go to a new file. Async-signal-safe, for a SIGHUP
+ * handler; the next line logged says whether it worked (event=
+ * log_reopened, or event=log_reopen_failed in the old file). Nothing
+ * without a file. */
+void ns_log_reopen(void);
 
 void ns_log_write(ns_log_level level, ns_log_module mod, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

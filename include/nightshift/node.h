@@ -27,7 +27,7 @@
 
 #include <signal.h>
 
-#define NS_NODE_MAX_REQUESTERS 16
+#define NS_NODE_MAX_REQUESTERS 128
 
 typedef struct ns_node ns_node_t;
 

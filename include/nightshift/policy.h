@@ -97,6 +97,9 @@
 #define NS_POLICY_CHAL_LABEL_MS 50
 /* No CHAL_DONE after this long is late, whatever the claim says. */
 #define NS_POLICY_CHAL_MAX_WAIT_MS 10000
+/* One hardware challenge at a time per node (verified.h); a lease not
+ * given back (a requester stopped mid-challenge) expires after this. */
+#define NS_POLICY_CHAL_LEASE_MS (NS_POLICY_CHAL_MAX_WAIT_MS + 2000)
 #define NS_POLICY_CHAL_VALID_MS (24 * 3600 * 1000)
 #define NS_POLICY_CHAL_RETRY_MS (10 * 60 * 1000)
 

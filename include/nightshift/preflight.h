@@ -20,7 +20,9 @@
  *     global atomics across groups, cannot be verified unit by unit), two
  *     runs must write the same bytes (non-determinism: races, uninitialised
  *     memory), and no two units may write the same byte (the full launch
- *     would race). Such kernels are refused with the reason.
+ *     would race). A shard (job.h) samples its own units, and each must
+ *     write only inside its row's slice of every output (assembly takes
+ *     those slices). Such kernels are refused with the reason.
  *
  * Every error is one line in err, as `submit` prints it.
  */

@@ -76,6 +76,11 @@ typedef struct {
      * requesters; NULL: providers are not challenged. */
     struct ns_verified *verified;
     uint32_t chal_allowance_ms; /* 0: NS_POLICY_CHAL_ALLOWANCE_MS */
+    /* Shards of one job run side by side (job.h): whether a provider
+     * holds another shard of it now. Such a provider counts as busy in
+     * the auction, so shards spread over providers. NULL: no siblings. */
+    bool (*sibling_holds)(void *user, const uint8_t provider[NS_ID_BYTES]);
+    void *sibling_user;
     /* Terms. */
     uint64_t max_price;  /* credits of escrow */
     uint64_t collateral; /* credits the provider locks */

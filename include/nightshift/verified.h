@@ -53,6 +53,17 @@ const char *ns_verified_name(uint8_t state); /* "passed", "failed", "-" */
 uint32_t ns_verified_note_failure(ns_verified_t *v,
                                   const uint8_t id[NS_ID_BYTES],
                                   uint64_t now_ms, uint64_t window_ms);
+/* One hardware challenge at a time per node: a challenge is timed, and
+ * several at once (the shards of one job, or many hosted jobs) share the
+ * node's CPU and the network and come out late. A requester takes the
+ * lease before it challenges (false: another challenge is in flight, try
+ * again later) and gives it back with its verdict; a lease not given back
+ * expires after lease_ms (a requester stopped mid-challenge). owner is
+ * any pointer unique to the taker. */
+bool ns_verified_chal_take(ns_verified_t *v, const void *owner, uint64_t now_ms,
+                           uint64_t lease_ms);
+void ns_verified_chal_give(ns_verified_t *v, const void *owner);
+
 /* Failures in the current window (0 when it is over). */
 uint32_t ns_verified_failures(const ns_verified_t *v,
                               const uint8_t id[NS_ID_BYTES], uint64_t now_ms,

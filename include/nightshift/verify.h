@@ -152,8 +152,9 @@ typedef struct {
 
 /* The requester's check given the provider's full outputs: recompute the
  * root (must equal `root`, else NS_ERR_PROOF: the outputs are not the ones
- * committed), draw min(k, n_units) units, re-run them in one batch on a
- * copy of the claim (ns_runner_run_units), compare, and on a mismatch
+ * committed), draw min(k, n_units) units (of the shard: job.h), re-run
+ * them in one batch on a copy of the claim (ns_runner_run_units), compare,
+ * and on a mismatch
  * attribute it to units. NS_OK means the check ran: the verdict is
  * res->mismatched (0 = passed). NS_ERR_TOOBIG for k above NS_MAX_CHECKS;
  * runner errors are returned as they are (the check could not be made).
@@ -203,7 +204,8 @@ void ns_fraud_release(ns_fraud_proof_t *p);
  * ns_job_pack's form and job_id is recomputed from it on read. */
 void ns_fraud_pack(msgpack_packer *pk, const ns_fraud_proof_t *p);
 /* Strict: caps on every length, exact sizes, and the shape checked against
- * the descriptor (n_units = ns_job_units, unit < n_units, arg an OUT
+ * the descriptor (n_units = ns_job_units, unit < n_units and in the
+ * shard, arg an OUT
  * argument, pos inside it, chunk_len = the length of that chunk, depth =
  * the path length of its leaf). On failure p is released. */
 int ns_fraud_read(ns_mpr_t *r, ns_fraud_proof_t *p, char *err,

@@ -397,6 +397,7 @@ static void s_config_equal(const ns_config_t *a, const ns_config_t *b)
     CHECK_EQ_INT(a->relay, b->relay);
     CHECK_EQ_INT(a->log_level, b->log_level);
     CHECK_STR(a->log_debug, b->log_debug);
+    CHECK_STR(a->log_file, b->log_file);
     CHECK_EQ_INT(a->load_price_pct, b->load_price_pct);
     CHECK(a->blob_cache_bytes == b->blob_cache_bytes);
     CHECK_EQ_INT(a->jobs_retention_days, b->jobs_retention_days);
@@ -445,6 +446,7 @@ TEST(write_then_load)
         {"ledger", "map_size", "1048576"},
         {"log", "level", "debug"},
         {"log", "debug", "all"},
+        {"log", "file", "/var/log/nightshift/node log.txt"},
         {"jobs", "retention_days", "0"},
         {"jobs", "max_bytes", "1"},
     };

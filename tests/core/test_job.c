@@ -145,7 +145,8 @@ static bool s_job_eq(const ns_job_t *a, const ns_job_t *b)
         memcmp(a->local, b->local, sizeof a->local) || a->n_args != b->n_args ||
         a->det != b->det || memcmp(&a->tol, &b->tol, sizeof a->tol) ||
         a->item_kind != b->item_kind || a->checks != b->checks ||
-        a->work_estimate != b->work_estimate)
+        a->work_estimate != b->work_estimate || a->shard_dim != b->shard_dim ||
+        a->shard_first != b->shard_first || a->shard_rows != b->shard_rows)
         return false;
     for (uint32_t k = 0; k < a->n_args; k++) {
         const ns_arg_t *x = &a->args[k], *y = &b->args[k];
@@ -938,8 +939,11 @@ TEST(read_strict)
     msgpack_sbuffer_destroy(&sb);
 
     s_mut_t m = right;
-    m.version = 2;
+    m.version = 3;
     READ_BAD(&j, &m, NS_ERR_VERSION, "job descriptor: version:");
+    m = right;
+    m.version = NS_JOB_VERSION_SHARD; /* a shard's, with 14 fields */
+    READ_BAD(&j, &m, NS_ERR_TYPE, "job descriptor: version:");
     m = right;
     m.extra_field = 1;
     READ_BAD(&j, &m, NS_ERR_TYPE, "job descriptor: version:");
@@ -1023,6 +1027,71 @@ TEST(read_strict)
     ns_job_release(&j);
 }
 
+/* ---- shards ------------------------------------------------------------- */
+
+TEST(shards)
+{
+    ns_job_t j, sh;
+    char err[256] = "";
+    s_builtin_job(&j); /* groups: 4 along x, 2 along y */
+    ns_job_init(&sh);
+    CHECK_EQ_INT(ns_job_rows(&j), 4);
+    /* along y (dim 1): 2 rows, so at most 2 shards */
+    CHECK_RC(ns_job_shardable(&j, 2, 1, err, sizeof err), NS_OK);
+    CHECK_RC(ns_job_shardable(&j, 3, 1, err, sizeof err), NS_ERR_INVAL);
+    CHECK_CONTAINS(err, "more shards than rows");
+    CHECK_RC(ns_job_shardable(&j, 65, 0, err, sizeof err), NS_ERR_TOOBIG);
+    CHECK_RC(ns_job_shardable(&j, 2, 2, err, sizeof err), NS_ERR_INVAL);
+    j.args[2].size = 8 * 1024 + 2; /* out: not a multiple of 4 rows */
+    CHECK_RC(ns_job_shardable(&j, 2, 0, err, sizeof err), NS_ERR_INVAL);
+    CHECK_CONTAINS(err, "not a multiple");
+    j.args[2].size = 8 * 1024;
+
+    /* shard 1 of 3 along x: rows [1, 2) of 4; units 1 and 5 */
+    CHECK_RC(ns_job_make_shard(&sh, &j, 1, 3, 0), NS_OK);
+    CHECK_EQ_INT(sh.shard_dim, 0);
+    CHECK_EQ_INT(sh.shard_first, 1);
+    CHECK_EQ_INT(sh.shard_rows, 1);
+    EXPECT_OK(&sh);
+    CHECK_EQ_INT(ns_job_units(&sh), 8);
+    CHECK_EQ_INT(ns_job_shard_units(&sh), 2);
+    CHECK_EQ_INT(ns_job_shard_unit(&sh, 0), 1);
+    CHECK_EQ_INT(ns_job_shard_unit(&sh, 1), 5);
+    for (uint64_t u = 0; u < 9; u++)
+        CHECK(ns_job_unit_in_shard(&sh, u) == (u == 1 || u == 5));
+    s_round_trip(&sh); /* version 2, 17 fields */
+    ns_hash_t a, b;
+    CHECK_RC(ns_job_id(&j, a), NS_OK);
+    CHECK_RC(ns_job_id(&sh, b), NS_OK);
+    CHECK(memcmp(a, b, NS_HASH_BYTES) != 0);
+
+    /* shard 1 of 2 along y: units 4..7, every shard unit maps inside */
+    CHECK_RC(ns_job_make_shard(&sh, &j, 1, 2, 1), NS_OK);
+    CHECK_EQ_INT(ns_job_shard_units(&sh), 4);
+    for (uint64_t i = 0; i < 4; i++) {
+        CHECK_EQ_INT(ns_job_shard_unit(&sh, i), 4 + i);
+        CHECK(ns_job_unit_in_shard(&sh, ns_job_shard_unit(&sh, i)));
+    }
+    s_round_trip(&sh);
+
+    /* a shard's fields are checked */
+    sh.shard_rows = 2; /* rows 1..2 of 2 */
+    EXPECT_BAD(&sh, NS_ERR_INVAL, "the job has 2 rows");
+    sh.shard_rows = 1;
+    sh.shard_dim = 2;
+    EXPECT_BAD(&sh, NS_ERR_INVAL, "shard_dim = 2");
+    j.shard_first = 1; /* without rows */
+    EXPECT_BAD(&j, NS_ERR_INVAL, "without shard_rows");
+    j.shard_first = 0;
+    /* a whole job still packs as version 1 */
+    msgpack_sbuffer sb;
+    CHECK_RC(s_pack(&j, &sb), NS_OK);
+    CHECK_EQ_INT((uint8_t)sb.data[1], NS_JOB_VERSION);
+    msgpack_sbuffer_destroy(&sb);
+    ns_job_release(&sh);
+    ns_job_release(&j);
+}
+
 int main(void)
 {
     if (sodium_init() < 0)
@@ -1038,5 +1107,6 @@ int main(void)
     RUN(validate_options);
     RUN(read_every_prefix_and_flip);
     RUN(read_strict);
+    RUN(shards);
     return ns_test_finish("core_job");
 }

@@ -53,18 +53,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         S_ASSERT(err[0] && strchr(err, '\n') == NULL);
         return 0;
     }
-    S_ASSERT(jf && jf->argc > 0 && jf->argv[jf->argc] == NULL);
-    ns_job_t job;
-    ns_job_init(&job);
-    const char *in[NS_MAX_ARGS] = {0}, *out[NS_MAX_ARGS] = {0};
-    for (int k = 0; k < jf->argc;) {
-        int prc = ns_job_parse_flag(&job, jf->argc, jf->argv, &k, in, out, err,
-                                    sizeof err);
-        S_ASSERT(prc != 0); /* every word the file makes is a job flag */
-        if (prc < 0)
-            break;
+    S_ASSERT(jf && jf->n_steps >= 1 && jf->n_steps <= NS_JOBFILE_MAX_STEPS);
+    for (int s = 0; s < jf->n_steps; s++) {
+        const ns_jobfile_step_t *st = &jf->step[s];
+        S_ASSERT(st->argc > 0 && st->argv[st->argc] == NULL);
+        ns_job_t job;
+        ns_job_init(&job);
+        const char *in[NS_MAX_ARGS] = {0}, *out[NS_MAX_ARGS] = {0};
+        for (int k = 0; k < st->argc;) {
+            if (strcmp(st->argv[k], "--shards") == 0) { /* jobspec's */
+                S_ASSERT(k + 1 < st->argc);
+                k += 2;
+                continue;
+            }
+            int prc = ns_job_parse_flag(&job, st->argc, st->argv, &k, in, out,
+                                        err, sizeof err);
+            S_ASSERT(prc != 0); /* every word the file makes is a job flag */
+            if (prc < 0)
+                break;
+        }
+        ns_job_release(&job);
     }
-    ns_job_release(&job);
     ns_jobfile_free(&jf);
     S_ASSERT(jf == NULL);
     return 0;

@@ -104,10 +104,13 @@ def test(net):
          step % "" + "}", "buffers.u: no step uses it"),
         ('{"builtin": "vector_add", "buffers": {"h": {"bytes": 16}}, ' +
          step % '"h"' + "}", "intermediate"),
-        ('{"builtin": "vector_add", "steps": [{"global": [4], "args": []},'
-         ' {"global": [4], "args": []}]}', "pipeline of 2 steps"),
-        ('{"builtin": "vector_add", "shards": 4, ' + step % "" + "}",
-         "4 shards are not supported yet"),
+        ('{"builtin": "vector_add", "steps": [' +
+         ", ".join(['{"global": [4], "args": []}'] * 17) + "]}",
+         "1 to 16 steps"),
+        ('{"builtin": "vector_add", "shards": 65, ' + step % "" + "}",
+         "shards: 65: at most 64"),
+        ('{"builtin": "vector_add", "shards": 0, ' + step % "" + "}",
+         "shards: a positive integer"),
         ('{"builtin": "vector_add", ' + step % '{"u32": 1.5}' + "}",
          "an integer"),
         ('{"builtin": "vector_add", ' + step % '{"u16": 1}' + "}",

@@ -9,7 +9,8 @@ of inputs) settles on an honest node after the slash. Checked on every
 node: node3 slashed once, its collateral burned, the same burned total,
 the same digest; the nodes that had not run the job logged that they
 fetched the inputs (event=blob_fetched) and none logged a SLASH applied
-without a re-run.
+without a re-run; node3 logged that it was slashed (event=slashed, warn)
+and that its award ended.
 """
 import json
 import os
@@ -110,6 +111,15 @@ def test(net):
     fetched = [n.name for n in nodes if "event=blob_fetched" in n.log_text()]
     log(f"nodes that fetched the inputs by hash: {fetched}")
     check(len(fetched) >= 2, f"only {fetched} fetched the inputs by hash")
+
+    # the slashed node says so in its log, with the job whose award ended
+    def told():
+        lines = nodes[3].log_text().splitlines()
+        sl = [l for l in lines if "level=warn" in l and "event=slashed " in l]
+        ended = [l for l in lines if "event=award_ended " in l]
+        return (len(sl) == 1 and len(ended) == 1, f"{sl} {ended}")
+    nstest.wait_until(told, 30, "node3 to log event=slashed and award_ended")
+    log("node3 logged event=slashed (warn) and event=award_ended")
 
 
 nstest.main(test, "slash_by_ref")
