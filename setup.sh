@@ -13,7 +13,7 @@ PKGS=(build-essential cmake pkg-config
       libjansson-dev
       libmicrohttpd-dev
       ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
-      python3 procps iproute2)
+      python3 procps iproute2 nftables)
 if [ "${NS_BROWSER:-0}" = 1 ]; then PKGS+=(chromium); fi
 
 SUDO=""

@@ -353,7 +353,8 @@ int ns_cmd_id(int argc, char **argv)
         ns_cli_address(&cfg, idtext, configured, sizeof configured);
     if (!addr[0])
         snprintf(addr, sizeof addr, "%s", configured);
-    else if (!cfg.advertise[0] && strstr(addr, "@tcp://0.0.0.0:"))
+    else if (cfg.reachable == NS_REACH_NO ||
+             (!cfg.advertise[0] && strstr(addr, "@tcp://0.0.0.0:")))
         note = ns_cli_address(&cfg, idtext, configured, sizeof configured);
     else
         note = NULL;

@@ -33,6 +33,8 @@ typedef struct s_submit {
     const char *bootstrap[NS_MAX_BOOTSTRAP];
     int n_bootstrap;
     const char *listen;
+    const char *advertise; /* --advertise: where providers reach us */
+    const char *reachable; /* --reachable yes|no|auto */
     const char *resume;
     const char *node; /* --node D: through the node running on D */
     uint64_t max_price, collateral;
@@ -118,6 +120,12 @@ static const char s_usage[] =
     "  --timeout-s N         give up after (default 600)\n"
     "  --listen EP           where providers reach us (default an ephemeral\n"
     "                        port on 127.0.0.1)\n"
+    "  --advertise EP        the endpoint to announce when it is not the\n"
+    "                        listening one (tcp://PUBLIC-IP:PORT, with\n"
+    "                        --listen tcp://0.0.0.0:PORT)\n"
+    "  --reachable no        behind a router (NAT): providers cannot dial\n"
+    "                        us; we dial out, and a peer with node.relay=on\n"
+    "                        passes bids on (yes|no|auto, default yes)\n"
     "  --node D              hand the job to the node running on datadir D\n"
     "                        (its key pays; progress streams back): no\n"
     "                        joining per job, for many jobs in a row\n"
@@ -192,6 +200,10 @@ static int s_parse(s_submit_t *q, int argc, char **argv)
                 q->bootstrap[q->n_bootstrap++] = v;
         } else if (v && strcmp(a, "--listen") == 0) {
             q->listen = v;
+        } else if (v && strcmp(a, "--advertise") == 0) {
+            q->advertise = v;
+        } else if (v && strcmp(a, "--reachable") == 0) {
+            q->reachable = v;
         } else if (v && strcmp(a, "--resume") == 0) {
             q->resume = v;
         } else if (v && strcmp(a, "--node") == 0) {
@@ -361,6 +373,18 @@ static int s_config(s_submit_t *q, ns_config_t *cfg)
              q->listen ? q->listen : "tcp://127.0.0.1:0");
     cfg->heartbeat_interval_ms = 1000;
     cfg->slots = 0;
+    if (q->advertise && ns_config_set(cfg, "node", "advertise", q->advertise,
+                                      err, sizeof err) != NS_OK) {
+        ns_cli_error("submit", "bad --advertise '%s' (tcp://HOST:PORT)",
+                     q->advertise);
+        return 2;
+    }
+    if (q->reachable && ns_config_set(cfg, "node", "reachable", q->reachable,
+                                      err, sizeof err) != NS_OK) {
+        ns_cli_error("submit", "bad --reachable '%s' (yes, no or auto)",
+                     q->reachable);
+        return 2;
+    }
     for (int i = 0; i < q->n_bootstrap; i++)
         if (ns_config_set(cfg, "node", "bootstrap", q->bootstrap[i], err,
                           sizeof err) != NS_OK) {

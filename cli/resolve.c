@@ -178,6 +178,13 @@ int ns_cli_resolve_id(const char *cmd, const char *datadir, const char *what,
 const char *ns_cli_address(const ns_config_t *cfg, const char *idtext,
                            char *out, size_t cap)
 {
+    if (cfg->reachable == NS_REACH_NO) {
+        snprintf(out, cap, "%s@%s", idtext,
+                 cfg->advertise[0] ? cfg->advertise : cfg->listen);
+        return "node.reachable = no: peers cannot dial this node (it dials "
+               "out only); hand out a reachable peer's address for "
+               "--bootstrap";
+    }
     if (cfg->advertise[0]) {
         snprintf(out, cap, "%s@%s", idtext, cfg->advertise);
         return NULL;

@@ -36,6 +36,9 @@ const ns_config_key_t ns_config_keys[] = {
     {"node", "listen", "bind endpoint (port 0: any free port)"},
     {"node", "advertise", "endpoint told to peers (empty: the bound one)"},
     {"node", "bootstrap", "peers to join through, ID@tcp://HOST:PORT"},
+    {"node", "reachable",
+     "yes|no|auto: can peers dial this node (no: behind NAT, dials out only)"},
+    {"node", "relay", "on|off: relay for peers that cannot be dialled"},
     {"node", "heartbeat_interval_ms", "how often the node announces itself"},
     {"node", "fanout", "push-gossip targets per message"},
     {"node", "max_peers", "cap on the peer table"},
@@ -93,6 +96,12 @@ int ns_config_get(const ns_config_t *cfg, const char *section, const char *key,
         s = cfg->http;
     else if (KEY("node", "http_public"))
         s = cfg->http_public ? "true" : "false";
+    else if (KEY("node", "reachable"))
+        s = cfg->reachable == NS_REACH_NO     ? "no"
+            : cfg->reachable == NS_REACH_AUTO ? "auto"
+                                              : "yes";
+    else if (KEY("node", "relay"))
+        s = cfg->relay ? "on" : "off";
     else if (KEY("node", "bootstrap")) {
         size_t n = 0;
         if (cap)
@@ -212,6 +221,22 @@ int ns_config_set(ns_config_t *cfg, const char *section, const char *key,
             cfg->http_public = true;
         else if (strcmp(value, "false") == 0 || strcmp(value, "0") == 0)
             cfg->http_public = false;
+        else
+            rc = NS_ERR_CONFIG;
+    } else if (KEY("node", "reachable")) {
+        if (strcmp(value, "yes") == 0)
+            cfg->reachable = NS_REACH_YES;
+        else if (strcmp(value, "no") == 0)
+            cfg->reachable = NS_REACH_NO;
+        else if (strcmp(value, "auto") == 0)
+            cfg->reachable = NS_REACH_AUTO;
+        else
+            rc = NS_ERR_CONFIG;
+    } else if (KEY("node", "relay")) {
+        if (strcmp(value, "on") == 0 || strcmp(value, "true") == 0)
+            cfg->relay = true;
+        else if (strcmp(value, "off") == 0 || strcmp(value, "false") == 0)
+            cfg->relay = false;
         else
             rc = NS_ERR_CONFIG;
     } else if (KEY("node", "region")) {
@@ -374,6 +399,12 @@ int ns_config_write(const ns_config_t *cfg, const char *path)
         PUT("http = %s\n", cfg->http);
     if (cfg->http_public)
         PUT("http_public = true\n");
+    if (cfg->reachable == NS_REACH_NO)
+        PUT("reachable = no\n");
+    else if (cfg->reachable == NS_REACH_AUTO)
+        PUT("reachable = auto\n");
+    if (cfg->relay)
+        PUT("relay = on\n");
     if (cfg->ledger_map_bytes != def.ledger_map_bytes)
         PUT("[ledger]\nmap_size = %llu\n",
             (unsigned long long)cfg->ledger_map_bytes);

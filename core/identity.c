@@ -196,6 +196,25 @@ int ns_endpoint_check(const char *ep, int allow_any_port)
     return NS_OK;
 }
 
+int ns_contact_check(const char *contact)
+{
+    if (contact[0] == '\0')
+        return NS_OK;
+    const char *relay = ns_contact_relay(contact);
+    if (relay) {
+        uint8_t pk[NS_ID_BYTES];
+        char ep[NS_ENDPOINT_MAX];
+        return ns_addr_parse(relay, pk, ep);
+    }
+    return ns_endpoint_check(contact, 0);
+}
+
+const char *ns_contact_relay(const char *contact)
+{
+    size_t n = sizeof NS_RELAY_PREFIX - 1;
+    return strncmp(contact, NS_RELAY_PREFIX, n) == 0 ? contact + n : NULL;
+}
+
 int ns_addr_parse(const char *addr, uint8_t pk[NS_ID_BYTES],
                   char endpoint[NS_ENDPOINT_MAX])
 {

@@ -11,7 +11,7 @@
 void ns_wire_types_init(ns_wire_types_t *types)
 {
     memset(types, 0, sizeof *types);
-    for (uint8_t t = NS_MSG_HELLO; t <= NS_MSG_PULL; t++)
+    for (uint8_t t = NS_MSG_HELLO; t <= NS_MSG_RELAY; t++)
         ns_wire_types_add(types, t);
 }
 
@@ -41,6 +41,8 @@ const char *ns_wire_type_name(uint32_t type)
         return "peers";
     case NS_MSG_PULL:
         return "pull";
+    case NS_MSG_RELAY:
+        return "relay";
     default:
         return "other";
     }
@@ -175,6 +177,15 @@ static void s_read_endpoint(ns_mpr_t *r, char *ep)
         r->err = NS_ERR_ADDR;
 }
 
+/* Where a node says it can be reached: an endpoint, a relay, or "" (it
+ * only dials out). */
+static void s_read_contact(ns_mpr_t *r, char *ep)
+{
+    if (ns_mpr_str(r, ep, NS_ENDPOINT_MAX - 1) == NS_OK &&
+        ns_contact_check(ep) != NS_OK && r->err == NS_OK)
+        r->err = NS_ERR_ADDR;
+}
+
 int ns_hello_decode(const uint8_t *buf, size_t len, ns_hello_t *m)
 {
     ns_mpr_t r;
@@ -182,7 +193,7 @@ int ns_hello_decode(const uint8_t *buf, size_t len, ns_hello_t *m)
     ns_mpr_init(&r, buf, len);
     ns_mpr_array_exact(&r, 3);
     ns_mpr_bin_exact(&r, m->network_id, NS_HASH_BYTES);
-    s_read_endpoint(&r, m->endpoint);
+    s_read_contact(&r, m->endpoint);
     ns_mpr_str(&r, m->version, NS_MAX_VERSION_STR);
     return ns_mpr_end(&r);
 }
@@ -192,7 +203,7 @@ int ns_heartbeat_encode(const ns_heartbeat_t *m, ns_buf_t *out)
     if (m->n_devices > NS_MAX_DEVICES)
         return NS_ERR_TOOBIG;
     S_PACKER(out, w, pk);
-    msgpack_pack_array(&pk, 12);
+    msgpack_pack_array(&pk, m->flags ? 13 : 12);
     ns_mp_bin(&pk, m->network_id, NS_HASH_BYTES);
     ns_mp_str(&pk, m->endpoint);
     ns_mp_str(&pk, m->version);
@@ -207,6 +218,8 @@ int ns_heartbeat_encode(const ns_heartbeat_t *m, ns_buf_t *out)
     msgpack_pack_array(&pk, m->n_devices);
     for (uint32_t i = 0; i < m->n_devices; i++)
         ns_devinfo_pack(&pk, &m->devices[i]);
+    if (m->flags)
+        msgpack_pack_uint32(&pk, m->flags);
     return w.err;
 }
 
@@ -215,9 +228,12 @@ int ns_heartbeat_decode(const uint8_t *buf, size_t len, ns_heartbeat_t *m)
     ns_mpr_t r;
     memset(m, 0, sizeof *m);
     ns_mpr_init(&r, buf, len);
-    ns_mpr_array_exact(&r, 12);
+    uint32_t n = 0;
+    ns_mpr_array(&r, &n, 13);
+    if (r.err == NS_OK && n < 12)
+        r.err = NS_ERR_TYPE;
     ns_mpr_bin_exact(&r, m->network_id, NS_HASH_BYTES);
-    s_read_endpoint(&r, m->endpoint);
+    s_read_contact(&r, m->endpoint);
     ns_mpr_str(&r, m->version, NS_MAX_VERSION_STR);
     ns_mpr_u32(&r, &m->interval_ms);
     ns_mpr_uint(&r, &m->sent_us);
@@ -230,6 +246,8 @@ int ns_heartbeat_decode(const uint8_t *buf, size_t len, ns_heartbeat_t *m)
     ns_mpr_array(&r, &m->n_devices, NS_MAX_DEVICES);
     for (uint32_t i = 0; i < m->n_devices && r.err == NS_OK; i++)
         ns_devinfo_read(&r, &m->devices[i]);
+    if (n == 13)
+        ns_mpr_u32(&r, &m->flags);
     if (r.err == NS_OK && (m->interval_ms < NS_MIN_HB_INTERVAL_MS ||
                            m->interval_ms > NS_MAX_HB_INTERVAL_MS))
         r.err = NS_ERR_INVAL;
@@ -372,4 +390,30 @@ int ns_devinfo_list_decode(const uint8_t *buf, size_t len, ns_devinfo_t *devs,
     if (ns_mpr_end(&r) != NS_OK)
         *n = 0; /* never a half-filled list */
     return r.err;
+}
+
+int ns_relay_encode(const ns_relay_t *m, ns_buf_t *out)
+{
+    if (m->env_len == 0 || m->env_len > NS_MAX_RELAYED)
+        return NS_ERR_TOOBIG;
+    S_PACKER(out, w, pk);
+    msgpack_pack_array(&pk, 2);
+    ns_mp_bin(&pk, m->to, NS_ID_BYTES);
+    ns_mp_bin(&pk, m->env, m->env_len);
+    return w.err;
+}
+
+int ns_relay_decode(const uint8_t *buf, size_t len, ns_relay_t *m)
+{
+    ns_mpr_t r;
+    memset(m, 0, sizeof *m);
+    ns_mpr_init(&r, buf, len);
+    ns_mpr_array_exact(&r, 2);
+    ns_mpr_bin_exact(&r, m->to, NS_ID_BYTES);
+    size_t n = 0;
+    ns_mpr_bin(&r, &m->env, &n, NS_MAX_RELAYED);
+    m->env_len = n;
+    if (r.err == NS_OK && n == 0)
+        r.err = NS_ERR_INVAL;
+    return ns_mpr_end(&r);
 }

@@ -83,7 +83,7 @@ int ns_announce_decode(const uint8_t *buf, size_t len, ns_announce_t *a)
     if (ex_len != (size_t)a->n_excluded * NS_ID_BYTES ||
         a->reqs.device_type > NS_DEV_ACCEL || a->bid_window_ms > 60000 ||
         a->reqs.max_buffer_bytes > a->reqs.buffer_bytes ||
-        ns_endpoint_check(a->endpoint, 0) != NS_OK)
+        ns_contact_check(a->endpoint) != NS_OK)
         return NS_ERR_INVAL;
     memcpy(a->excluded, ex, ex_len);
     return NS_OK;

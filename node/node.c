@@ -163,6 +163,12 @@ static uint64_t s_io_mono(void *u)
     return ns_mono_ms();
 }
 
+static const char *s_io_contact(void *u)
+{
+    ns_node_t *n = u;
+    return ns_p2p_contact(n->p2p);
+}
+
 /* ---- market messages: to the requester that owns the job, else the
  * provider ---------------------------------------------------------------- */
 
@@ -579,10 +585,10 @@ ns_node_t *ns_node_open(const ns_node_conf_t *c, char *err, size_t errlen)
     n->lock_fd = -1;
     for (uint32_t i = 0; i < NS_POLICY_MAX_WORKERS; i++)
         n->wfd[i].fd = -1;
-    n->io =
-        (ns_node_io_t){n,           s_io_send,      s_io_publish,     s_io_dial,
-                       s_io_append, s_io_set_offer, s_io_visit,       s_io_live,
-                       s_io_now,    s_io_mono,      s_io_explain_join};
+    n->io = (ns_node_io_t){n,          s_io_send,         s_io_publish,
+                           s_io_dial,  s_io_append,       s_io_set_offer,
+                           s_io_visit, s_io_live,         s_io_now,
+                           s_io_mono,  s_io_explain_join, s_io_contact};
     int rc;
     if (s_lock_datadir(n, err, errlen) != NS_OK ||
         s_load(n, err, errlen) != NS_OK)
@@ -716,7 +722,7 @@ ns_requester_t *ns_node_add_requester(ns_node_t *n, ns_requester_opts_t *o,
             return NULL;
     }
     if (!o->endpoint)
-        o->endpoint = strchr(ns_p2p_address(n->p2p), '@') + 1;
+        o->endpoint = ns_p2p_contact(n->p2p);
     o->blobs = n->blobs;
     o->verified = n->verified;
     if (!n->req_tick_id &&

@@ -436,6 +436,9 @@ static void s_announce(ns_requester_t *q)
     q->rc.rounds = q->round;
     q->ann.round = q->round;
     q->n_bids = 0;
+    if (q->io->contact) /* behind a router it follows our relay */
+        snprintf(q->ann.endpoint, sizeof q->ann.endpoint, "%s",
+                 q->io->contact(q->io->user));
     if (ns_announce_encode(&q->ann, &q->body) != NS_OK ||
         q->io->publish(q->io->user, NS_MSG_MKT_JOB, q->body.data,
                        q->body.len) != NS_OK) {

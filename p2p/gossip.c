@@ -211,7 +211,7 @@ void ns_gossip_forward(ns_p2p_t *p, const uint8_t *buf, size_t len,
         uint32_t t = cand[i];
         cand[i] = cand[j];
         cand[j] = t;
-        if (ns_tr_send(p, p->peers[cand[i]].dealer, buf, len) == NS_OK)
+        if (ns_peers_send(p, &p->peers[cand[i]], buf, len) == NS_OK)
             p->stats.forwarded++;
     }
 }
@@ -244,15 +244,14 @@ void ns_gossip_send_pull(ns_p2p_t *p)
     if (ns_pull_encode(c.ids, c.n, &p->body) == NS_OK &&
         ns_p2p_sign(p, NS_MSG_PULL, p->body.data, p->body.len, &p->scratch,
                     NULL) == NS_OK)
-        (void)ns_tr_send(p, peer->dealer, p->scratch.data, p->scratch.len);
+        (void)ns_peers_send(p, peer, p->scratch.data, p->scratch.len);
     free(c.ids);
 }
 
 typedef struct {
     ns_p2p_t *p;
     const ns_pull_t *pull;
-    const uint8_t *rid;
-    size_t rid_len;
+    const struct ns_p2p_src *src;
     uint32_t sent;
 } s_answer_t;
 
@@ -267,13 +266,13 @@ static bool s_answer(void *u, const ns_seen_entry_t *e)
     /* The ids were sorted by ns_gossip_answer_pull. */
     if (bsearch(e->id, a->pull->ids, a->pull->n, NS_HASH_BYTES, s_cmp_id))
         return true;
-    if (ns_tr_reply(a->p, a->rid, a->rid_len, e->msg, e->len) != NS_OK)
+    if (ns_p2p_src_send(a->p, a->src, e->msg, e->len) != NS_OK)
         return false;
     return ++a->sent < S_PULL_MAX_REPLY;
 }
 
 void ns_gossip_answer_pull(ns_p2p_t *p, const ns_pull_t *pull,
-                           const uint8_t *rid, size_t rid_len)
+                           const struct ns_p2p_src *src)
 {
     /* Sort a copy so each lookup is a binary search. */
     uint8_t *sorted = NULL;
@@ -285,7 +284,7 @@ void ns_gossip_answer_pull(ns_p2p_t *p, const ns_pull_t *pull,
         qsort(sorted, pull->n, NS_HASH_BYTES, s_cmp_id);
     }
     ns_pull_t view = {pull->n, sorted};
-    s_answer_t a = {p, &view, rid, rid_len, 0};
+    s_answer_t a = {p, &view, src, 0};
     ns_seen_each_stored(&p->seen, s_answer, &a);
     if (a.sent)
         ns_debug(NS_MOD_GOSSIP, "event=pull_answered sent=%u", a.sent);

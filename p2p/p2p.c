@@ -77,20 +77,24 @@ ns_p2p_t *ns_p2p_new(const ns_p2p_opts_t *opts, int *err)
     } else if (strncmp(p->endpoint, "tcp://0.0.0.0:", 14) == 0) {
         snprintf(p->advertise, sizeof p->advertise, "tcp://127.0.0.1:%s",
                  p->endpoint + 14);
-        ns_warn(NS_MOD_NET,
-                "event=advertise_loopback bound=%s hint=\"set "
-                "advertise= in config for other hosts\"",
-                p->endpoint);
+        if (p->cfg->reachable != NS_REACH_NO) /* else told to no one */
+            ns_warn(NS_MOD_NET,
+                    "event=advertise_loopback bound=%s hint=\"set "
+                    "advertise= in config for other hosts\"",
+                    p->endpoint);
     } else {
         snprintf(p->advertise, sizeof p->advertise, "%s", p->endpoint);
     }
     char idtext[NS_ID_TEXT_LEN + 1];
     ns_id_text(idtext, p->self_id);
     snprintf(p->address, sizeof p->address, "%s@%s", idtext, p->advertise);
+    /* node.reachable = no: we dial out only; our contact is a relay among
+     * our peers once there is one, else "" (docs/PROTOCOL.md, "Behind a
+     * router"). */
+    p->unreachable = p->cfg->reachable == NS_REACH_NO;
 
     ns_heartbeat_t *hb = &p->my_hb;
     memcpy(hb->network_id, p->network_id, NS_HASH_BYTES);
-    snprintf(hb->endpoint, sizeof hb->endpoint, "%s", p->advertise);
     snprintf(hb->version, sizeof hb->version, "%s", NS_VERSION_STRING);
     hb->interval_ms = p->cfg->heartbeat_interval_ms;
     hb->price = p->cfg->price;
@@ -102,6 +106,7 @@ ns_p2p_t *ns_p2p_new(const ns_p2p_opts_t *opts, int *err)
     if (hb->n_devices)
         memcpy(hb->devices, opts->devices,
                hb->n_devices * sizeof *opts->devices);
+    (void)ns_relay_update_contact(p); /* hb->endpoint and flags */
     return p;
 fail:
     *err = rc;
@@ -160,6 +165,16 @@ const char *ns_p2p_address(const ns_p2p_t *p)
     return p->address;
 }
 
+const char *ns_p2p_contact(const ns_p2p_t *p)
+{
+    return p->contact;
+}
+
+bool ns_p2p_reachable(const ns_p2p_t *p)
+{
+    return !p->unreachable;
+}
+
 void *ns_p2p_zmq_context(ns_p2p_t *p)
 {
     return p->ctx;
@@ -168,7 +183,7 @@ void *ns_p2p_zmq_context(ns_p2p_t *p)
 int ns_p2p_register(ns_p2p_t *p, uint8_t type, bool gossiped, ns_p2p_msg_fn fn,
                     void *user)
 {
-    if (type <= NS_MSG_PULL || p->handlers[type].fn)
+    if (type <= NS_MSG_RELAY || p->handlers[type].fn)
         return NS_ERR_EXISTS;
     ns_wire_types_add(&p->types, type);
     p->handlers[type] = (ns_handler_t){fn, user, gossiped};
@@ -245,7 +260,7 @@ int ns_p2p_publish_also(ns_p2p_t *p, uint8_t type, const uint8_t *body,
     return rc;
 }
 
-static void s_send_heartbeat(ns_p2p_t *p)
+void ns_p2p_send_heartbeat(ns_p2p_t *p)
 {
     ns_hash_t id;
     p->my_hb.sent_us = ns_now_us();
@@ -262,15 +277,27 @@ static void s_send_heartbeat(ns_p2p_t *p)
 }
 
 /* Over the connection it came on; a message fed by ns_p2p_ingest has
- * none. */
-static int s_reply(ns_p2p_t *p, const s_src_t *src, const uint8_t *buf,
-                   size_t len)
+ * none; one that came in a RELAY goes back in one, by the same relay. */
+int ns_p2p_src_send(ns_p2p_t *p, const s_src_t *src, const uint8_t *buf,
+                    size_t len)
 {
+    if (src->relay) {
+        ns_peer_t *via = ns_peers_of_src(p, src->relay);
+        if (!via)
+            return NS_ERR_NOTFOUND;
+        return ns_relay_send(p, via, src->relay_for, buf, len);
+    }
     if (src->rid)
         return ns_tr_reply(p, src->rid, src->rid_len, buf, len);
     if (src->peer)
         return ns_tr_send(p, src->peer->dealer, buf, len);
     return NS_ERR_NOTFOUND;
+}
+
+static int s_reply(ns_p2p_t *p, const s_src_t *src, const uint8_t *buf,
+                   size_t len)
+{
+    return ns_p2p_src_send(p, src, buf, len);
 }
 
 int ns_p2p_reply(ns_p2p_t *p, ns_p2p_src_t *src, uint8_t type,
@@ -281,9 +308,10 @@ int ns_p2p_reply(ns_p2p_t *p, ns_p2p_src_t *src, uint8_t type,
     int rc = ns_p2p_sign(p, type, body, len, &msg, NULL);
     if (rc == NS_OK) {
         /* The handler may have dropped the peer it came from. */
-        bool alive = !src->peer;
+        const s_src_t *link = src->relay ? src->relay : src;
+        bool alive = !link->peer;
         for (uint32_t i = 0; i < p->n_peers && !alive; i++)
-            alive = &p->peers[i] == src->peer;
+            alive = &p->peers[i] == link->peer;
         rc = alive ? s_reply(p, src, msg.data, msg.len) : NS_ERR_NOTFOUND;
     }
     ns_buf_release(&msg);
@@ -293,14 +321,30 @@ int ns_p2p_reply(ns_p2p_t *p, ns_p2p_src_t *src, uint8_t type,
 int ns_p2p_send(ns_p2p_t *p, const uint8_t peer[NS_ID_BYTES], uint8_t type,
                 const uint8_t *body, size_t len)
 {
+    /* Directly when we are linked (our DEALER, or its connection to us
+     * when it cannot be dialled), else through the relay it was reached
+     * by. */
     ns_peer_t *q = ns_peers_find(p, peer);
-    if (!q)
+    ns_peer_t *via = q && q->reachable ? NULL : ns_relay_route(p, peer);
+    /* Not in the table (yet): a key that talks to us over a connection of
+     * its own is answered there (a bid over a DEALER that reconnected
+     * after our restart comes before any HELLO). */
+    const ns_link_t *conn = NULL;
+    uint8_t curve[32];
+    if (!q && !via && ns_id_curve_pk(peer, curve) == NS_OK)
+        conn = ns_link_find(p, curve);
+    if (conn &&
+        (!conn->rid_len || ns_mono_ms() - conn->rid_ms > S_CONN_FRESH_MS))
+        conn = NULL;
+    if (!q && !via && !conn)
         return NS_ERR_NOTFOUND;
     ns_buf_t msg;
     ns_buf_init(&msg);
     int rc = ns_p2p_sign(p, type, body, len, &msg, NULL);
     if (rc == NS_OK)
-        rc = ns_tr_send(p, q->dealer, msg.data, msg.len);
+        rc = via ? ns_relay_send(p, via, peer, msg.data, msg.len)
+             : q ? ns_peers_send(p, q, msg.data, msg.len)
+                 : ns_tr_reply(p, conn->rid, conn->rid_len, msg.data, msg.len);
     ns_buf_release(&msg);
     return rc;
 }
@@ -309,6 +353,18 @@ int ns_p2p_connect(ns_p2p_t *p, const char *addr)
 {
     uint8_t id[NS_ID_BYTES];
     char ep[NS_ENDPOINT_MAX];
+    /* ID@relay:RELAY_ID@tcp://...: through that relay. */
+    const char *at = strchr(addr, '@');
+    if (at && ns_contact_relay(at + 1)) {
+        char idtext[NS_ID_TEXT_LEN + 1];
+        if (at - addr != NS_ID_TEXT_LEN || ns_contact_check(at + 1) != NS_OK)
+            return NS_ERR_ADDR;
+        memcpy(idtext, addr, NS_ID_TEXT_LEN);
+        idtext[NS_ID_TEXT_LEN] = '\0';
+        if (ns_id_parse(idtext, id) != NS_OK)
+            return NS_ERR_ADDR;
+        return ns_relay_dial(p, id, ns_contact_relay(at + 1));
+    }
     int rc = ns_addr_parse(addr, id, ep);
     if (rc != NS_OK)
         return rc;
@@ -428,8 +484,26 @@ void ns_p2p_drop(ns_p2p_t *p, ns_link_t *link, int reason,
 static bool s_from_sender_link(const s_src_t *src, const uint8_t *sender)
 {
     uint8_t curve[32];
-    return src->key && ns_id_curve_pk(sender, curve) == NS_OK &&
+    return src->key && !src->relay && ns_id_curve_pk(sender, curve) == NS_OK &&
            memcmp(curve, src->key, 32) == 0;
+}
+
+bool ns_p2p_from_sender_link(const s_src_t *src, const uint8_t *sender)
+{
+    return s_from_sender_link(src, sender);
+}
+
+/* A key that cannot be dialled, talking over its own connection to our
+ * ROUTER: held over it (docs/PROTOCOL.md, "Behind a router"). */
+static ns_peer_t *s_hold(ns_p2p_t *p, const s_src_t *src, const uint8_t *sender,
+                         const char *contact)
+{
+    if (!src->rid || !s_from_sender_link(src, sender))
+        return NULL;
+    ns_peer_t *peer = ns_peers_find(p, sender);
+    if (!peer && !ns_peers_admit_key(p, src, sender))
+        return NULL;
+    return ns_peers_hold(p, sender, contact, src->rid, src->rid_len, src->addr);
 }
 
 static int s_network_mismatch(ns_p2p_t *p, const s_src_t *src,
@@ -465,8 +539,13 @@ static int s_on_hello(ns_p2p_t *p, const ns_envelope_t *env, const s_src_t *src)
         return NS_ERR_INVAL;
     if (sodium_memcmp(hello.network_id, p->network_id, NS_HASH_BYTES))
         return s_network_mismatch(p, src, env->sender, hello.network_id);
+    p->dialled_in = true; /* someone could dial us (reachable=auto) */
     ns_peer_t *peer = ns_peers_find(p, env->sender);
-    if (peer && strcmp(peer->endpoint, hello.endpoint) != 0) {
+    if (!ns_contact_dialable(hello.endpoint) || (peer && peer->held)) {
+        /* It cannot be dialled (behind a router): kept over this
+         * connection, if there is room. */
+        (void)s_hold(p, src, env->sender, hello.endpoint);
+    } else if (peer && strcmp(peer->endpoint, hello.endpoint) != 0) {
         ns_peer_origin origin = peer->fixed      ? NS_PEER_FROM_FIXED
                                 : peer->outbound ? NS_PEER_FROM_OUT
                                                  : NS_PEER_FROM_IN;
@@ -487,7 +566,8 @@ static int s_on_hello(ns_p2p_t *p, const ns_envelope_t *env, const s_src_t *src)
     uint32_t start = p->n_peers ? ns_rand_below(p->n_peers) : 0;
     for (uint32_t k = 0; k < p->n_peers && reply.n < S_PEERS_REPLY; k++) {
         const ns_peer_t *q = &p->peers[(start + k) % p->n_peers];
-        if (q->state != NS_PEER_LIVE ||
+        if (q->state != NS_PEER_LIVE || q->held ||
+            !ns_contact_dialable(q->endpoint) ||
             memcmp(q->id, env->sender, NS_ID_BYTES) == 0)
             continue;
         memcpy(reply.peers[reply.n].id, q->id, NS_ID_BYTES);
@@ -547,7 +627,16 @@ static int s_on_heartbeat(ns_p2p_t *p, const ns_envelope_t *env,
         goto out;
     }
     ns_peer_t *peer = ns_peers_find(p, env->sender);
-    if (peer && strcmp(peer->endpoint, hb->endpoint) != 0) {
+    bool dialable = ns_contact_dialable(hb->endpoint);
+    if (!dialable || (peer && peer->held)) {
+        /* Behind a router: held when it comes over its own connection;
+         * told by others, it cannot be dialled and is not added. An entry
+         * we have keeps its endpoint. */
+        if (!peer || !peer->held)
+            peer = s_hold(p, src, env->sender, hb->endpoint);
+        if (!peer && !dialable)
+            peer = ns_peers_find(p, env->sender);
+    } else if (peer && strcmp(peer->endpoint, hb->endpoint) != 0) {
         ns_peer_origin origin = peer->fixed      ? NS_PEER_FROM_FIXED
                                 : peer->outbound ? NS_PEER_FROM_OUT
                                                  : NS_PEER_FROM_IN;
@@ -578,6 +667,9 @@ static int s_on_heartbeat(ns_p2p_t *p, const ns_envelope_t *env,
     /* Live only once reachable (ns_peers_reached makes it live then). */
     if (peer->reachable)
         peer->state = NS_PEER_LIVE;
+    bool relay_news = peer->state == NS_PEER_LIVE && p->unreachable &&
+                      (hb->flags & NS_HB_RELAY) &&
+                      !(peer->hb && (peer->hb->flags & NS_HB_RELAY));
     *relay = peer->state == NS_PEER_LIVE;
     /* Propagation samples from live peers only: keys that answer nowhere
      * would make the figure theirs. */
@@ -590,6 +682,10 @@ static int s_on_heartbeat(ns_p2p_t *p, const ns_envelope_t *env,
     ns_heartbeat_t *old = peer->hb;
     peer->hb = hb;
     hb = old;
+    /* A relay among our peers: our contact can name it at once (a light
+     * peer announces its job as soon as it has a peer). */
+    if (relay_news && ns_relay_update_contact(p) && p->running)
+        ns_p2p_send_heartbeat(p);
 out:
     if (p->spare_hb)
         free(hb);
@@ -604,9 +700,11 @@ static int s_on_pull(ns_p2p_t *p, const ns_envelope_t *env, const s_src_t *src)
     int rc = ns_pull_decode(env->body, env->body_len, &pull);
     if (rc != NS_OK)
         return rc;
-    if (!s_from_sender_link(src, env->sender) || !src->rid)
+    /* Over the sender's own link: its connection to us, or (when it
+     * holds us because we cannot be dialled) our DEALER to it. */
+    if (!s_from_sender_link(src, env->sender) || (!src->rid && !src->peer))
         return NS_ERR_INVAL;
-    ns_gossip_answer_pull(p, &pull, src->rid, src->rid_len);
+    ns_gossip_answer_pull(p, &pull, src);
     return NS_OK;
 }
 
@@ -679,6 +777,9 @@ static int s_ingest(ns_p2p_t *p, s_src_t *src, const uint8_t *buf, size_t len)
     case NS_MSG_PULL:
         rc = s_on_pull(p, &env, src);
         break;
+    case NS_MSG_RELAY:
+        rc = ns_relay_on_msg(p, &env, src);
+        break;
     default:
         rc = h->fn ? h->fn(h->user, &env, src) : NS_ERR_MSGTYPE;
         break;
@@ -711,9 +812,20 @@ static int s_ingest(ns_p2p_t *p, s_src_t *src, const uint8_t *buf, size_t len)
 int ns_p2p_ingest(ns_p2p_t *p, const uint8_t link_key[32], const uint8_t *buf,
                   size_t len)
 {
-    s_src_t src = {
-        ns_link_get(p, link_key, ns_mono_ms()), link_key, NULL, 0, NULL, NULL};
+    s_src_t src = {ns_link_get(p, link_key, ns_mono_ms()),
+                   link_key,
+                   NULL,
+                   0,
+                   NULL,
+                   NULL,
+                   NULL,
+                   NULL};
     return s_ingest(p, &src, buf, len);
+}
+
+int ns_p2p_ingest_src(ns_p2p_t *p, s_src_t *src, const uint8_t *buf, size_t len)
+{
+    return s_ingest(p, src, buf, len);
 }
 
 /* ---- receiving ------------------------------------------------------------
@@ -762,7 +874,17 @@ static bool s_recv_router(ns_p2p_t *p)
                    zmq_msg_data(&rid),
                    zmq_msg_size(&rid),
                    zmq_msg_gets(&payload, "Peer-Address"),
+                   NULL,
+                   NULL,
                    NULL};
+    if (!ns_tr_banned(p, key)) {
+        ns_peers_note_conn(p, key, src.rid, src.rid_len, src.addr);
+        if (src.rid_len <= S_RID_MAX) { /* where to answer this key */
+            memcpy(src.link->rid, src.rid, src.rid_len);
+            src.link->rid_len = (uint8_t)src.rid_len;
+            src.link->rid_ms = ns_mono_ms();
+        }
+    }
     if (ns_tr_banned(p, key)) {
         /* Refused at the next handshake; until then, ignored. */
         if (zmq_msg_more(&payload))
@@ -806,7 +928,7 @@ static bool s_recv_dealer(ns_p2p_t *p, void *dealer)
             peer = &p->peers[i];
     uint8_t key[32];
     memcpy(key, peer->curve_pk, 32);
-    s_src_t src = {&peer->link, key, NULL, 0, NULL, peer};
+    s_src_t src = {&peer->link, key, NULL, 0, NULL, peer, NULL, NULL};
     if (zmq_msg_more(&m)) {
         s_drain_more(dealer);
         p->stats.rx_msgs++;
@@ -868,7 +990,11 @@ static bool s_own_socket(const ns_p2p_t *p, const void *socket)
 
 int ns_p2p_add_socket(ns_p2p_t *p, void *socket, ns_p2p_io_fn fn, void *user)
 {
-    uint32_t theirs = ns_loop_sockets(p->loop) - S_OWN_SOCKETS - p->n_peers;
+    /* held peers have no DEALER on the loop */
+    uint32_t dealers = 0;
+    for (uint32_t i = 0; i < p->n_peers; i++)
+        dealers += p->peers[i].dealer != NULL;
+    uint32_t theirs = ns_loop_sockets(p->loop) - S_OWN_SOCKETS - dealers;
     if (theirs >= NS_P2P_MAX_SOCKETS)
         return NS_ERR_TOOBIG;
     return ns_loop_add_socket(p->loop, socket, fn, user);
@@ -923,7 +1049,7 @@ static void s_on_heartbeat_timer(void *user, uint64_t now_ms)
 {
     (void)now_ms;
     ns_p2p_t *p = user;
-    s_send_heartbeat(p);
+    ns_p2p_send_heartbeat(p);
     p->hb_timer = 0;
     if (ns_loop_timer_start(p->loop, p->cfg->heartbeat_interval_ms, false,
                             s_on_heartbeat_timer, p, &p->hb_timer) != NS_OK)
@@ -962,7 +1088,7 @@ int ns_p2p_run(ns_p2p_t *p, volatile sig_atomic_t *stop)
     /* A first heartbeat at once, so the HELLOs to the bootstrap peers carry
      * it and they see us live without waiting a whole interval; later ones
      * are jittered so nodes started together spread out. */
-    s_send_heartbeat(p);
+    ns_p2p_send_heartbeat(p);
     int rc = ns_loop_timer_start(p->loop, hb_ms - ns_rand_below(hb_ms / 4 + 1),
                                  false, s_on_heartbeat_timer, p, &p->hb_timer);
     if (rc == NS_OK)
@@ -1005,9 +1131,14 @@ void ns_p2p_pack_status(const ns_p2p_t *p, msgpack_packer *pk, uint32_t n_extra)
     char idtext[NS_ID_TEXT_LEN + 1], net[2 * NS_HASH_BYTES + 1];
     ns_id_text(idtext, p->self_id);
     ns_hex(net, p->network_id, NS_HASH_BYTES);
-    msgpack_pack_map(pk, 11 + n_extra);
+    msgpack_pack_map(pk, 13 + n_extra);
     s_kv_str(pk, "id", idtext);
     s_kv_str(pk, "address", p->address);
+    /* Behind a router: whether peers can dial us, and what we tell them
+     * (the endpoint, "relay:ID@endpoint", or "" when we only dial out). */
+    ns_mp_str(pk, "reachable");
+    msgpack_pack_uint8(pk, !p->unreachable);
+    s_kv_str(pk, "contact", p->contact);
     s_kv_str(pk, "endpoint", p->endpoint);
     s_kv_str(pk, "network", p->network_name);
     s_kv_str(pk, "network_id", net);
@@ -1017,7 +1148,7 @@ void ns_p2p_pack_status(const ns_p2p_t *p, msgpack_packer *pk, uint32_t n_extra)
     s_kv_u64(pk, "peers_connecting", p->n_peers - ns_p2p_live_peers(p));
 
     ns_mp_str(pk, "messages");
-    msgpack_pack_map(pk, 15);
+    msgpack_pack_map(pk, 19);
     s_kv_u64(pk, "rx", p->stats.rx_msgs);
     s_kv_u64(pk, "rx_bytes", p->stats.rx_bytes);
     s_kv_u64(pk, "tx", p->stats.tx_msgs);
@@ -1031,6 +1162,10 @@ void ns_p2p_pack_status(const ns_p2p_t *p, msgpack_packer *pk, uint32_t n_extra)
     s_kv_u64(pk, "peer_table_full", p->stats.table_full);
     s_kv_u64(pk, "new_keys_limited", p->stats.newkey_limited);
     s_kv_u64(pk, "peers_evicted", p->stats.peers_evicted);
+    s_kv_u64(pk, "relayed", p->stats.relayed);
+    s_kv_u64(pk, "relayed_bytes", p->stats.relayed_bytes);
+    s_kv_u64(pk, "relay_refused", p->stats.relay_refused);
+    s_kv_u64(pk, "via_relay", p->stats.via_relay);
     s_kv_u64(pk, "seen_cache", p->seen.count);
     s_kv_u64(pk, "seen_evicted", p->seen.evicted);
 
@@ -1068,7 +1203,7 @@ void ns_p2p_pack_peers(const ns_p2p_t *p, msgpack_packer *pk)
         const ns_heartbeat_t *hb = peer->hb;
         char idtext[NS_ID_TEXT_LEN + 1];
         ns_id_text(idtext, peer->id);
-        msgpack_pack_map(pk, 15);
+        msgpack_pack_map(pk, 16);
         s_kv_str(pk, "id", idtext);
         /* No devices: a requester (a light peer running `submit`, or a
          * node offering nothing); its price is no offer. */
@@ -1076,6 +1211,8 @@ void ns_p2p_pack_peers(const ns_p2p_t *p, msgpack_packer *pk)
         s_kv_str(pk, "endpoint", peer->endpoint);
         s_kv_str(pk, "direction", peer->outbound ? "out" : "in");
         s_kv_u64(pk, "fixed", peer->fixed);
+        /* held: it cannot be dialled; we reach it over its connection */
+        s_kv_u64(pk, "held", peer->held);
         ns_mp_str(pk, "score");
         msgpack_pack_double(pk, ns_peer_score(p, peer, now));
         s_kv_u64(pk, "ledger_stake", peer->stake);

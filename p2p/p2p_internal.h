@@ -35,6 +35,29 @@
 #define S_REFUSED_MS 30000   /* and are not dialled again for this long */
 #define S_SCORE_DECAY 0.98   /* per S_MAINTAIN_MS, deliveries and faults */
 #define S_DELIVERY_CAP 100.0 /* first deliveries that count */
+/* Behind a router (docs/PROTOCOL.md, "Behind a router"). */
+/* a held peer's ROUTER routing id, bytes */
+#define S_RID_MAX 32
+/* held peers from one source address */
+#define S_HELD_PER_ADDR 4
+/* an endpoint that has not answered by then while its key talks over its
+ * own connection: held over that connection */
+#define S_HOLD_AFTER_MS 5000
+/* reachable=auto: nobody dialled us this long after our first live peer:
+ * we cannot be dialled */
+#define S_AUTO_MS 10000
+/* a key not in the table is answered over its own connection this long
+ * after its last message there */
+#define S_CONN_FRESH_MS 60000
+/* peers reached through a relay, and how long an unused route is kept */
+#define S_ROUTES 64
+#define S_ROUTE_MS 600000
+/* what we relay: messages per second and burst for one peer, bytes per
+ * second and burst for all */
+#define S_RELAY_PER_S 200.0
+#define S_RELAY_BURST 400.0
+#define S_RELAY_BYTES_PER_S (8.0 * 1024 * 1024)
+#define S_RELAY_BYTES_BURST (16.0 * 1024 * 1024)
 /* ZMQ_MAXMSGSIZE (transport.c): room for CURVE's overhead and for
  * oversized envelopes to reach ingest and be counted. */
 #define S_TRANSPORT_MAX_MSG (2 * NS_MAX_MSG)
@@ -52,6 +75,10 @@ typedef struct {
     uint64_t dropped;
     double newkey_tokens;      /* unknown keys it may still introduce */
     uint64_t newkey_refill_us; /* monotonic time of last refill */
+    uint8_t rid[S_RID_MAX];    /* inbound: the ROUTER routing id of its
+                                  latest message, to answer it there */
+    uint8_t rid_len;           /* 0: none */
+    uint64_t rid_ms;           /* monotonic, when */
 } ns_link_t;
 
 /* Unknown keys arriving over inbound connections from one IP address. */
@@ -84,6 +111,16 @@ typedef struct {
                                  CURVE handshake to its endpoint proved
                                  the key */
     uint64_t reachable_ms;    /* monotonic, when it became reachable */
+    bool held;                /* cannot be dialled: reached over the
+                                 connection it opened to our ROUTER (no
+                                 DEALER; reachable once held) */
+    uint8_t rid[S_RID_MAX];   /* routing id of its latest connection to
+                                 our ROUTER */
+    uint8_t rid_len;          /* 0: none seen */
+    uint64_t rid_ms;          /* monotonic, last message over it */
+    char addr[64];            /* source address of that connection */
+    double relay_tokens;      /* messages we may still relay for it */
+    uint64_t relay_refill_us; /* monotonic time of last refill */
     uint64_t stake;           /* credits staked in our ledger */
     double deliveries;        /* first deliveries of gossip (decaying) */
     double faults;            /* invalid messages on its links (decaying) */
@@ -180,6 +217,22 @@ struct ns_p2p {
         uint64_t until_ms;
     } bans[S_BAN_SLOTS];
 
+    /* Behind a router */
+    bool unreachable;              /* we cannot be dialled (node.reachable = no,
+                                      or auto found so): our contact is a relay
+                                      or "" */
+    bool dialled_in;               /* a HELLO came to our ROUTER (auto) */
+    uint64_t first_live_ms;        /* monotonic, our first live peer (auto) */
+    char contact[NS_ENDPOINT_MAX]; /* what HELLOs, heartbeats and
+                                      announcements say now */
+    struct {
+        uint8_t id[NS_ID_BYTES];  /* a peer we reach through a relay */
+        uint8_t via[NS_ID_BYTES]; /* the relay, one of our peers */
+        uint64_t used_ms;         /* monotonic; 0 = free */
+    } routes[S_ROUTES];
+    double relay_bytes;       /* bytes we may still relay (all peers) */
+    uint64_t relay_refill_us; /* monotonic */
+
     ns_seen_t seen;
     ns_handler_t handlers[256];
     ns_wire_types_t types; /* built-in types + those with a handler */
@@ -199,6 +252,10 @@ struct ns_p2p {
         uint64_t peers_added, peers_expired, table_full;
         uint64_t newkey_limited; /* unknown keys over a link/addr budget */
         uint64_t peers_evicted;  /* for a better-scored newcomer */
+        uint64_t relayed;        /* messages we relayed for others */
+        uint64_t relayed_bytes;
+        uint64_t relay_refused; /* asked to relay and did not */
+        uint64_t via_relay;     /* messages that reached us by a relay */
         uint64_t dropped[NS_ERR_COUNT]; /* by -ns_err */
         uint64_t dropped_total;
     } stats;
@@ -213,6 +270,10 @@ struct ns_p2p_src {
     size_t rid_len;
     const char *addr; /* source IP of a ROUTER connection, or NULL */
     ns_peer_t *peer;  /* set when it came on our DEALER to this peer */
+    /* Set when it came inside a RELAY: answers go back wrapped, to
+     * relay_for, over the connection the RELAY came on. */
+    const struct ns_p2p_src *relay;
+    const uint8_t *relay_for;
 };
 
 /* transport.c */
@@ -267,10 +328,29 @@ bool ns_peers_staked(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES]);
 /* The peer of the link a message came on, if any. */
 ns_peer_t *ns_peers_of_src(ns_p2p_t *p, const struct ns_p2p_src *src);
 void ns_peers_remove(ns_p2p_t *p, ns_peer_t *peer, const char *why);
+/* Keep a peer that cannot be dialled over the connection it opened to
+ * our ROUTER (its key proved by that connection's CURVE handshake): an
+ * inbound slot like any, at most S_HELD_PER_ADDR from one address. An
+ * entry it already has is converted. NULL when it finds no room (the
+ * peers array may be reordered). */
+ns_peer_t *ns_peers_hold(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES],
+                         const char *contact, const uint8_t *rid,
+                         size_t rid_len, const char *addr);
+/* A message came over a ROUTER connection with this CURVE key: remember
+ * its routing id for the peer (if any) so that we can answer it. */
+void ns_peers_note_conn(ns_p2p_t *p, const uint8_t key[32], const uint8_t *rid,
+                        size_t rid_len, const char *addr);
+/* Send raw bytes to a peer: over our DEALER, or over its connection to our
+ * ROUTER when held. As ns_tr_send. */
+int ns_peers_send(ns_p2p_t *p, ns_peer_t *peer, const uint8_t *buf, size_t len);
+/* Whether a contact can be dialled (a tcp:// endpoint). */
+bool ns_contact_dialable(const char *contact);
 void ns_peers_send_hello(ns_p2p_t *p, ns_peer_t *peer);
 /* Expire silent peers, retry bootstrap peers. */
 void ns_peers_maintain(ns_p2p_t *p, uint64_t now_ms);
 ns_link_t *ns_link_get(ns_p2p_t *p, const uint8_t key[32], uint64_t now_ms);
+/* The inbound link of a key, or NULL (nothing is made). */
+const ns_link_t *ns_link_find(const ns_p2p_t *p, const uint8_t key[32]);
 /* Token bucket: true if one more message may pass. */
 bool ns_link_allow(const ns_config_t *cfg, ns_link_t *link, uint64_t now_us);
 
@@ -282,7 +362,29 @@ void ns_gossip_forward(ns_p2p_t *p, const uint8_t *buf, size_t len,
                        const uint8_t *except_link_key);
 void ns_gossip_send_pull(ns_p2p_t *p);
 void ns_gossip_answer_pull(ns_p2p_t *p, const ns_pull_t *pull,
-                           const uint8_t *rid, size_t rid_len);
+                           const struct ns_p2p_src *src);
+
+/* relay.c (docs/PROTOCOL.md, "Behind a router") */
+/* Our contact now: the advertised endpoint, or when we cannot be dialled
+ * a relay among our live peers ("relay:<id>@<endpoint>"), or "". Our
+ * heartbeat follows; true when it changed. */
+bool ns_relay_update_contact(ns_p2p_t *p);
+/* A peer reached through a relay: remember (or refresh) the route. */
+void ns_relay_route_set(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES],
+                        const uint8_t via[NS_ID_BYTES]);
+/* The relay peer for id, or NULL. */
+ns_peer_t *ns_relay_route(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES]);
+/* Dial id at a "relay:" contact: the relay is added if needed and the
+ * route remembered. */
+int ns_relay_dial(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES],
+                  const char *relay_addr);
+/* Send a signed envelope to `to` wrapped in a RELAY through `via`. */
+int ns_relay_send(ns_p2p_t *p, ns_peer_t *via, const uint8_t to[NS_ID_BYTES],
+                  const uint8_t *env, size_t len);
+/* The RELAY handler: deliver to us, or pass on when we relay. */
+int ns_relay_on_msg(ns_p2p_t *p, const ns_envelope_t *env,
+                    struct ns_p2p_src *src);
+void ns_relay_expire(ns_p2p_t *p, uint64_t now_ms);
 
 /* p2p.c */
 int ns_p2p_sign(ns_p2p_t *p, uint8_t type, const uint8_t *body, size_t len,
@@ -292,6 +394,16 @@ void ns_p2p_drop(ns_p2p_t *p, ns_link_t *link, int reason,
                  const uint8_t *sender, const char *detail);
 /* Sign our heartbeat, remember it and gossip it. */
 void ns_p2p_send_heartbeat(ns_p2p_t *p);
+/* Answer over the connection a message came on (wrapped in a RELAY when
+ * it came in one). */
+int ns_p2p_src_send(ns_p2p_t *p, const struct ns_p2p_src *src,
+                    const uint8_t *buf, size_t len);
+/* Ingest from a given source (a relayed envelope). */
+int ns_p2p_ingest_src(ns_p2p_t *p, struct ns_p2p_src *src, const uint8_t *buf,
+                      size_t len);
+/* Whether the source's link is the sender's own connection. */
+bool ns_p2p_from_sender_link(const struct ns_p2p_src *src,
+                             const uint8_t *sender);
 /* Loop handler of a peer's DEALER (user = the p2p). */
 void ns_p2p_on_dealer(void *user, void *dealer);
 

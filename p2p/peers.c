@@ -78,7 +78,8 @@ ns_peer_t *ns_peers_add(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES],
                         const char *endpoint, ns_peer_origin origin,
                         bool bootstrap, bool vouched)
 {
-    if (memcmp(id, p->self_id, NS_ID_BYTES) == 0)
+    if (memcmp(id, p->self_id, NS_ID_BYTES) == 0 ||
+        !ns_contact_dialable(endpoint))
         return NULL;
     bool fixed = origin == NS_PEER_FROM_FIXED;
     bool outbound = s_is_outbound(origin);
@@ -340,12 +341,102 @@ void ns_peers_remove(ns_p2p_t *p, ns_peer_t *peer, const char *why)
     memset(&p->peers[p->n_peers], 0, sizeof p->peers[0]);
 }
 
+bool ns_contact_dialable(const char *contact)
+{
+    return strncmp(contact, "tcp://", 6) == 0;
+}
+
+int ns_peers_send(ns_p2p_t *p, ns_peer_t *peer, const uint8_t *buf, size_t len)
+{
+    if (!peer->held)
+        return ns_tr_send(p, peer->dealer, buf, len);
+    if (!peer->rid_len) {
+        p->stats.send_failed++;
+        return NS_ERR_NOTFOUND;
+    }
+    return ns_tr_reply(p, peer->rid, peer->rid_len, buf, len);
+}
+
+void ns_peers_note_conn(ns_p2p_t *p, const uint8_t key[32], const uint8_t *rid,
+                        size_t rid_len, const char *addr)
+{
+    ns_peer_t *peer = ns_peers_find_curve(p, key);
+    if (!peer || !rid || rid_len == 0 || rid_len > S_RID_MAX)
+        return;
+    memcpy(peer->rid, rid, rid_len);
+    peer->rid_len = (uint8_t)rid_len;
+    peer->rid_ms = ns_mono_ms();
+    if (addr)
+        snprintf(peer->addr, sizeof peer->addr, "%s", addr);
+}
+
+ns_peer_t *ns_peers_hold(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES],
+                         const char *contact, const uint8_t *rid,
+                         size_t rid_len, const char *addr)
+{
+    if (memcmp(id, p->self_id, NS_ID_BYTES) == 0 || !rid || rid_len == 0 ||
+        rid_len > S_RID_MAX)
+        return NULL;
+    ns_peer_t *peer = ns_peers_find(p, id);
+    if (peer && peer->held)
+        return peer;
+    uint8_t curve[32];
+    if (ns_id_curve_pk(id, curve) != NS_OK || ns_tr_banned(p, curve))
+        return NULL;
+    /* Connections cost an address each, keys cost nothing: a few held
+     * peers per address, so one host cannot fill the inbound slots. */
+    uint32_t same = 0;
+    for (uint32_t i = 0; addr && addr[0] && i < p->n_peers; i++)
+        same += p->peers[i].held && strcmp(p->peers[i].addr, addr) == 0;
+    if (same >= S_HELD_PER_ADDR) {
+        p->stats.table_full++;
+        return NULL;
+    }
+    if (peer)
+        ns_peers_remove(p, peer, "held_over_its_connection");
+    if (p->n_peers >= p->peers_cap) {
+        p->stats.table_full++;
+        return NULL;
+    }
+    peer = &p->peers[p->n_peers++];
+    memset(peer, 0, sizeof *peer);
+    memcpy(peer->id, id, NS_ID_BYTES);
+    memcpy(peer->curve_pk, curve, 32);
+    memcpy(peer->link.key, curve, 32);
+    peer->link.used = true;
+    peer->link.tokens = p->cfg->rate_burst;
+    peer->link.newkey_tokens = S_NEWKEY_BURST;
+    snprintf(peer->endpoint, sizeof peer->endpoint, "%s", contact);
+    peer->held = true;
+    peer->outbound = false; /* it came to us */
+    peer->vouched = true;   /* over its own connection */
+    peer->stake = s_stake_of(p, id);
+    peer->added_ms = ns_mono_ms();
+    memcpy(peer->rid, rid, rid_len);
+    peer->rid_len = (uint8_t)rid_len;
+    peer->rid_ms = peer->added_ms;
+    if (addr)
+        snprintf(peer->addr, sizeof peer->addr, "%s", addr);
+    peer->state = NS_PEER_CONNECTING;
+    p->stats.peers_added++;
+    char idtext[NS_ID_TEXT_LEN + 1];
+    ns_id_text(idtext, id);
+    ns_debug(NS_MOD_PEERS, "event=peer_held id=%s contact=\"%s\" addr=%s",
+             idtext, contact, addr ? addr : "-");
+    /* The CURVE handshake of its connection proved the key. */
+    if (!ns_peers_reached(p, peer))
+        return NULL;
+    return ns_peers_find(p, id);
+}
+
 void ns_peers_send_hello(ns_p2p_t *p, ns_peer_t *peer)
 {
+    if (peer->held)
+        return; /* it dials us; we cannot dial it */
     ns_hello_t hello;
     memset(&hello, 0, sizeof hello);
     memcpy(hello.network_id, p->network_id, NS_HASH_BYTES);
-    snprintf(hello.endpoint, sizeof hello.endpoint, "%s", p->advertise);
+    snprintf(hello.endpoint, sizeof hello.endpoint, "%s", p->contact);
     snprintf(hello.version, sizeof hello.version, "%s", NS_VERSION_STRING);
     if (ns_hello_encode(&hello, &p->body) != NS_OK ||
         ns_p2p_sign(p, NS_MSG_HELLO, p->body.data, p->body.len, &p->scratch,
@@ -358,8 +449,54 @@ void ns_peers_send_hello(ns_p2p_t *p, ns_peer_t *peer)
     peer->hello_ms = ns_mono_ms();
 }
 
+/* reachable=auto: nobody came to our ROUTER in S_AUTO_MS after our first
+ * live peer, so nobody can: we dial out only from now on. */
+static void s_auto_reachable(ns_p2p_t *p, uint64_t now_ms)
+{
+    if (p->cfg->reachable != NS_REACH_AUTO || p->unreachable || p->dialled_in)
+        return;
+    if (!p->first_live_ms) {
+        if (ns_p2p_live_peers(p))
+            p->first_live_ms = now_ms;
+        return;
+    }
+    if (now_ms - p->first_live_ms < S_AUTO_MS)
+        return;
+    p->unreachable = true;
+    ns_info(NS_MOD_NET,
+            "event=unreachable_detected advertise=%s hint=\"no peer dialled "
+            "us back: dialling out only (node.reachable=auto)\"",
+            p->advertise);
+}
+
 void ns_peers_maintain(ns_p2p_t *p, uint64_t now_ms)
 {
+    /* Entries whose endpoint never answered but whose key talks to us
+     * over its own connection (behind NAT, advertising its private
+     * address): held over that connection. Collected first: holding
+     * reorders the table. */
+    uint8_t hold[8][NS_ID_BYTES];
+    uint32_t n_hold = 0;
+    for (uint32_t i = 0; i < p->n_peers && n_hold < 8; i++) {
+        const ns_peer_t *q = &p->peers[i];
+        if (!q->reachable && !q->held && !q->fixed && q->rid_len &&
+            now_ms - q->added_ms >= S_HOLD_AFTER_MS &&
+            now_ms - q->rid_ms < S_CONNECT_TIMEOUT_MS)
+            memcpy(hold[n_hold++], q->id, NS_ID_BYTES);
+    }
+    for (uint32_t k = 0; k < n_hold; k++) {
+        ns_peer_t *q = ns_peers_find(p, hold[k]);
+        if (!q)
+            continue;
+        char contact[NS_ENDPOINT_MAX], addr[64];
+        uint8_t rid[S_RID_MAX];
+        size_t rid_len = q->rid_len;
+        snprintf(contact, sizeof contact, "%s", q->endpoint);
+        snprintf(addr, sizeof addr, "%s", q->addr);
+        memcpy(rid, q->rid, rid_len);
+        (void)ns_peers_hold(p, hold[k], contact, rid, rid_len, addr);
+    }
+    s_auto_reachable(p, now_ms);
     for (uint32_t i = 0; i < p->n_peers;) {
         ns_peer_t *peer = &p->peers[i];
         peer->deliveries *= S_SCORE_DECAY;
@@ -392,6 +529,17 @@ void ns_peers_maintain(ns_p2p_t *p, uint64_t now_ms)
         if (!ns_peers_find(p, id))
             ns_peers_add(p, id, ep, NS_PEER_FROM_FIXED, true, true);
     }
+    ns_relay_expire(p, now_ms);
+    if (ns_relay_update_contact(p) && p->running)
+        ns_p2p_send_heartbeat(p);
+}
+
+const ns_link_t *ns_link_find(const ns_p2p_t *p, const uint8_t key[32])
+{
+    for (int i = 0; i < S_MAX_LINKS; i++)
+        if (p->links[i].used && memcmp(p->links[i].key, key, 32) == 0)
+            return &p->links[i];
+    return NULL;
 }
 
 ns_link_t *ns_link_get(ns_p2p_t *p, const uint8_t key[32], uint64_t now_ms)

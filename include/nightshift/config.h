@@ -22,6 +22,14 @@
 /* The ledger's LMDB map: the most the ledger can hold (sparse on disk). */
 #define NS_DEFAULT_LEDGER_MAP_BYTES (UINT64_C(8) << 30)
 
+/* node.reachable: can peers dial this node (docs/PROTOCOL.md, "Behind a
+ * router")? */
+typedef enum {
+    NS_REACH_YES = 0,  /* yes: advertise the endpoint (the default) */
+    NS_REACH_NO = 1,   /* no: dial out only (behind NAT) */
+    NS_REACH_AUTO = 2, /* find out: dial out only once no peer dials back */
+} ns_reachable_mode;
+
 typedef struct {
     char listen[NS_ENDPOINT_MAX];    /* bind endpoint; port 0 or * = any */
     char advertise[NS_ENDPOINT_MAX]; /* endpoint told to peers; "" = the
@@ -38,14 +46,16 @@ typedef struct {
     uint32_t rate_msgs_per_s;       /* per-link token refill rate */
     uint32_t rate_burst;            /* per-link bucket size */
     char region[NS_MAX_REGION + 1];
-    char http[64];           /* node.http: HOST:PORT of /metrics and the status
-                                page; "" = off (the default) */
-    bool http_public;        /* node.http_public: serve a non-loopback host */
-    uint64_t price;          /* micro-credits per device-second */
-    uint64_t stake;          /* kept staked, micro-credits (the
-                                setting is in credits) */
-    uint32_t slots;          /* concurrent jobs offered */
-    uint32_t load_price_pct; /* price rises this % per busy slot */
+    char http[64];    /* node.http: HOST:PORT of /metrics and the status
+                         page; "" = off (the default) */
+    bool http_public; /* node.http_public: serve a non-loopback host */
+    ns_reachable_mode reachable; /* node.reachable: yes|no|auto */
+    bool relay;     /* node.relay: relay for peers that cannot be dialled */
+    uint64_t price; /* micro-credits per device-second */
+    uint64_t stake; /* kept staked, micro-credits (the
+                       setting is in credits) */
+    uint32_t slots; /* concurrent jobs offered */
+    uint32_t load_price_pct;   /* price rises this % per busy slot */
     uint64_t ledger_map_bytes; /* [ledger] map_size: LMDB map, bytes */
     uint64_t blob_cache_bytes; /* input_cache_bytes: kept inputs, bytes */
     ns_log_level log_level;

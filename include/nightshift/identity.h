@@ -61,5 +61,14 @@ int ns_addr_parse(const char *addr, uint8_t pk[NS_ID_BYTES],
 /* Validate a "tcp://host:port" endpoint (port 1..65535, or 0 / "*" when
  * allow_any_port). */
 int ns_endpoint_check(const char *endpoint, int allow_any_port) NS_MUST_CHECK;
+/* A contact: where a node says it can be reached (docs/PROTOCOL.md,
+ * "Behind a router"). One of: an endpoint "tcp://host:port"; "" (it
+ * cannot be dialled: it only dials out); "relay:<id>@tcp://host:port"
+ * (through the reachable peer <id> that relays for it). NS_ERR_ADDR
+ * otherwise. */
+#define NS_RELAY_PREFIX "relay:"
+int ns_contact_check(const char *contact) NS_MUST_CHECK;
+/* The relay's address in a "relay:" contact, or NULL for another form. */
+const char *ns_contact_relay(const char *contact);
 
 #endif

@@ -74,7 +74,8 @@ typedef struct {
     ns_hash_t job_id;  /* the market's (and ledger's) id of this job */
     ns_hash_t desc_id; /* ns_job_id of the descriptor it will send */
     uint8_t requester[NS_ID_BYTES];
-    char endpoint[NS_ENDPOINT_MAX]; /* where the requester listens */
+    char endpoint[NS_ENDPOINT_MAX]; /* where the requester is reached: a
+                                       contact (ns_contact_check) */
     ns_reqs_t reqs;
     uint64_t max_price;  /* micro-credits for the whole job */
     uint64_t collateral; /* micro-credits a provider locks */

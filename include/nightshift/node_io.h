@@ -53,6 +53,10 @@ typedef struct {
      * address and its cause (join.h, ns_join_explain). Blocks for a few
      * seconds; called once, when a join gives up. NULL: not known. */
     void (*explain_join)(void *user, char *out, size_t cap);
+    /* Where peers reach us now, for announcements (p2p.h,
+     * ns_p2p_contact: an endpoint, a relay, or "" behind a router);
+     * NULL: the endpoint the state machine was given. */
+    const char *(*contact)(void *user);
 } ns_node_io_t;
 
 /* A message for a state machine: verified, from sender. reply answers

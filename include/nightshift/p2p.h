@@ -52,6 +52,16 @@ void ns_p2p_set_close_linger(ns_p2p_t *p, uint32_t ms);
  * address peers should use ("<id>@<advertised endpoint>"). */
 const char *ns_p2p_endpoint(const ns_p2p_t *p);
 const char *ns_p2p_address(const ns_p2p_t *p);
+/* Where peers reach us now (docs/PROTOCOL.md, "Behind a router"): the
+ * advertised endpoint, or, when we cannot be dialled (node.reachable),
+ * "relay:<id>@<endpoint>" of a live peer that relays for us, or "" (we
+ * only dial out: only the peers we dial reach us). What HELLOs,
+ * heartbeats and job announcements carry. Borrowed; changes as peers
+ * come and go. */
+const char *ns_p2p_contact(const ns_p2p_t *p);
+/* False when this node cannot be dialled (node.reachable = no, or auto
+ * found that nobody dials back). */
+bool ns_p2p_reachable(const ns_p2p_t *p);
 
 /* Sockets and timers for the layers above (control socket, ledger sync,
  * the provider...), run by the p2p's loop (loop.h) besides its own ROUTER,
@@ -123,12 +133,17 @@ typedef int (*ns_p2p_msg_fn)(void *user, const ns_envelope_t *env,
 int ns_p2p_reply(ns_p2p_t *p, ns_p2p_src_t *src, uint8_t type,
                  const uint8_t *body, size_t len) NS_MUST_CHECK;
 
-/* Sign and send a direct message to one peer of the table.
- * NS_ERR_NOTFOUND if it is not there, NS_ERR_IO as for ns_p2p_reply. */
+/* Sign and send a direct message to one peer of the table: over our
+ * DEALER, or over its own connection to us when it cannot be dialled, or
+ * wrapped in a RELAY through the relay it was reached by (a route that
+ * ns_p2p_connect to a "relay:" contact or a relayed message made).
+ * NS_ERR_NOTFOUND if there is no way, NS_ERR_IO as for ns_p2p_reply. */
 int ns_p2p_send(ns_p2p_t *p, const uint8_t peer[NS_ID_BYTES], uint8_t type,
                 const uint8_t *body, size_t len) NS_MUST_CHECK;
 
-/* Dial an address now (operators' `connect`). NS_ERR_EXISTS if known. */
+/* Dial an address now (operators' `connect`). NS_ERR_EXISTS if known.
+ * "ID@relay:RELAY_ID@tcp://HOST:PORT" (a contact of a node behind a
+ * router) dials the relay if needed and reaches ID through it. */
 int ns_p2p_connect(ns_p2p_t *p, const char *addr) NS_MUST_CHECK;
 
 /* Cut all traffic with a peer for ms milliseconds: dropped from the table,

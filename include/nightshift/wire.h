@@ -49,7 +49,18 @@ typedef enum {
     NS_MSG_HEARTBEAT = 2, /* gossiped: liveness and offer */
     NS_MSG_PEERS = 3,     /* direct: peer exchange */
     NS_MSG_PULL = 4,      /* direct: ids I have; send me what I lack */
+    NS_MSG_RELAY = 5,     /* direct: an envelope for a peer the sender
+                             cannot reach, through one that can */
 } ns_msg_type;
+
+/* The envelope inside a RELAY: its body is [to bin(32), envelope bin],
+ * so the inner envelope is a little smaller than NS_MAX_BODY. */
+#define NS_MAX_RELAYED (NS_MAX_BODY - 64)
+
+/* Heartbeat flags (its optional 13th element; absent = 0). */
+#define NS_HB_RELAY                                                            \
+    1u /* the sender relays for peers that cannot be                           \
+          dialled (node.relay = on) */
 
 /* The message types a decoder accepts, one bit per type (0..255). Owned
  * by the caller (the p2p keeps one and adds the types of the layers above
@@ -58,7 +69,7 @@ typedef struct {
     uint64_t bits[4]; /* bit t % 64 of bits[t / 64]: type t is known */
 } ns_wire_types_t;
 
-/* Exactly the built-in p2p types, NS_MSG_HELLO .. NS_MSG_PULL. */
+/* Exactly the built-in p2p types, NS_MSG_HELLO .. NS_MSG_RELAY. */
 void ns_wire_types_init(ns_wire_types_t *types);
 void ns_wire_types_add(ns_wire_types_t *types, uint8_t type);
 void ns_wire_types_remove(ns_wire_types_t *types, uint8_t type);
@@ -101,7 +112,9 @@ int ns_envelope_verify(const ns_envelope_t *env) NS_MUST_CHECK;
 
 typedef struct {
     ns_hash_t network_id;           /* hash of the genesis file */
-    char endpoint[NS_ENDPOINT_MAX]; /* where the sender listens */
+    char endpoint[NS_ENDPOINT_MAX]; /* where the sender listens: a contact
+                                       (ns_contact_check): "" when it
+                                       cannot be dialled */
     char version[NS_MAX_VERSION_STR + 1];
 } ns_hello_t;
 
@@ -119,7 +132,17 @@ typedef struct {
     ns_hash_t ledger_digest; /* and digest of all heads (zero if none) */
     uint32_t n_devices;
     ns_devinfo_t devices[NS_MAX_DEVICES];
+    uint32_t flags; /* NS_HB_*; sent as a 13th element only when not 0,
+                       so nodes that know 12 still read the others */
 } ns_heartbeat_t;
+
+/* RELAY body. */
+typedef struct {
+    uint8_t to[NS_ID_BYTES]; /* the final recipient */
+    const uint8_t *env;      /* its envelope, signed by the RELAY's sender;
+                                borrowed */
+    size_t env_len;          /* 1 .. NS_MAX_RELAYED */
+} ns_relay_t;
 
 typedef struct {
     uint8_t id[NS_ID_BYTES];
@@ -147,5 +170,8 @@ int ns_peers_decode(const uint8_t *buf, size_t len,
                     ns_peers_t *m) NS_MUST_CHECK;
 int ns_pull_encode(const uint8_t *ids, uint32_t n, ns_buf_t *out) NS_MUST_CHECK;
 int ns_pull_decode(const uint8_t *buf, size_t len, ns_pull_t *m) NS_MUST_CHECK;
+int ns_relay_encode(const ns_relay_t *m, ns_buf_t *out) NS_MUST_CHECK;
+int ns_relay_decode(const uint8_t *buf, size_t len,
+                    ns_relay_t *m) NS_MUST_CHECK;
 
 #endif

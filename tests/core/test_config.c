@@ -266,6 +266,9 @@ TEST(bad_values)
         {"node", "http", "127.0.0.1:-1"},
         {"node", "http", "a b:1"},
         {"node", "http_public", "yes"},
+        {"node", "reachable", "maybe"},
+        {"node", "reachable", ""},
+        {"node", "relay", "yes"},
         {"log", "level", "verbose"},
         {"log", "level", "INFO"},
         {"log", "level", ""},
@@ -390,6 +393,8 @@ static void s_config_equal(const ns_config_t *a, const ns_config_t *b)
     CHECK_EQ_INT(a->slots, b->slots);
     CHECK_STR(a->http, b->http);
     CHECK_EQ_INT(a->http_public, b->http_public);
+    CHECK_EQ_INT(a->reachable, b->reachable);
+    CHECK_EQ_INT(a->relay, b->relay);
     CHECK_EQ_INT(a->log_level, b->log_level);
     CHECK_STR(a->log_debug, b->log_debug);
     CHECK_STR(a->log_file, b->log_file);
@@ -436,6 +441,8 @@ TEST(write_then_load)
         {"node", "input_cache_bytes", "1048576"},
         {"node", "http", "127.0.0.1:9464"},
         {"node", "http_public", "true"},
+        {"node", "reachable", "no"},
+        {"node", "relay", "on"},
         {"ledger", "map_size", "1048576"},
         {"log", "level", "debug"},
         {"log", "debug", "all"},

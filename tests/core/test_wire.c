@@ -402,14 +402,15 @@ TEST(type_table)
     CHECK(ns_wire_types_has(&types, NS_MSG_HEARTBEAT));
     CHECK(ns_wire_types_has(&types, NS_MSG_PEERS));
     CHECK(ns_wire_types_has(&types, NS_MSG_PULL));
+    CHECK(ns_wire_types_has(&types, NS_MSG_RELAY));
     CHECK(!ns_wire_types_has(&types, 0));
-    CHECK(!ns_wire_types_has(&types, 5));
+    CHECK(!ns_wire_types_has(&types, 6));
     CHECK(!ns_wire_types_has(&types, 200));
     CHECK(!ns_wire_types_has(&types, 255));
     CHECK(!ns_wire_types_has(&types, 256));
     CHECK(!ns_wire_types_has(&types, UINT32_MAX));
     /* every bit on its own: 63, 64 and 255 sit at word edges */
-    const uint8_t edges[] = {5, 63, 64, 127, 128, 255};
+    const uint8_t edges[] = {6, 63, 64, 127, 128, 255};
     for (size_t i = 0; i < sizeof edges; i++) {
         ns_wire_types_add(&types, edges[i]);
         CHECK(ns_wire_types_has(&types, edges[i]));
@@ -518,6 +519,60 @@ TEST(heartbeat_round_trip_no_devices)
 TEST(heartbeat_round_trip_max_devices)
 {
     s_heartbeat_round_trip(NS_MAX_DEVICES);
+}
+
+/* Behind a router: contacts that cannot be dialled, the relay flag as an
+ * optional 13th element (absent when 0, so 12-element readers still read
+ * every other heartbeat), and the RELAY body. */
+TEST(contact_flags_and_relay)
+{
+    static ns_heartbeat_t m, got;
+    ns_buf_t body;
+    ns_buf_init(&body);
+    s_heartbeat_fill(&m, 1);
+    const char *contacts[] = {
+        "",
+        "relay:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa@tcp://"
+        "10.0.0.1:7946",
+    };
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(m.endpoint, sizeof m.endpoint, "%s", contacts[i]);
+        m.flags = (uint32_t)i * NS_HB_RELAY;
+        CHECK_RC(ns_heartbeat_encode(&m, &body), NS_OK);
+        CHECK_EQ_INT(body.data[0], 0x90 | (12 + (int)i));
+        CHECK_RC(ns_heartbeat_decode(body.data, body.len, &got), NS_OK);
+        CHECK_STR(got.endpoint, contacts[i]);
+        CHECK_EQ_INT(got.flags, m.flags);
+        body.len = 0;
+    }
+    CHECK_RC(ns_contact_check("relay:x@tcp://1.2.3.4:5"), NS_ERR_ADDR);
+    CHECK(ns_contact_relay("relay:abc") != NULL);
+    CHECK(ns_contact_relay("tcp://1.2.3.4:5") == NULL);
+    /* 14 elements or 11: refused */
+    uint8_t *raw = NULL;
+    CHECK_RC(ns_heartbeat_encode(&m, &body), NS_OK);
+    raw = body.data;
+    raw[0] = 0x90 | 14;
+    CHECK(ns_heartbeat_decode(body.data, body.len, &got) != NS_OK);
+    raw[0] = 0x90 | 11;
+    CHECK(ns_heartbeat_decode(body.data, body.len, &got) != NS_OK);
+    body.len = 0;
+
+    uint8_t env[40];
+    s_fill(env, sizeof env, 9);
+    ns_relay_t r = {{0}, env, sizeof env}, back;
+    s_fill(r.to, NS_ID_BYTES, 3);
+    CHECK_RC(ns_relay_encode(&r, &body), NS_OK);
+    CHECK_RC(ns_relay_decode(body.data, body.len, &back), NS_OK);
+    CHECK_MEM(back.to, r.to, NS_ID_BYTES);
+    CHECK_EQ_INT(back.env_len, sizeof env);
+    CHECK_MEM(back.env, env, sizeof env);
+    CHECK_RC(ns_relay_decode(body.data, body.len - 1, &back), NS_ERR_TRUNCATED);
+    r.env_len = 0;
+    CHECK_RC(ns_relay_encode(&r, &body), NS_ERR_TOOBIG);
+    r.env_len = NS_MAX_RELAYED + 1;
+    CHECK_RC(ns_relay_encode(&r, &body), NS_ERR_TOOBIG);
+    ns_buf_release(&body);
 }
 
 static void s_peers_fill(ns_peers_t *m, uint32_t n)
@@ -874,7 +929,7 @@ TEST(envelope_version_and_type)
     CHECK_RC(s_decode_spec(&sp), NS_ERR_MSGTYPE);
     sp.type = 0;
     CHECK_RC(s_decode_spec(&sp), NS_ERR_MSGTYPE);
-    sp.type = 5;
+    sp.type = 6;
     CHECK_RC(s_decode_spec(&sp), NS_ERR_MSGTYPE);
     sp.type = 256 + NS_MSG_HELLO; /* must not wrap to HELLO */
     CHECK_RC(s_decode_spec(&sp), NS_ERR_MSGTYPE);
@@ -1064,7 +1119,8 @@ TEST(hello_bad_input)
         {"tcp://127.0.0.1:0", "0.1", NS_ERR_ADDR},
         {"tcp://127.0.0.1:70000", "0.1", NS_ERR_ADDR},
         {"tcp://127.0.0.1", "0.1", NS_ERR_ADDR},
-        {"", "0.1", NS_ERR_ADDR},
+        {"relay:", "0.1", NS_ERR_ADDR},
+        {"relay:tcp://127.0.0.1:7946", "0.1", NS_ERR_ADDR},
         {"tcp://host\t:1", "0.1", NS_ERR_INVAL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -1371,6 +1427,7 @@ int main(void)
     RUN(buf);
     RUN(hello_round_trip);
     RUN(heartbeat_round_trip_no_devices);
+    RUN(contact_flags_and_relay);
     RUN(heartbeat_round_trip_max_devices);
     RUN(peers_round_trip_empty);
     RUN(peers_round_trip_max);

@@ -208,6 +208,7 @@ class Node:
         self.proc = None
         self.id = None
         self.bootstrap = []
+        self.netns = None  # run inside this network namespace (netns.py)
 
     def __repr__(self):
         return f"<{self.name} {self.id[:10] if self.id else '?'}>"
@@ -234,6 +235,8 @@ class Node:
         for b in self.bootstrap:
             args += ["--bootstrap", b]
         args += list(extra)
+        if self.netns:
+            args = ["ip", "netns", "exec", self.netns] + args
         logf = open(self.log_path, "ab")
         try:
             self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL,

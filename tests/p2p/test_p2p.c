@@ -744,12 +744,15 @@ TEST(reply_reports_send_failure)
                               (const uint8_t *)"\0gone",
                               5,
                               NULL,
+                              NULL,
+                              NULL,
                               NULL};
     CHECK_RC(ns_p2p_reply(f.p, &gone, 151, (const uint8_t *)"x", 1),
              NS_ERR_NOTFOUND);
     CHECK_EQ_INT(f.p->stats.send_failed, 1);
     /* no connection at all (as for ns_p2p_ingest) */
-    struct ns_p2p_src none = {gone.link, f.link, NULL, 0, NULL, NULL};
+    struct ns_p2p_src none = {gone.link, f.link, NULL, 0,
+                              NULL,      NULL,   NULL, NULL};
     CHECK_RC(ns_p2p_reply(f.p, &none, 151, (const uint8_t *)"x", 1),
              NS_ERR_NOTFOUND);
 
@@ -793,6 +796,84 @@ TEST(reply_reports_send_failure)
     s_teardown(&f);
 }
 
+/* RELAY (docs/PROTOCOL.md, "Behind a router"): what a node passes on and
+ * what it takes, judged before any byte moves. */
+static void s_relay_msg(ns_buf_t *out, const ns_identity_t *who,
+                        const uint8_t to[NS_ID_BYTES], uint8_t inner_type)
+{
+    ns_buf_t inner, body;
+    ns_buf_init(&inner);
+    ns_buf_init(&body);
+    CHECK_RC(ns_envelope_encode(who, inner_type, ns_now_ms(),
+                                (const uint8_t *)"x", 1, &inner, NULL),
+             NS_OK);
+    ns_relay_t r = {{0}, inner.data, inner.len};
+    memcpy(r.to, to, NS_ID_BYTES);
+    CHECK_RC(ns_relay_encode(&r, &body), NS_OK);
+    CHECK_RC(ns_envelope_encode(who, NS_MSG_RELAY, ns_now_ms(), body.data,
+                                body.len, out, NULL),
+             NS_OK);
+    ns_buf_release(&inner);
+    ns_buf_release(&body);
+}
+
+static int s_direct_handler(void *u, const ns_envelope_t *env,
+                            ns_p2p_src_t *src)
+{
+    (void)env;
+    (void)src;
+    (*(int *)u)++;
+    return NS_OK;
+}
+
+TEST(relay_rules)
+{
+    s_fix_t f;
+    s_setup(&f, 100000);
+    if (!f.p)
+        return;
+    int delivered = 0;
+    CHECK_RC(ns_p2p_register(f.p, 150, false, s_direct_handler, &delivered),
+             NS_OK);
+    CHECK_RC(
+        ns_p2p_register(f.p, NS_MSG_RELAY, false, s_direct_handler, &delivered),
+        NS_ERR_EXISTS); /* built in */
+    ns_buf_t m;
+    ns_buf_init(&m);
+    uint8_t nobody[NS_ID_BYTES];
+    memset(nobody, 7, sizeof nobody);
+
+    /* Not relaying (node.relay is off by default): refused, counted. */
+    s_relay_msg(&m, f.other, nobody, 150);
+    CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_ERR_INVAL);
+    CHECK_EQ_INT(f.p->stats.relay_refused, 1);
+    /* Relaying, but the signer is no live peer of ours: refused. */
+    f.cfg.relay = true;
+    nobody[0]++; /* another message (the first is in the seen-cache) */
+    s_relay_msg(&m, f.other, nobody, 150);
+    CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_ERR_INVAL);
+    CHECK_EQ_INT(f.p->stats.relay_refused, 2);
+    CHECK_EQ_INT(f.p->stats.relayed, 0);
+
+    /* For us, but not from a reachable peer of ours: not taken. */
+    s_relay_msg(&m, f.other, ns_identity_pk(f.me), 150);
+    CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_ERR_INVAL);
+    CHECK_EQ_INT(delivered, 0);
+    CHECK_EQ_INT(f.p->stats.via_relay, 0);
+
+    /* Malformed bodies: an empty envelope, a short id. */
+    uint8_t bad[] = {0x92, 0xc4, 0x01, 0x00, 0xc4, 0x00};
+    ns_buf_t env;
+    ns_buf_init(&env);
+    CHECK_RC(ns_envelope_encode(f.other, NS_MSG_RELAY, ns_now_ms(), bad,
+                                sizeof bad, &env, NULL),
+             NS_OK);
+    CHECK_RC(ns_p2p_ingest(f.p, f.link, env.data, env.len), NS_ERR_TYPE);
+    ns_buf_release(&env);
+    ns_buf_release(&m);
+    s_teardown(&f);
+}
+
 int main(void)
 {
     if (sodium_init() < 0)
@@ -810,5 +891,6 @@ int main(void)
     RUN(pick_peer_scored);
     RUN(slots_and_eviction);
     RUN(reply_reports_send_failure);
+    RUN(relay_rules);
     return ns_test_finish("p2p");
 }

@@ -20,6 +20,12 @@
  *                 appended
  *   --entry HEX   one ledger entry (encoded, e.g. from ns_forge) in a
  *                 signed ENTRY envelope, as gossip carries it
+ *   --held MS     a node that cannot be dialled (behind a router): a
+ *                 HELLO and heartbeats with the contact "" signed by our
+ *                 own key, over our own connection, one heartbeat every
+ *                 --interval-ms for MS milliseconds (keys cost nothing,
+ *                 connections cost an address: the per-address cap on
+ *                 held peers of docs/PROTOCOL.md, "Behind a router")
  *
  * at --rate R messages per second (0 = as fast as the socket takes them),
  * then waits for the queue to drain and exits. The heartbeats carry
@@ -67,6 +73,7 @@ typedef struct {
     uint32_t timeout_ms;   /* handshake / send / flush limit */
     ns_hash_t network_id;  /* put in the heartbeats */
     const char *entry_hex; /* --entry: an encoded ledger entry, or NULL */
+    uint64_t held_ms;      /* --held: stay as an undiallable peer, ms */
 } s_opts_t;
 
 static const char s_usage[] =
@@ -74,7 +81,7 @@ static const char s_usage[] =
     "                [--replay N] [--stale N] [--sybil N] [--size BYTES]\n"
     "                [--interval-ms MS] [--rate MSGS_PER_S]\n"
     "                [--network HEX] [--max-size BYTES] [--stale-age-ms MS]\n"
-    "                [--timeout-ms MS] [--entry HEX]\n"
+    "                [--timeout-ms MS] [--entry HEX] [--held MS]\n"
     "\n"
     "Send hostile traffic to one nightshift node over a CURVE link (see the\n"
     "comment at the top of tests/tools/flood.c). Exit 0 when all was sent.\n";
@@ -114,6 +121,9 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
             i++;
         } else if (strcmp(a, "--stale") == 0) {
             rc = s_u64_arg(a, v, &o->stale);
+            i++;
+        } else if (strcmp(a, "--held") == 0) {
+            rc = s_u64_arg(a, v, &o->held_ms);
             i++;
         } else if (strcmp(a, "--sybil") == 0) {
             rc = s_u64_arg(a, v, &o->sybil);
@@ -200,7 +210,8 @@ static int s_heartbeat(const ns_identity_t *id, const s_opts_t *o,
     memcpy(hb.network_id, o->network_id, NS_HASH_BYTES);
     /* Port 1 on loopback: nothing listens there, so a node that accepts
      * this heartbeat dials nowhere and forgets us after 3 intervals. */
-    snprintf(hb.endpoint, sizeof hb.endpoint, "tcp://127.0.0.1:1");
+    snprintf(hb.endpoint, sizeof hb.endpoint, "%s",
+             o->held_ms ? "" : "tcp://127.0.0.1:1");
     snprintf(hb.version, sizeof hb.version, "flood");
     hb.interval_ms = (uint32_t)o->interval_ms;
     hb.sent_us = ts_ms * 1000 + seq % 1000;
@@ -447,6 +458,34 @@ int main(int argc, char **argv)
             goto out;
         }
         n++;
+    }
+    if (o.held_ms) {
+        ns_hello_t hello;
+        memset(&hello, 0, sizeof hello);
+        memcpy(hello.network_id, o.network_id, NS_HASH_BYTES);
+        snprintf(hello.version, sizeof hello.version, "flood");
+        if (ns_hello_encode(&hello, &body) != NS_OK ||
+            ns_envelope_encode(id, NS_MSG_HELLO, ns_now_ms(), body.data,
+                               body.len, &msg, NULL) != NS_OK ||
+            s_send(s, msg.data, msg.len) != 0)
+            goto out;
+        n++;
+        uint64_t until = ns_mono_ms() + o.held_ms;
+        for (uint64_t i = 0; ns_mono_ms() < until; i++, n++) {
+            body.len = 0;
+            if (s_heartbeat(id, &o, ns_now_ms(), i, &body, &msg) != NS_OK ||
+                s_send(s, msg.data, msg.len) != 0)
+                goto out;
+            /* drain what the node sends back (PEERS, its heartbeats) */
+            zmq_msg_t m;
+            zmq_msg_init(&m);
+            while (zmq_msg_recv(&m, s, ZMQ_DONTWAIT) >= 0)
+                ;
+            zmq_msg_close(&m);
+            struct timespec ts = {(time_t)(o.interval_ms / 1000),
+                                  (long)(o.interval_ms % 1000) * 1000000L};
+            nanosleep(&ts, NULL);
+        }
     }
     uint64_t elapsed_ms = (ns_mono_us() - t0_us) / 1000;
     printf("sent garbage=%llu bad_sig=%llu replay=%llu stale=%llu sybil=%llu "
