@@ -58,7 +58,12 @@ int main(int argc, char **argv)
     s_seed("invite, trailing comma", 0, bad, strlen(bad));
     inv.n_addrs = 2;
     seeds_check(ns_invite_format(&inv, text, sizeof text), "invite 2");
-    snprintf(bad, sizeof bad, "%s,%s", text, inv.addrs[0]);
+    /* text is short here (two addresses): the repeat fits */
+    size_t used = (size_t)snprintf(bad, sizeof bad, "%s,", text);
+    if (used < sizeof bad)
+        memcpy(bad + used, inv.addrs[0],
+               strnlen(inv.addrs[0], sizeof bad - used - 1) + 1);
+    bad[sizeof bad - 1] = '\0';
     s_seed("invite, repeated", 0, bad, strlen(bad));
     snprintf(bad, sizeof bad, "%.65s@%.52s@tcp://0.0.0.0:7000", text,
              inv.addrs[0]);
