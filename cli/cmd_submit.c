@@ -274,6 +274,27 @@ static int s_parse(s_submit_t *q, int argc, char **argv)
     return 0;
 }
 
+/* The outcome keys of a receipt (--json): status, error when it failed,
+ * checks, rounds, slashed, cancelled: 5 or 6 map entries. */
+static void s_pack_outcome(msgpack_packer *pk, const ns_receipt_t *rc)
+{
+    bool ok = rc->phase == NS_RQ_DONE;
+    ns_mp_str(pk, "status");
+    ns_mp_str(pk, ok ? "settled" : "failed");
+    if (!ok) {
+        ns_mp_str(pk, "error");
+        ns_mp_str(pk, rc->error);
+    }
+    ns_mp_str(pk, "checks");
+    msgpack_pack_uint32(pk, rc->checked);
+    ns_mp_str(pk, "rounds");
+    msgpack_pack_uint32(pk, rc->rounds);
+    ns_mp_str(pk, "slashed");
+    msgpack_pack_uint32(pk, rc->slashed);
+    ns_mp_str(pk, "cancelled");
+    msgpack_pack_uint32(pk, rc->cancelled);
+}
+
 /* A pipeline's --json output is an array of its steps' documents. */
 static void s_json_next(s_submit_t *q)
 {
@@ -304,20 +325,7 @@ static void s_print_receipt(s_submit_t *q, const ns_receipt_t *rc,
         ns_mp_credits(&pk, rc->price);
         ns_mp_str(&pk, "refund");
         ns_mp_credits(&pk, rc->refund);
-        ns_mp_str(&pk, "status");
-        ns_mp_str(&pk, ok ? "settled" : "failed");
-        if (!ok) {
-            ns_mp_str(&pk, "error");
-            ns_mp_str(&pk, rc->error);
-        }
-        ns_mp_str(&pk, "checks");
-        msgpack_pack_uint32(&pk, rc->checked);
-        ns_mp_str(&pk, "rounds");
-        msgpack_pack_uint32(&pk, rc->rounds);
-        ns_mp_str(&pk, "slashed");
-        msgpack_pack_uint32(&pk, rc->slashed);
-        ns_mp_str(&pk, "cancelled");
-        msgpack_pack_uint32(&pk, rc->cancelled);
+        s_pack_outcome(&pk, rc);
         ns_mp_str(&pk, "timings_ms");
         msgpack_pack_map(&pk, 4);
         ns_mp_str(&pk, "match");
@@ -732,20 +740,7 @@ static void s_print_shard_receipts(s_submit_t *q, const ns_receipt_t **rc,
             ns_mp_str(&pk, who);
             ns_mp_str(&pk, "price");
             ns_mp_credits(&pk, rc[i]->price);
-            ns_mp_str(&pk, "status");
-            ns_mp_str(&pk, done ? "settled" : "failed");
-            if (!done) {
-                ns_mp_str(&pk, "error");
-                ns_mp_str(&pk, rc[i]->error);
-            }
-            ns_mp_str(&pk, "checks");
-            msgpack_pack_uint32(&pk, rc[i]->checked);
-            ns_mp_str(&pk, "rounds");
-            msgpack_pack_uint32(&pk, rc[i]->rounds);
-            ns_mp_str(&pk, "slashed");
-            msgpack_pack_uint32(&pk, rc[i]->slashed);
-            ns_mp_str(&pk, "cancelled");
-            msgpack_pack_uint32(&pk, rc[i]->cancelled);
+            s_pack_outcome(&pk, rc[i]);
             ns_mp_str(&pk, "run_ms");
             msgpack_pack_uint64(&pk, rc[i]->run_ms);
             ns_mp_str(&pk, "verify_ms");
