@@ -969,7 +969,8 @@ bool ns_provider_active(const ns_provider_t *p)
         return true; /* the worker starts and warms its programs */
     for (int i = 0; i < S_MAX_JOBS; i++)
         if (p->jobs[i].state == PJ_FETCH || p->jobs[i].state == PJ_RUN ||
-            p->jobs[i].state == PJ_HOLD)
+            p->jobs[i].state == PJ_HOLD ||
+            (p->jobs[i].state == PJ_BID && p->jobs[i].award_wait))
             return true;
     return false;
 }

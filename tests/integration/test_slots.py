@@ -57,8 +57,14 @@ def test(net):
         prov = a.status()["provider"]
         seen.append(prov["running"])
         return prov["running"] == 2, f"running {prov['running']}"
-    nstest.wait_until(both_running, 20, "both jobs to run at once",
-                      interval=0.2)
+    try:
+        nstest.wait_until(both_running, 20, "both jobs to run at once",
+                          interval=0.2)
+    except nstest.TestFailure:
+        for i, p in enumerate(procs):  # what each requester went through
+            p.kill()
+            log(f"r{i} said: {p.communicate()[1][-2500:]}")
+        raise
     log(f"both jobs in the provider's workers at once (samples {seen})")
     for p in procs:
         p.wait(timeout=60)
