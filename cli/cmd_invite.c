@@ -128,6 +128,11 @@ static int s_own_address(const char *cmd, const char *datadir,
         snprintf(fixed, sizeof fixed, "tcp://%s%s", ip, port);
         snprintf(ep, sizeof ep, "%s", fixed);
     }
+    if (cfg->reachable == NS_REACH_NO)
+        fprintf(stderr,
+                "note: this node cannot be dialled (node.reachable=no): a "
+                "joiner can use the invitation's other addresses only; "
+                "invite from a reachable node to be sure\n");
     snprintf(out, cap, "%s@%s", idtext, ep);
     return 0;
 }
