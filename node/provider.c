@@ -1173,7 +1173,7 @@ static const char *const s_state_names[] = {
 
 void ns_provider_pack_status(const ns_provider_t *p, msgpack_packer *pk)
 {
-    msgpack_pack_map(pk, 19);
+    msgpack_pack_map(pk, 22);
 #define KV(k, v)                                                               \
     ns_mp_str(pk, k);                                                          \
     msgpack_pack_uint64(pk, v)
