@@ -633,7 +633,8 @@ static int s_on_chunk(ns_provider_t *p, const ns_node_msg_t *m)
     rc = ns_fetch_on_chunk(&j->fetch, &c, &done);
     if (rc == NS_OK) {
         j->chunk_ms = p->io->mono_ms(p->io->user);
-        p->stats.input_bytes += c.data_len;
+        if (c.blob != NS_BLOB_DESCRIPTOR)
+            p->stats.input_bytes += c.data_len;
     }
     if (rc == NS_ERR_CORRUPT) {
         /* the partial file was emptied: a wrong prefix is never resumed */
