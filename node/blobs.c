@@ -1,4 +1,5 @@
 /* blobs.c - content-addressed blobs on disk, LRU-bounded (blobs.h). */
+#define _GNU_SOURCE /* fallocate */
 #include "nightshift/blobs.h"
 
 #include "nightshift/job.h"
@@ -184,6 +185,17 @@ int ns_blobs_partial(ns_blobs_t *b, const ns_hash_t id, uint64_t size, int *fd)
     if (fstat(f, &st) != 0 ||
         ((uint64_t)st.st_size > size && ftruncate(f, (off_t)size) != 0)) {
         close(f);
+        return NS_ERR_IO;
+    }
+    /* the room on disk now, not a disk full half-way (the size stays:
+     * it is what a resume reads) */
+    if (fallocate(f, FALLOC_FL_KEEP_SIZE, 0, (off_t)size) != 0 &&
+        errno != EOPNOTSUPP && errno != ENOSYS) {
+        int e = errno;
+        if (st.st_size == 0)
+            (void)unlink(path); /* made here: leave nothing behind */
+        close(f);
+        errno = e;
         return NS_ERR_IO;
     }
     (void)futimens(f, NULL);

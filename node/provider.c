@@ -589,6 +589,9 @@ static int s_input_done(ns_provider_t *p, s_job_t *j, uint32_t arg)
         int rc = ns_blobs_map_fd(j->part_fd[arg], in->total, &m);
         close(j->part_fd[arg]);
         j->spool[arg] = false;
+        for (uint32_t k = 0; k < j->fetch.n_blobs; k++)
+            if (j->fetch.blobs[k].blob == NS_BLOB_INPUT(arg))
+                j->fetch.blobs[k].fd = -1; /* closed: never touched again */
         if (rc != NS_OK) {
             s_fail(p, j, "cannot map the received input");
             return rc;

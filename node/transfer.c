@@ -21,6 +21,12 @@ void ns_fetch_init(ns_fetch_t *f, const ns_hash_t job_id,
 void ns_fetch_release(ns_fetch_t *f)
 {
     for (uint32_t i = 0; i < f->n_blobs; i++) {
+        ns_fetch_blob_t *b = &f->blobs[i];
+        /* a cut transfer leaves only its verified prefix to resume from:
+         * no chunk beyond a hole is mistaken for received */
+        if (b->fd >= 0 && b->got < b->total)
+            (void)ftruncate(b->fd,
+                            (off_t)(b->hashed - b->hashed % NS_CHUNK_BYTES));
         if (f->blobs[i].owned)
             free(f->blobs[i].data);
         free(f->blobs[i].seen);
