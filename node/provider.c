@@ -41,7 +41,6 @@ typedef struct {
     bool award_wait;        /* AWARDED came before the ledger could show it */
     uint64_t award_wait_ms; /* monotonic: give up waiting then */
     ns_fetch_t fetch; /* descriptor, then the inputs, from the requester */
-    uint8_t *cached[NS_MAX_ARGS]; /* inputs read from the blob store */
     /* Inputs received into the blob store (ns_blobs_partial): the locked
      * partial file while it fills, then the blob mapped read-only. */
     bool spool[NS_MAX_ARGS]; /* part_fd[i] is open */
@@ -126,7 +125,6 @@ static void s_job_clear(s_job_t *j)
 {
     ns_fetch_release(&j->fetch);
     for (int i = 0; i < NS_MAX_ARGS; i++) {
-        free(j->cached[i]);
         if (j->spool[i])
             close(j->part_fd[i]);
         ns_blobs_unmap(j->mapped[i], j->mapped_len[i]);
@@ -634,6 +632,8 @@ static int s_on_chunk(ns_provider_t *p, const ns_node_msg_t *m)
         memcmp(m->sender, j->ann.requester, NS_ID_BYTES))
         return NS_OK;
     rc = ns_fetch_on_chunk(&j->fetch, &c, &done);
+    if (rc == NS_ERR_DUPLICATE)
+        return NS_OK; /* a late answer to a FETCH asked again: harmless */
     if (rc == NS_OK) {
         j->chunk_ms = p->io->mono_ms(p->io->user);
         if (c.blob != NS_BLOB_DESCRIPTOR)

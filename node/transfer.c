@@ -279,8 +279,10 @@ int ns_fetch_on_chunk(ns_fetch_t *f, const ns_chunk_t *c, int *done_blob)
     uint64_t want = b->total - c->offset < NS_CHUNK_BYTES ? b->total - c->offset
                                                           : NS_CHUNK_BYTES;
     uint64_t k = c->offset / NS_CHUNK_BYTES;
-    if (c->data_len != want || (b->seen[k / 8] & (1u << (k % 8))))
+    if (c->data_len != want)
         return NS_ERR_INVAL;
+    if (b->seen[k / 8] & (1u << (k % 8)))
+        return NS_ERR_DUPLICATE; /* nothing written twice */
     if (b->fd >= 0) {
         int rc = s_pwrite_all(b->fd, c->data, c->data_len, c->offset);
         if (rc != NS_OK)

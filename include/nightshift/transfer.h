@@ -91,8 +91,14 @@ int ns_fetch_pump(ns_fetch_t *f, ns_send_fn send, void *user) NS_MUST_CHECK;
 /* A CHUNK from f->peer: copy it in. Returns NS_OK (taken; *done_blob is
  * the index of the blob it completed or -1), NS_ERR_NOTFOUND (not one of
  * ours: another job or blob, ignore), NS_ERR_INVAL (a chunk we never asked
- * for or of the wrong size: the peer misbehaves), NS_ERR_TOOBIG (learnt
- * total over the cap), NS_ERR_NOMEM. */
+ * for or of the wrong size: the peer misbehaves), NS_ERR_DUPLICATE (a
+ * chunk already received: the answer to a FETCH asked again after
+ * ns_fetch_rewind, or a replay; nothing written, ignore it), NS_ERR_TOOBIG
+ * (learnt total over the cap), NS_ERR_NOMEM, NS_ERR_IO (a file sink could
+ * not be written: disk full, unwritable; the chunk is not counted),
+ * NS_ERR_CORRUPT (the completed blob does not hash to what
+ * ns_fetch_add_file was told: the blob is reset and its file emptied, so
+ * a pump would fetch it again from the start). */
 int ns_fetch_on_chunk(ns_fetch_t *f, const ns_chunk_t *c,
                       int *done_blob) NS_MUST_CHECK;
 

@@ -154,7 +154,7 @@ TEST(chunks_nobody_asked_for_are_refused)
     /* the right chunk once, then the same chunk again */
     CHECK_RC(ns_fetch_on_chunk(&f, &c, &done), NS_OK);
     CHECK_EQ_INT(done, -1);
-    CHECK_RC(ns_fetch_on_chunk(&f, &c, &done), NS_ERR_INVAL);
+    CHECK_RC(ns_fetch_on_chunk(&f, &c, &done), NS_ERR_DUPLICATE);
     CHECK_EQ_INT(ns_fetch_blob(&f, 5)->got, NS_CHUNK_BYTES);
     /* a learnt size over its cap */
     ns_chunk_t l = {{0}, 6, 0, 1001, 0, data, 1001};
@@ -352,6 +352,14 @@ TEST(a_cut_transfer_resumes_from_the_chunks_in_its_file)
     CHECK_EQ_INT(f.in_flight, 0);
     CHECK_RC(ns_fetch_pump(&f, s_send, &w), NS_OK);
     CHECK_EQ_INT(w.n, 2); /* chunks 5 and 6 only */
+    {
+        /* a late answer to a FETCH from before the rewind */
+        ns_chunk_t late = {{0},           1, 4 * NS_CHUNK_BYTES,
+                           size,          0, data + 4 * NS_CHUNK_BYTES,
+                           NS_CHUNK_BYTES};
+        memcpy(late.job_id, job, NS_HASH_BYTES);
+        CHECK_RC(ns_fetch_on_chunk(&f, &late, &done), NS_ERR_DUPLICATE);
+    }
     CHECK_RC(s_serve_reversed(&w, &f, data, size, UINT64_MAX, &done), NS_OK);
     CHECK(ns_fetch_done(&f));
     CHECK_EQ_INT(done, 0);
