@@ -48,6 +48,7 @@ typedef struct {
     const uint8_t *mapped[NS_MAX_ARGS];
     size_t mapped_len[NS_MAX_ARGS];
     uint64_t chunk_ms; /* monotonic: the last CHUNK taken (PJ_FETCH) */
+    uint32_t resumed;  /* bit i: input i started from a part file */
     bool have_job;
     ns_job_t job;
     ns_input_t inputs[NS_MAX_ARGS];
@@ -78,6 +79,7 @@ struct ns_provider {
         uint64_t input_bytes;   /* input bytes received from requesters */
         uint64_t resumed_bytes; /* found in partial files, not fetched */
         uint64_t rewinds;       /* stalled transfers asked again */
+        uint64_t refetched;     /* resumed inputs that failed, fetched whole */
         uint64_t bids_lost;     /* expired unanswered, or replaced */
         ns_histo_t run;         /* worker wall time of each result */
     } stats;
@@ -546,6 +548,7 @@ static int s_descriptor_done(ns_provider_t *p, s_job_t *j)
                 const ns_fetch_blob_t *fb =
                     ns_fetch_blob(&j->fetch, NS_BLOB_INPUT(i));
                 if (fb->resumed) {
+                    j->resumed |= 1u << i;
                     char jid[17];
                     s_job_hex(jid, j->ann.job_id);
                     p->stats.resumed_bytes += fb->resumed;
@@ -634,13 +637,31 @@ static int s_on_chunk(ns_provider_t *p, const ns_node_msg_t *m)
     rc = ns_fetch_on_chunk(&j->fetch, &c, &done);
     if (rc == NS_ERR_DUPLICATE)
         return NS_OK; /* a late answer to a FETCH asked again: harmless */
-    if (rc == NS_OK) {
+    if (rc == NS_OK || rc == NS_ERR_CORRUPT) { /* the bytes came */
         j->chunk_ms = p->io->mono_ms(p->io->user);
         if (c.blob != NS_BLOB_DESCRIPTOR)
             p->stats.input_bytes += c.data_len;
     }
     if (rc == NS_ERR_CORRUPT) {
-        /* the partial file was emptied: a wrong prefix is never resumed */
+        /* The part file was emptied: a wrong prefix is never resumed. When
+         * the transfer had started from one (a disk fault, an earlier
+         * sender that lied), the fault may be ours: fetch it whole once
+         * more. A whole transfer that does not hash right is the
+         * requester's. */
+        uint32_t arg = c.blob - NS_BLOB_INPUT(0);
+        if (c.blob >= NS_BLOB_INPUT(0) && arg < NS_MAX_ARGS &&
+            (j->resumed & (1u << arg))) {
+            char jid[17];
+            s_job_hex(jid, j->ann.job_id);
+            j->resumed &= ~(1u << arg);
+            p->stats.refetched++;
+            ns_warn(NS_MOD_MARKET,
+                    "event=input_refetched job=%s arg=%u reason=\"the input "
+                    "resumed from a part file does not match its hash\"",
+                    jid, arg);
+            s_fetch_more(p, j);
+            return NS_OK;
+        }
         s_fail_as(p, j, NS_FAIL_INPUT, "input does not match its hash");
         return NS_OK;
     }
@@ -1177,7 +1198,7 @@ static const char *const s_state_names[] = {
 
 void ns_provider_pack_status(const ns_provider_t *p, msgpack_packer *pk)
 {
-    msgpack_pack_map(pk, 22);
+    msgpack_pack_map(pk, 23);
 #define KV(k, v)                                                               \
     ns_mp_str(pk, k);                                                          \
     msgpack_pack_uint64(pk, v)
@@ -1204,6 +1225,7 @@ void ns_provider_pack_status(const ns_provider_t *p, msgpack_packer *pk)
     KV("input_bytes", p->stats.input_bytes);
     KV("input_resumed_bytes", p->stats.resumed_bytes);
     KV("input_rewinds", p->stats.rewinds);
+    KV("input_refetched", p->stats.refetched);
     ns_mp_str(pk, "jobs"); /* by phase, now */
     msgpack_pack_map(pk, PJ_SERVE);
     for (int st = PJ_BID; st <= PJ_SERVE; st++) {

@@ -16,7 +16,11 @@ large random input:
      input_resumed, input_resumed_bytes), fewer bytes than the input's
      size cross the network, the job settles with the right output (one
      byte of every 4 KiB of the input), and the input is now a blob of
-     the store, no .part left.
+     the store, no .part left;
+  4. job 3, a new input whose part file on p's disk holds a wrong prefix
+     (a disk fault, or an earlier sender that lied): the whole does not
+     hash right, p empties the part file and fetches the input whole once
+     more (event=input_refetched), and the job settles.
 """
 import glob
 import hashlib
@@ -129,6 +133,45 @@ def test(net):
     check(os.path.exists(blob), "the input is not in p's blob store")
     check_eq(part_size(p)[0], 0, "part file left")
     log("job 2 settled with the right output; the input is in the store")
+
+    # 4. a wrong prefix in a part file: refetched whole, not failed
+    small = 8 << 20
+    data3 = os.urandom(small)
+    with open(x, "wb") as f:
+        f.write(data3)
+    h3 = hashlib.blake2b(data3, digest_size=32).hexdigest()
+    with open(os.path.join(p.datadir, "blobs", h3 + ".part"), "wb") as f:
+        f.write(bytes(4 << 20))
+    before = p.status()["provider"]
+    n3 = small // STRIDE
+    sub = subprocess.Popen(
+        [nstest.BIN, "submit", "--datadir", req.datadir, "--bootstrap",
+         p.addr, "--kernel", src, "--entry", "pick", "--global", str(n3),
+         "--arg", f"in:{x}", "--arg", f"out:{n3}:{out}", "--arg",
+         f"u32:{STRIDE}", "--max-price", "10", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdin=subprocess.DEVNULL)
+    net.at_exit(sub.kill)
+    r_out, r_err = sub.communicate(timeout=120)
+    check(sub.returncode == 0, f"job 3: submit failed: {r_err[-600:]} "
+          f"{r_out[-600:]}")
+    check_eq(json.loads(r_out)["status"], "settled", "job 3's status")
+    after = p.status()["provider"]
+    check_eq(after["input_refetched"] - before["input_refetched"], 1,
+             "inputs refetched whole")
+    check_eq(after["input_resumed_bytes"] - before["input_resumed_bytes"],
+             4 << 20, "bytes resumed from the wrong part file")
+    check_eq(after["input_bytes"] - before["input_bytes"],
+             small - (4 << 20) + small, "bytes fetched for job 3")
+    check("event=input_refetched" in p.log_text(),
+          "no input_refetched in p's log")
+    with open(out, "rb") as f:
+        check(f.read() == data3[::STRIDE][:n3],
+              "job 3: the output is not the input's picks")
+    check(os.path.exists(os.path.join(p.datadir, "blobs", h3)),
+          "job 3's input is not in p's blob store")
+    log("job 3: the wrong part file was caught, the input fetched whole "
+        "again, the job settled")
 
 
 nstest.main(test, "transfer_resume")
