@@ -1,4 +1,5 @@
 /* blobs.c - content-addressed blobs on disk, LRU-bounded (blobs.h). */
+#define _GNU_SOURCE /* fallocate */
 #include "nightshift/blobs.h"
 
 #include "nightshift/job.h"
@@ -12,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,9 +32,15 @@ static void s_path(const ns_blobs_t *b, const ns_hash_t id, char *out,
     snprintf(out, cap, "%s/%s", b->dir, hex);
 }
 
+#define S_PART ".part"
+#define S_NAME_MAX (2 * NS_HASH_BYTES + sizeof S_PART)
+
+/* <64 hex> or <64 hex>.part */
 static bool s_is_blob_name(const char *name)
 {
-    if (strlen(name) != 2 * NS_HASH_BYTES)
+    size_t n = strlen(name);
+    if (n != 2 * NS_HASH_BYTES && (n != 2 * NS_HASH_BYTES + strlen(S_PART) ||
+                                   strcmp(name + 2 * NS_HASH_BYTES, S_PART)))
         return false;
     return strspn(name, "0123456789abcdef") == 2 * NS_HASH_BYTES;
 }
@@ -46,7 +55,7 @@ static int s_scan(ns_blobs_t *b, uint64_t need)
             return NS_ERR_IO;
         uint64_t sum = 0;
         time_t oldest_t = 0;
-        char oldest[2 * NS_HASH_BYTES + 1] = "";
+        char oldest[S_NAME_MAX] = "";
         struct dirent *e;
         while ((e = readdir(d)) != NULL) {
             if (!s_is_blob_name(e->d_name))
@@ -57,9 +66,8 @@ static int s_scan(ns_blobs_t *b, uint64_t need)
             sum += (uint64_t)st.st_size;
             if (!oldest[0] || st.st_mtime < oldest_t) {
                 oldest_t = st.st_mtime;
-                /* a blob name: exactly 64 hex digits (s_is_blob_name) */
-                memcpy(oldest, e->d_name, 2 * NS_HASH_BYTES);
-                oldest[2 * NS_HASH_BYTES] = '\0';
+                /* a blob name (s_is_blob_name): it fits */
+                snprintf(oldest, sizeof oldest, "%s", e->d_name);
             }
         }
         int fd = dirfd(d);
@@ -150,6 +158,119 @@ int ns_blobs_get(ns_blobs_t *b, const ns_hash_t id, uint8_t **data, size_t *len)
         unlink(path);
         return NS_ERR_NOTFOUND;
     }
+    (void)utimensat(AT_FDCWD, path, NULL, 0);
+    return NS_OK;
+}
+
+int ns_blobs_partial(ns_blobs_t *b, const ns_hash_t id, uint64_t size, int *fd)
+{
+    char path[PATH_MAX + 80];
+    *fd = -1;
+    if (size > b->cap)
+        return NS_ERR_TOOBIG;
+    s_path(b, id, path, sizeof path);
+    strcat(path, S_PART);
+    struct stat st;
+    uint64_t have = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+    if (s_scan(b, size > have ? size - have : 0) != NS_OK)
+        return NS_ERR_IO;
+    int f = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (f < 0)
+        return NS_ERR_IO;
+    if (flock(f, LOCK_EX | LOCK_NB) != 0) {
+        close(f);
+        return NS_ERR_EXISTS;
+    }
+    /* a partial file may not be longer than its blob */
+    if (fstat(f, &st) != 0 ||
+        ((uint64_t)st.st_size > size && ftruncate(f, (off_t)size) != 0)) {
+        close(f);
+        return NS_ERR_IO;
+    }
+    /* the room on disk now, not a disk full half-way (the size stays:
+     * it is what a resume reads) */
+    if (fallocate(f, FALLOC_FL_KEEP_SIZE, 0, (off_t)size) != 0 &&
+        errno != EOPNOTSUPP && errno != ENOSYS) {
+        int e = errno;
+        if (st.st_size == 0)
+            (void)unlink(path); /* made here: leave nothing behind */
+        close(f);
+        errno = e;
+        return NS_ERR_IO;
+    }
+    (void)futimens(f, NULL);
+    *fd = f;
+    return NS_OK;
+}
+
+int ns_blobs_complete(ns_blobs_t *b, const ns_hash_t id, uint64_t size)
+{
+    char path[PATH_MAX + 80], part[PATH_MAX + 90];
+    s_path(b, id, path, sizeof path);
+    snprintf(part, sizeof part, "%s%s", path, S_PART);
+    if (rename(part, path) != 0)
+        return NS_ERR_IO;
+    b->bytes += size;
+    return NS_OK;
+}
+
+void ns_blobs_discard(ns_blobs_t *b, const ns_hash_t id)
+{
+    char path[PATH_MAX + 90];
+    s_path(b, id, path, sizeof path);
+    strcat(path, S_PART);
+    (void)unlink(path);
+}
+
+int ns_blobs_map_fd(int fd, size_t len, const uint8_t **data)
+{
+    void *p = mmap(NULL, len ? len : 1, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED)
+        return NS_ERR_IO;
+    *data = p;
+    return NS_OK;
+}
+
+void ns_blobs_unmap(const uint8_t *data, size_t len)
+{
+    if (data)
+        munmap((void *)(uintptr_t)data, len ? len : 1);
+}
+
+int ns_blobs_map(ns_blobs_t *b, const ns_hash_t id, const uint8_t **data,
+                 size_t *len)
+{
+    char path[PATH_MAX + 80];
+    s_path(b, id, path, sizeof path);
+    *data = NULL;
+    *len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? NS_ERR_NOTFOUND : NS_ERR_IO;
+    struct stat st;
+    int rc = fstat(fd, &st) == 0 && st.st_size > 0 &&
+                     (uint64_t)st.st_size <= NS_MAX_BUFFER
+                 ? ns_blobs_map_fd(fd, (size_t)st.st_size, data)
+                 : NS_ERR_CORRUPT;
+    close(fd);
+    if (rc == NS_OK) {
+        ns_hash_t h;
+        ns_hash(h, *data, (size_t)st.st_size);
+        if (memcmp(h, id, NS_HASH_BYTES)) {
+            ns_blobs_unmap(*data, (size_t)st.st_size);
+            *data = NULL;
+            rc = NS_ERR_CORRUPT;
+        }
+    }
+    if (rc == NS_ERR_CORRUPT) {
+        ns_warn(NS_MOD_NODE, "event=blob_corrupt path=\"%s\" action=deleted",
+                path);
+        unlink(path);
+        return NS_ERR_NOTFOUND;
+    }
+    if (rc != NS_OK)
+        return rc;
+    *len = (size_t)st.st_size;
     (void)utimensat(AT_FDCWD, path, NULL, 0);
     return NS_OK;
 }

@@ -11,12 +11,14 @@
 #include "nightshift/verify.h"
 #include "nightshift/worker.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define S_MAX_JOBS NS_POLICY_PROVIDER_JOBS
 
@@ -39,7 +41,14 @@ typedef struct {
     bool award_wait;        /* AWARDED came before the ledger could show it */
     uint64_t award_wait_ms; /* monotonic: give up waiting then */
     ns_fetch_t fetch; /* descriptor, then the inputs, from the requester */
-    uint8_t *cached[NS_MAX_ARGS]; /* inputs read from the blob store */
+    /* Inputs received into the blob store (ns_blobs_partial): the locked
+     * partial file while it fills, then the blob mapped read-only. */
+    bool spool[NS_MAX_ARGS]; /* part_fd[i] is open */
+    int part_fd[NS_MAX_ARGS];
+    const uint8_t *mapped[NS_MAX_ARGS];
+    size_t mapped_len[NS_MAX_ARGS];
+    uint64_t chunk_ms; /* monotonic: the last CHUNK taken (PJ_FETCH) */
+    uint32_t resumed;  /* bit i: input i started from a part file */
     bool have_job;
     ns_job_t job;
     ns_input_t inputs[NS_MAX_ARGS];
@@ -67,8 +76,12 @@ struct ns_provider {
         uint64_t announces, bids, awards, accepts, results, failed;
         uint64_t served_bytes, refused_requester, claims, table_full;
         uint64_t inputs_cached, stopped, no_storage;
-        uint64_t bids_lost; /* expired unanswered, or replaced */
-        ns_histo_t run;     /* worker wall time of each result */
+        uint64_t input_bytes;   /* input bytes received from requesters */
+        uint64_t resumed_bytes; /* found in partial files, not fetched */
+        uint64_t rewinds;       /* stalled transfers asked again */
+        uint64_t refetched;     /* resumed inputs that failed, fetched whole */
+        uint64_t bids_lost;     /* expired unanswered, or replaced */
+        ns_histo_t run;         /* worker wall time of each result */
     } stats;
     bool storage_refusing; /* said so for this outage */
     ns_account_t seen;     /* our account at the last claim tick */
@@ -113,8 +126,11 @@ int ns_fault_parse(const char *spec, ns_fault_t *f)
 static void s_job_clear(s_job_t *j)
 {
     ns_fetch_release(&j->fetch);
-    for (int i = 0; i < NS_MAX_ARGS; i++)
-        free(j->cached[i]);
+    for (int i = 0; i < NS_MAX_ARGS; i++) {
+        if (j->spool[i])
+            close(j->part_fd[i]);
+        ns_blobs_unmap(j->mapped[i], j->mapped_len[i]);
+    }
     if (j->have_job)
         ns_job_release(&j->job);
     ns_worker_result_release(&j->res);
@@ -447,6 +463,7 @@ static void s_try_accept(ns_provider_t *p, s_job_t *j, uint64_t now)
             (unsigned long long)lj.collateral);
     ns_fetch_init(&j->fetch, j->ann.job_id, j->ann.requester,
                   NS_POLICY_FETCH_WINDOW);
+    j->chunk_ms = now;
     if (ns_fetch_add(&j->fetch, NS_BLOB_DESCRIPTOR, NULL, 0, NS_MAX_JOB_MSG) !=
         NS_OK) {
         s_fail(p, j, "out of memory");
@@ -501,21 +518,55 @@ static int s_descriptor_done(ns_provider_t *p, s_job_t *j)
         if (a->kind != NS_ARG_IN)
             continue;
         /* an input we hold already (the same weights for many jobs) is
-         * not fetched again */
-        uint8_t *data = NULL;
+         * not fetched again; it is mapped, not read into the heap */
+        const uint8_t *data = NULL;
         size_t len = 0;
         if (p->o.blobs &&
-            ns_blobs_get(p->o.blobs, a->hash, &data, &len) == NS_OK) {
+            ns_blobs_map(p->o.blobs, a->hash, &data, &len) == NS_OK) {
             if (len == a->size) {
-                j->cached[i] = data;
+                j->mapped[i] = data;
+                j->mapped_len[i] = len;
                 j->inputs[i].data = data;
                 j->inputs[i].len = len;
                 j->inputs[i].verified = true; /* the store checked it */
                 p->stats.inputs_cached++;
                 continue;
             }
-            free(data);
+            ns_blobs_unmap(data, len);
         }
+        /* received into the store as it arrives, hashed on the way,
+         * resumed from what a cut transfer left */
+        int fd = -1, rc = p->o.blobs ? ns_blobs_partial(p->o.blobs, a->hash,
+                                                        a->size, &fd)
+                                     : NS_ERR_NOTFOUND;
+        if (rc == NS_OK) {
+            rc = ns_fetch_add_file(&j->fetch, NS_BLOB_INPUT(i), fd, a->size,
+                                   a->hash);
+            if (rc == NS_OK) {
+                j->spool[i] = true;
+                j->part_fd[i] = fd;
+                const ns_fetch_blob_t *fb =
+                    ns_fetch_blob(&j->fetch, NS_BLOB_INPUT(i));
+                if (fb->resumed) {
+                    j->resumed |= 1u << i;
+                    char jid[17];
+                    s_job_hex(jid, j->ann.job_id);
+                    p->stats.resumed_bytes += fb->resumed;
+                    ns_info(NS_MOD_MARKET,
+                            "event=input_resumed job=%s arg=%u have=%llu "
+                            "size=%llu",
+                            jid, i, (unsigned long long)fb->resumed,
+                            (unsigned long long)a->size);
+                }
+                continue;
+            }
+            close(fd);
+        }
+        if (rc == NS_ERR_IO)
+            ns_warn(NS_MOD_MARKET,
+                    "event=input_spool_failed arg=%u error=\"cannot write "
+                    "to the blob store (%s)\" action=in_memory",
+                    i, strerror(errno));
         if (ns_fetch_add(&j->fetch, NS_BLOB_INPUT(i), NULL, a->size, 0) !=
             NS_OK) {
             s_fail(p, j, "out of memory for inputs");
@@ -529,6 +580,30 @@ static int s_descriptor_done(ns_provider_t *p, s_job_t *j)
 static int s_input_done(ns_provider_t *p, s_job_t *j, uint32_t arg)
 {
     const ns_fetch_blob_t *in = ns_fetch_blob(&j->fetch, NS_BLOB_INPUT(arg));
+    if (j->spool[arg]) {
+        /* hashed as it arrived (the transfer refused it otherwise): make
+         * it the blob, and hand the worker its pages from the file */
+        if (ns_blobs_complete(p->o.blobs, j->job.args[arg].hash, in->total) !=
+            NS_OK)
+            ns_warn(NS_MOD_MARKET, "event=input_cache_failed error=rename");
+        const uint8_t *m = NULL;
+        int rc = ns_blobs_map_fd(j->part_fd[arg], in->total, &m);
+        close(j->part_fd[arg]);
+        j->spool[arg] = false;
+        for (uint32_t k = 0; k < j->fetch.n_blobs; k++)
+            if (j->fetch.blobs[k].blob == NS_BLOB_INPUT(arg))
+                j->fetch.blobs[k].fd = -1; /* closed: never touched again */
+        if (rc != NS_OK) {
+            s_fail(p, j, "cannot map the received input");
+            return rc;
+        }
+        j->mapped[arg] = m;
+        j->mapped_len[arg] = in->total;
+        j->inputs[arg].data = m;
+        j->inputs[arg].len = in->total;
+        j->inputs[arg].verified = true;
+        return NS_OK;
+    }
     ns_hash_t h;
     ns_hash(h, in->data, in->total);
     if (memcmp(h, j->job.args[arg].hash, NS_HASH_BYTES)) {
@@ -560,6 +635,44 @@ static int s_on_chunk(ns_provider_t *p, const ns_node_msg_t *m)
         memcmp(m->sender, j->ann.requester, NS_ID_BYTES))
         return NS_OK;
     rc = ns_fetch_on_chunk(&j->fetch, &c, &done);
+    if (rc == NS_ERR_DUPLICATE)
+        return NS_OK; /* a late answer to a FETCH asked again: harmless */
+    if (rc == NS_OK || rc == NS_ERR_CORRUPT) { /* the bytes came */
+        j->chunk_ms = p->io->mono_ms(p->io->user);
+        if (c.blob != NS_BLOB_DESCRIPTOR)
+            p->stats.input_bytes += c.data_len;
+    }
+    if (rc == NS_ERR_CORRUPT) {
+        /* The part file was emptied: a wrong prefix is never resumed. When
+         * the transfer had started from one (a disk fault, an earlier
+         * sender that lied), the fault may be ours: fetch it whole once
+         * more. A whole transfer that does not hash right is the
+         * requester's. */
+        uint32_t arg = c.blob - NS_BLOB_INPUT(0);
+        if (c.blob >= NS_BLOB_INPUT(0) && arg < NS_MAX_ARGS &&
+            (j->resumed & (1u << arg))) {
+            char jid[17];
+            s_job_hex(jid, j->ann.job_id);
+            j->resumed &= ~(1u << arg);
+            p->stats.refetched++;
+            ns_warn(NS_MOD_MARKET,
+                    "event=input_refetched job=%s arg=%u reason=\"the input "
+                    "resumed from a part file does not match its hash\"",
+                    jid, arg);
+            s_fetch_more(p, j);
+            return NS_OK;
+        }
+        s_fail_as(p, j, NS_FAIL_INPUT, "input does not match its hash");
+        return NS_OK;
+    }
+    if (rc == NS_ERR_IO) {
+        char why[160];
+        snprintf(why, sizeof why,
+                 "cannot write the input to the blob store: %s",
+                 strerror(errno));
+        s_fail_as(p, j, NS_FAIL_INPUT, why);
+        return NS_OK;
+    }
     if (rc == NS_ERR_TOOBIG) {
         s_fail_as(p, j, NS_FAIL_INPUT, "descriptor size out of range");
         return rc;
@@ -817,6 +930,15 @@ void ns_provider_tick(ns_provider_t *p, uint64_t now)
         case PJ_FETCH:
             if (j->have_job && ns_fetch_done(&j->fetch))
                 s_start_run(p, j);
+            if (j->state == PJ_FETCH && j->fetch.in_flight &&
+                now - j->chunk_ms > NS_POLICY_FETCH_STALL_MS) {
+                /* the requester stopped answering (a dropped connection,
+                 * a restart): ask again from the first missing chunk */
+                ns_fetch_rewind(&j->fetch);
+                j->chunk_ms = now;
+                p->stats.rewinds++;
+                s_fetch_more(p, j);
+            }
             if (j->state == PJ_FETCH &&
                 p->io->now_ms(p->io->user) > j->ann.deadline_ms)
                 s_fail(p, j, "deadline passed while fetching inputs");
@@ -1077,7 +1199,7 @@ static const char *const s_state_names[] = {
 
 void ns_provider_pack_status(const ns_provider_t *p, msgpack_packer *pk)
 {
-    msgpack_pack_map(pk, 19);
+    msgpack_pack_map(pk, 23);
 #define KV(k, v)                                                               \
     ns_mp_str(pk, k);                                                          \
     msgpack_pack_uint64(pk, v)
@@ -1101,6 +1223,10 @@ void ns_provider_pack_status(const ns_provider_t *p, msgpack_packer *pk)
     KV("inputs_cached", p->stats.inputs_cached);
     KV("stopped", p->stats.stopped);
     KV("refused_no_storage", p->stats.no_storage);
+    KV("input_bytes", p->stats.input_bytes);
+    KV("input_resumed_bytes", p->stats.resumed_bytes);
+    KV("input_rewinds", p->stats.rewinds);
+    KV("input_refetched", p->stats.refetched);
     ns_mp_str(pk, "jobs"); /* by phase, now */
     msgpack_pack_map(pk, PJ_SERVE);
     for (int st = PJ_BID; st <= PJ_SERVE; st++) {

@@ -32,6 +32,7 @@ struct ns_requester {
     /* the auction */
     ns_rq_phase_t phase;
     uint64_t phase_ms;
+    uint64_t chunk_ms; /* NS_RQ_FETCH: the last CHUNK taken (mono) */
     uint32_t round;
     ns_announce_t ann;
     ns_bid_t bids[NS_POLICY_MAX_BIDS];
@@ -310,8 +311,11 @@ static int s_on_chunk(ns_requester_t *q, const ns_node_msg_t *m)
         memcmp(m->sender, q->winner.provider, NS_ID_BYTES))
         return NS_OK;
     rc = ns_fetch_on_chunk(&q->fetch, &c, &done);
+    if (rc == NS_ERR_DUPLICATE)
+        return NS_OK; /* a late answer to a FETCH asked again: harmless */
     if (rc != NS_OK)
         return rc == NS_ERR_NOTFOUND ? NS_OK : rc;
+    q->chunk_ms = q->io->mono_ms(q->io->user);
     s_fetch_outputs(q);
     return NS_OK;
 }
@@ -483,6 +487,7 @@ static void s_start_fetch(ns_requester_t *q)
     ns_fetch_release(&q->fetch);
     ns_fetch_init(&q->fetch, q->o.job_id, q->winner.provider,
                   NS_POLICY_FETCH_WINDOW);
+    q->chunk_ms = q->io->mono_ms(q->io->user);
     int rc = ns_fetch_add(&q->fetch, NS_BLOB_STATEMENT, q->statement,
                           NS_SIG_BYTES, 0);
     for (uint32_t i = 0; rc == NS_OK && i < job->n_args; i++)
@@ -1101,6 +1106,15 @@ void ns_requester_tick(ns_requester_t *q, uint64_t now)
             s_cancel(q, NULL, true);
             s_restart(q, "did not deliver its outputs");
         } else {
+            if (q->fetch.in_flight &&
+                now - q->chunk_ms > NS_POLICY_FETCH_STALL_MS) {
+                /* the provider stopped answering (a dropped connection):
+                 * ask again from the first missing chunk, keep the rest */
+                ns_fetch_rewind(&q->fetch);
+                q->chunk_ms = now;
+                ns_debug(NS_MOD_MARKET, "event=fetch_rewind job=%.16s",
+                         q->job_hex);
+            }
             s_fetch_outputs(q);
         }
         break;

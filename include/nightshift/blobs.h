@@ -9,6 +9,12 @@
  * most cap bytes: a put evicts the least recently used blobs (file
  * modification time, refreshed by each get) until the new one fits.
  * Not thread-safe; one store per datadir.
+ *
+ * A blob being fetched is received into <dir>/<hex>.part (ns_blobs_partial)
+ * and renamed to its name once its hash checks (ns_blobs_complete): the
+ * bytes go to disk as they arrive, and a partial file left by a transfer
+ * that was cut is resumed by the next fetch of the same blob. Partial
+ * files count against the cap and are evicted like blobs.
  */
 #ifndef NIGHTSHIFT_BLOBS_H
 #define NIGHTSHIFT_BLOBS_H
@@ -40,6 +46,30 @@ int ns_blobs_put(ns_blobs_t *b, const ns_hash_t id, const uint8_t *data,
  * NS_ERR_NOMEM. */
 int ns_blobs_get(ns_blobs_t *b, const ns_hash_t id, uint8_t **data,
                  size_t *len) NS_MUST_CHECK;
+
+/* The partial file of blob id, size bytes when complete, opened read-write
+ * and locked (flock) in *fd: what an earlier, cut transfer left in it stays
+ * (ns_fetch_add_file resumes from it). Room is made for it (LRU). Returns
+ * NS_ERR_TOOBIG (larger than the store), NS_ERR_EXISTS (another transfer
+ * is filling it now), NS_ERR_IO (the directory is unwritable or gone). */
+int ns_blobs_partial(ns_blobs_t *b, const ns_hash_t id, uint64_t size,
+                     int *fd) NS_MUST_CHECK;
+/* The partial file of id is complete and checked: make it the blob
+ * (rename). fd stays open and valid. NS_ERR_IO. */
+int ns_blobs_complete(ns_blobs_t *b, const ns_hash_t id,
+                      uint64_t size) NS_MUST_CHECK;
+/* Empty the partial file of id (its content failed the check). */
+void ns_blobs_discard(ns_blobs_t *b, const ns_hash_t id);
+
+/* The blob mapped read-only (mmap, pages from the file, not the heap),
+ * checked against id: *data until ns_blobs_unmap. NS_ERR_NOTFOUND (absent,
+ * or corrupt: then deleted), NS_ERR_IO. */
+int ns_blobs_map(ns_blobs_t *b, const ns_hash_t id, const uint8_t **data,
+                 size_t *len) NS_MUST_CHECK;
+/* Map len bytes of an open file read-only, unchecked (the caller checked
+ * them as they arrived). NS_ERR_IO. */
+int ns_blobs_map_fd(int fd, size_t len, const uint8_t **data) NS_MUST_CHECK;
+void ns_blobs_unmap(const uint8_t *data, size_t len);
 
 /* Bytes held now. */
 uint64_t ns_blobs_bytes(const ns_blobs_t *b);

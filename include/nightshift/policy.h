@@ -12,6 +12,9 @@
 
 /* FETCHes in flight per transfer: 8 x NS_CHUNK_BYTES (1 MiB) on the wire. */
 #define NS_POLICY_FETCH_WINDOW 8
+/* No CHUNK for this long with FETCHes in flight: the transfer is asked
+ * again from its first missing chunk (ns_fetch_rewind), not restarted. */
+#define NS_POLICY_FETCH_STALL_MS 3000
 
 /* ---- the provider (node/provider.c) ------------------------------------- */
 

@@ -22,6 +22,7 @@
 #include "nightshift/market.h"
 #include "nightshift/node_io.h"
 
+#include <sodium.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -36,6 +37,15 @@ typedef struct {
     uint64_t got;   /* bytes received */
     uint8_t *seen;  /* one bit per chunk received */
     bool owned;     /* data allocated here */
+    /* A file sink (ns_fetch_add_file): chunks are written at their offset
+     * to fd and never held in memory; data stays NULL. */
+    int fd;           /* -1: the blob is in memory */
+    bool check;       /* compare the whole blob with `want` when complete */
+    ns_hash_t want;   /* the blob's content hash (check) */
+    uint64_t hashed;  /* the contiguous prefix fed to hs */
+    uint64_t resumed; /* bytes found already in the file, not fetched */
+    crypto_generichash_state *hs; /* BLAKE2b-256 of [0, hashed); owned,
+                                     64-byte aligned, when hashing */
 } ns_fetch_blob_t;
 
 typedef struct {
@@ -60,6 +70,20 @@ void ns_fetch_release(ns_fetch_t *f);
 int ns_fetch_add(ns_fetch_t *f, uint32_t blob, uint8_t *data, uint64_t total,
                  uint64_t max) NS_MUST_CHECK;
 
+/* Queue a blob of known size (total >= 1) received into the file fd
+ * (opened read-write by the caller, who keeps owning it): each chunk is
+ * written at its offset as it arrives and hashed incrementally (BLAKE2b
+ * state kept across chunks, chunks hashed in order once the prefix before
+ * them is complete, out-of-order ones read back from the file), so only
+ * one chunk sits in memory. Resume: the whole chunks already in the file
+ * (its size rounded down to NS_CHUNK_BYTES, at most total) are taken as
+ * received, hashed from the file, and not fetched again (b->resumed).
+ * When complete, the blob must hash to want: ns_fetch_on_chunk returns
+ * NS_ERR_CORRUPT otherwise and empties the file (a wrong prefix is never
+ * resumed). NS_ERR_IO when the file cannot be read or sized. */
+int ns_fetch_add_file(ns_fetch_t *f, uint32_t blob, int fd, uint64_t total,
+                      const ns_hash_t want) NS_MUST_CHECK;
+
 /* Send FETCHes up to the window. A send error is returned (nothing
  * counted in flight for it). */
 int ns_fetch_pump(ns_fetch_t *f, ns_send_fn send, void *user) NS_MUST_CHECK;
@@ -67,8 +91,14 @@ int ns_fetch_pump(ns_fetch_t *f, ns_send_fn send, void *user) NS_MUST_CHECK;
 /* A CHUNK from f->peer: copy it in. Returns NS_OK (taken; *done_blob is
  * the index of the blob it completed or -1), NS_ERR_NOTFOUND (not one of
  * ours: another job or blob, ignore), NS_ERR_INVAL (a chunk we never asked
- * for or of the wrong size: the peer misbehaves), NS_ERR_TOOBIG (learnt
- * total over the cap), NS_ERR_NOMEM. */
+ * for or of the wrong size: the peer misbehaves), NS_ERR_DUPLICATE (a
+ * chunk already received: the answer to a FETCH asked again after
+ * ns_fetch_rewind, or a replay; nothing written, ignore it), NS_ERR_TOOBIG
+ * (learnt total over the cap), NS_ERR_NOMEM, NS_ERR_IO (a file sink could
+ * not be written: disk full, unwritable; the chunk is not counted),
+ * NS_ERR_CORRUPT (the completed blob does not hash to what
+ * ns_fetch_add_file was told: the blob is reset and its file emptied, so
+ * a pump would fetch it again from the start). */
 int ns_fetch_on_chunk(ns_fetch_t *f, const ns_chunk_t *c,
                       int *done_blob) NS_MUST_CHECK;
 
@@ -76,8 +106,17 @@ int ns_fetch_on_chunk(ns_fetch_t *f, const ns_chunk_t *c,
 bool ns_fetch_done(const ns_fetch_t *f);
 
 /* Forget progress (a new provider): blobs stay queued, data is kept
- * (it will be overwritten), nothing in flight. */
+ * (it will be overwritten), file sinks are emptied, nothing in flight. */
 void ns_fetch_restart(ns_fetch_t *f);
+
+/* The peer stopped answering (a dropped connection, a restarted peer):
+ * forget the FETCHes in flight, keep every chunk received, and ask again
+ * from the first missing chunk on the next pump. Chunks received stay
+ * received: the transfer resumes, it does not start over. */
+void ns_fetch_rewind(ns_fetch_t *f);
+
+/* The blob's bytes verified so far: its hashed prefix. */
+uint64_t ns_fetch_hashed(const ns_fetch_t *f, uint32_t blob);
 
 /* The blob's bytes (NULL until allocated) and size. */
 const ns_fetch_blob_t *ns_fetch_blob(const ns_fetch_t *f, uint32_t blob);

@@ -51,6 +51,7 @@ typedef struct {
     ns_config_t cfg;
     ns_fault_t fault;
     uint32_t drop_awarded; /* AWARDED messages to drop on the way in */
+    uint32_t drop_chunks;  /* CHUNK messages to drop on the way in */
     bool offline;          /* receives nothing */
     uint32_t free_slots;   /* last announced */
     ns_devinfo_t dev;      /* the device it claims */
@@ -243,6 +244,10 @@ static void s_deliver(s_world_t *w)
         bool drop = to->offline;
         if (!drop && m->type == NS_MSG_MKT_AWARDED && to->drop_awarded) {
             to->drop_awarded--;
+            drop = true;
+        }
+        if (!drop && m->type == NS_MSG_MKT_CHUNK && to->drop_chunks) {
+            to->drop_chunks--;
             drop = true;
         }
         if (!drop) {
@@ -542,6 +547,29 @@ TEST(award_accept_result_settle)
     CHECK_EQ_INT(p1.jobs_settled, 1);
     CHECK(s_said(w, "settled"));
     CHECK(s_conserved(w));
+    s_world_free(w);
+}
+
+/* A CHUNK lost on its way (a dropped connection), to the provider (the
+ * descriptor) and to the requester (the statement): each side asks again
+ * from its first missing chunk after NS_POLICY_FETCH_STALL_MS instead of
+ * waiting for a deadline, and the job settles in its first round. */
+TEST(lost_chunks_are_asked_again)
+{
+    s_world_t *w = s_world(NULL, NULL, 60);
+    if (!CHECK(w != NULL))
+        return;
+    w->p[2].offline = true;
+    w->p[1].drop_chunks = 1;
+    w->p[0].drop_chunks = 1;
+    CHECK(s_run(w, 20000));
+    const ns_receipt_t *r = ns_requester_receipt(w->p[0].requester);
+    CHECK_EQ_INT(r->phase, NS_RQ_DONE);
+    CHECK_EQ_INT(r->rounds, 1);
+    CHECK_EQ_INT(r->cancelled, 0);
+    CHECK_EQ_INT(w->p[1].drop_chunks, 0);
+    CHECK_EQ_INT(w->p[0].drop_chunks, 0);
+    CHECK(memcmp(w->outputs[2], w->want, sizeof w->want) == 0);
     s_world_free(w);
 }
 
@@ -959,6 +987,7 @@ int main(int argc, char **argv)
         return 1;
     ns_log_threshold = NS_LOG_ERROR;
     RUN(award_accept_result_settle);
+    RUN(lost_chunks_are_asked_again);
     RUN(accept_timeout_moves_on);
     RUN(lazy_provider_slashed_job_completed_elsewhere);
     RUN(no_bid_cancels_and_refunds);

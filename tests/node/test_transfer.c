@@ -3,11 +3,17 @@
  * sends chunks nobody asked for. */
 #include "../check.h"
 
+#include "nightshift/blobs.h"
 #include "nightshift/transfer.h"
+#include "nightshift/util.h"
 
+#include <fcntl.h>
 #include <sodium.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* The wire: FETCHes the fetcher sent, answered by the test. */
 typedef struct {
@@ -148,7 +154,7 @@ TEST(chunks_nobody_asked_for_are_refused)
     /* the right chunk once, then the same chunk again */
     CHECK_RC(ns_fetch_on_chunk(&f, &c, &done), NS_OK);
     CHECK_EQ_INT(done, -1);
-    CHECK_RC(ns_fetch_on_chunk(&f, &c, &done), NS_ERR_INVAL);
+    CHECK_RC(ns_fetch_on_chunk(&f, &c, &done), NS_ERR_DUPLICATE);
     CHECK_EQ_INT(ns_fetch_blob(&f, 5)->got, NS_CHUNK_BYTES);
     /* a learnt size over its cap */
     ns_chunk_t l = {{0}, 6, 0, 1001, 0, data, 1001};
@@ -196,6 +202,324 @@ TEST(serve_refuses_offsets_past_the_end)
     ns_buf_release(&out);
 }
 
+static void s_drop(s_wire_t *w)
+{
+    for (uint32_t i = 0; i < w->n; i++)
+        ns_buf_release(&w->sent[i]);
+    w->n = 0;
+}
+
+/* Answer the FETCHes on the wire last first (out of order), with blob
+ * bytes from data; corrupt = flip a byte of the chunk at that offset
+ * (UINT64_MAX: none). The first error is returned. */
+static int s_serve_reversed(s_wire_t *w, ns_fetch_t *f, const uint8_t *data,
+                            uint64_t size, uint64_t corrupt, int *done)
+{
+    int rc = NS_OK;
+    uint8_t *bad = malloc(NS_CHUNK_BYTES);
+    for (uint32_t n = w->n; n-- > 0;) {
+        ns_chunk_t req, c;
+        ns_buf_t out;
+        ns_buf_init(&out);
+        int d = -1, r = ns_fetch_decode(w->sent[n].data, w->sent[n].len, &req);
+        if (r == NS_OK)
+            r = ns_transfer_serve(&req, data, size, &out);
+        if (r == NS_OK)
+            r = ns_chunk_decode(out.data, out.len, &c);
+        if (r == NS_OK && c.offset == corrupt) {
+            memcpy(bad, c.data, c.data_len);
+            bad[0] ^= 1;
+            c.data = bad;
+        }
+        if (r == NS_OK)
+            r = ns_fetch_on_chunk(f, &c, &d);
+        if (d >= 0)
+            *done = d;
+        if (rc == NS_OK)
+            rc = r;
+        ns_buf_release(&out);
+    }
+    s_drop(w);
+    free(bad);
+    return rc;
+}
+
+static int s_tmpfile(char *path, size_t cap)
+{
+    snprintf(path, cap, "%s/ns_xfer_XXXXXX",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    return mkstemp(path);
+}
+
+static uint64_t s_file_size(int fd)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 ? (uint64_t)st.st_size : UINT64_MAX;
+}
+
+TEST(a_blob_is_received_into_a_file_and_hashed_as_it_arrives)
+{
+    ns_hash_t job, h;
+    uint8_t peer[NS_ID_BYTES] = {7};
+    randombytes_buf(job, sizeof job);
+    uint64_t size = 7 * NS_CHUNK_BYTES + 333;
+    uint8_t *data = malloc(size), *back = malloc(size);
+    randombytes_buf(data, size);
+    ns_hash(h, data, size);
+    char path[256];
+    int fd = s_tmpfile(path, sizeof path);
+    CHECK(fd >= 0);
+    ns_fetch_t f;
+    ns_fetch_init(&f, job, peer, 3);
+    CHECK_RC(ns_fetch_add_file(&f, 1, fd, size, h), NS_OK);
+    CHECK(ns_fetch_blob(&f, 1)->data == NULL); /* nothing in memory */
+    s_wire_t w = {0};
+    int done = -1, rounds = 0;
+    while (!ns_fetch_done(&f) && rounds++ < 20) {
+        CHECK_RC(ns_fetch_pump(&f, s_send, &w), NS_OK);
+        CHECK(w.n <= 3);
+        /* out of order: the hash waits for the prefix, then catches up
+         * from the file */
+        CHECK_RC(s_serve_reversed(&w, &f, data, size, UINT64_MAX, &done),
+                 NS_OK);
+    }
+    CHECK(ns_fetch_done(&f));
+    CHECK_EQ_INT(done, 0);
+    CHECK_EQ_INT(ns_fetch_hashed(&f, 1), size);
+    CHECK_EQ_INT(s_file_size(fd), size);
+    CHECK(pread(fd, back, size, 0) == (ssize_t)size);
+    CHECK(memcmp(back, data, size) == 0);
+    ns_fetch_release(&f);
+    close(fd);
+    unlink(path);
+    free(data);
+    free(back);
+}
+
+TEST(a_cut_transfer_resumes_from_the_chunks_in_its_file)
+{
+    ns_hash_t job, h;
+    uint8_t peer[NS_ID_BYTES] = {7};
+    randombytes_buf(job, sizeof job);
+    uint64_t size = 6 * NS_CHUNK_BYTES + 5;
+    uint8_t *data = malloc(size);
+    randombytes_buf(data, size);
+    ns_hash(h, data, size);
+    char path[256];
+    int fd = s_tmpfile(path, sizeof path);
+    CHECK(fd >= 0);
+    /* a first transfer got 3 chunks and a half, then the peer was gone */
+    ns_fetch_t f;
+    ns_fetch_init(&f, job, peer, 8);
+    CHECK_RC(ns_fetch_add_file(&f, 1, fd, size, h), NS_OK);
+    s_wire_t w = {0};
+    int done = -1;
+    CHECK_RC(ns_fetch_pump(&f, s_send, &w), NS_OK);
+    CHECK_EQ_INT(w.n, 7);
+    s_drop(&w);
+    for (uint64_t k = 0; k < 3; k++) {
+        ns_chunk_t c = {{0},           1, k * NS_CHUNK_BYTES,
+                        size,          0, data + k * NS_CHUNK_BYTES,
+                        NS_CHUNK_BYTES};
+        memcpy(c.job_id, job, NS_HASH_BYTES);
+        CHECK_RC(ns_fetch_on_chunk(&f, &c, &done), NS_OK);
+    }
+    CHECK(pwrite(fd, data + 3 * NS_CHUNK_BYTES, 100, 3 * NS_CHUNK_BYTES) ==
+          100); /* a torn write of the 4th */
+    ns_fetch_release(&f);
+    /* the peer is back: in the same process, a rewind asks only what is
+     * missing ... */
+    ns_fetch_init(&f, job, peer, 8);
+    CHECK_RC(ns_fetch_add_file(&f, 1, fd, size, h), NS_OK);
+    const ns_fetch_blob_t *b = ns_fetch_blob(&f, 1);
+    CHECK_EQ_INT(b->resumed, 3 * NS_CHUNK_BYTES);
+    CHECK_EQ_INT(ns_fetch_hashed(&f, 1), 3 * NS_CHUNK_BYTES);
+    CHECK_RC(ns_fetch_pump(&f, s_send, &w), NS_OK);
+    CHECK_EQ_INT(w.n, 4); /* chunks 3..6, not 0..6 */
+    /* answer two, lose two (a dropped connection), rewind */
+    ns_chunk_t req;
+    CHECK_RC(ns_fetch_decode(w.sent[0].data, w.sent[0].len, &req), NS_OK);
+    CHECK_EQ_INT(req.offset, 3 * NS_CHUNK_BYTES);
+    for (uint64_t k = 3; k < 5; k++) {
+        ns_chunk_t c = {{0},           1, k * NS_CHUNK_BYTES,
+                        size,          0, data + k * NS_CHUNK_BYTES,
+                        NS_CHUNK_BYTES};
+        memcpy(c.job_id, job, NS_HASH_BYTES);
+        CHECK_RC(ns_fetch_on_chunk(&f, &c, &done), NS_OK);
+    }
+    s_drop(&w);
+    ns_fetch_rewind(&f);
+    CHECK_EQ_INT(f.in_flight, 0);
+    CHECK_RC(ns_fetch_pump(&f, s_send, &w), NS_OK);
+    CHECK_EQ_INT(w.n, 2); /* chunks 5 and 6 only */
+    {
+        /* a late answer to a FETCH from before the rewind */
+        ns_chunk_t late = {{0},           1, 4 * NS_CHUNK_BYTES,
+                           size,          0, data + 4 * NS_CHUNK_BYTES,
+                           NS_CHUNK_BYTES};
+        memcpy(late.job_id, job, NS_HASH_BYTES);
+        CHECK_RC(ns_fetch_on_chunk(&f, &late, &done), NS_ERR_DUPLICATE);
+    }
+    CHECK_RC(s_serve_reversed(&w, &f, data, size, UINT64_MAX, &done), NS_OK);
+    CHECK(ns_fetch_done(&f));
+    CHECK_EQ_INT(done, 0);
+    ns_fetch_release(&f);
+    close(fd);
+    unlink(path);
+    free(data);
+}
+
+TEST(a_wrong_blob_is_refused_its_file_emptied_and_fetched_again)
+{
+    ns_hash_t job, h;
+    uint8_t peer[NS_ID_BYTES] = {7};
+    randombytes_buf(job, sizeof job);
+    uint64_t size = 3 * NS_CHUNK_BYTES;
+    uint8_t *data = malloc(size);
+    randombytes_buf(data, size);
+    ns_hash(h, data, size);
+    char path[256];
+    int fd = s_tmpfile(path, sizeof path);
+    ns_fetch_t f;
+    ns_fetch_init(&f, job, peer, 8);
+    CHECK_RC(ns_fetch_add_file(&f, 1, fd, size, h), NS_OK);
+    s_wire_t w = {0};
+    int done = -1;
+    CHECK_RC(ns_fetch_pump(&f, s_send, &w), NS_OK);
+    /* one chunk with a flipped byte: each chunk looks right, the whole
+     * does not hash to the descriptor's hash */
+    CHECK_RC(s_serve_reversed(&w, &f, data, size, NS_CHUNK_BYTES, &done),
+             NS_ERR_CORRUPT);
+    CHECK_EQ_INT(done, -1);
+    CHECK(!ns_fetch_done(&f));
+    CHECK_EQ_INT(s_file_size(fd), 0); /* never resumed from */
+    /* a retry fetches it whole again */
+    CHECK_RC(ns_fetch_pump(&f, s_send, &w), NS_OK);
+    CHECK_EQ_INT(w.n, 3);
+    CHECK_RC(s_serve_reversed(&w, &f, data, size, UINT64_MAX, &done), NS_OK);
+    CHECK(ns_fetch_done(&f));
+    /* a file holding a wrong prefix is caught the same way */
+    ns_fetch_release(&f);
+    uint8_t junk[NS_CHUNK_BYTES] = {1};
+    CHECK(pwrite(fd, junk, sizeof junk, 0) == (ssize_t)sizeof junk);
+    ns_fetch_init(&f, job, peer, 8);
+    CHECK_RC(ns_fetch_add_file(&f, 1, fd, size, h), NS_OK);
+    CHECK_RC(ns_fetch_pump(&f, s_send, &w), NS_OK);
+    CHECK_RC(s_serve_reversed(&w, &f, data, size, UINT64_MAX, &done),
+             NS_ERR_CORRUPT);
+    ns_fetch_release(&f);
+    close(fd);
+    unlink(path);
+    free(data);
+}
+
+TEST(a_file_sink_takes_no_more_than_the_descriptor_allows)
+{
+    ns_hash_t job, h;
+    uint8_t peer[NS_ID_BYTES] = {7};
+    randombytes_buf(job, sizeof job);
+    uint64_t size = NS_CHUNK_BYTES + 10;
+    uint8_t *data = calloc(1, 2 * NS_CHUNK_BYTES);
+    ns_hash(h, data, size);
+    char path[256];
+    int fd = s_tmpfile(path, sizeof path);
+    ns_fetch_t f;
+    ns_fetch_init(&f, job, peer, 8);
+    CHECK_RC(ns_fetch_add_file(&f, 1, fd, 0, h), NS_ERR_INVAL);
+    CHECK_RC(ns_fetch_add_file(&f, 1, fd, size, h), NS_OK);
+    s_wire_t w = {0};
+    int done = -1;
+    CHECK_RC(ns_fetch_pump(&f, s_send, &w), NS_OK);
+    s_drop(&w);
+    /* the last chunk longer than what is left, a larger total, a chunk
+     * past the end */
+    ns_chunk_t c = {{0}, 1, NS_CHUNK_BYTES, size, 0, data, NS_CHUNK_BYTES};
+    memcpy(c.job_id, job, NS_HASH_BYTES);
+    CHECK_RC(ns_fetch_on_chunk(&f, &c, &done), NS_ERR_INVAL);
+    c.total = 2 * NS_CHUNK_BYTES;
+    CHECK_RC(ns_fetch_on_chunk(&f, &c, &done), NS_ERR_INVAL);
+    c.offset = 2 * NS_CHUNK_BYTES;
+    CHECK_RC(ns_fetch_on_chunk(&f, &c, &done), NS_ERR_INVAL);
+    CHECK_EQ_INT(s_file_size(fd), 0); /* nothing written */
+    ns_fetch_release(&f);
+    close(fd);
+    /* an unwritable sink: the chunk is not taken, the error is I/O */
+    fd = open(path, O_RDONLY);
+    ns_fetch_init(&f, job, peer, 8);
+    CHECK_RC(ns_fetch_add_file(&f, 1, fd, size, h), NS_OK);
+    CHECK_RC(ns_fetch_pump(&f, s_send, &w), NS_OK);
+    s_drop(&w);
+    c.offset = 0;
+    c.total = size;
+    CHECK_RC(ns_fetch_on_chunk(&f, &c, &done), NS_ERR_IO);
+    CHECK_EQ_INT(ns_fetch_blob(&f, 1)->got, 0);
+    ns_fetch_release(&f);
+    close(fd);
+    unlink(path);
+    free(data);
+}
+
+TEST(blob_store_partial_files_complete_map_and_lock)
+{
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s/ns_blobs_XXXXXX",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    CHECK(mkdtemp(dir) != NULL);
+    int err = 0;
+    ns_blobs_t *b = ns_blobs_open(dir, 4 * NS_CHUNK_BYTES, &err);
+    CHECK(b != NULL);
+    uint64_t size = 2 * NS_CHUNK_BYTES;
+    uint8_t *data = malloc(size);
+    randombytes_buf(data, size);
+    ns_hash_t h;
+    ns_hash(h, data, size);
+    int fd = -1, fd2 = -1;
+    CHECK_RC(ns_blobs_partial(b, h, 5 * NS_CHUNK_BYTES, &fd), NS_ERR_TOOBIG);
+    CHECK_RC(ns_blobs_partial(b, h, size, &fd), NS_OK);
+    /* a second transfer of the same blob does not share the file */
+    CHECK_RC(ns_blobs_partial(b, h, size, &fd2), NS_ERR_EXISTS);
+    CHECK(pwrite(fd, data, size, 0) == (ssize_t)size);
+    CHECK(!ns_blobs_has(b, h));
+    CHECK_RC(ns_blobs_complete(b, h, size), NS_OK);
+    CHECK(ns_blobs_has(b, h));
+    close(fd);
+    const uint8_t *m = NULL;
+    size_t len = 0;
+    CHECK_RC(ns_blobs_map(b, h, &m, &len), NS_OK);
+    CHECK_EQ_INT(len, size);
+    CHECK(memcmp(m, data, size) == 0);
+    ns_blobs_unmap(m, len);
+    /* a damaged blob is not mapped, and goes */
+    char path[600], hex[65];
+    ns_hex(hex, h, NS_HASH_BYTES);
+    snprintf(path, sizeof path, "%s/%s", dir, hex);
+    fd = open(path, O_WRONLY);
+    CHECK(pwrite(fd, "x", 1, 7) == 1);
+    close(fd);
+    CHECK_RC(ns_blobs_map(b, h, &m, &len), NS_ERR_NOTFOUND);
+    CHECK(!ns_blobs_has(b, h));
+    /* an unwritable store says so */
+    if (geteuid() != 0) {
+        CHECK(chmod(dir, 0500) == 0);
+        CHECK_RC(ns_blobs_partial(b, h, size, &fd), NS_ERR_IO);
+        CHECK(chmod(dir, 0700) == 0);
+    }
+    /* partial files count against the cap and are evicted */
+    CHECK_RC(ns_blobs_partial(b, h, size, &fd), NS_OK);
+    CHECK(pwrite(fd, data, size, 0) == (ssize_t)size);
+    close(fd);
+    ns_hash_t h2;
+    randombytes_buf(h2, sizeof h2);
+    CHECK_RC(ns_blobs_partial(b, h2, 3 * NS_CHUNK_BYTES, &fd), NS_OK);
+    close(fd);
+    snprintf(path, sizeof path, "%s/%s.part", dir, hex);
+    CHECK(access(path, F_OK) != 0); /* the older partial made room */
+    ns_blobs_discard(b, h2);
+    ns_blobs_close(&b);
+    rmdir(dir);
+    free(data);
+}
+
 int main(void)
 {
     if (sodium_init() < 0)
@@ -203,5 +527,10 @@ int main(void)
     RUN(blobs_of_known_and_learnt_size_arrive_whole);
     RUN(chunks_nobody_asked_for_are_refused);
     RUN(serve_refuses_offsets_past_the_end);
+    RUN(a_blob_is_received_into_a_file_and_hashed_as_it_arrives);
+    RUN(a_cut_transfer_resumes_from_the_chunks_in_its_file);
+    RUN(a_wrong_blob_is_refused_its_file_emptied_and_fetched_again);
+    RUN(a_file_sink_takes_no_more_than_the_descriptor_allows);
+    RUN(blob_store_partial_files_complete_map_and_lock);
     return ns_test_finish("node_transfer");
 }
