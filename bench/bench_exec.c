@@ -157,6 +157,8 @@ static int s_sgemm_job(ns_job_t *job, ns_input_t *inputs, float **a, float **b,
     job->dims = 2;
     job->global[0] = n / 64;
     job->global[1] = n;
+    while (n % local_y != 0) /* N a multiple of 64, not of --sgemm-local */
+        local_y--;
     job->local[0] = 1;
     job->local[1] = local_y;
     job->n_args = 6;
@@ -822,7 +824,8 @@ static const char s_usage[] =
     "  --reps R             timed runs of sgemm and of the provider's\n"
     "                       jobs, best kept (3)\n"
     "  --sgemm N[,N...]     sgemm sizes, multiples of 64 (1024,2048)\n"
-    "  --sgemm-local L      sgemm work-group rows (32)\n"
+    "  --sgemm-local L      sgemm work-group rows (128; less where N is\n"
+    "                       not a multiple)\n"
     "  --launches L         trivial-kernel launches timed (2000)\n"
     "  --verify-sgemm N     sgemm size for the verification figures (2048)\n"
     "  --vadd ELEMENTS      vector_add size for verification (67108864)\n"
@@ -888,7 +891,7 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
     o->sgemm[0] = 1024;
     o->sgemm[1] = 2048;
     o->n_sgemm = 2;
-    o->sgemm_local = 32;
+    o->sgemm_local = 128;
     o->launches = 2000;
     o->verify_sgemm = 2048;
     o->vadd = UINT64_C(64) << 20;

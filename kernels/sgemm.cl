@@ -3,8 +3,9 @@
  * Arguments: A (in, M * K floats), B (in, K * N floats), C (out, M * N
  *   floats), uint M, uint N, uint K; all row-major.
  * NDRange: global (N / 64, M), N a multiple of 64; local (1, L) with L
- *   dividing M (64 to 256 suit PoCL: taller groups copy B fewer times).
- *   Any local size gives the same bytes.
+ *   dividing M (64 to 256 suit PoCL, 128 best: taller groups copy B fewer
+ *   times; (2, L) reuses A's rows for two column segments and is a little
+ *   faster again). Any local size gives the same bytes.
  * Batched (--entry sgemm_batched): BATCH products C[b] = A[b] * B[b] in
  *   one job: A (in, BATCH x M x K), B (in, BATCH x K x N), C (out, BATCH x
  *   M x N), uint M, N, K; NDRange (N / 64, M, BATCH), local (1, L, 1);
@@ -12,6 +13,8 @@
  * Item: one work-item = one row segment C[row][64x .. 64x + 63],
  *   item_bytes 256; item x + (N / 64) * row owns bytes [256 * item,
  *   256 * (item + 1)) of C, which is where that segment lies in row-major C.
+ *   With a local size the unit of checks is the work-group, which owns
+ *   its items' segments (its first work-item computes them all, below).
  * Every element: c = 0.0f; for k = 0 .. K-1: c = fma(A[row][k], B[k][col],
  *   c). fma is correctly rounded and the order is fixed, so the result is
  *   exact: equal bit for bit to sgemm_gpu and to the same loop in C with
@@ -41,9 +44,9 @@
 #pragma OPENCL FP_CONTRACT OFF
 
 #define NS_SG_PANEL 512 /* float16 vectors of B in local memory (32 KB) */
-#define NS_SG_KC 128     /* panel rows: NS_SG_PANEL / 4 */
+#define NS_SG_KC 128    /* panel rows: NS_SG_PANEL / 4 */
 
-/* sums (4 float16 per row) of nr rows (4 or 1) of one column segment */
+/* one row's 64 sums (c##0 .. c##3) from or to C at o */
 #define NS_SG_LOAD(c, o)                                                       \
     do {                                                                       \
         c##0 = vload16(0, o);                                                  \
@@ -77,10 +80,12 @@ static inline void ns_sgemm_group(__global const float *A,
     float16 c00, c01, c02, c03, c10, c11, c12, c13;
     float16 c20, c21, c22, c23, c30, c31, c32, c33;
 
-    for (uint j = 0; j < lx; j++) {
-        size_t col = col0 + 64 * (size_t)j;
-        for (uint k0 = 0; k0 == 0 || k0 < K; k0 += NS_SG_KC) {
-            uint kn = K > k0 ? min((uint)NS_SG_KC, K - k0) : 0;
+    /* panels outer, column segments inner: the group's rows of A for one
+     * panel stay in cache for all its column segments */
+    for (uint k0 = 0; k0 == 0 || k0 < K; k0 += NS_SG_KC) {
+        uint kn = K > k0 ? min((uint)NS_SG_KC, K - k0) : 0;
+        for (uint j = 0; j < lx; j++) {
+            size_t col = col0 + 64 * (size_t)j;
             /* B[k0 .. k0 + kn - 1][col .. col + 63], rows contiguous: the
              * fma below read it from L1, without the cache-set conflicts
              * of B's power-of-two row stride */
