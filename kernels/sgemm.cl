@@ -39,9 +39,19 @@
  * segment, reading B directly. Every element sees the same fma in the same
  * order on every path, so all give the same bytes. Only get_global_id and
  * get_local_id/size are used: a re-run with a global offset sees the same
- * positions. (On a GPU use sgemm_gpu: this one runs a group on one lane.)
+ * positions. GPU compilers (no CPU target macro) or -D NS_SGEMM_ITEMS
+ * take a per-item path instead: each work-item its own segment, over a
+ * panel of B the group copies together (sgemm_gpu suits GPUs better).
  */
 #pragma OPENCL FP_CONTRACT OFF
+
+/* CPU compilers (PoCL) define their target's macro; GPU compilers do not,
+ * and there a group computed by one work-item would run on one lane. */
+#if !defined(NS_SGEMM_ITEMS) &&                                                \
+    (defined(__x86_64__) || defined(__i386__) || defined(__aarch64__) ||       \
+     defined(__arm__) || defined(__riscv) || defined(__powerpc64__))
+#define NS_SG_GROUP 1
+#endif
 
 #define NS_SG_PANEL 512 /* float16 vectors of B in local memory (32 KB) */
 #define NS_SG_KC 128    /* panel rows: NS_SG_PANEL / 4 */
@@ -161,6 +171,58 @@ static inline void ns_sgemm_group(__global const float *A,
     }
 }
 
+#ifndef NS_SG_GROUP
+/* Per item (GPUs): the group copies a panel of B together (each work-item
+ * one contiguous run of it), then each work-item runs its own row over
+ * it. */
+static inline void ns_sgemm_items(__global const float *A,
+                                  __global const float *B, __global float *C,
+                                  const uint N, const uint K, size_t row,
+                                  size_t col, size_t col0,
+                                  __local float16 *panel)
+{
+    uint lx = (uint)get_local_size(0);
+    uint lsize = lx * (uint)get_local_size(1);
+    uint lid = (uint)(get_local_id(1) * lx + get_local_id(0));
+    uint pw = lx * 4; /* panel row width in float16: the group's columns */
+    uint kc = NS_SG_PANEL / pw; /* panel rows per chunk */
+    __global const float *a = A + row * K;
+    float16 c00 = 0.0f, c01 = 0.0f, c02 = 0.0f, c03 = 0.0f;
+
+    if (kc == 0) { /* more than 128 column segments: B directly */
+        __global const float *b = B + col;
+        for (uint k = 0; k < K; k++) {
+            __global const float *bk = b + (size_t)k * N;
+            float16 av = (float16)a[k];
+            c00 = fma(av, vload16(0, bk), c00);
+            c01 = fma(av, vload16(1, bk), c01);
+            c02 = fma(av, vload16(2, bk), c02);
+            c03 = fma(av, vload16(3, bk), c03);
+        }
+    }
+    for (uint k0 = 0; kc != 0 && k0 < K; k0 += kc) {
+        uint kn = min(kc, K - k0);
+        barrier(CLK_LOCAL_MEM_FENCE); /* the previous panel is consumed */
+        uint n = kn * pw, run = (n + lsize - 1) / lsize;
+        uint i = min(lid * run, n), end = min(i + run, n);
+        uint kk = i / pw, v = i % pw;
+        for (; i < end; i++) {
+            panel[i] = vload16(0, B + (size_t)(k0 + kk) * N + col0 + 16 * v);
+            if (++v == pw) {
+                v = 0;
+                kk++;
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        __local const float16 *p = panel + get_local_id(0) * 4;
+        for (uint k = 0; k < kn; k++, p += pw)
+            NS_SG_FMA(c0, (float16)a[k0 + k], p);
+    }
+    __global float *o = C + row * N + col;
+    NS_SG_STORE(c0, o);
+}
+#endif
+
 static inline void ns_sgemm(__global const float *A, __global const float *B,
                             __global float *C, const uint M, const uint N,
                             const uint K, __local float16 *panel)
@@ -177,11 +239,18 @@ static inline void ns_sgemm(__global const float *A, __global const float *B,
      * matching M and N) computes each item's own segment, in bounds only,
      * reading B directly. */
     bool fits = lx * ly > 1 && col0 + 64 * (size_t)lx <= N && row0 + ly <= M;
+#ifdef NS_SG_GROUP
     if (fits) {
         if (get_local_id(0) == 0 && get_local_id(1) == 0)
             ns_sgemm_group(A, B, C, N, K, row0, ly, col0, lx, panel);
         return;
     }
+#else
+    if (fits) {
+        ns_sgemm_items(A, B, C, N, K, row, col, col0, panel);
+        return;
+    }
+#endif
     if (row >= M || col + 64 > N)
         return;
     __global const float *a0 = A + row * K;

@@ -627,6 +627,22 @@ TEST(sgemm)
                 s_check_units(s_r, &c, 40);
             s_case_free(&c);
         }
+    /* sgemm's per-item path, the one GPUs take, forced on this device */
+    for (size_t l = 0; l < sizeof locals / sizeof locals[0]; l++) {
+        s_case_t c;
+        s_sgemm_case(&c, "sgemm", a, b, m, n, k, locals[l][0], locals[l][1]);
+        snprintf(c.job.options, sizeof c.job.options, "-D NS_SGEMM_ITEMS");
+        if (CHECK_RC(s_case_run(s_r, &c, NULL), NS_OK) &&
+            !CHECK_MEM(s_out0(&c), want, (size_t)m * n * sizeof(float)))
+            fprintf(stderr,
+                    "  sgemm -D NS_SGEMM_ITEMS local (%llu, %llu) "
+                    "differs\n",
+                    (unsigned long long)locals[l][0],
+                    (unsigned long long)locals[l][1]);
+        if (l == 0)
+            s_check_units(s_r, &c, 40);
+        s_case_free(&c);
+    }
     free(a);
     free(b);
     free(want);
