@@ -12,11 +12,16 @@
  *              same run
  *   challenge  hardware challenges: labelling and integer matmul, the
  *              prover's time, its deadline and the verifier's time
+ *   worker     sgemm at each n in this process (what `run` does) next to
+ *              the same job through a worker process (what a provider
+ *              does; its run_ms), with the worker's own build, upload,
+ *              run and download and the rest (socket and copies)
  *
  * Figures only: it never passes or fails on a number. Sizes are flags;
  * the default run takes about a minute on a 2-core PoCL machine.
  *
- *   bench_exec [--device I] [--only fma,sgemm,dispatch,verify,challenge]
+ *   bench_exec [--device I]
+ *              [--only fma,sgemm,dispatch,verify,challenge,worker]
  *              [--reps R] [--sgemm N[,N...]] [--sgemm-local L]
  *              [--launches L] [--verify-sgemm N] [--vadd ELEMENTS]
  *              [--checks K] [--label-bytes B] [--imatmul N]
@@ -30,12 +35,15 @@
 #include "nightshift/runner.h"
 #include "nightshift/util.h"
 #include "nightshift/verify.h"
+#include "nightshift/worker.h"
 
 #define CL_USE_DEPRECATED_OPENCL_1_2_APIS
 #include <CL/cl.h>
 
 #include <dirent.h>
+#include <limits.h>
 #include <math.h>
+#include <poll.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,7 +76,8 @@ enum {
     S_SEC_DISPATCH = 4,
     S_SEC_VERIFY = 8,
     S_SEC_CHALLENGE = 16,
-    S_SEC_ALL = 31,
+    S_SEC_WORKER = 32,
+    S_SEC_ALL = 63,
 };
 
 /* Shared between sections. */
@@ -157,6 +166,8 @@ static int s_sgemm_job(ns_job_t *job, ns_input_t *inputs, float **a, float **b,
     job->dims = 2;
     job->global[0] = n / 64;
     job->global[1] = n;
+    while (n % local_y != 0) /* N a multiple of 64, not of --sgemm-local */
+        local_y--;
     job->local[0] = 1;
     job->local[1] = local_y;
     job->n_args = 6;
@@ -787,6 +798,140 @@ out:
     return rc;
 }
 
+/* ---- worker -------------------------------------------------------------- */
+
+/* One job through a worker process (what a provider does: inputs over the
+ * worker's socket, the run, outputs back), driven by poll as the node's
+ * loop does. */
+static int s_worker_job(ns_worker_t *w, const ns_job_t *job,
+                        const ns_input_t *inputs, ns_worker_result_t *res)
+{
+    char err[S_ERR_LEN];
+    int rc = ns_worker_submit(w, job, inputs, NULL, 0, err, sizeof err);
+    if (rc != NS_OK) {
+        fprintf(stderr, "bench_exec: worker: %s: %s\n", ns_strerror(rc), err);
+        return rc;
+    }
+    for (;;) {
+        struct pollfd pf = {
+            ns_worker_fd(w),
+            (short)(POLLIN | (ns_worker_wants_write(w) ? POLLOUT : 0)), 0};
+        int ms = ns_worker_timeout_ms(w);
+        if (pf.fd >= 0)
+            (void)poll(&pf, 1, ms < 0 || ms > 100 ? 100 : ms);
+        if (ns_worker_collect(w, res))
+            break;
+    }
+    if (res->status != NS_OK)
+        fprintf(stderr, "bench_exec: worker: %s: %s\n",
+                ns_strerror(res->status), res->error);
+    return res->status;
+}
+
+static int s_worker_one(ns_runner_t *r, ns_worker_t *w, const s_opts_t *o,
+                        uint32_t n)
+{
+    ns_job_t job;
+    ns_input_t inputs[NS_MAX_ARGS];
+    uint8_t *outputs[NS_MAX_ARGS] = {0};
+    float *a = NULL, *b = NULL;
+    ns_timings_t t, bt = {0}, wt = {0};
+    char err[S_ERR_LEN];
+    uint64_t best_run = UINT64_MAX, best_wall = UINT64_MAX,
+             best_local = UINT64_MAX;
+    int rc = s_sgemm_job(&job, inputs, &a, &b, n, o->sgemm_local, 1);
+    if (rc == NS_OK && !(outputs[2] = malloc((size_t)job.args[2].size)))
+        rc = NS_ERR_NOMEM;
+    /* in this process: the whole ns_runner_run (what `run` times) */
+    for (uint32_t i = 0; rc == NS_OK && i <= o->reps; i++) {
+        memset(&t, 0, sizeof t);
+        uint64_t t0 = ns_now_us();
+        rc = ns_runner_run(r, &job, inputs, outputs, &t, err, sizeof err);
+        uint64_t us = ns_now_us() - t0;
+        if (rc != NS_OK)
+            fprintf(stderr, "bench_exec: sgemm %u: %s: %s\n", n,
+                    ns_strerror(rc), err);
+        else if (i > 0 && us < best_local) {
+            best_local = us;
+            bt = t;
+        }
+    }
+    /* through the worker: submit to result, and the worker's own timings */
+    for (uint32_t i = 0; rc == NS_OK && i <= o->reps; i++) {
+        ns_worker_result_t res;
+        memset(&res, 0, sizeof res);
+        rc = s_worker_job(w, &job, inputs, &res);
+        if (rc == NS_OK && i > 0 && res.wall_us < best_wall) {
+            best_wall = res.wall_us;
+            wt = res.timings;
+        }
+        if (rc == NS_OK && i > 0 && res.timings.run_us < best_run)
+            best_run = res.timings.run_us;
+        ns_worker_result_release(&res);
+    }
+    if (rc == NS_OK) {
+        uint64_t in_w = wt.build_us + wt.upload_us + wt.run_us + wt.download_us;
+        printf("sgemm n=%-5u in-process %8.1f ms (build %.1f, upload %.1f, "
+               "run %.1f, download %.1f)\n",
+               n, best_local / 1e3, bt.build_us / 1e3, bt.upload_us / 1e3,
+               bt.run_us / 1e3, bt.download_us / 1e3);
+        printf("             worker     %8.1f ms (build %.1f, upload %.1f, "
+               "run %.1f, download %.1f; socket and copies %.1f)  %.2fx\n",
+               best_wall / 1e3, wt.build_us / 1e3, wt.upload_us / 1e3,
+               wt.run_us / 1e3, wt.download_us / 1e3,
+               (best_wall > in_w ? best_wall - in_w : 0) / 1e3,
+               (double)best_wall / (double)(best_local ? best_local : 1));
+    }
+    free(outputs[2]);
+    free(a);
+    free(b);
+    ns_job_release(&job);
+    return rc;
+}
+
+/* The nightshift binary next to bench/ (its `worker` subcommand). */
+static void s_nightshift_exe(char *out, size_t cap)
+{
+    const char *env = getenv("NIGHTSHIFT_BIN");
+    if (env) {
+        snprintf(out, cap, "%s", env);
+        return;
+    }
+    char self[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[len > 0 ? len : 0] = 0;
+    char *slash = strrchr(self, '/');
+    if (slash)
+        *slash = 0;
+    snprintf(out, cap, "%s/../nightshift", self);
+}
+
+static int s_section_worker(const s_opts_t *o)
+{
+    char exe[PATH_MAX + 16];
+    s_nightshift_exe(exe, sizeof exe);
+    printf("\n== worker: sgemm in this process vs through a worker process "
+           "(%s), best of %u; the provider's run_ms is the worker's wall\n",
+           exe, o->reps);
+    ns_runner_t *r = s_runner(o, s_cache_dir);
+    if (!r)
+        return NS_ERR_OPENCL;
+    ns_worker_opts_t wo;
+    ns_worker_opts_init(&wo);
+    wo.exe = exe;
+    wo.device_index = o->device;
+    wo.timeout_ms = 600000;
+    int rc = NS_OK;
+    ns_worker_t *w = ns_worker_new(&wo, &rc);
+    if (!w)
+        fprintf(stderr, "bench_exec: cannot start a worker (%s)\n", exe);
+    for (uint32_t i = 0; w && i < o->n_sgemm && rc == NS_OK; i++)
+        rc = s_worker_one(r, w, o, o->sgemm[i]);
+    ns_worker_destroy(&w);
+    ns_runner_destroy(&r);
+    return rc;
+}
+
 static int s_section_challenge(const s_opts_t *o)
 {
     int err = 0;
@@ -817,12 +962,13 @@ static const char s_usage[] =
     "usage: bench_exec [options]\n"
     "  --device I           device index in `nightshift devices` order "
     "(0)\n"
-    "  --only LIST          sections: fma,sgemm,dispatch,verify,challenge "
-    "(all)\n"
+    "  --only LIST          sections: fma,sgemm,dispatch,verify,challenge,\n"
+    "                       worker (all)\n"
     "  --reps R             timed runs of sgemm and of the provider's\n"
     "                       jobs, best kept (3)\n"
     "  --sgemm N[,N...]     sgemm sizes, multiples of 64 (1024,2048)\n"
-    "  --sgemm-local L      sgemm work-group rows (32)\n"
+    "  --sgemm-local L      sgemm work-group rows (128; less where N is\n"
+    "                       not a multiple)\n"
     "  --launches L         trivial-kernel launches timed (2000)\n"
     "  --verify-sgemm N     sgemm size for the verification figures (2048)\n"
     "  --vadd ELEMENTS      vector_add size for verification (67108864)\n"
@@ -843,8 +989,8 @@ static int s_u64_flag(const char *flag, const char *v, uint64_t lo, uint64_t hi,
 
 static int s_parse_sections(const char *v, unsigned *out)
 {
-    static const char *const names[] = {"fma", "sgemm", "dispatch", "verify",
-                                        "challenge"};
+    static const char *const names[] = {"fma",    "sgemm",     "dispatch",
+                                        "verify", "challenge", "worker"};
     char buf[128];
     *out = 0;
     if (!v || strlen(v) >= sizeof buf)
@@ -853,9 +999,9 @@ static int s_parse_sections(const char *v, unsigned *out)
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
          tok = strtok_r(NULL, ",", &save)) {
         size_t i = 0;
-        while (i < 5 && strcmp(tok, names[i]) != 0)
+        while (i < 6 && strcmp(tok, names[i]) != 0)
             i++;
-        if (i == 5)
+        if (i == 6)
             return -1;
         *out |= 1u << i;
     }
@@ -888,7 +1034,7 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
     o->sgemm[0] = 1024;
     o->sgemm[1] = 2048;
     o->n_sgemm = 2;
-    o->sgemm_local = 32;
+    o->sgemm_local = 128;
     o->launches = 2000;
     o->verify_sgemm = 2048;
     o->vadd = UINT64_C(64) << 20;
@@ -1005,6 +1151,8 @@ int main(int argc, char **argv)
         failed |= s_section_verify(&o) != NS_OK;
     if (o.sections & S_SEC_CHALLENGE)
         failed |= s_section_challenge(&o) != NS_OK;
+    if (o.sections & S_SEC_WORKER)
+        failed |= s_section_worker(&o) != NS_OK;
 
     printf("\ntotal %.1f s\n", (ns_mono_us() - t0) / 1e6);
     s_load("at end");

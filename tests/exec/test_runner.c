@@ -603,10 +603,11 @@ static void s_sgemm_case(s_case_t *c, const char *name, const float *a,
 TEST(sgemm)
 {
     /* K = 301: several 128-row panels of B and a remainder of k; odd
-     * local sizes take other panel widths and the no-panel path */
+     * local sizes take other panel widths, rows left over after the
+     * blocks of four (6, 2) and the no-panel path */
     const uint32_t m = 48, n = 192, k = 301;
-    static const uint64_t locals[][2] = {
-        {1, 16}, {0, 0}, {3, 8}, {1, 48}, {1, 1}};
+    static const uint64_t locals[][2] = {{1, 16}, {0, 0}, {3, 8}, {1, 48},
+                                         {1, 1},  {1, 6}, {3, 2}};
     static const char *names[] = {"sgemm", "sgemm_gpu"};
     float *a = s_rand_floats((size_t)m * k), *b = s_rand_floats((size_t)k * n);
     float *want = s_sgemm_ref(a, b, m, n, k);
@@ -626,6 +627,22 @@ TEST(sgemm)
                 s_check_units(s_r, &c, 40);
             s_case_free(&c);
         }
+    /* sgemm's per-item path, the one GPUs take, forced on this device */
+    for (size_t l = 0; l < sizeof locals / sizeof locals[0]; l++) {
+        s_case_t c;
+        s_sgemm_case(&c, "sgemm", a, b, m, n, k, locals[l][0], locals[l][1]);
+        snprintf(c.job.options, sizeof c.job.options, "-D NS_SGEMM_ITEMS");
+        if (CHECK_RC(s_case_run(s_r, &c, NULL), NS_OK) &&
+            !CHECK_MEM(s_out0(&c), want, (size_t)m * n * sizeof(float)))
+            fprintf(stderr,
+                    "  sgemm -D NS_SGEMM_ITEMS local (%llu, %llu) "
+                    "differs\n",
+                    (unsigned long long)locals[l][0],
+                    (unsigned long long)locals[l][1]);
+        if (l == 0)
+            s_check_units(s_r, &c, 40);
+        s_case_free(&c);
+    }
     free(a);
     free(b);
     free(want);
