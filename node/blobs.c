@@ -67,7 +67,9 @@ static int s_scan(ns_blobs_t *b, uint64_t need)
             if (!oldest[0] || st.st_mtime < oldest_t) {
                 oldest_t = st.st_mtime;
                 /* a blob name (s_is_blob_name): it fits */
-                snprintf(oldest, sizeof oldest, "%s", e->d_name);
+                size_t n = strnlen(e->d_name, sizeof oldest - 1);
+                memcpy(oldest, e->d_name, n);
+                oldest[n] = '\0';
             }
         }
         int fd = dirfd(d);
