@@ -562,6 +562,34 @@ static int s_ctl_submit(const s_submit_t *q, ns_ctl_req_t *req,
     return 0;
 }
 
+/* One look at a job in the node: its progress lines since *from_line go
+ * to say(user, line), *from_line moves on, *j is its last report. NS_OK,
+ * or an error with err set (the node is gone or answered nonsense). */
+static int s_ctl_poll(const s_submit_t *q, ns_ctl_req_t *req,
+                      const ns_hash_t job_id, uint32_t *from_line,
+                      ns_ctl_job_t *j, void (*say)(void *, const char *),
+                      void *user, char *err, size_t errlen)
+{
+    uint8_t *doc = NULL;
+    size_t len = 0;
+    memset(req, 0, sizeof *req);
+    req->kind = NS_CTL_JOB;
+    memcpy(req->job_id, job_id, NS_HASH_BYTES);
+    req->from_line = *from_line;
+    if (ns_ctl_call(q->node, req, &doc, &len, err, errlen) != NS_OK)
+        return NS_ERR_IO;
+    int rc = ns_ctl_job_read(doc, len, j);
+    free(doc);
+    if (rc != NS_OK) {
+        snprintf(err, errlen, "the node answered something else");
+        return rc;
+    }
+    for (uint32_t i = 0; i < j->n_lines; i++)
+        say(user, j->lines[i]);
+    *from_line = j->next_line;
+    return NS_OK;
+}
+
 /* submit --node D: the node runs the requester; we poll its progress. */
 static int s_submit_via_node(s_submit_t *q)
 {
@@ -589,9 +617,6 @@ static int s_submit_via_node(s_submit_t *q)
             goto out;
         }
     }
-    uint8_t *doc = NULL;
-    size_t len = 0;
-    int rc;
     if (s_ctl_submit(q, req, req->job_id, ""))
         goto out;
     ns_hex(hex, req->job_id, NS_HASH_BYTES);
@@ -603,26 +628,19 @@ static int s_submit_via_node(s_submit_t *q)
              (unsigned long long)ns_job_units(&q->spec.job),
              ns_credits_fmt(max, q->max_price));
     s_progress(q, line);
-    req->kind = NS_CTL_JOB;
-    req->from_line = 0;
+    ns_hash_t id;
+    memcpy(id, req->job_id, NS_HASH_BYTES);
+    uint32_t from_line = 0;
     ns_ctl_job_t *j = calloc(1, sizeof *j);
     for (; j;) {
-        if (ns_ctl_call(q->node, req, &doc, &len, err, sizeof err) != NS_OK) {
+        if (s_ctl_poll(q, req, id, &from_line, j, s_progress, q, err,
+                       sizeof err) != NS_OK) {
             ns_cli_error("submit",
-                         "lost the node: %s (the job goes on "
-                         "there; `nightshift ledger` shows it)",
-                         err);
+                         "lost the node: %s (the job goes on there; "
+                         "`nightshift jobs --datadir %s` shows it)",
+                         err, q->node);
             break;
         }
-        rc = ns_ctl_job_read(doc, len, j);
-        free(doc);
-        if (rc != NS_OK) {
-            ns_cli_error("submit", "the node answered something else");
-            break;
-        }
-        for (uint32_t i = 0; i < j->n_lines; i++)
-            s_progress(q, j->lines[i]);
-        req->from_line = j->next_line;
         if (j->finished) {
             s_print_receipt(q, &j->receipt, hex);
             status = j->receipt.phase == NS_RQ_DONE ? 0 : 1;
@@ -956,26 +974,14 @@ static int s_submit_shards_via_node(s_submit_t *q)
             struct s_shard_ctx *c = &q->ctx[i];
             if (c->finished)
                 continue;
-            uint8_t *doc = NULL;
-            size_t len = 0;
-            memset(req, 0, sizeof *req);
-            req->kind = NS_CTL_JOB;
-            memcpy(req->job_id, c->job_id, NS_HASH_BYTES);
-            req->from_line = c->from_line;
-            if (ns_ctl_call(q->node, req, &doc, &len, err, sizeof err) !=
-                    NS_OK ||
-                ns_ctl_job_read(doc, len, c->ctl) != NS_OK) {
-                free(doc);
+            if (s_ctl_poll(q, req, c->job_id, &c->from_line, c->ctl,
+                           s_shard_progress, c, err, sizeof err) != NS_OK) {
                 ns_cli_error("submit",
                              "lost the node: %s (the shards go on there; "
-                             "`nightshift jobs --node %s` shows them)",
+                             "`nightshift jobs --datadir %s` shows them)",
                              err, q->node);
                 goto out;
             }
-            free(doc);
-            for (uint32_t l = 0; l < c->ctl->n_lines; l++)
-                s_shard_progress(c, c->ctl->lines[l]);
-            c->from_line = c->ctl->next_line;
             if (c->ctl->finished) {
                 c->finished = true;
                 left--;
