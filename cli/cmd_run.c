@@ -266,8 +266,9 @@ static int s_help(int argc, char **argv)
             continue;
         const ns_builtin_t *b = ns_builtin_find(argv[i + 1]);
         if (!b) {
-            ns_cli_error("run", "unknown built-in '%s' (`nightshift run "
-                                "--help` lists them)",
+            ns_cli_error("run",
+                         "unknown built-in '%s' (`nightshift run "
+                         "--help` lists them)",
                          argv[i + 1]);
             return 2;
         }

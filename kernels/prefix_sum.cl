@@ -18,8 +18,7 @@
 #pragma OPENCL FP_CONTRACT OFF
 
 __kernel void prefix_sum(__global const float *x, __global float *y,
-                         __global float *sums, const uint n,
-                         __local float *tmp)
+                         __global float *sums, const uint n, __local float *tmp)
 {
     uint l = (uint)get_local_id(0), size = (uint)get_local_size(0);
     size_t i = get_global_id(0);

@@ -17,9 +17,8 @@
 
 __kernel void mlp(__global const float *x, __global const float *w1,
                   __global const float *b1, __global const float *w2,
-                  __global const float *b2, __global float *y,
-                  const uint d_in, const uint d_h, const uint d_out,
-                  const uint rows)
+                  __global const float *b2, __global float *y, const uint d_in,
+                  const uint d_h, const uint d_out, const uint rows)
 {
     size_t r = get_global_id(0);
     if (r >= rows || d_h > MLP_MAX_H)
