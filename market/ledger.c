@@ -50,6 +50,12 @@ struct ns_ledger {
         uint64_t at_ms;         /* ns_mono_ms when stored; 0: empty */
     } recent[NS_LEDGER_RECENT]; /* the latest stored entries, a ring */
     uint32_t recent_next;
+    ns_ledger_confirm_fn confirm; /* ns_ledger_set_confirm; NULL: none */
+    void *confirm_user;
+    ns_ledger_stored_fn on_stored;
+    void *on_stored_user;
+    ns_ledger_fork_fn on_fork;
+    void *on_fork_user;
     /* The last commit failed (disk full, read-only, map full): nothing is
      * written until a commit or ns_ledger_probe_write succeeds. */
     int write_rc;
@@ -229,6 +235,12 @@ static int s_entry_copy(ns_ledger_t *l, MDB_txn *t, const ns_hash_t id,
     return NS_OK;
 }
 
+/* Whether the stake voted for entry id (ns_ledger_set_confirm). */
+static bool s_confirmed(const ns_ledger_t *l, const ns_hash_t id)
+{
+    return l->confirm && l->confirm(l->confirm_user, id) == NS_CONFIRM_YES;
+}
+
 /* A fork at seq `from` voids the forked author's entries from there to
  * its head, whichever branch they are on (docs/PROTOCOL.md, "Forks"):
  * its account goes back to what it was before `from` (the stored
@@ -309,6 +321,19 @@ static int s_fork(ns_ledger_t *l, const uint8_t *buf, size_t len,
                   const ns_entry_t *e)
 {
     ns_ledger_totals_t saved = l->totals;
+    /* Entries the stake voted for stay (docs/PROTOCOL.md,
+     * "Confirmation"): the void starts past them. Asked before the child
+     * transaction opens (the hook reads the ledger). */
+    uint64_t from = e->seq;
+    ns_account_t now;
+    ns_hash_t at;
+    if (ns_lstore_account_get(&l->store, l->batch, e->author, &now) != NS_OK)
+        return NS_ERR_FORK;
+    while (from <= now.seq &&
+           ns_lstore_chain_get(&l->store, l->batch, e->author, from, at) ==
+               NS_OK &&
+           s_confirmed(l, at))
+        from++;
     MDB_txn *child = NULL;
     if (ns_lstore_begin(&l->store, l->batch, false, &child) != NS_OK)
         return NS_ERR_FORK;
@@ -328,9 +353,10 @@ static int s_fork(ns_ledger_t *l, const uint8_t *buf, size_t len,
         ns_account_t kept = a;
         uint64_t head_seq = a.seq;
         MDB_txn *undo = NULL;
-        int vrc = ns_lstore_begin(&l->store, child, false, &undo);
-        if (vrc == NS_OK) {
-            vrc = s_void_from(l, undo, &a, e->seq);
+        int vrc = from > a.seq ? NS_OK
+                               : ns_lstore_begin(&l->store, child, false, &undo);
+        if (vrc == NS_OK && undo) {
+            vrc = s_void_from(l, undo, &a, from);
             if (vrc == NS_OK)
                 vrc = ns_lstore_commit(&l->store, undo);
             else
@@ -345,6 +371,8 @@ static int s_fork(ns_ledger_t *l, const uint8_t *buf, size_t len,
                 NS_OK &&
             ns_lstore_commit(&l->store, child) == NS_OK) {
             s_dirty(l, len);
+            if (l->on_fork)
+                l->on_fork(l->on_fork_user, f.first, f.second);
             if (first_fork) {
                 l->totals.forks++;
                 char who[2 * NS_ID_BYTES + 1], one[2 * NS_HASH_BYTES + 1],
@@ -359,9 +387,11 @@ static int s_fork(ns_ledger_t *l, const uint8_t *buf, size_t len,
             }
             if (vrc == NS_OK)
                 ns_info(NS_MOD_LEDGER,
-                        "event=fork_voided seq=%llu entries=%llu",
+                        "event=fork_voided seq=%llu entries=%llu "
+                        "confirmed_kept=%llu",
                         (unsigned long long)e->seq,
-                        (unsigned long long)(head_seq - a.seq));
+                        (unsigned long long)(head_seq - a.seq),
+                        (unsigned long long)(from - e->seq));
             else
                 ns_warn(NS_MOD_LEDGER,
                         "event=fork_kept seq=%llu head=%llu why=%s",
@@ -375,6 +405,51 @@ static int s_fork(ns_ledger_t *l, const uint8_t *buf, size_t len,
     return NS_ERR_FORK;
 }
 
+static void s_stored(ns_ledger_t *l, const ns_entry_t *e, size_t len)
+{
+    s_dirty(l, len);
+    if (l->claim_delay_ms) {
+        memcpy(l->recent[l->recent_next].id, e->id, NS_HASH_BYTES);
+        l->recent[l->recent_next].at_ms = ns_mono_ms();
+        l->recent_next = (l->recent_next + 1) % NS_LEDGER_RECENT;
+    }
+    if (l->on_stored)
+        l->on_stored(l->on_stored_user, e);
+}
+
+/* e, confirmed, is an entry of a banned author (why: NS_ERR_BANNED) or at
+ * a seq its chain holds another (NS_ERR_FORK: s_fork has voided what was
+ * not confirmed there). It goes on the chain in place of the voided
+ * entries: the branch the stake voted for wins. Returns NS_OK, or why it
+ * cannot go yet (NS_ERR_GAP, NS_ERR_MISSING: it waits), or `why`. */
+static int s_adopt(ns_ledger_t *l, const uint8_t *buf, size_t len,
+                   const ns_entry_t *e, int why)
+{
+    ns_ledger_totals_t saved = l->totals;
+    ns_lapply_t ap = {&l->store,        &l->totals, l->verifier,
+                      l->verifier_user, {0},        false,
+                      true};
+    int rc = ns_lapply_entry(&ap, l->batch, e, buf, len);
+    if (rc == NS_OK) {
+        s_stored(l, e, len);
+        char who[2 * NS_ID_BYTES + 1];
+        ns_hex(who, e->author, NS_ID_BYTES);
+        ns_info(NS_MOD_LEDGER, "event=fork_adopted author=%s seq=%llu", who,
+                (unsigned long long)e->seq);
+        return NS_OK;
+    }
+    l->totals = saved;
+    if (ap.wrote) {
+        s_batch_lost(l, rc);
+        return rc;
+    }
+    if (rc == NS_ERR_MISSING) {
+        memcpy(l->missing, ap.missing, NS_HASH_BYTES);
+        return rc;
+    }
+    return rc == NS_ERR_GAP ? rc : why;
+}
+
 /* One entry, straight into the batch: the apply step checks everything
  * before it writes, so a rejected entry leaves the batch as it was. */
 static int s_store(ns_ledger_t *l, const uint8_t *buf, size_t len,
@@ -385,15 +460,11 @@ static int s_store(ns_ledger_t *l, const uint8_t *buf, size_t len,
         return rc;
     ns_ledger_totals_t saved = l->totals;
     ns_lapply_t ap = {&l->store,        &l->totals, l->verifier,
-                      l->verifier_user, {0},        false};
+                      l->verifier_user, {0},        false,
+                      false};
     rc = ns_lapply_entry(&ap, l->batch, e, buf, len);
     if (rc == NS_OK) {
-        s_dirty(l, len);
-        if (l->claim_delay_ms) {
-            memcpy(l->recent[l->recent_next].id, e->id, NS_HASH_BYTES);
-            l->recent[l->recent_next].at_ms = ns_mono_ms();
-            l->recent_next = (l->recent_next + 1) % NS_LEDGER_RECENT;
-        }
+        s_stored(l, e, len);
         return NS_OK;
     }
     l->totals = saved;
@@ -404,7 +475,9 @@ static int s_store(ns_ledger_t *l, const uint8_t *buf, size_t len,
     if (rc == NS_ERR_MISSING)
         memcpy(l->missing, ap.missing, NS_HASH_BYTES);
     if (rc == NS_ERR_FORK)
-        return s_fork(l, buf, len, e);
+        rc = s_fork(l, buf, len, e);
+    if ((rc == NS_ERR_FORK || rc == NS_ERR_BANNED) && s_confirmed(l, e->id))
+        return s_adopt(l, buf, len, e, rc);
     return rc;
 }
 
@@ -829,15 +902,35 @@ void ns_ledger_set_claim_delay(ns_ledger_t *l, uint64_t ms)
 }
 
 /* Whether src was stored less than the claim delay ago. */
-static bool s_too_recent(void *u, const uint8_t *src)
+static bool s_too_recent(const ns_ledger_t *l, const uint8_t *src)
 {
-    const ns_ledger_t *l = u;
     uint64_t now = ns_mono_ms();
     for (uint32_t i = 0; i < NS_LEDGER_RECENT; i++)
         if (l->recent[i].at_ms &&
             now - l->recent[i].at_ms < l->claim_delay_ms &&
             memcmp(l->recent[i].id, src, NS_HASH_BYTES) == 0)
             return true;
+    return false;
+}
+
+/* Whether a credit from src waits (docs/PROTOCOL.md, "Confirmation"):
+ * confirmed, it is safe, whoever made it; not yet confirmed, it waits;
+ * where nobody can vote (no stake), the ban and the claim delay decide. */
+static bool s_claim_later(void *u, const uint8_t *src, bool by_banned)
+{
+    const ns_ledger_t *l = u;
+    ns_confirm_state st =
+        l->confirm ? l->confirm(l->confirm_user, src) : NS_CONFIRM_NONE;
+    if (st != NS_CONFIRM_NONE)
+        return st != NS_CONFIRM_YES;
+    return by_banned || (l->claim_delay_ms && s_too_recent(l, src));
+}
+
+static bool s_claim_any(void *u, const uint8_t *src, bool by_banned)
+{
+    (void)u;
+    (void)src;
+    (void)by_banned;
     return false;
 }
 
@@ -848,10 +941,78 @@ uint32_t ns_ledger_unclaimed(ns_ledger_t *l, const uint8_t to[NS_ID_BYTES],
     bool own;
     if (s_read_txn(l, &t, &own) != NS_OK)
         return 0;
-    uint32_t n = ns_lstore_unclaimed(
-        &l->store, t, to, ids, max, l->claim_delay_ms ? s_too_recent : NULL, l);
+    uint32_t n =
+        ns_lstore_unclaimed(&l->store, t, to, ids, max, s_claim_later, l);
     s_read_done(t, own);
     return n;
+}
+
+uint32_t ns_ledger_unclaimed_all(ns_ledger_t *l, const uint8_t to[NS_ID_BYTES],
+                                 uint8_t *ids, uint32_t max)
+{
+    MDB_txn *t;
+    bool own;
+    if (s_read_txn(l, &t, &own) != NS_OK)
+        return 0;
+    uint32_t n = ns_lstore_unclaimed(&l->store, t, to, ids, max, s_claim_any, l);
+    s_read_done(t, own);
+    return n;
+}
+
+void ns_ledger_set_confirm(ns_ledger_t *l, ns_ledger_confirm_fn fn, void *user)
+{
+    l->confirm = fn;
+    l->confirm_user = user;
+}
+
+void ns_ledger_set_on_stored(ns_ledger_t *l, ns_ledger_stored_fn fn,
+                             void *user)
+{
+    l->on_stored = fn;
+    l->on_stored_user = user;
+}
+
+void ns_ledger_set_on_fork(ns_ledger_t *l, ns_ledger_fork_fn fn, void *user)
+{
+    l->on_fork = fn;
+    l->on_fork_user = user;
+}
+
+bool ns_ledger_holds(ns_ledger_t *l, const ns_hash_t id)
+{
+    MDB_txn *t;
+    bool own;
+    if (s_read_txn(l, &t, &own) != NS_OK)
+        return false;
+    const uint8_t *buf;
+    size_t len;
+    bool held = ns_lstore_entry_bytes(&l->store, t, id, &buf, &len) == NS_OK;
+    s_read_done(t, own);
+    return held;
+}
+
+int ns_ledger_reconsider(ns_ledger_t *l, const ns_hash_t id)
+{
+    if (l->readonly)
+        return NS_ERR_STATE;
+    int rc = s_batch(l);
+    if (rc != NS_OK)
+        return rc;
+    const uint8_t *buf;
+    size_t len;
+    if (ns_lstore_entry_bytes(&l->store, l->batch, id, &buf, &len) == NS_OK)
+        return NS_ERR_DUPLICATE; /* on the chain already */
+    if ((rc = ns_lstore_fork_entry_bytes(&l->store, l->batch, id, &buf,
+                                         &len)) != NS_OK)
+        return rc;
+    uint8_t *copy = malloc(len); /* buf lives in the map: not across puts */
+    if (!copy)
+        return NS_ERR_NOMEM;
+    memcpy(copy, buf, len);
+    ns_entry_t e;
+    rc = s_ingest_one(l, copy, len, NULL, NULL, &e);
+    free(copy);
+    return rc;
 }
 
 int ns_ledger_get(ns_ledger_t *l, const uint8_t author[NS_ID_BYTES],

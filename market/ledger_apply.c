@@ -166,10 +166,11 @@ static int s_apply_refs(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
         if (c.credit_rc == NS_ERR_NOTFOUND) {
             const uint8_t *buf;
             size_t len;
-            /* an entry a fork voided is known: its credit is gone */
+            /* An entry a fork voided is not known: a claim of its credit
+             * waits, as the stake may still vote it back in place
+             * (docs/PROTOCOL.md, "Confirmation"). */
             c.ref_known = ns_lstore_entry_bytes(ap->store, t, ref, &buf,
-                                                &len) != NS_ERR_NOTFOUND ||
-                          ns_lstore_fork_entry_known(ap->store, t, ref);
+                                                &len) != NS_ERR_NOTFOUND;
         } else if (c.credit_rc == NS_OK &&
                    !sodium_is_zero(c.credit.release_award, NS_HASH_BYTES)) {
             c.lock_rc = s_lock_get(ap, t, e, w, e->author,
@@ -274,8 +275,7 @@ static int s_fork_check(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
             const uint8_t *b;
             size_t n;
             if (ns_lstore_entry_bytes(ap->store, t, ref, &b, &n) !=
-                    NS_ERR_NOTFOUND ||
-                ns_lstore_fork_entry_known(ap->store, t, ref))
+                NS_ERR_NOTFOUND)
                 return NS_ERR_NOCREDIT;
             memcpy(ap->missing, ref, NS_HASH_BYTES);
             return NS_ERR_MISSING;
@@ -328,8 +328,13 @@ int ns_lapply_entry(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
     if (e->seq <= a.seq &&
         (rc = ns_lstore_chain_get(ap->store, t, e->author, e->seq, have)))
         return rc == NS_ERR_NOTFOUND ? NS_ERR_CORRUPT : rc;
-    if ((rc = ns_rule_chain(&a, e, have)) != NS_OK)
+    const bool banned = a.banned;
+    if (ap->adopt)
+        a.banned = false; /* the stake voted for e: it goes on the chain */
+    if ((rc = ns_rule_chain(&a, e, have)) != NS_OK) {
+        a.banned = banned;
         return rc == NS_ERR_FORK ? s_fork_check(ap, t, e, &a) : rc;
+    }
     /* Every check first, reading only: a rejected entry writes nothing,
      * so the batch needs no child transaction to take it back. */
     const ns_account_t pre = a;
@@ -341,6 +346,7 @@ int ns_lapply_entry(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
         (rc = s_apply_body(ap, t, e, &a, &w, &b, &io)) != NS_OK)
         return rc;
     ns_rule_advance(&a, e, ap->totals);
+    a.banned = banned;
     ap->wrote = true;
     if ((rc = s_write(ap, t, e, &w, &io)) ||
         (rc = ns_lstore_account_put(ap->store, t, &a)) ||

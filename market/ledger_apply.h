@@ -16,6 +16,8 @@ typedef struct {
     ns_hash_t missing; /* out: on NS_ERR_MISSING, the entry needed */
     bool wrote;        /* out: the entry passed every check and writing
                           began (an error then is the store's) */
+    bool adopt; /* in: e is confirmed; apply it although its author is
+                   banned (the author stays banned) */
 } ns_lapply_t;
 
 /* Validate the decoded entry e (encoded in buf) against its author's

@@ -257,6 +257,18 @@ int ns_lstore_entry_void(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
     return rc;
 }
 
+int ns_lstore_fork_entry_bytes(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
+                               const uint8_t **buf, size_t *len)
+{
+    MDB_val key = {NS_HASH_BYTES, s_unconst(id)}, val;
+    int rc = mdb_get(t, s->forkentries, &key, &val);
+    if (rc != MDB_SUCCESS)
+        return ns_lstore_rc(s, rc);
+    *buf = val.mv_data;
+    *len = val.mv_size;
+    return NS_OK;
+}
+
 bool ns_lstore_fork_entry_known(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id)
 {
     MDB_val key = {NS_HASH_BYTES, s_unconst(id)}, val;
@@ -448,7 +460,9 @@ int ns_lstore_count_accounts(ns_lstore_t *s, MDB_txn *t, uint64_t *n)
 
 uint32_t ns_lstore_unclaimed(ns_lstore_t *s, MDB_txn *t, const uint8_t *to,
                              uint8_t *ids, uint32_t max,
-                             bool (*skip)(void *u, const uint8_t *src), void *u)
+                             bool (*skip)(void *u, const uint8_t *src,
+                                          bool by_banned),
+                             void *u)
 {
     MDB_cursor *c = NULL;
     uint32_t n = 0;
@@ -464,12 +478,13 @@ uint32_t ns_lstore_unclaimed(ns_lstore_t *s, MDB_txn *t, const uint8_t *to,
                 memcpy(&cr, v.mv_data, sizeof cr);
                 ns_entry_t src;
                 ns_account_t by = {0};
+                bool banned =
+                    ns_lstore_entry_load(s, t, k.mv_data, &src, NULL) ==
+                        NS_OK &&
+                    ns_lstore_account_get(s, t, src.author, &by) == NS_OK &&
+                    by.banned;
                 if (cr.state == NS_CREDIT_OPEN &&
-                    !(skip && skip(u, k.mv_data)) &&
-                    !(ns_lstore_entry_load(s, t, k.mv_data, &src, NULL) ==
-                          NS_OK &&
-                      ns_lstore_account_get(s, t, src.author, &by) == NS_OK &&
-                      by.banned))
+                    (skip ? !skip(u, k.mv_data, banned) : !banned))
                     memcpy(ids + (size_t)32 * n++, k.mv_data, 32);
             }
             rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);

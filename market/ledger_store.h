@@ -134,15 +134,20 @@ int ns_lstore_sum_accounts(ns_lstore_t *s, MDB_txn *t,
                            uint64_t *sum) NS_MUST_CHECK;
 int ns_lstore_count_accounts(ns_lstore_t *s, MDB_txn *t,
                              uint64_t *n) NS_MUST_CHECK;
-/* Up to max ids of open credits for `to`, leaving out credits made by an
- * author now banned (a forked author's credits may be voided, or held
- * on another branch by other nodes, and a claim of one would stall the
- * claimant's chain there: docs/PROTOCOL.md, "Forks") and those whose
- * source entry skip (may be NULL) says to leave for later. */
+/* Up to max ids of open credits for `to`, but those skip says to leave
+ * for later (told whether the source's author is banned). Without skip,
+ * credits made by an author now banned are left out (a forked author's
+ * credits may be voided, or held on another branch by other nodes, and a
+ * claim of one would stall the claimant's chain there: docs/PROTOCOL.md,
+ * "Forks"). */
 uint32_t ns_lstore_unclaimed(ns_lstore_t *s, MDB_txn *t, const uint8_t *to,
                              uint8_t *ids, uint32_t max,
-                             bool (*skip)(void *u, const uint8_t *src),
+                             bool (*skip)(void *u, const uint8_t *src,
+                                          bool by_banned),
                              void *u);
+/* The bytes of an entry kept in forkentries (voided, or a fork's proof). */
+int ns_lstore_fork_entry_bytes(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
+                               const uint8_t **buf, size_t *len);
 void ns_lstore_each_account(ns_lstore_t *s, MDB_txn *t,
                             bool (*fn)(void *u, const ns_account_t *a),
                             void *u);

@@ -275,8 +275,10 @@ static int s_on_heads(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
          k++) {
         uint32_t i = (start + k) % n;
         ns_account_t mine;
+        /* A banned author's chain too: the entries the stake voted for
+         * go on it (docs/PROTOCOL.md, "Confirmation"). */
         if (ns_ledger_account(s->ledger, authors[i], &mine) != NS_OK ||
-            mine.banned || seqs[i] <= mine.seq)
+            seqs[i] <= mine.seq)
             continue;
         /* From past what already waits in the buffer, unless all of it
          * does: then from the head, in case what it waits for is ours

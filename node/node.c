@@ -16,6 +16,7 @@
 #include "nightshift/jobdir.h"
 #include "nightshift/join.h"
 #include "nightshift/ledger_sync.h"
+#include "nightshift/ledger_votes.h"
 #include "nightshift/log.h"
 #include "nightshift/loop.h"
 #include "nightshift/money.h"
@@ -45,6 +46,7 @@ struct ns_node {
     ns_ledger_t *ledger;
     ns_p2p_t *p2p;
     ns_ledger_sync_t *sync;
+    ns_votes_t *votes; /* confirmations (ledger_votes.h) */
     ns_devinfo_t devs[NS_MAX_DEVICES];
     uint32_t n_devs;
     ns_fault_t fault;
@@ -438,6 +440,10 @@ static int s_start_market(ns_node_t *n, char *err, size_t errlen)
     if (!n->sync)
         return s_err(err, errlen, "cannot start ledger sync: %s",
                      ns_strerror(rc));
+    n->votes = ns_votes_new(n->p2p, n->ledger, ns_identity_pk(n->me), &rc);
+    if (!n->votes)
+        return s_err(err, errlen, "cannot start ledger votes: %s",
+                     ns_strerror(rc));
     /* The peer table favours keys with stake in our ledger. */
     ns_p2p_set_stake_fn(n->p2p, s_stake_of, n);
     /* SLASH proofs are re-run before the ledger applies them: in a
@@ -674,6 +680,7 @@ void ns_node_close(ns_node_t **np)
     ns_blobs_close(&n->blobs);
     ns_verified_close(&n->verified);
     ns_money_destroy(&n->money);
+    ns_votes_destroy(&n->votes);
     ns_ledger_sync_destroy(&n->sync);
     ns_p2p_destroy(&n->p2p);
     ns_runner_destroy(&n->runner);
@@ -983,7 +990,7 @@ static void s_pack_requests(ns_node_t *n, msgpack_packer *pk)
 
 void ns_node_pack_status(ns_node_t *n, msgpack_packer *pk)
 {
-    ns_p2p_pack_status(n->p2p, pk, n->provider ? 7 : 6);
+    ns_p2p_pack_status(n->p2p, pk, n->provider ? 8 : 7);
     ns_mp_str(pk, "pid");
     msgpack_pack_int64(pk, (int64_t)getpid());
     ns_mp_str(pk, "datadir");
@@ -1000,6 +1007,8 @@ void ns_node_pack_status(ns_node_t *n, msgpack_packer *pk)
     }
     ns_mp_str(pk, "ledger");
     ns_ledger_sync_pack_status(n->sync, pk);
+    ns_mp_str(pk, "votes");
+    ns_votes_pack_status(n->votes, pk);
     ns_mp_str(pk, "account");
     s_pack_account(n, pk);
     ns_mp_str(pk, "requests");

@@ -231,6 +231,42 @@ void ns_ledger_close(ns_ledger_t **l);
 const char *ns_ledger_last_error(const ns_ledger_t *l);
 void ns_ledger_set_verifier(ns_ledger_t *l, ns_slash_verifier_fn fn,
                             void *user);
+/* Confirmation of entries by the votes of staked accounts
+ * (ledger_votes.c; docs/PROTOCOL.md, "Confirmation"). */
+typedef enum {
+    NS_CONFIRM_NONE = 0, /* nobody can vote: no account holds stake */
+    NS_CONFIRM_NO = 1,   /* not (yet) voted by more than half the stake */
+    NS_CONFIRM_YES = 2,  /* voted by more than half of all stake */
+} ns_confirm_state;
+typedef ns_confirm_state (*ns_ledger_confirm_fn)(void *u, const ns_hash_t id);
+/* With it set: a credit is offered for claims only once its source entry
+ * is confirmed (YES; with NONE, the claim delay and the ban alone
+ * decide); a fork keeps its author's confirmed entries and voids only
+ * the rest; and a confirmed entry of a banned author is applied in
+ * place of an unconfirmed one (the branch the stake voted for wins). */
+void ns_ledger_set_confirm(ns_ledger_t *l, ns_ledger_confirm_fn fn,
+                           void *user);
+/* Called once for each entry stored (ingested, retried or appended),
+ * inside the batch: what ledger_votes.c votes for. */
+typedef void (*ns_ledger_stored_fn)(void *u, const ns_entry_t *e);
+void ns_ledger_set_on_stored(ns_ledger_t *l, ns_ledger_stored_fn fn,
+                             void *user);
+/* Called for each fork proof stored, with the two entries' ids (the one
+ * on the chain then, the other): whose confirmation to look for. */
+typedef void (*ns_ledger_fork_fn)(void *u, const ns_hash_t first,
+                                  const ns_hash_t second);
+void ns_ledger_set_on_fork(ns_ledger_t *l, ns_ledger_fork_fn fn, void *user);
+/* id was just confirmed: if a fork voided it (or holds it as proof), put
+ * it back in place of its author's unconfirmed entries. NS_OK when
+ * applied, NS_ERR_NOTFOUND when it is not a voided entry here, or why
+ * it cannot be applied (NS_ERR_GAP / NS_ERR_MISSING: it waits). */
+int ns_ledger_reconsider(ns_ledger_t *l, const ns_hash_t id);
+/* Whether id is an entry on its author's chain here (not voided). */
+bool ns_ledger_holds(ns_ledger_t *l, const ns_hash_t id);
+/* Up to max credits for `to` not yet taken in, whatever their state of
+ * confirmation (ids): what to ask votes for. */
+uint32_t ns_ledger_unclaimed_all(ns_ledger_t *l, const uint8_t to[NS_ID_BYTES],
+                                 uint8_t *ids, uint32_t max);
 /* Data with this hash (a SLASH's input) is here now: retry the entries
  * that waited for it. */
 void ns_ledger_data_arrived(ns_ledger_t *l, const ns_hash_t id);

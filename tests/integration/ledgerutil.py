@@ -1,5 +1,6 @@
 """ledgerutil - ledger helpers shared by the ledger integration tests
-(test_ledger_sync, test_partition, test_crash_safety, test_ledger_cli).
+(test_ledger_sync, test_partition, test_crash_safety, test_ledger_cli,
+test_forks, test_forks_confirmed).
 
 Everything goes through the real CLI, as scripts do:
   * `transfer|stake|unstake --datadir D ... --json` asks the node to append
@@ -9,7 +10,11 @@ Everything goes through the real CLI, as scripts do:
   * `status --json` gives the running node's ledger map (entries, digest,
     buffered, rejected{...}).
 """
+import base64
 import json
+import os
+import subprocess
+import threading
 
 import nstest
 from nstest import TestFailure, check, cli, wait_until
@@ -184,3 +189,43 @@ def check_identical(nodes, accounts):
                   f"{n.name} says {s['balances'][a]}, {first[0].name} says "
                   f"{f['balances'][a]}")
     return first[1]
+
+
+# ---- forks: entries signed outside any node, injected with ns_flood -------
+
+FORGE_BIN = os.environ.get("NS_FORGE_BIN") or os.path.join(
+    nstest.REPO, "build", "tests", "integration", "ns_forge")
+
+
+def forge(author, network_id, seq, prev, to, amount):
+    """(hex bytes, id) of a TRANSFER signed with author's key."""
+    r = subprocess.run([FORGE_BIN, os.path.join(author.datadir, "node.key"),
+                        network_id, str(seq), prev, to.id, str(amount)],
+                       capture_output=True, text=True, timeout=20)
+    check(r.returncode == 0, f"ns_forge exited {r.returncode}: {r.stderr}")
+    hexbytes, entry_id = r.stdout.split()
+    return hexbytes, entry_id
+
+
+def inject(plan, network_id):
+    """plan: [(node, entry hex)]: all sent at once, one ns_flood each."""
+    errors = []
+
+    def send(node, hexbytes):
+        r = subprocess.run([nstest.FLOOD_BIN, node.addr, "--entry", hexbytes,
+                            "--network", network_id],
+                           capture_output=True, text=True, timeout=30)
+        if r.returncode != 0:
+            errors.append(f"ns_flood to {node.name}: {r.stderr.strip()}")
+    threads = [threading.Thread(target=send, args=p) for p in plan]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=40)
+    check(not errors, "; ".join(errors))
+
+
+def hex_of(node_id):
+    """The hex form of a base32 node id (as the ledger's log lines use)."""
+    raw = base64.b32decode(node_id.upper() + "=" * (-len(node_id) % 8))
+    return raw[:32].hex()

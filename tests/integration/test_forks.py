@@ -8,53 +8,13 @@ voids both branches: all nodes end with the same entries, digest and
 pending credits, the author at seq 0 with its genesis credits, and no
 credit from either branch. Then a recipient's own node starts, catches
 up and appends: its chain is not blocked anywhere."""
-import base64
-import os
-import subprocess
-import threading
-
 import nstest
 from nstest import check, check_eq, cli_ok, log
 
 import ledgerutil as lu
+from ledgerutil import forge, hex_of, inject
 
-FORGE_BIN = os.environ.get("NS_FORGE_BIN") or os.path.join(
-    nstest.REPO, "build", "tests", "integration", "ns_forge")
 CREDITS = 1000000
-
-
-def forge(author, network_id, seq, prev, to, amount):
-    """(hex bytes, id) of a TRANSFER signed with author's key."""
-    r = subprocess.run([FORGE_BIN, os.path.join(author.datadir, "node.key"),
-                        network_id, str(seq), prev, to.id, str(amount)],
-                       capture_output=True, text=True, timeout=20)
-    check(r.returncode == 0, f"ns_forge exited {r.returncode}: {r.stderr}")
-    hexbytes, entry_id = r.stdout.split()
-    return hexbytes, entry_id
-
-
-def inject(plan, network_id):
-    """plan: [(node, entry hex)]: all sent at once, one ns_flood each."""
-    errors = []
-
-    def send(node, hexbytes):
-        r = subprocess.run([nstest.FLOOD_BIN, node.addr, "--entry", hexbytes,
-                            "--network", network_id],
-                           capture_output=True, text=True, timeout=30)
-        if r.returncode != 0:
-            errors.append(f"ns_flood to {node.name}: {r.stderr.strip()}")
-    threads = [threading.Thread(target=send, args=p) for p in plan]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=40)
-    check(not errors, "; ".join(errors))
-
-
-def hex_of(node_id):
-    """The hex form of a base32 node id (as the ledger's log lines use)."""
-    raw = base64.b32decode(node_id.upper() + "=" * (-len(node_id) % 8))
-    return raw[:32].hex()
 
 
 def fork_round(nodes, author, r1, r2, split, network_id, min_entries):
