@@ -353,8 +353,9 @@ static int s_fork(ns_ledger_t *l, const uint8_t *buf, size_t len,
         ns_account_t kept = a;
         uint64_t head_seq = a.seq;
         MDB_txn *undo = NULL;
-        int vrc = from > a.seq ? NS_OK
-                               : ns_lstore_begin(&l->store, child, false, &undo);
+        int vrc = from > a.seq
+                      ? NS_OK
+                      : ns_lstore_begin(&l->store, child, false, &undo);
         if (vrc == NS_OK && undo) {
             vrc = s_void_from(l, undo, &a, from);
             if (vrc == NS_OK)
@@ -426,9 +427,8 @@ static int s_adopt(ns_ledger_t *l, const uint8_t *buf, size_t len,
                    const ns_entry_t *e, int why)
 {
     ns_ledger_totals_t saved = l->totals;
-    ns_lapply_t ap = {&l->store,        &l->totals, l->verifier,
-                      l->verifier_user, {0},        false,
-                      true};
+    ns_lapply_t ap = {&l->store, &l->totals, l->verifier, l->verifier_user,
+                      {0},       false,      true};
     int rc = ns_lapply_entry(&ap, l->batch, e, buf, len);
     if (rc == NS_OK) {
         s_stored(l, e, len);
@@ -459,9 +459,8 @@ static int s_store(ns_ledger_t *l, const uint8_t *buf, size_t len,
     if (rc != NS_OK)
         return rc;
     ns_ledger_totals_t saved = l->totals;
-    ns_lapply_t ap = {&l->store,        &l->totals, l->verifier,
-                      l->verifier_user, {0},        false,
-                      false};
+    ns_lapply_t ap = {&l->store, &l->totals, l->verifier, l->verifier_user,
+                      {0},       false,      false};
     rc = ns_lapply_entry(&ap, l->batch, e, buf, len);
     if (rc == NS_OK) {
         s_stored(l, e, len);
@@ -954,7 +953,8 @@ uint32_t ns_ledger_unclaimed_all(ns_ledger_t *l, const uint8_t to[NS_ID_BYTES],
     bool own;
     if (s_read_txn(l, &t, &own) != NS_OK)
         return 0;
-    uint32_t n = ns_lstore_unclaimed(&l->store, t, to, ids, max, s_claim_any, l);
+    uint32_t n =
+        ns_lstore_unclaimed(&l->store, t, to, ids, max, s_claim_any, l);
     s_read_done(t, own);
     return n;
 }
@@ -965,8 +965,7 @@ void ns_ledger_set_confirm(ns_ledger_t *l, ns_ledger_confirm_fn fn, void *user)
     l->confirm_user = user;
 }
 
-void ns_ledger_set_on_stored(ns_ledger_t *l, ns_ledger_stored_fn fn,
-                             void *user)
+void ns_ledger_set_on_stored(ns_ledger_t *l, ns_ledger_stored_fn fn, void *user)
 {
     l->on_stored = fn;
     l->on_stored_user = user;

@@ -458,11 +458,9 @@ int ns_lstore_count_accounts(ns_lstore_t *s, MDB_txn *t, uint64_t *n)
     return rc;
 }
 
-uint32_t ns_lstore_unclaimed(ns_lstore_t *s, MDB_txn *t, const uint8_t *to,
-                             uint8_t *ids, uint32_t max,
-                             bool (*skip)(void *u, const uint8_t *src,
-                                          bool by_banned),
-                             void *u)
+uint32_t ns_lstore_unclaimed(
+    ns_lstore_t *s, MDB_txn *t, const uint8_t *to, uint8_t *ids, uint32_t max,
+    bool (*skip)(void *u, const uint8_t *src, bool by_banned), void *u)
 {
     MDB_cursor *c = NULL;
     uint32_t n = 0;

@@ -24,17 +24,17 @@
 #define S_PREFIX 8 /* bytes of a voter's key kept to tell voters apart */
 #define S_NO_SLOT UINT32_MAX
 #define S_BUCKETS (2 * NS_VOTE_TABLE)
-#define S_ASK_IDS 64  /* credits asked about per round */
-#define S_ASK_PEERS 3 /* peers asked per round */
-#define S_WATCH 64         /* fork branches watched at once */
-#define S_WATCH_MS 120000  /* for this long after the fork was seen */
+#define S_ASK_IDS 64      /* credits asked about per round */
+#define S_ASK_PEERS 3     /* peers asked per round */
+#define S_WATCH 64        /* fork branches watched at once */
+#define S_WATCH_MS 120000 /* for this long after the fork was seen */
 
 typedef struct {
     ns_hash_t id;
-    uint64_t weight;    /* stake of the distinct voters counted */
-    uint32_t n, cap;    /* voters */
-    uint8_t *voters;    /* n * S_PREFIX */
-    uint32_t next;      /* in the bucket's chain */
+    uint64_t weight; /* stake of the distinct voters counted */
+    uint32_t n, cap; /* voters */
+    uint8_t *voters; /* n * S_PREFIX */
+    uint32_t next;   /* in the bucket's chain */
     bool used, confirmed;
 } s_slot_t;
 
@@ -87,9 +87,8 @@ static void s_refresh_stake(ns_votes_t *v)
     ns_ledger_each_account(v->ledger, s_add_stake, &sum);
     v->total_stake = sum;
     ns_account_t me;
-    v->self_stake = ns_ledger_account(v->ledger, v->self, &me) == NS_OK
-                        ? me.staked
-                        : 0;
+    v->self_stake =
+        ns_ledger_account(v->ledger, v->self, &me) == NS_OK ? me.staked : 0;
     v->total_at_ms = now;
 }
 
@@ -223,7 +222,11 @@ static void s_on_stored(void *u, const ns_entry_t *e)
         e->type == NS_ENTRY_SLASH)
         v->total_at_ms = 0; /* stake moved: weigh again */
     s_refresh_stake(v);
-    if (v->self_stake == 0)
+    /* Old entries (a catch-up) are not voted for unasked: their credits
+     * were taken in long ago, or ask (VOTE_REQ) when they are. */
+    uint64_t now = ns_now_ms();
+    if (v->self_stake == 0 ||
+        (e->timestamp_ms < now && now - e->timestamp_ms > NS_VOTE_RECENT_MS))
         return;
     s_count(v, v->self, v->self_stake, e->id);
     if (v->n_out == NS_VOTE_IDS_MAX) /* a full batch: out it goes now */
@@ -247,8 +250,7 @@ static void s_on_flush(void *user, uint64_t now)
     ns_votes_t *v = user;
     v->flush_timer = 0;
     if (v->n_out > 0 && s_pack_ids(&v->body, v->outbox, v->n_out) == NS_OK &&
-        ns_p2p_publish(v->p2p, NS_MSG_VOTE, v->body.data, v->body.len) ==
-            NS_OK)
+        ns_p2p_publish(v->p2p, NS_MSG_VOTE, v->body.data, v->body.len) == NS_OK)
         v->stats.sent += v->n_out;
     v->n_out = 0;
     /* Confirmed entries a fork voided here go back in place. */
@@ -284,8 +286,10 @@ static int s_on_vote(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
     ns_account_t voter;
     if (ns_ledger_account(v->ledger, env->sender, &voter) != NS_OK ||
         voter.staked == 0) {
+        /* Dropped, not passed on; quietly: the voter's stake may just not
+         * be here yet (its votes are asked again when needed). */
         v->stats.unstaked++;
-        return NS_ERR_PERM; /* dropped, not passed on */
+        return NS_ERR_NOTFOUND;
     }
     s_refresh_stake(v);
     v->stats.received += n;
@@ -404,8 +408,7 @@ ns_votes_t *ns_votes_new(ns_p2p_t *p, ns_ledger_t *l,
                          const uint8_t self[NS_ID_BYTES], int *err)
 {
     ns_votes_t *v = calloc(1, sizeof *v);
-    if (!v ||
-        !(v->slots = calloc(NS_VOTE_TABLE, sizeof *v->slots)) ||
+    if (!v || !(v->slots = calloc(NS_VOTE_TABLE, sizeof *v->slots)) ||
         !(v->buckets = malloc(S_BUCKETS * sizeof *v->buckets)) ||
         !(v->outbox = malloc(NS_VOTE_IDS_MAX * sizeof *v->outbox)) ||
         !(v->adopt = malloc(NS_VOTE_IDS_MAX * sizeof *v->adopt))) {

@@ -328,9 +328,11 @@ int ns_ledger_job(ns_ledger_t *l, const ns_hash_t job_id,
 int ns_ledger_credit(ns_ledger_t *l, const ns_hash_t ref,
                      const uint8_t to[NS_ID_BYTES], uint64_t *amount,
                      bool *claimed) NS_MUST_CHECK;
-/* Up to max unclaimed credits for `to` (ids), for the next entry's refs.
- * Left out (docs/PROTOCOL.md, "Forks"): credits made by a banned
- * (forked) author, and, with a claim delay set, credits whose source
+/* Up to max unclaimed credits for `to` (ids), for the next entry's refs
+ * (docs/PROTOCOL.md, "Forks" and "Confirmation"): with a confirmation
+ * hook, only credits whose source entry is confirmed; where nobody can
+ * vote (NS_CONFIRM_NONE) or without the hook, credits made by a banned
+ * author are left out and, with a claim delay set, those whose source
  * entry this ledger stored less than that delay ago. */
 uint32_t ns_ledger_unclaimed(ns_ledger_t *l, const uint8_t to[NS_ID_BYTES],
                              uint8_t *ids, uint32_t max);

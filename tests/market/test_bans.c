@@ -554,6 +554,138 @@ TEST(split_3_1_converges)
     s_split(3);
 }
 
+/* Confirmation (docs/PROTOCOL.md, "Confirmation"): the votes module says
+ * which entries more than half the stake voted for; here a set of ids. */
+static struct {
+    const uint8_t *ids[4];
+    uint32_t n;
+    bool on; /* false: nothing is confirmed yet */
+} s_conf;
+
+static ns_confirm_state s_conf_fn(void *u, const ns_hash_t id)
+{
+    (void)u;
+    for (uint32_t i = 0; s_conf.on && i < s_conf.n; i++)
+        if (memcmp(s_conf.ids[i], id, NS_HASH_BYTES) == 0)
+            return NS_CONFIRM_YES;
+    return NS_CONFIRM_NO;
+}
+
+/* The stake voted for V1 and T1 (A's payment to C), not for T2 or A3.
+ * Four ledgers see the two branches split as in s_split; with `late`, the
+ * confirmation comes only after every ledger saw the fork (they void
+ * both branches, then put T1 back: ns_ledger_reconsider). Every ledger
+ * ends with A banned at T1, A3 and T2 void, C's credit from T1 offered
+ * and accepted, D's claim of T2 waiting: one state everywhere. */
+static void s_confirmed_split(uint32_t split, bool late)
+{
+    enum { N = 4 };
+    ns_hash_t t1, t2, v1;
+    s_build_fork(t1, t2);
+    ns_entry_t e;
+    if (!CHECK_RC(ns_entry_decode(s_set.raw[0].data, s_set.raw[0].len,
+                                  s_fx.genesis.network_id, &e),
+                  NS_OK))
+        return;
+    memcpy(v1, e.id, NS_HASH_BYTES);
+    s_conf.ids[0] = v1;
+    s_conf.ids[1] = t1;
+    s_conf.n = 2;
+    s_conf.on = !late;
+    ns_ledger_t *l[N] = {NULL};
+    char name[48], why[512];
+    ns_buf_t c2, d2;
+    ns_buf_init(&c2);
+    ns_buf_init(&d2);
+    for (uint32_t i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "conf%u_%d_%u", split, late, i);
+        l[i] = fx_open_other(&s_fx, name);
+        if (!CHECK(l[i] != NULL))
+            goto out;
+        ns_ledger_set_confirm(l[i], s_conf_fn, NULL);
+    }
+    for (uint32_t i = 0; i < N; i++) { /* 0 V1, 2 T1, 3 T2, 4 A3 */
+        static const int mine[2][3] = {{0, 2, 4}, {0, 3, -1}};
+        const int *m = mine[i < split ? 0 : 1];
+        for (int k = 0; k < 3 && m[k] >= 0; k++)
+            CHECK_RC(ns_ledger_ingest(l[i], s_set.raw[m[k]].data,
+                                      s_set.raw[m[k]].len, NULL, NULL),
+                     NS_OK);
+    }
+    for (uint32_t i = 0; i < N; i++)
+        for (uint32_t k = 0; k < s_set.n; k++)
+            (void)ns_ledger_ingest(l[i], s_set.raw[k].data, s_set.raw[k].len,
+                                   NULL, NULL);
+    if (late) {
+        s_conf.on = true;
+        for (uint32_t i = 0; i < N; i++)
+            CHECK_RC(ns_ledger_reconsider(l[i], t1), NS_OK);
+    }
+    /* C takes T1's credit in; D claims T2's, which waits everywhere */
+    ns_hash_t cid, did, id;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (!CHECK_RC(ns_ledger_get(l[0], s_fx.acct[C].pk, 1, &buf, &len), NS_OK))
+        goto out;
+    CHECK_RC(ns_entry_decode(buf, len, s_fx.genesis.network_id, &e), NS_OK);
+    memcpy(cid, e.id, NS_HASH_BYTES);
+    free(buf);
+    buf = NULL;
+    if (!CHECK_RC(ns_ledger_get(l[0], s_fx.acct[D].pk, 1, &buf, &len), NS_OK))
+        goto out;
+    CHECK_RC(ns_entry_decode(buf, len, s_fx.genesis.network_id, &e), NS_OK);
+    memcpy(did, e.id, NS_HASH_BYTES);
+    free(buf);
+    ns_entry_body_t b = fx_amount(0);
+    CHECK_RC(fx_make_raw(&s_fx, C, 2, cid, NS_ENTRY_STAKE, &b, t1, 1,
+                         fx_tick(&s_fx), &c2, id),
+             NS_OK);
+    CHECK_RC(fx_make_raw(&s_fx, D, 2, did, NS_ENTRY_STAKE, &b, t2, 1,
+                         fx_tick(&s_fx), &d2, id),
+             NS_OK);
+    for (uint32_t i = 0; i < N; i++) {
+        uint8_t ids[4 * NS_HASH_BYTES];
+        CHECK_EQ_INT(ns_ledger_unclaimed(l[i], s_fx.acct[C].pk, ids, 4), 1);
+        CHECK_EQ_INT(ns_ledger_unclaimed(l[i], s_fx.acct[D].pk, ids, 4), 0);
+        CHECK_RC(ns_ledger_ingest(l[i], c2.data, c2.len, NULL, NULL), NS_OK);
+        CHECK_RC(ns_ledger_ingest(l[i], d2.data, d2.len, NULL, NULL),
+                 NS_ERR_MISSING);
+        CHECK_RC(ns_ledger_commit(l[i]), NS_OK);
+        s_end_t *end = i == 0 ? &s_first : &s_this;
+        fx_snap_of(l[i], &end->snap);
+        CHECK_RC(end->snap.cons_rc, NS_OK);
+        ns_account_t a = fx_acct_in(l[i], &s_fx, A);
+        CHECK(a.banned);
+        CHECK_EQ_INT(a.seq, 2);
+        CHECK(memcmp(a.head, t1, NS_HASH_BYTES) == 0);
+        CHECK_EQ_INT(fx_acct_in(l[i], &s_fx, C).free, 104); /* 100 - 3 + 7 */
+        if (i > 0 &&
+            !CHECK(fx_snap_same(&s_first.snap, &end->snap, why, sizeof why)))
+            fprintf(stderr, "  confirmed split %u/%u%s: ledger %u: %s\n", split,
+                    N - split, late ? " (late)" : "", i, why);
+    }
+out:
+    ns_buf_release(&c2);
+    ns_buf_release(&d2);
+    s_conf.on = false;
+    for (uint32_t i = 0; i < N; i++)
+        ns_ledger_close(&l[i]);
+}
+
+TEST(confirmed_branch_wins)
+{
+    s_confirmed_split(2, false);
+    s_confirmed_split(3, false);
+    s_confirmed_split(1, false);
+}
+
+TEST(confirmed_after_the_fork_is_put_back)
+{
+    s_confirmed_split(2, true);
+    s_confirmed_split(3, true);
+    s_confirmed_split(1, true);
+}
+
 /* With a claim delay, a credit is offered only once its source entry has
  * been here that long. */
 TEST(claim_delay)
@@ -604,6 +736,8 @@ int main(void)
     RUN(split_2_2_converges);
     RUN(split_3_1_converges);
     RUN(claim_delay);
+    RUN(confirmed_branch_wins);
+    RUN(confirmed_after_the_fork_is_put_back);
     s_set_free();
     fx_free(&s_fx);
     return ns_test_finish("market_bans");
