@@ -24,8 +24,9 @@
 #define S_PREFIX 8 /* bytes of a voter's key kept to tell voters apart */
 #define S_NO_SLOT UINT32_MAX
 #define S_BUCKETS (2 * NS_VOTE_TABLE)
-#define S_ASK_IDS 64      /* credits asked about per round */
-#define S_ASK_PEERS 3     /* peers asked per round */
+#define S_ASK_IDS 64  /* credits asked about per round */
+#define S_ASK_PEERS 3 /* peers asked per round */
+#define S_STAKE_MOVED_MS 20
 #define S_WATCH 64        /* fork branches watched at once */
 #define S_WATCH_MS 120000 /* for this long after the fork was seen */
 
@@ -46,6 +47,7 @@ struct ns_votes {
     uint32_t *buckets; /* S_BUCKETS heads */
     uint32_t ring;     /* the slot to reuse next */
     uint64_t total_stake, total_at_ms;
+    bool stake_moved; /* a STAKE, UNSTAKE or SLASH since */
     uint64_t self_stake;
     ns_hash_t *outbox; /* our votes waiting for the flush */
     uint32_t n_out;
@@ -81,8 +83,13 @@ static bool s_add_stake(void *u, const ns_account_t *a)
 static void s_refresh_stake(ns_votes_t *v)
 {
     uint64_t now = ns_mono_ms();
-    if (v->total_at_ms && now - v->total_at_ms < NS_VOTE_STAKE_MS)
+    /* A walk over every account: at most once a second, or every
+     * S_STAKE_MOVED_MS while stake moves. */
+    uint64_t age = now - v->total_at_ms;
+    if (v->total_at_ms &&
+        (v->stake_moved ? age < S_STAKE_MOVED_MS : age < NS_VOTE_STAKE_MS))
         return;
+    v->stake_moved = false;
     uint64_t sum = 0;
     ns_ledger_each_account(v->ledger, s_add_stake, &sum);
     v->total_stake = sum;
@@ -220,13 +227,14 @@ static void s_on_stored(void *u, const ns_entry_t *e)
     ns_votes_t *v = u;
     if (e->type == NS_ENTRY_STAKE || e->type == NS_ENTRY_UNSTAKE ||
         e->type == NS_ENTRY_SLASH)
-        v->total_at_ms = 0; /* stake moved: weigh again */
-    s_refresh_stake(v);
+        v->stake_moved = true; /* weigh again, soon */
     /* Old entries (a catch-up) are not voted for unasked: their credits
      * were taken in long ago, or ask (VOTE_REQ) when they are. */
     uint64_t now = ns_now_ms();
-    if (v->self_stake == 0 ||
-        (e->timestamp_ms < now && now - e->timestamp_ms > NS_VOTE_RECENT_MS))
+    if (e->timestamp_ms < now && now - e->timestamp_ms > NS_VOTE_RECENT_MS)
+        return;
+    s_refresh_stake(v);
+    if (v->self_stake == 0)
         return;
     s_count(v, v->self, v->self_stake, e->id);
     if (v->n_out == NS_VOTE_IDS_MAX) /* a full batch: out it goes now */
