@@ -1041,7 +1041,8 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
     o->checks = 64;
     o->label_bytes = UINT64_C(64) << 20;
     o->imatmul = 512;
-    for (int i = 1; i < argc; i++) {
+    /* every flag but --help takes a value: two arguments a turn */
+    for (int i = 1; i < argc; i += 2) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         uint64_t x = 0;
         if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) {
@@ -1102,7 +1103,6 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
                     s_usage);
             return -1;
         }
-        i++; /* every flag but --help takes a value */
     }
     return 0;
 }

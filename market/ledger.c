@@ -247,8 +247,8 @@ static bool s_confirmed(const ns_ledger_t *l, const ns_hash_t id)
  * pre-state), the credits those entries made are gone, those they took
  * in are open again; the entries move to forkentries. a: the author's
  * account, rewound here. Only TRANSFER, STAKE and UNSTAKE whose credits
- * nobody took in yet can be undone: anything else is NS_ERR_STATE and
- * the caller keeps the chain as it is. */
+ * nobody took in yet, and JOBs never awarded, can be undone: anything
+ * else is NS_ERR_STATE and the caller keeps the chain as it is. */
 static int s_void_from(ns_ledger_t *l, MDB_txn *t, ns_account_t *a,
                        uint64_t from)
 {
@@ -263,8 +263,19 @@ static int s_void_from(ns_ledger_t *l, MDB_txn *t, ns_account_t *a,
         if ((rc = ns_lstore_chain_get(&l->store, t, a->id, seq, id)) == NS_OK)
             rc = s_entry_copy(l, t, id, &copy, &e, &b);
         if (rc == NS_OK && e.type != NS_ENTRY_TRANSFER &&
-            e.type != NS_ENTRY_STAKE && e.type != NS_ENTRY_UNSTAKE)
+            e.type != NS_ENTRY_STAKE && e.type != NS_ENTRY_UNSTAKE &&
+            e.type != NS_ENTRY_JOB)
             rc = NS_ERR_STATE;
+        if (rc == NS_OK && e.type == NS_ENTRY_JOB) {
+            /* a job nobody was awarded: nothing outside this chain reads
+             * it; the account's rewind gives the escrow back */
+            ns_ledger_job_t j;
+            if ((rc = ns_lstore_job_get(&l->store, t, b.job_id, &j)) == NS_OK &&
+                (j.state != NS_JOB_OPEN || j.round != 0))
+                rc = NS_ERR_STATE;
+            if (rc == NS_OK)
+                rc = ns_lstore_job_del(&l->store, t, b.job_id);
+        }
         if (rc == NS_OK && e.type == NS_ENTRY_TRANSFER &&
             (rc = ns_lstore_credit_get(&l->store, t, id, b.to, &c)) == NS_OK) {
             if (c.state != NS_CREDIT_OPEN || l->totals.pending < c.amount)

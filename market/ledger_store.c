@@ -232,6 +232,11 @@ int ns_lstore_credit_del(ns_lstore_t *s, MDB_txn *t, const ns_hash_t src,
     return s_del(s, t, s->credits, key, sizeof key);
 }
 
+int ns_lstore_job_del(ns_lstore_t *s, MDB_txn *t, const ns_hash_t job_id)
+{
+    return s_del(s, t, s->jobs, job_id, NS_HASH_BYTES);
+}
+
 int ns_lstore_entry_void(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
                          uint64_t seq, const ns_hash_t id)
 {

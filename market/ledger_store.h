@@ -71,6 +71,8 @@ int ns_lstore_job_get(ns_lstore_t *s, MDB_txn *t, const ns_hash_t job_id,
                       ns_ledger_job_t *j) NS_MUST_CHECK;
 int ns_lstore_job_put(ns_lstore_t *s, MDB_txn *t,
                       const ns_ledger_job_t *j) NS_MUST_CHECK;
+/* Forget a job (its JOB entry was voided by a fork before any award). */
+int ns_lstore_job_del(ns_lstore_t *s, MDB_txn *t, const ns_hash_t job_id);
 int ns_lstore_credit_get(ns_lstore_t *s, MDB_txn *t, const ns_hash_t src,
                          const uint8_t *to, ns_credit_rec_t *c) NS_MUST_CHECK;
 int ns_lstore_credit_put(ns_lstore_t *s, MDB_txn *t, const ns_hash_t src,

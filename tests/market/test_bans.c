@@ -686,6 +686,69 @@ TEST(confirmed_after_the_fork_is_put_back)
     s_confirmed_split(1, true);
 }
 
+/* A forks with a JOB (escrow locked, never awarded) on one branch and a
+ * TRANSFER of the same funds on the other: in either order, and with
+ * either branch confirmed or neither, every ledger ends in one state,
+ * with no job record left from a voided JOB. */
+static void s_job_fork(int confirmed) /* -1 neither, 0 the JOB, 1 the pay */
+{
+    enum { N = 2 };
+    ns_hash_t v1, job_e, pay_e, job_id;
+    uint64_t ts = fx_tick(&s_fx);
+    ns_entry_body_t b = fx_transfer(s_fx.acct[B].pk, 10);
+    s_set_free();
+    s_add("V1", A, 1, NULL, NS_ENTRY_TRANSFER, &b, NULL, 0, ts, v1);
+    b = fx_job(s_fx.acct[A].pk, 77, 900, 100, 0, fx_tick(&s_fx) + 3600000,
+               job_id);
+    s_add("JOB", A, 2, v1, NS_ENTRY_JOB, &b, NULL, 0, fx_tick(&s_fx), job_e);
+    b = fx_transfer(s_fx.acct[C].pk, 900);
+    s_add("PAY", A, 2, v1, NS_ENTRY_TRANSFER, &b, NULL, 0, fx_tick(&s_fx),
+          pay_e);
+    s_conf.ids[0] = v1;
+    s_conf.ids[1] = confirmed == 0 ? job_e : pay_e;
+    s_conf.n = confirmed < 0 ? 1 : 2;
+    s_conf.on = true;
+    ns_ledger_t *l[N] = {NULL};
+    char name[48], why[512];
+    for (uint32_t i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "jobfork%d_%u", confirmed, i);
+        l[i] = fx_open_other(&s_fx, name);
+        if (!CHECK(l[i] != NULL))
+            goto out;
+        ns_ledger_set_confirm(l[i], s_conf_fn, NULL);
+        /* ledger 0: V1, JOB, PAY; ledger 1: V1, PAY, JOB */
+        static const int order[N][3] = {{0, 1, 2}, {0, 2, 1}};
+        for (int k = 0; k < 3; k++)
+            (void)ns_ledger_ingest(l[i], s_set.raw[order[i][k]].data,
+                                   s_set.raw[order[i][k]].len, NULL, NULL);
+        CHECK_RC(ns_ledger_commit(l[i]), NS_OK);
+        s_end_t *end = i == 0 ? &s_first : &s_this;
+        fx_snap_of(l[i], &end->snap);
+        CHECK_RC(end->snap.cons_rc, NS_OK);
+        ns_account_t a = fx_acct_in(l[i], &s_fx, A);
+        ns_ledger_job_t j;
+        CHECK(a.banned);
+        CHECK_EQ_INT(a.seq, confirmed < 0 ? 1 : 2);
+        CHECK_EQ_INT(a.locked_escrow, confirmed == 0 ? 900 : 0);
+        CHECK_RC(ns_ledger_job(l[i], job_id, &j),
+                 confirmed == 0 ? NS_OK : NS_ERR_NOTFOUND);
+        if (i > 0 &&
+            !CHECK(fx_snap_same(&s_first.snap, &end->snap, why, sizeof why)))
+            fprintf(stderr, "  job fork (confirmed %d): %s\n", confirmed, why);
+    }
+out:
+    s_conf.on = false;
+    for (uint32_t i = 0; i < N; i++)
+        ns_ledger_close(&l[i]);
+}
+
+TEST(fork_with_an_unawarded_job_resolves)
+{
+    s_job_fork(-1);
+    s_job_fork(0);
+    s_job_fork(1);
+}
+
 /* With a claim delay, a credit is offered only once its source entry has
  * been here that long. */
 TEST(claim_delay)
@@ -738,6 +801,7 @@ int main(void)
     RUN(claim_delay);
     RUN(confirmed_branch_wins);
     RUN(confirmed_after_the_fork_is_put_back);
+    RUN(fork_with_an_unawarded_job_resolves);
     s_set_free();
     fx_free(&s_fx);
     return ns_test_finish("market_bans");
