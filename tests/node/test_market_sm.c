@@ -582,7 +582,7 @@ TEST(accept_timeout_moves_on)
      * second round (it is offline for the first) */
     w->p[1].drop_awarded = 1;
     w->p[2].offline = true;
-    for (int i = 0; i < 40 && !w->p[1].drop_awarded == 0; i++)
+    for (int i = 0; i < 40 && w->p[1].drop_awarded != 0; i++)
         s_step(w, 5);
     /* run past the bid window and the award; then provider 2 comes up */
     for (int i = 0; i < 40; i++)
