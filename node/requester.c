@@ -1051,6 +1051,15 @@ void ns_requester_tick(ns_requester_t *q, uint64_t now)
         return;
     }
     ns_ledger_job_t lj;
+    /* Cancelled from outside (`nightshift cancel`, or the same account
+     * elsewhere): nothing more to wait for, whatever the phase. */
+    if (q->phase >= NS_RQ_BIDDING && q->phase <= NS_RQ_VERIFY &&
+        ns_ledger_job(q->ledger, q->o.job_id, &lj) == NS_OK &&
+        lj.state == NS_JOB_CANCELLED) {
+        s_fail(q, "job %.16s was cancelled (its escrow is refunded)",
+               q->job_hex);
+        return;
+    }
     switch (q->phase) {
     case NS_RQ_JOIN:
         s_join(q, now);

@@ -8,7 +8,8 @@ cancelling a job, on a 3-node testnet.
     peer: a one-line error naming the file, exit 1, and no JOB entry (the
     pre-flight catches it before any credit moves).
   * `nightshift cancel`: a job left open by a killed submit is cancelled
-    through a light peer; the escrow comes back.
+    through a light peer; the escrow comes back. A job a `submit --node`
+    waits on, cancelled mid-auction: the client ends at once, saying so.
 """
 import json
 import os
@@ -169,6 +170,38 @@ def test(net):
     r = cli("cancel", job_id, "--datadir", req, "--bootstrap", boot)
     check(r.returncode == 1 and "already cancelled" in r.stderr,
           f"a second cancel: {r.returncode} {r.stderr!r}")
+
+    # 4. cancel a job a `submit --node` waits on, mid-auction (a bid window
+    #    of a minute): the client ends within seconds, saying so
+    p = subprocess.Popen([nstest.BIN, "submit", "--node", node0,
+                          *vadd(os.path.join(net.dir, "never.bin")),
+                          "--max-price", "7", "--work", str(10 ** 19),
+                          "--bid-window-ms", "60000"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, stdin=subprocess.DEVNULL)
+    net.at_exit(lambda: p.poll() is None and p.kill())
+    job, lines = None, []
+    t_end = time.monotonic() + 30
+    while time.monotonic() < t_end and job is None:
+        line = p.stderr.readline()
+        lines.append(line)
+        if "auction round 1: job" in line:
+            job = line.split("job ")[1].split()[0]
+    check(job is not None, f"submit --node never announced: {lines}")
+    r = cli("cancel", job, "--datadir", node0, "--json", timeout=60)
+    check(r.returncode == 0, f"cancel through node0 failed: {r.stderr}")
+    t0 = time.monotonic()
+    try:
+        _, err = p.communicate(timeout=15)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        raise nstest.TestFailure("submit --node still waits 15 s after its "
+                                 "job was cancelled")
+    log(f"cancelled mid-auction: client exit {p.returncode} after "
+        f"{time.monotonic() - t0:.1f}s")
+    check(p.returncode != 0 and "cancelled" in err,
+          f"the client should fail saying the job was cancelled: "
+          f"{p.returncode} {err[-400:]!r}")
 
 
 nstest.main(test, "submit_node")
