@@ -58,6 +58,8 @@ struct ns_votes {
         uint64_t until_ms; /* ns_mono_ms; 0: free */
     } watch[S_WATCH];      /* fork branches whose confirmation we ask */
     uint32_t flush_timer, ask_timer;
+    uint64_t ask_entries; /* ledger entries at the last ask round */
+    bool ask_waiting;     /* and it found ids still waiting */
     ns_buf_t body;
     struct {
         uint64_t sent, received, unstaked, counted, confirmed, adopted;
@@ -359,8 +361,15 @@ static void s_on_ask(void *user, uint64_t now)
 {
     (void)now;
     ns_votes_t *v = user;
+    /* The scan reads every credit: only when the ledger moved, or when
+     * the last one found credits still waiting. */
+    ns_ledger_stats_t st;
+    ns_ledger_stats(v->ledger, &st);
     uint8_t refs[S_ASK_IDS * NS_HASH_BYTES];
-    uint32_t n = ns_ledger_unclaimed_all(v->ledger, v->self, refs, S_ASK_IDS);
+    uint32_t n = 0;
+    if (v->ask_waiting || st.entries != v->ask_entries)
+        n = ns_ledger_unclaimed_all(v->ledger, v->self, refs, S_ASK_IDS);
+    v->ask_entries = st.entries;
     ns_hash_t ask[S_ASK_IDS + S_WATCH];
     uint32_t k = 0;
     for (uint32_t i = 0; i < n; i++)
@@ -377,6 +386,7 @@ static void s_on_ask(void *user, uint64_t now)
         else
             memcpy(ask[k++], v->watch[i].id, NS_HASH_BYTES);
     }
+    v->ask_waiting = k > 0;
     if (k == 0 || s_pack_ids(&v->body, ask, k) != NS_OK)
         return;
     /* A few peers a round: enough stake answers within a round or two
