@@ -944,30 +944,29 @@ static bool s_claim_any(void *u, const uint8_t *src, bool by_banned)
     return false;
 }
 
-uint32_t ns_ledger_unclaimed(ns_ledger_t *l, const uint8_t to[NS_ID_BYTES],
-                             uint8_t *ids, uint32_t max)
+static uint32_t
+s_unclaimed(ns_ledger_t *l, const uint8_t *to, uint8_t *ids, uint32_t max,
+            bool (*skip)(void *u, const uint8_t *src, bool by_banned))
 {
     MDB_txn *t;
     bool own;
     if (s_read_txn(l, &t, &own) != NS_OK)
         return 0;
-    uint32_t n =
-        ns_lstore_unclaimed(&l->store, t, to, ids, max, s_claim_later, l);
+    uint32_t n = ns_lstore_unclaimed(&l->store, t, to, ids, max, skip, l);
     s_read_done(t, own);
     return n;
+}
+
+uint32_t ns_ledger_unclaimed(ns_ledger_t *l, const uint8_t to[NS_ID_BYTES],
+                             uint8_t *ids, uint32_t max)
+{
+    return s_unclaimed(l, to, ids, max, s_claim_later);
 }
 
 uint32_t ns_ledger_unclaimed_all(ns_ledger_t *l, const uint8_t to[NS_ID_BYTES],
                                  uint8_t *ids, uint32_t max)
 {
-    MDB_txn *t;
-    bool own;
-    if (s_read_txn(l, &t, &own) != NS_OK)
-        return 0;
-    uint32_t n =
-        ns_lstore_unclaimed(&l->store, t, to, ids, max, s_claim_any, l);
-    s_read_done(t, own);
-    return n;
+    return s_unclaimed(l, to, ids, max, s_claim_any);
 }
 
 void ns_ledger_set_confirm(ns_ledger_t *l, ns_ledger_confirm_fn fn, void *user)

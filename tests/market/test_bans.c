@@ -462,6 +462,26 @@ TEST(many_orders_fork_converges)
     ns_ledger_close(&l);
 }
 
+/* s_build_fork's set to n ledgers: the first `split` get A's V1 and T1
+ * (and A's entry after it), the others V1 and T2; then each gets the
+ * whole set in order (gossip). */
+static void s_deliver_split(ns_ledger_t **l, uint32_t n, uint32_t split)
+{
+    /* 0 V1, 1 B1, 2 T1, 3 T2, 4 A3 after T1 */
+    for (uint32_t i = 0; i < n; i++) {
+        static const int mine[2][3] = {{0, 2, 4}, {0, 3, -1}};
+        const int *m = mine[i < split ? 0 : 1];
+        for (int k = 0; k < 3 && m[k] >= 0; k++)
+            CHECK_RC(ns_ledger_ingest(l[i], s_set.raw[m[k]].data,
+                                      s_set.raw[m[k]].len, NULL, NULL),
+                     NS_OK);
+    }
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t k = 0; k < s_set.n; k++)
+            (void)ns_ledger_ingest(l[i], s_set.raw[k].data, s_set.raw[k].len,
+                                   NULL, NULL);
+}
+
 /* The report's injection at a 2/2 and a 3/1 split: four ledgers, the
  * first `split` of them get A's V1 and T1 (and A's entry after it), the
  * others V1 and T2; then each gets what the others hold (gossip). All
@@ -480,20 +500,7 @@ static void s_split(uint32_t split)
         if (!CHECK(l[i] != NULL))
             goto out;
     }
-    /* 0 V1, 1 B1, 2 T1, 3 T2, 4 A3 after T1 */
-    for (uint32_t i = 0; i < N; i++) {
-        static const int mine[2][3] = {{0, 2, 4}, {0, 3, -1}};
-        const int *m = mine[i < split ? 0 : 1];
-        for (int k = 0; k < 3 && m[k] >= 0; k++)
-            CHECK_RC(ns_ledger_ingest(l[i], s_set.raw[m[k]].data,
-                                      s_set.raw[m[k]].len, NULL, NULL),
-                     NS_OK);
-    }
-    /* gossip: everything everywhere, in set order */
-    for (uint32_t i = 0; i < N; i++)
-        for (uint32_t k = 0; k < s_set.n; k++)
-            (void)ns_ledger_ingest(l[i], s_set.raw[k].data, s_set.raw[k].len,
-                                   NULL, NULL);
+    s_deliver_split(l, N, split);
     /* C and D go on: their next entries are taken everywhere */
     ns_buf_t c2, d2;
     ns_buf_init(&c2);
@@ -604,18 +611,7 @@ static void s_confirmed_split(uint32_t split, bool late)
             goto out;
         ns_ledger_set_confirm(l[i], s_conf_fn, NULL);
     }
-    for (uint32_t i = 0; i < N; i++) { /* 0 V1, 2 T1, 3 T2, 4 A3 */
-        static const int mine[2][3] = {{0, 2, 4}, {0, 3, -1}};
-        const int *m = mine[i < split ? 0 : 1];
-        for (int k = 0; k < 3 && m[k] >= 0; k++)
-            CHECK_RC(ns_ledger_ingest(l[i], s_set.raw[m[k]].data,
-                                      s_set.raw[m[k]].len, NULL, NULL),
-                     NS_OK);
-    }
-    for (uint32_t i = 0; i < N; i++)
-        for (uint32_t k = 0; k < s_set.n; k++)
-            (void)ns_ledger_ingest(l[i], s_set.raw[k].data, s_set.raw[k].len,
-                                   NULL, NULL);
+    s_deliver_split(l, N, split);
     if (late) {
         s_conf.on = true;
         for (uint32_t i = 0; i < N; i++)
