@@ -9,9 +9,10 @@ skipped with the reason elsewhere); node a is its healthy peer.
     cannot write (JSON and human), the log names the cause, and the
     provider advertises no free slot. Once the filler is gone, s resumes
     by itself (no new entry needed), catches up with a and appends again.
-  (A read-only remount cannot be tested this way: the kernel refuses it
-  while the node holds files open for writing. A commit that fails with
-  EROFS takes the same path as ENOSPC.)
+  (A read-only remount cannot be done to a tmpfs in use: the kernel
+  refuses it while the node holds files open for writing.
+  test_storage_eio.py fails a real ext4 disk under a running node:
+  read-only after an error, and EIO.)
   * Long form only (NS_LONG=1 or --long; a developer starts it by hand):
     CYCLES (20) more times the disk fills and frees while both nodes keep
     appending transfers to each other; after each cycle s writes again by
