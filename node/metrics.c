@@ -187,6 +187,8 @@ static void s_node(s_out_t *o, const msgpack_object *st)
          "Peers dropped for silence."},
         {"peers_evicted", "nightshift_peers_evicted_total",
          "Peers replaced by better ones."},
+        {"links_cut", "nightshift_links_cut_total",
+         "Inbound links cut mid-message (a frame over the transport's cap)."},
     };
     for (size_t i = 0; i < sizeof msgs / sizeof msgs[0]; i++) {
         char path[64];

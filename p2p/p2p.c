@@ -13,6 +13,7 @@
 typedef struct ns_p2p_src s_src_t;
 
 static void s_on_zap(void *user, void *socket);
+static void s_on_monitor(void *user, void *socket);
 static void s_on_router(void *user, void *socket);
 
 /* ---- construction ------------------------------------------------------ */
@@ -65,8 +66,11 @@ ns_p2p_t *ns_p2p_new(const ns_p2p_opts_t *opts, int *err)
         goto fail;
     if ((rc = ns_tr_bind(p)) != NS_OK)
         goto fail;
-    /* The ZAP socket first: handshakes are answered before messages. */
-    if ((rc = ns_loop_add_socket(p->loop, p->zap, s_on_zap, p)) != NS_OK ||
+    /* The ZAP socket first: handshakes are answered before messages; and
+     * before it the ROUTER's monitor (s_on_zap reads it too). */
+    if ((rc = ns_loop_add_socket(p->loop, p->monitor, s_on_monitor, p)) !=
+            NS_OK ||
+        (rc = ns_loop_add_socket(p->loop, p->zap, s_on_zap, p)) != NS_OK ||
         (rc = ns_loop_add_socket(p->loop, p->router, s_on_router, p)) != NS_OK)
         goto fail;
 
@@ -140,6 +144,7 @@ void ns_p2p_destroy(ns_p2p_t **pp)
             ns_peers_remove(p, &p->peers[p->n_peers - 1], "shutdown");
         free(p->peers);
     }
+    ns_tr_monitor_close(p);
     ns_tr_close(&p->router);
     ns_tr_close(&p->zap);
     ns_loop_destroy(&p->loop);
@@ -970,7 +975,18 @@ void ns_p2p_on_dealer(void *user, void *dealer)
 static void s_on_zap(void *user, void *socket)
 {
     (void)socket;
+    /* A connection's ACCEPTED event is posted before its ZAP request:
+     * read it first, so that the connection is watched for a cut
+     * (ns_tr_handle_monitor) before its handshake can finish and a frame
+     * can arrive. */
+    ns_tr_handle_monitor(user);
     ns_tr_handle_zap(user);
+}
+
+static void s_on_monitor(void *user, void *socket)
+{
+    (void)socket;
+    ns_tr_handle_monitor(user);
 }
 
 ns_loop_t *ns_p2p_loop(ns_p2p_t *p)
@@ -1067,6 +1083,7 @@ static void s_on_maintain_timer(void *user, uint64_t now_ms)
     ns_p2p_t *p = user;
     ns_peers_maintain(p, now_ms);
     ns_seen_expire(&p->seen, now_ms, p->cfg->seen_ttl_ms, S_PULL_WINDOW_MS);
+    ns_tr_monitor_tick(p);
 }
 
 static void s_cancel_own_timers(ns_p2p_t *p)
@@ -1148,7 +1165,7 @@ void ns_p2p_pack_status(const ns_p2p_t *p, msgpack_packer *pk, uint32_t n_extra)
     s_kv_u64(pk, "peers_connecting", p->n_peers - ns_p2p_live_peers(p));
 
     ns_mp_str(pk, "messages");
-    msgpack_pack_map(pk, 19);
+    msgpack_pack_map(pk, 20);
     s_kv_u64(pk, "rx", p->stats.rx_msgs);
     s_kv_u64(pk, "rx_bytes", p->stats.rx_bytes);
     s_kv_u64(pk, "tx", p->stats.tx_msgs);
@@ -1166,6 +1183,7 @@ void ns_p2p_pack_status(const ns_p2p_t *p, msgpack_packer *pk, uint32_t n_extra)
     s_kv_u64(pk, "relayed_bytes", p->stats.relayed_bytes);
     s_kv_u64(pk, "relay_refused", p->stats.relay_refused);
     s_kv_u64(pk, "via_relay", p->stats.via_relay);
+    s_kv_u64(pk, "links_cut", p->stats.links_cut);
     s_kv_u64(pk, "seen_cache", p->seen.count);
     s_kv_u64(pk, "seen_evicted", p->seen.evicted);
 

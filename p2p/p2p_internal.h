@@ -8,7 +8,7 @@
 #include <zmq.h>
 
 #define S_MAX_LINKS 256        /* inbound connections tracked for limits */
-#define S_OWN_SOCKETS 2        /* the ROUTER and the ZAP socket */
+#define S_OWN_SOCKETS 3        /* the ROUTER, ZAP and the ROUTER's monitor */
 #define S_OWN_TIMERS 3         /* heartbeat, pull, maintenance */
 #define S_MAINTAIN_MS 1000     /* peer expiry and seen-cache expiry */
 #define S_ROUTER_BATCH 256     /* messages read from the ROUTER per turn */
@@ -61,6 +61,12 @@
 /* ZMQ_MAXMSGSIZE (transport.c): room for CURVE's overhead and for
  * oversized envelopes to reach ingest and be counted. */
 #define S_TRANSPORT_MAX_MSG (2 * NS_MAX_MSG)
+/* inbound connections watched for a cut (transport.c, ns_tr_monitor):
+ * beyond this many at once the oldest watch is let go */
+#define S_CUT_WATCH 512
+/* a link ZeroMQ closed with nothing unread yet: how long to wait for the
+ * rest of a frame that was arriving */
+#define S_CUT_GRACE_MS 1000
 
 /* One connection we receive on: an inbound ROUTER client (keyed by its
  * CURVE key) or the DEALER we opened to a peer. */
@@ -193,7 +199,20 @@ struct ns_p2p {
     void *ctx;
     void *router;
     void *zap;
-    ns_loop_t *loop; /* polls router, zap, the DEALERs and upper layers */
+    void *monitor; /* the ROUTER's connection events (transport.c) */
+    /* Inbound connections, each with a second descriptor of its own
+     * (ns_tr_monitor): ZeroMQ cuts a link that sends a frame over
+     * ZMQ_MAXMSGSIZE without saying why; what is left unread on the
+     * connection once it is cut tells. */
+    struct {
+        int fd;            /* ZeroMQ's */
+        int dup;           /* ours */
+        uint64_t until_ms; /* 0: open; else ZeroMQ let go of it and the
+                              rest of a frame may still come until then */
+    } cut_watch[S_CUT_WATCH];
+    uint32_t n_cut_watch;
+    uint16_t listen_port; /* the ROUTER's, host order */
+    ns_loop_t *loop;      /* polls router, zap, the DEALERs and upper layers */
     uint32_t hb_timer, pull_timer, maint_timer; /* ids while running */
     bool running;                               /* inside ns_p2p_run */
 
@@ -256,6 +275,7 @@ struct ns_p2p {
         uint64_t relayed_bytes;
         uint64_t relay_refused; /* asked to relay and did not */
         uint64_t via_relay;     /* messages that reached us by a relay */
+        uint64_t links_cut;     /* inbound links cut mid-message */
         uint64_t dropped[NS_ERR_COUNT]; /* by -ns_err */
         uint64_t dropped_total;
     } stats;
@@ -289,6 +309,13 @@ int ns_tr_send(ns_p2p_t *p, void *dealer, const uint8_t *buf, size_t len);
 int ns_tr_reply(ns_p2p_t *p, const uint8_t *rid, size_t rid_len,
                 const uint8_t *buf, size_t len);
 void ns_tr_handle_zap(ns_p2p_t *p);
+/* The ROUTER's monitor (created by ns_tr_bind): read its events, count
+ * the links cut mid-message (stats.links_cut). */
+void ns_tr_handle_monitor(ns_p2p_t *p);
+/* Settle the watched links ZeroMQ let go of (maintenance timer). */
+void ns_tr_monitor_tick(ns_p2p_t *p);
+/* Stop the monitor and let go of every watched connection. */
+void ns_tr_monitor_close(ns_p2p_t *p);
 void ns_tr_ban(ns_p2p_t *p, const uint8_t key[32]);
 void ns_tr_ban_for(ns_p2p_t *p, const uint8_t key[32], uint64_t ms);
 bool ns_tr_banned(ns_p2p_t *p, const uint8_t key[32]);

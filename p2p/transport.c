@@ -12,11 +12,18 @@
 #include "nightshift/util.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <sodium.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #define ZAP_ENDPOINT "inproc://zeromq.zap.01"
+#define MONITOR_ENDPOINT "inproc://nightshift.router.monitor"
 
 static void s_common_opts(void *s)
 {
@@ -30,7 +37,8 @@ static void s_common_opts(void *s)
      * envelope up to NS_MAX_MSG reaches ingest whole, and one above it,
      * up to S_TRANSPORT_MAX_MSG, reaches it too and is counted there as
      * too_big (ns_envelope_decode). Beyond that the link is cut, which
-     * bounds what one message may cost us. */
+     * bounds what one message may cost us; on inbound links the cut is
+     * counted (links_cut, ns_tr_handle_monitor). */
     int64_t maxmsg = S_TRANSPORT_MAX_MSG;
     zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(s, ZMQ_HEARTBEAT_IVL, &hb_ivl, sizeof hb_ivl);
@@ -81,7 +89,194 @@ int ns_tr_bind(ns_p2p_t *p)
     size_t len = sizeof p->endpoint;
     if (zmq_getsockopt(p->router, ZMQ_LAST_ENDPOINT, p->endpoint, &len) != 0)
         return NS_ERR_ZMQ;
+    const char *colon = strrchr(p->endpoint, ':');
+    p->listen_port = colon ? (uint16_t)strtoul(colon + 1, NULL, 10) : 0;
+
+    /* The ROUTER's connection events: which inbound link was cut. */
+    if (zmq_socket_monitor(p->router, MONITOR_ENDPOINT,
+                           ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) != 0)
+        return NS_ERR_ZMQ;
+    p->monitor = zmq_socket(p->ctx, ZMQ_PAIR);
+    if (!p->monitor)
+        return NS_ERR_ZMQ;
+    zmq_setsockopt(p->monitor, ZMQ_LINGER, &linger, sizeof linger);
+    /* No high-water mark on the way to us: ZeroMQ's I/O thread sends
+     * the events and would wait for room. The loop reads them each turn. */
+    int unlimited = 0;
+    zmq_setsockopt(p->monitor, ZMQ_RCVHWM, &unlimited, sizeof unlimited);
+    if (zmq_connect(p->monitor, MONITOR_ENDPOINT) != 0)
+        return NS_ERR_ZMQ;
     return NS_OK;
+}
+
+/* ---- links cut mid-message --------------------------------------------
+ *
+ * ZeroMQ cuts a connection whose frame is over ZMQ_MAXMSGSIZE as soon as
+ * it has read the frame's header, and says no more than for any other
+ * close (ZMQ_EVENT_DISCONNECTED). So each inbound connection gets a second
+ * descriptor here when it is accepted. Once ZeroMQ has let go of it, the
+ * rest of the frame is still on its way: bytes waiting on our descriptor,
+ * at once or within S_CUT_GRACE_MS, mean the link was cut while a message
+ * was arriving (a frame over the cap, or one ZeroMQ could not decode). A
+ * peer that closed reads as end of file, a link that timed out stays
+ * silent: neither is counted. Our descriptor keeps the TCP connection
+ * open until then. */
+
+static void s_watch_drop(ns_p2p_t *p, uint32_t i)
+{
+    close(p->cut_watch[i].dup);
+    p->cut_watch[i] = p->cut_watch[--p->n_cut_watch];
+}
+
+/* The open (not yet let go of) connection on ZeroMQ's descriptor fd. */
+static int s_watch_find(const ns_p2p_t *p, int fd)
+{
+    for (uint32_t i = 0; i < p->n_cut_watch; i++)
+        if (p->cut_watch[i].fd == fd && p->cut_watch[i].until_ms == 0)
+            return (int)i;
+    return -1;
+}
+
+static void s_watch_accepted(ns_p2p_t *p, int fd)
+{
+    int i = s_watch_find(p, fd);
+    if (i >= 0) /* the descriptor was closed and reused meanwhile */
+        s_watch_drop(p, (uint32_t)i);
+    /* By now ZeroMQ may have closed fd and something else taken its
+     * number: watch it only if it is still a TCP connection to our
+     * listening port. */
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    int type = 0;
+    socklen_t tl = sizeof type;
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 ||
+        type != SOCK_STREAM ||
+        getsockname(fd, (struct sockaddr *)&ss, &sl) != 0)
+        return;
+    uint16_t port = ss.ss_family == AF_INET
+                        ? ntohs(((struct sockaddr_in *)&ss)->sin_port)
+                    : ss.ss_family == AF_INET6
+                        ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+                        : 0;
+    if (!port || port != p->listen_port)
+        return;
+    if (p->n_cut_watch == S_CUT_WATCH)
+        s_watch_drop(p, 0); /* the oldest, roughly: let it go */
+    int dup = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    if (dup < 0)
+        return;
+    /* Our descriptors must never be what stops ZeroMQ accepting: none
+     * in the top quarter of the descriptor limit. */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        (rlim_t)dup >= rl.rlim_cur - rl.rlim_cur / 4) {
+        close(dup);
+        return;
+    }
+    p->cut_watch[p->n_cut_watch].fd = fd;
+    p->cut_watch[p->n_cut_watch].dup = dup;
+    p->cut_watch[p->n_cut_watch].until_ms = 0;
+    p->n_cut_watch++;
+}
+
+/* 1: bytes wait on it; 0: end of file or an error; -1: nothing yet. */
+static int s_watch_peek(int dup)
+{
+    char c;
+    ssize_t n = recv(dup, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0)
+        return 1;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return -1;
+    return 0;
+}
+
+static void s_watch_cut(ns_p2p_t *p)
+{
+    p->stats.links_cut++;
+    if (ns_ratelimit_allow(&p->global_log, ns_mono_ms(), S_LOG_LINES_PER_MIN,
+                           60000))
+        ns_warn(NS_MOD_NET,
+                "event=link_cut reason=\"a frame over %d bytes, or one the "
+                "transport could not decode\" links_cut=%llu",
+                S_TRANSPORT_MAX_MSG, (unsigned long long)p->stats.links_cut);
+}
+
+static void s_watch_disconnected(ns_p2p_t *p, int fd)
+{
+    int i = s_watch_find(p, fd);
+    if (i < 0)
+        return;
+    int r = s_watch_peek(p->cut_watch[i].dup);
+    if (r > 0)
+        s_watch_cut(p);
+    if (r >= 0)
+        s_watch_drop(p, (uint32_t)i);
+    else /* nothing unread yet: the rest of a frame may be on its way */
+        p->cut_watch[i].until_ms = ns_mono_ms() + S_CUT_GRACE_MS;
+}
+
+void ns_tr_monitor_tick(ns_p2p_t *p)
+{
+    uint64_t now = ns_mono_ms();
+    for (uint32_t i = 0; i < p->n_cut_watch;) {
+        if (p->cut_watch[i].until_ms == 0) {
+            i++;
+            continue;
+        }
+        int r = s_watch_peek(p->cut_watch[i].dup);
+        if (r > 0)
+            s_watch_cut(p);
+        if (r >= 0 || now >= p->cut_watch[i].until_ms)
+            s_watch_drop(p, i); /* the next one moved to i */
+        else
+            i++;
+    }
+}
+
+void ns_tr_handle_monitor(ns_p2p_t *p)
+{
+    for (int k = 0; k < 256; k++) {
+        /* two frames: event (u16) and value (u32), then the endpoint */
+        zmq_msg_t ev, addr;
+        zmq_msg_init(&ev);
+        if (zmq_msg_recv(&ev, p->monitor, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&ev);
+            return;
+        }
+        uint16_t event = 0;
+        uint32_t value = 0;
+        bool ok = zmq_msg_size(&ev) == 6;
+        if (ok) {
+            const uint8_t *d = zmq_msg_data(&ev);
+            memcpy(&event, d, 2);
+            memcpy(&value, d + 2, 4);
+        }
+        while (zmq_msg_more(&ev)) { /* the endpoint, unused */
+            zmq_msg_init(&addr);
+            int more = zmq_msg_recv(&addr, p->monitor, ZMQ_DONTWAIT) >= 0 &&
+                       zmq_msg_more(&addr);
+            zmq_msg_close(&addr);
+            if (!more)
+                break;
+        }
+        zmq_msg_close(&ev);
+        if (!ok)
+            continue;
+        if (event == ZMQ_EVENT_ACCEPTED)
+            s_watch_accepted(p, (int)value);
+        else if (event == ZMQ_EVENT_DISCONNECTED)
+            s_watch_disconnected(p, (int)value);
+    }
+}
+
+void ns_tr_monitor_close(ns_p2p_t *p)
+{
+    if (p->router && p->monitor)
+        zmq_socket_monitor(p->router, NULL, 0);
+    ns_tr_close(&p->monitor);
+    while (p->n_cut_watch)
+        s_watch_drop(p, p->n_cut_watch - 1);
 }
 
 void *ns_tr_connect(ns_p2p_t *p, const uint8_t peer_curve_pk[32],
