@@ -328,7 +328,11 @@ static int s_on_vote_req(void *user, const ns_envelope_t *env,
     v->stats.answered += held;
     if ((rc = s_pack_ids(&v->body, ids, held)) != NS_OK)
         return rc;
-    return ns_p2p_reply(v->p2p, src, NS_MSG_VOTE, v->body.data, v->body.len);
+    /* Published (gossip passes it on, and knows it as ours when it comes
+     * back) and sent straight to the asker as well. */
+    (void)src;
+    return ns_p2p_publish_also(v->p2p, NS_MSG_VOTE, v->body.data, v->body.len,
+                               env->sender);
 }
 
 /* A fork: both branches' first entries are watched, so that the votes a
