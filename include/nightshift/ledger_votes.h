@@ -13,7 +13,8 @@
  *   21 VOTE      gossiped: [[entry id]...]  ids the sender holds; counted
  *                only from an account with stake in our ledger
  *   22 VOTE_REQ  direct: [[entry id]...]   "your votes on these, please";
- *                a staked node answers with a VOTE of those it holds
+ *                a staked node publishes a VOTE of those it holds (and
+ *                sends it to the asker as well)
  */
 #ifndef NIGHTSHIFT_LEDGER_VOTES_H
 #define NIGHTSHIFT_LEDGER_VOTES_H
