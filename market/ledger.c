@@ -237,6 +237,7 @@ static int s_digest_flush(ns_ledger_t *l)
 static void s_batch_done(ns_ledger_t *l)
 {
     s_moved_clear(l);
+    ns_lstore_entries_drop(&l->store);
     l->batch = NULL;
     l->dirty = false;
     l->batch_entries = 0;
@@ -284,7 +285,9 @@ int ns_ledger_commit(ns_ledger_t *l)
         s_batch_done(l);
         return NS_OK;
     }
-    int rc = s_digest_flush(l);
+    int rc = ns_lstore_entries_flush(&l->store, l->batch);
+    if (rc == NS_OK)
+        rc = s_digest_flush(l);
     if (rc == NS_OK)
         rc = s_totals_save(l->batch, l);
     if (rc != NS_OK)
@@ -437,9 +440,16 @@ static void s_batch_lost(ns_ledger_t *l, int rc)
 static int s_fork(ns_ledger_t *l, const uint8_t *buf, size_t len,
                   const ns_entry_t *e)
 {
-    /* What follows moves the digest as it goes (a fork is rare). */
-    if (s_digest_flush(l) != NS_OK)
-        return NS_ERR_FORK;
+    /* What follows moves the digest as it goes, and works in child
+     * transactions, which see only what the batch itself holds (a fork
+     * is rare). A store error here loses the batch, as in s_store. */
+    int frc = ns_lstore_entries_flush(&l->store, l->batch);
+    if (frc == NS_OK)
+        frc = s_digest_flush(l);
+    if (frc != NS_OK) {
+        s_batch_lost(l, frc);
+        return frc;
+    }
     ns_ledger_totals_t saved = l->totals;
     MDB_txn *child = NULL;
     if (ns_lstore_begin(&l->store, l->batch, false, &child) != NS_OK)

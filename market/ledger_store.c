@@ -8,6 +8,7 @@
 #include "nightshift/util.h"
 
 #include <errno.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -238,6 +239,8 @@ int ns_lstore_entry_void(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
     uint8_t ck[40];
     const uint8_t *buf = NULL;
     size_t len = 0;
+    if (s->pend.n)
+        return NS_ERR_STATE; /* ns_lstore_entries_flush first */
     ns_ledger_chain_key(ck, author, seq);
     uint8_t *copy = NULL; /* buf is in the map: not valid across a put */
     int rc = ns_lstore_entry_bytes(s, t, id, &buf, &len);
@@ -279,9 +282,115 @@ int ns_lstore_prestate_get(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
     return s_get(s, t, s->prestate, ck, sizeof ck, a, sizeof *a);
 }
 
+/* ---- entries of the open batch ------------------------------------------ */
+
+_Static_assert(sizeof(((ns_lstore_t *)0)->pend.key) ==
+                   crypto_shorthash_KEYBYTES,
+               "SipHash key size");
+
+static uint32_t s_pend_slot(const ns_lstore_t *s, const uint8_t *id)
+{
+    uint8_t h[crypto_shorthash_BYTES];
+    uint32_t x;
+    crypto_shorthash(h, id, NS_HASH_BYTES, s->pend.key);
+    memcpy(&x, h, sizeof x);
+    return x & (s->pend.n_slots - 1);
+}
+
+static ns_lstore_pending_t *s_pend_find(const ns_lstore_t *s, const uint8_t *id)
+{
+    if (!s->pend.n)
+        return NULL;
+    for (uint32_t i = s_pend_slot(s, id);;
+         i = (i + 1) & (s->pend.n_slots - 1)) {
+        uint32_t k = s->pend.slots[i];
+        if (!k)
+            return NULL;
+        if (memcmp(s->pend.v[k - 1].id, id, NS_HASH_BYTES) == 0)
+            return &s->pend.v[k - 1];
+    }
+}
+
+static void s_pend_index(ns_lstore_t *s, uint32_t k)
+{
+    uint32_t i = s_pend_slot(s, s->pend.v[k].id);
+    while (s->pend.slots[i])
+        i = (i + 1) & (s->pend.n_slots - 1);
+    s->pend.slots[i] = k + 1;
+}
+
+/* Room for one more: v and the index grown as needed. */
+static int s_pend_room(ns_lstore_t *s)
+{
+    if (s->pend.n == s->pend.cap) {
+        uint32_t cap = s->pend.cap ? s->pend.cap * 2 : 1024;
+        ns_lstore_pending_t *v =
+            cap > s->pend.cap ? realloc(s->pend.v, cap * sizeof *v) : NULL;
+        if (!v)
+            return NS_ERR_NOMEM;
+        s->pend.v = v;
+        s->pend.cap = cap;
+    }
+    if ((s->pend.n + 1) * 2 > s->pend.n_slots) {
+        uint32_t n_slots = s->pend.n_slots ? s->pend.n_slots * 2 : 2048;
+        uint32_t *slots =
+            n_slots > s->pend.n_slots ? calloc(n_slots, sizeof *slots) : NULL;
+        if (!slots)
+            return NS_ERR_NOMEM;
+        free(s->pend.slots);
+        s->pend.slots = slots;
+        s->pend.n_slots = n_slots;
+        for (uint32_t k = 0; k < s->pend.n; k++)
+            s_pend_index(s, k);
+    }
+    return NS_OK;
+}
+
+void ns_lstore_entries_drop(ns_lstore_t *s)
+{
+    if (!s->pend.n)
+        return;
+    for (uint32_t k = 0; k < s->pend.n; k++)
+        free(s->pend.v[k].bytes);
+    memset(s->pend.slots, 0, (size_t)s->pend.n_slots * sizeof *s->pend.slots);
+    s->pend.n = 0;
+}
+
+static int s_pend_cmp(const void *x, const void *y)
+{
+    return memcmp(((const ns_lstore_pending_t *)x)->id,
+                  ((const ns_lstore_pending_t *)y)->id, NS_HASH_BYTES);
+}
+
+int ns_lstore_entries_flush(ns_lstore_t *s, MDB_txn *t)
+{
+    if (!s->pend.n)
+        return NS_OK;
+    /* In key order through one cursor: each put starts from the leaf the
+     * last one wrote, most often the same or the next. */
+    qsort(s->pend.v, s->pend.n, sizeof *s->pend.v, s_pend_cmp);
+    MDB_cursor *c = NULL;
+    int rc = ns_lstore_rc(s, mdb_cursor_open(t, s->entries, &c));
+    for (uint32_t k = 0; rc == NS_OK && k < s->pend.n; k++) {
+        MDB_val key = {NS_HASH_BYTES, s->pend.v[k].id},
+                val = {s->pend.v[k].len, s->pend.v[k].bytes};
+        rc = ns_lstore_rc(s, mdb_cursor_put(c, &key, &val, 0));
+    }
+    if (c)
+        mdb_cursor_close(c);
+    ns_lstore_entries_drop(s);
+    return rc;
+}
+
 int ns_lstore_entry_bytes(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
                           const uint8_t **buf, size_t *len)
 {
+    const ns_lstore_pending_t *p = s_pend_find(s, id);
+    if (p) {
+        *buf = p->bytes;
+        *len = p->len;
+        return NS_OK;
+    }
     MDB_val key = {NS_HASH_BYTES, s_unconst(id)}, val;
     int rc = mdb_get(t, s->entries, &key, &val);
     if (rc != MDB_SUCCESS)
@@ -309,7 +418,28 @@ int ns_lstore_entry_load(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
 int ns_lstore_entry_put(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
                         const uint8_t *buf, size_t len)
 {
-    return s_put(s, t, s->entries, id, NS_HASH_BYTES, buf, len);
+    (void)t; /* written into it by ns_lstore_entries_flush */
+    ns_lstore_pending_t *p = s_pend_find(s, id);
+    uint8_t *copy = malloc(len ? len : 1);
+    if (!copy)
+        return NS_ERR_NOMEM;
+    memcpy(copy, buf, len);
+    if (p) { /* put again: the last one stands, as in the database */
+        free(p->bytes);
+        p->bytes = copy;
+        p->len = len;
+        return NS_OK;
+    }
+    if (s_pend_room(s) != NS_OK) {
+        free(copy);
+        return NS_ERR_NOMEM;
+    }
+    p = &s->pend.v[s->pend.n];
+    memcpy(p->id, id, NS_HASH_BYTES);
+    p->bytes = copy;
+    p->len = len;
+    s_pend_index(s, s->pend.n++);
+    return NS_OK;
 }
 
 int ns_lstore_fork_put(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
@@ -349,6 +479,7 @@ int ns_lstore_open(ns_lstore_t *s, const char *dir, bool readonly,
 {
     int r;
     *t = NULL;
+    crypto_shorthash_keygen(s->pend.key);
     if ((r = ns_lstore_rc(s, mdb_env_create(&s->env))) != NS_OK)
         return r;
     mdb_env_set_maxdbs(s->env, 16);
@@ -395,6 +526,10 @@ int ns_lstore_open(ns_lstore_t *s, const char *dir, bool readonly,
 
 void ns_lstore_close(ns_lstore_t *s)
 {
+    ns_lstore_entries_drop(s);
+    free(s->pend.v);
+    free(s->pend.slots);
+    memset(&s->pend, 0, sizeof s->pend);
     if (s->env)
         mdb_env_close(s->env);
     s->env = NULL;
@@ -514,11 +649,13 @@ void ns_lstore_each_entry(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
         while (rc == MDB_SUCCESS) {
             if (author && memcmp(k.mv_data, author, 32))
                 break;
-            MDB_val ek = {NS_HASH_BYTES, v.mv_data}, ev;
+            ns_hash_t id;
+            const uint8_t *buf;
+            size_t len;
             ns_entry_t e;
-            if (mdb_get(t, s->entries, &ek, &ev) == MDB_SUCCESS &&
-                ns_entry_parse(ev.mv_data, ev.mv_size, s->network_id, &e) ==
-                    NS_OK &&
+            memcpy(id, v.mv_data, NS_HASH_BYTES);
+            if (ns_lstore_entry_bytes(s, t, id, &buf, &len) == NS_OK &&
+                ns_entry_parse(buf, len, s->network_id, &e) == NS_OK &&
                 !fn(u, &e))
                 break;
             rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);

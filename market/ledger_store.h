@@ -33,6 +33,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* An entry stored in the open batch, not yet in the entries database. */
+typedef struct {
+    ns_hash_t id;
+    uint8_t *bytes; /* malloc'd copy */
+    size_t len;
+} ns_lstore_pending_t;
+
 typedef struct {
     MDB_env *env;
     MDB_dbi entries, chain, accounts, credits, locks, pjobs, jobs, forks,
@@ -41,6 +48,19 @@ typedef struct {
     int last_rc;              /* LMDB or errno code of the last storage error */
     char last_error[128];     /* its text (mdb_strerror); "" if none */
     ns_ratelimit_t log_limit; /* storage error log lines */
+    /* Entries put in the open write transaction, kept here and written
+     * to the entries database in key order by ns_lstore_entries_flush
+     * (ids are random: put one by one, each lands on a leaf of its own,
+     * far from the last): v in arrival order, slots an open-addressing
+     * index into it (i + 1, 0 empty), keyed by SipHash with a random
+     * key. */
+    struct {
+        ns_lstore_pending_t *v;
+        uint32_t n, cap;
+        uint32_t *slots;
+        uint32_t n_slots; /* a power of two, at least 2 n */
+        uint8_t key[16];
+    } pend;
 } ns_lstore_t;
 
 /* LMDB (or errno) code -> ns_err: MDB_MAP_FULL is NS_ERR_MAPFULL, other
@@ -113,8 +133,18 @@ int ns_lstore_entry_bytes(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
  * if b, its body. e borrows t's memory. NS_ERR_CORRUPT if unreadable. */
 int ns_lstore_entry_load(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
                          ns_entry_t *e, ns_entry_body_t *b) NS_MUST_CHECK;
+/* Store an entry's bytes in t: kept in memory (a copy) until
+ * ns_lstore_entries_flush writes them into t; ns_lstore_entry_bytes and
+ * ns_lstore_entry_load find them meanwhile. t must be the one write
+ * transaction the store's entries are put in until the flush. */
 int ns_lstore_entry_put(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
                         const uint8_t *buf, size_t len) NS_MUST_CHECK;
+/* Write the kept entries into t in key order and forget them (also on
+ * an error: t is then lost, and so are they). Before t commits, and
+ * before a child transaction of t is begun. */
+int ns_lstore_entries_flush(ns_lstore_t *s, MDB_txn *t) NS_MUST_CHECK;
+/* Forget the kept entries (t aborted). */
+void ns_lstore_entries_drop(ns_lstore_t *s);
 int ns_lstore_fork_put(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
                        const ns_fork_rec_t *f, const uint8_t *buf,
                        size_t len) NS_MUST_CHECK;
