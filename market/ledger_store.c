@@ -67,6 +67,162 @@ int ns_lstore_rc(ns_lstore_t *s, int rc)
     return err;
 }
 
+/* ---- records of the open batch ------------------------------------------ */
+
+_Static_assert(sizeof(((ns_lstore_t *)0)->wbuf_key) ==
+                   crypto_shorthash_KEYBYTES,
+               "SipHash key size");
+
+static uint32_t s_wb_slot(const ns_lstore_t *s, const ns_lstore_wbuf_t *w,
+                          const uint8_t *key)
+{
+    uint8_t h[crypto_shorthash_BYTES];
+    uint32_t x;
+    crypto_shorthash(h, key, w->klen, s->wbuf_key);
+    memcpy(&x, h, sizeof x);
+    return x & (w->n_slots - 1);
+}
+
+static ns_lstore_pending_t *
+s_wb_find(const ns_lstore_t *s, const ns_lstore_wbuf_t *w, const uint8_t *key)
+{
+    if (!w->n)
+        return NULL;
+    for (uint32_t i = s_wb_slot(s, w, key);; i = (i + 1) & (w->n_slots - 1)) {
+        uint32_t k = w->slots[i];
+        if (!k)
+            return NULL;
+        if (memcmp(w->v[k - 1].key, key, w->klen) == 0)
+            return &w->v[k - 1];
+    }
+}
+
+static void s_wb_index(const ns_lstore_t *s, ns_lstore_wbuf_t *w, uint32_t k)
+{
+    uint32_t i = s_wb_slot(s, w, w->v[k].key);
+    while (w->slots[i])
+        i = (i + 1) & (w->n_slots - 1);
+    w->slots[i] = k + 1;
+}
+
+/* Room for one more: v and the index grown as needed. */
+static int s_wb_room(const ns_lstore_t *s, ns_lstore_wbuf_t *w)
+{
+    if (w->n == w->cap) {
+        uint32_t cap = w->cap ? w->cap * 2 : 1024;
+        ns_lstore_pending_t *v =
+            cap > w->cap ? realloc(w->v, cap * sizeof *v) : NULL;
+        if (!v)
+            return NS_ERR_NOMEM;
+        w->v = v;
+        w->cap = cap;
+    }
+    if ((w->n + 1) * 2 > w->n_slots) {
+        uint32_t n_slots = w->n_slots ? w->n_slots * 2 : 2048;
+        uint32_t *slots =
+            n_slots > w->n_slots ? calloc(n_slots, sizeof *slots) : NULL;
+        if (!slots)
+            return NS_ERR_NOMEM;
+        free(w->slots);
+        w->slots = slots;
+        w->n_slots = n_slots;
+        for (uint32_t k = 0; k < w->n; k++)
+            s_wb_index(s, w, k);
+    }
+    return NS_OK;
+}
+
+/* Keep a copy of (key, val); put again, the last one stands, as in the
+ * database. */
+static int s_wb_put(const ns_lstore_t *s, ns_lstore_wbuf_t *w,
+                    const uint8_t *key, const void *val, size_t len)
+{
+    ns_lstore_pending_t *p = s_wb_find(s, w, key);
+    uint8_t *copy = malloc(len ? len : 1);
+    if (!copy)
+        return NS_ERR_NOMEM;
+    memcpy(copy, val, len);
+    if (p) {
+        free(p->val);
+        p->val = copy;
+        p->len = len;
+        return NS_OK;
+    }
+    if (s_wb_room(s, w) != NS_OK) {
+        free(copy);
+        return NS_ERR_NOMEM;
+    }
+    p = &w->v[w->n];
+    memset(p->key, 0, sizeof p->key);
+    memcpy(p->key, key, w->klen);
+    p->val = copy;
+    p->len = len;
+    s_wb_index(s, w, w->n++);
+    return NS_OK;
+}
+
+static void s_wb_drop(ns_lstore_wbuf_t *w)
+{
+    if (!w->n)
+        return;
+    for (uint32_t k = 0; k < w->n; k++)
+        free(w->v[k].val);
+    memset(w->slots, 0, (size_t)w->n_slots * sizeof *w->slots);
+    w->n = 0;
+}
+
+static void s_wb_release(ns_lstore_wbuf_t *w)
+{
+    s_wb_drop(w);
+    free(w->v);
+    free(w->slots);
+    w->v = NULL;
+    w->slots = NULL;
+    w->cap = w->n_slots = 0;
+}
+
+/* Keys are zero past klen: comparing all of them orders as LMDB does. */
+static int s_wb_cmp(const void *x, const void *y)
+{
+    return memcmp(((const ns_lstore_pending_t *)x)->key,
+                  ((const ns_lstore_pending_t *)y)->key, NS_LSTORE_KEY_MAX);
+}
+
+/* In key order through one cursor: each put starts from the leaf the
+ * last one wrote, most often the same or the next. */
+static int s_wb_flush(ns_lstore_t *s, MDB_txn *t, ns_lstore_wbuf_t *w,
+                      MDB_dbi db)
+{
+    if (!w->n)
+        return NS_OK;
+    qsort(w->v, w->n, sizeof *w->v, s_wb_cmp);
+    MDB_cursor *c = NULL;
+    int rc = ns_lstore_rc(s, mdb_cursor_open(t, db, &c));
+    for (uint32_t k = 0; rc == NS_OK && k < w->n; k++) {
+        MDB_val key = {w->klen, w->v[k].key}, val = {w->v[k].len, w->v[k].val};
+        rc = ns_lstore_rc(s, mdb_cursor_put(c, &key, &val, 0));
+    }
+    if (c)
+        mdb_cursor_close(c);
+    s_wb_drop(w);
+    return rc;
+}
+
+int ns_lstore_flush(ns_lstore_t *s, MDB_txn *t)
+{
+    int rc = s_wb_flush(s, t, &s->put_entries, s->entries);
+    if (rc == NS_OK)
+        rc = s_wb_flush(s, t, &s->put_chain, s->chain);
+    ns_lstore_drop(s);
+    return rc;
+}
+
+void ns_lstore_drop(ns_lstore_t *s)
+{
+    s_wb_drop(&s->put_entries);
+    s_wb_drop(&s->put_chain);
+}
+
 /* ---- typed get/put ------------------------------------------------------- */
 
 static int s_get(ns_lstore_t *s, MDB_txn *t, MDB_dbi db, const void *k,
@@ -187,6 +343,12 @@ static int s_chain_rec(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
 {
     uint8_t ck[40];
     ns_ledger_chain_key(ck, author, seq);
+    const ns_lstore_pending_t *p = s_wb_find(s, &s->put_chain, ck);
+    if (p) {
+        val->mv_size = p->len;
+        val->mv_data = p->val;
+        return NS_OK;
+    }
     MDB_val key = {sizeof ck, ck};
     int rc = mdb_get(t, s->chain, &key, val);
     if (rc != MDB_SUCCESS)
@@ -214,7 +376,8 @@ int ns_lstore_chain_put(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
     ns_ledger_chain_key(ck, author, seq);
     memcpy(rec, id, NS_HASH_BYTES);
     memcpy(rec + NS_HASH_BYTES, pre, sizeof *pre);
-    return s_put(s, t, s->chain, ck, sizeof ck, rec, sizeof rec);
+    (void)t; /* written into it by ns_lstore_flush */
+    return s_wb_put(s, &s->put_chain, ck, rec, sizeof rec);
 }
 
 static int s_del(ns_lstore_t *s, MDB_txn *t, MDB_dbi db, const void *k,
@@ -239,8 +402,8 @@ int ns_lstore_entry_void(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
     uint8_t ck[40];
     const uint8_t *buf = NULL;
     size_t len = 0;
-    if (s->pend.n)
-        return NS_ERR_STATE; /* ns_lstore_entries_flush first */
+    if (s->put_entries.n || s->put_chain.n)
+        return NS_ERR_STATE; /* ns_lstore_flush first */
     ns_ledger_chain_key(ck, author, seq);
     uint8_t *copy = NULL; /* buf is in the map: not valid across a put */
     int rc = ns_lstore_entry_bytes(s, t, id, &buf, &len);
@@ -282,112 +445,12 @@ int ns_lstore_prestate_get(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
     return s_get(s, t, s->prestate, ck, sizeof ck, a, sizeof *a);
 }
 
-/* ---- entries of the open batch ------------------------------------------ */
-
-_Static_assert(sizeof(((ns_lstore_t *)0)->pend.key) ==
-                   crypto_shorthash_KEYBYTES,
-               "SipHash key size");
-
-static uint32_t s_pend_slot(const ns_lstore_t *s, const uint8_t *id)
-{
-    uint8_t h[crypto_shorthash_BYTES];
-    uint32_t x;
-    crypto_shorthash(h, id, NS_HASH_BYTES, s->pend.key);
-    memcpy(&x, h, sizeof x);
-    return x & (s->pend.n_slots - 1);
-}
-
-static ns_lstore_pending_t *s_pend_find(const ns_lstore_t *s, const uint8_t *id)
-{
-    if (!s->pend.n)
-        return NULL;
-    for (uint32_t i = s_pend_slot(s, id);;
-         i = (i + 1) & (s->pend.n_slots - 1)) {
-        uint32_t k = s->pend.slots[i];
-        if (!k)
-            return NULL;
-        if (memcmp(s->pend.v[k - 1].id, id, NS_HASH_BYTES) == 0)
-            return &s->pend.v[k - 1];
-    }
-}
-
-static void s_pend_index(ns_lstore_t *s, uint32_t k)
-{
-    uint32_t i = s_pend_slot(s, s->pend.v[k].id);
-    while (s->pend.slots[i])
-        i = (i + 1) & (s->pend.n_slots - 1);
-    s->pend.slots[i] = k + 1;
-}
-
-/* Room for one more: v and the index grown as needed. */
-static int s_pend_room(ns_lstore_t *s)
-{
-    if (s->pend.n == s->pend.cap) {
-        uint32_t cap = s->pend.cap ? s->pend.cap * 2 : 1024;
-        ns_lstore_pending_t *v =
-            cap > s->pend.cap ? realloc(s->pend.v, cap * sizeof *v) : NULL;
-        if (!v)
-            return NS_ERR_NOMEM;
-        s->pend.v = v;
-        s->pend.cap = cap;
-    }
-    if ((s->pend.n + 1) * 2 > s->pend.n_slots) {
-        uint32_t n_slots = s->pend.n_slots ? s->pend.n_slots * 2 : 2048;
-        uint32_t *slots =
-            n_slots > s->pend.n_slots ? calloc(n_slots, sizeof *slots) : NULL;
-        if (!slots)
-            return NS_ERR_NOMEM;
-        free(s->pend.slots);
-        s->pend.slots = slots;
-        s->pend.n_slots = n_slots;
-        for (uint32_t k = 0; k < s->pend.n; k++)
-            s_pend_index(s, k);
-    }
-    return NS_OK;
-}
-
-void ns_lstore_entries_drop(ns_lstore_t *s)
-{
-    if (!s->pend.n)
-        return;
-    for (uint32_t k = 0; k < s->pend.n; k++)
-        free(s->pend.v[k].bytes);
-    memset(s->pend.slots, 0, (size_t)s->pend.n_slots * sizeof *s->pend.slots);
-    s->pend.n = 0;
-}
-
-static int s_pend_cmp(const void *x, const void *y)
-{
-    return memcmp(((const ns_lstore_pending_t *)x)->id,
-                  ((const ns_lstore_pending_t *)y)->id, NS_HASH_BYTES);
-}
-
-int ns_lstore_entries_flush(ns_lstore_t *s, MDB_txn *t)
-{
-    if (!s->pend.n)
-        return NS_OK;
-    /* In key order through one cursor: each put starts from the leaf the
-     * last one wrote, most often the same or the next. */
-    qsort(s->pend.v, s->pend.n, sizeof *s->pend.v, s_pend_cmp);
-    MDB_cursor *c = NULL;
-    int rc = ns_lstore_rc(s, mdb_cursor_open(t, s->entries, &c));
-    for (uint32_t k = 0; rc == NS_OK && k < s->pend.n; k++) {
-        MDB_val key = {NS_HASH_BYTES, s->pend.v[k].id},
-                val = {s->pend.v[k].len, s->pend.v[k].bytes};
-        rc = ns_lstore_rc(s, mdb_cursor_put(c, &key, &val, 0));
-    }
-    if (c)
-        mdb_cursor_close(c);
-    ns_lstore_entries_drop(s);
-    return rc;
-}
-
 int ns_lstore_entry_bytes(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
                           const uint8_t **buf, size_t *len)
 {
-    const ns_lstore_pending_t *p = s_pend_find(s, id);
+    const ns_lstore_pending_t *p = s_wb_find(s, &s->put_entries, id);
     if (p) {
-        *buf = p->bytes;
+        *buf = p->val;
         *len = p->len;
         return NS_OK;
     }
@@ -418,28 +481,8 @@ int ns_lstore_entry_load(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
 int ns_lstore_entry_put(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
                         const uint8_t *buf, size_t len)
 {
-    (void)t; /* written into it by ns_lstore_entries_flush */
-    ns_lstore_pending_t *p = s_pend_find(s, id);
-    uint8_t *copy = malloc(len ? len : 1);
-    if (!copy)
-        return NS_ERR_NOMEM;
-    memcpy(copy, buf, len);
-    if (p) { /* put again: the last one stands, as in the database */
-        free(p->bytes);
-        p->bytes = copy;
-        p->len = len;
-        return NS_OK;
-    }
-    if (s_pend_room(s) != NS_OK) {
-        free(copy);
-        return NS_ERR_NOMEM;
-    }
-    p = &s->pend.v[s->pend.n];
-    memcpy(p->id, id, NS_HASH_BYTES);
-    p->bytes = copy;
-    p->len = len;
-    s_pend_index(s, s->pend.n++);
-    return NS_OK;
+    (void)t; /* written into it by ns_lstore_flush */
+    return s_wb_put(s, &s->put_entries, id, buf, len);
 }
 
 int ns_lstore_fork_put(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
@@ -479,7 +522,9 @@ int ns_lstore_open(ns_lstore_t *s, const char *dir, bool readonly,
 {
     int r;
     *t = NULL;
-    crypto_shorthash_keygen(s->pend.key);
+    crypto_shorthash_keygen(s->wbuf_key);
+    s->put_entries.klen = NS_HASH_BYTES;
+    s->put_chain.klen = 40;
     if ((r = ns_lstore_rc(s, mdb_env_create(&s->env))) != NS_OK)
         return r;
     mdb_env_set_maxdbs(s->env, 16);
@@ -526,10 +571,8 @@ int ns_lstore_open(ns_lstore_t *s, const char *dir, bool readonly,
 
 void ns_lstore_close(ns_lstore_t *s)
 {
-    ns_lstore_entries_drop(s);
-    free(s->pend.v);
-    free(s->pend.slots);
-    memset(&s->pend, 0, sizeof s->pend);
+    s_wb_release(&s->put_entries);
+    s_wb_release(&s->put_chain);
     if (s->env)
         mdb_env_close(s->env);
     s->env = NULL;
@@ -650,8 +693,8 @@ void ns_lstore_each_entry(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
             if (author && memcmp(k.mv_data, author, 32))
                 break;
             ns_hash_t id;
-            const uint8_t *buf;
-            size_t len;
+            const uint8_t *buf = NULL;
+            size_t len = 0;
             ns_entry_t e;
             memcpy(id, v.mv_data, NS_HASH_BYTES);
             if (ns_lstore_entry_bytes(s, t, id, &buf, &len) == NS_OK &&

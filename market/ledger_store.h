@@ -33,12 +33,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* An entry stored in the open batch, not yet in the entries database. */
+/* A record put in the open batch, not yet in its database. */
+#define NS_LSTORE_KEY_MAX 40
 typedef struct {
-    ns_hash_t id;
-    uint8_t *bytes; /* malloc'd copy */
+    uint8_t key[NS_LSTORE_KEY_MAX]; /* zero past the database's key size */
+    uint8_t *val;                   /* malloc'd copy */
     size_t len;
 } ns_lstore_pending_t;
+
+/* The records put in one database in the open batch: v in arrival
+ * order, slots an open-addressing index into it (i + 1, 0 empty). */
+typedef struct {
+    size_t klen; /* the database's key size */
+    ns_lstore_pending_t *v;
+    uint32_t n, cap;
+    uint32_t *slots;
+    uint32_t n_slots; /* a power of two, at least 2 n */
+} ns_lstore_wbuf_t;
 
 typedef struct {
     MDB_env *env;
@@ -48,19 +59,14 @@ typedef struct {
     int last_rc;              /* LMDB or errno code of the last storage error */
     char last_error[128];     /* its text (mdb_strerror); "" if none */
     ns_ratelimit_t log_limit; /* storage error log lines */
-    /* Entries put in the open write transaction, kept here and written
-     * to the entries database in key order by ns_lstore_entries_flush
-     * (ids are random: put one by one, each lands on a leaf of its own,
-     * far from the last): v in arrival order, slots an open-addressing
-     * index into it (i + 1, 0 empty), keyed by SipHash with a random
-     * key. */
-    struct {
-        ns_lstore_pending_t *v;
-        uint32_t n, cap;
-        uint32_t *slots;
-        uint32_t n_slots; /* a power of two, at least 2 n */
-        uint8_t key[16];
-    } pend;
+    /* Entries and chain records put in the open write transaction, kept
+     * here and written to their databases in key order by
+     * ns_lstore_flush (put one by one as entries come, an entry's id is
+     * random and lands on a leaf of its own, and each author's chain
+     * record on its author's leaf: far from the last put either way).
+     * Indexed by SipHash with a random key. */
+    ns_lstore_wbuf_t put_entries, put_chain;
+    uint8_t wbuf_key[16];
 } ns_lstore_t;
 
 /* LMDB (or errno) code -> ns_err: MDB_MAP_FULL is NS_ERR_MAPFULL, other
@@ -109,7 +115,8 @@ int ns_lstore_pjob_put(ns_lstore_t *s, MDB_txn *t, const uint8_t *provider,
 /* Id of the entry (author, seq). */
 int ns_lstore_chain_get(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
                         uint64_t seq, ns_hash_t id) NS_MUST_CHECK;
-/* pre: author's account just before the entry at seq. */
+/* pre: author's account just before the entry at seq. Kept in memory
+ * until ns_lstore_flush, as ns_lstore_entry_put. */
 int ns_lstore_chain_put(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
                         uint64_t seq, const ns_hash_t id,
                         const ns_account_t *pre) NS_MUST_CHECK;
@@ -134,17 +141,18 @@ int ns_lstore_entry_bytes(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
 int ns_lstore_entry_load(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
                          ns_entry_t *e, ns_entry_body_t *b) NS_MUST_CHECK;
 /* Store an entry's bytes in t: kept in memory (a copy) until
- * ns_lstore_entries_flush writes them into t; ns_lstore_entry_bytes and
+ * ns_lstore_flush writes them into t; ns_lstore_entry_bytes and
  * ns_lstore_entry_load find them meanwhile. t must be the one write
- * transaction the store's entries are put in until the flush. */
+ * transaction entries and chain records are put in until the flush. */
 int ns_lstore_entry_put(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
                         const uint8_t *buf, size_t len) NS_MUST_CHECK;
-/* Write the kept entries into t in key order and forget them (also on
- * an error: t is then lost, and so are they). Before t commits, and
- * before a child transaction of t is begun. */
-int ns_lstore_entries_flush(ns_lstore_t *s, MDB_txn *t) NS_MUST_CHECK;
-/* Forget the kept entries (t aborted). */
-void ns_lstore_entries_drop(ns_lstore_t *s);
+/* Write the kept entries and chain records into t in key order and
+ * forget them (also on an error: t is then lost, and so are they).
+ * Before t commits, before a child transaction of t is begun, and
+ * before a cursor walks the chain database in t. */
+int ns_lstore_flush(ns_lstore_t *s, MDB_txn *t) NS_MUST_CHECK;
+/* Forget the kept records (t aborted). */
+void ns_lstore_drop(ns_lstore_t *s);
 int ns_lstore_fork_put(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
                        const ns_fork_rec_t *f, const uint8_t *buf,
                        size_t len) NS_MUST_CHECK;
