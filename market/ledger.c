@@ -123,6 +123,8 @@ static int s_batch(ns_ledger_t *l)
     int rc = ns_lstore_begin(&l->store, NULL, false, &l->batch);
     if (rc != NS_OK)
         s_write_failed(l, rc);
+    else
+        l->store.wb_txn = l->batch; /* its puts wait in the store */
     return rc;
 }
 
@@ -238,6 +240,7 @@ static void s_batch_done(ns_ledger_t *l)
 {
     s_moved_clear(l);
     ns_lstore_drop(&l->store);
+    l->store.wb_txn = NULL;
     l->batch = NULL;
     l->dirty = false;
     l->batch_entries = 0;
@@ -285,7 +288,7 @@ int ns_ledger_commit(ns_ledger_t *l)
         s_batch_done(l);
         return NS_OK;
     }
-    int rc = ns_lstore_flush(&l->store, l->batch);
+    int rc = ns_lstore_flush(&l->store);
     if (rc == NS_OK)
         rc = s_digest_flush(l);
     if (rc == NS_OK)
@@ -443,7 +446,7 @@ static int s_fork(ns_ledger_t *l, const uint8_t *buf, size_t len,
     /* What follows moves the digest as it goes, and works in child
      * transactions, which see only what the batch itself holds (a fork
      * is rare). A store error here loses the batch, as in s_store. */
-    int frc = ns_lstore_flush(&l->store, l->batch);
+    int frc = ns_lstore_flush(&l->store);
     if (frc == NS_OK)
         frc = s_digest_flush(l);
     if (frc != NS_OK) {
@@ -1041,13 +1044,7 @@ void ns_ledger_each_entry(ns_ledger_t *l, const uint8_t *author,
 {
     MDB_txn *t;
     bool own;
-    int frc;
-    /* the walk is a cursor over the chain database: the batch's chain
-     * records go there first */
-    if (l->batch && (frc = ns_lstore_flush(&l->store, l->batch)) != NS_OK) {
-        s_batch_lost(l, frc);
-        return;
-    }
+
     if (s_read_txn(l, &t, &own) != NS_OK)
         return;
     ns_lstore_each_entry(&l->store, t, author, fn, u);

@@ -69,6 +69,9 @@ int ns_lstore_rc(ns_lstore_t *s, int rc)
 
 /* ---- records of the open batch ------------------------------------------ */
 
+_Static_assert(NS_LSTORE_KEY_MAX >= 64 && NS_LSTORE_KEY_MAX >= 40 &&
+                   NS_LSTORE_KEY_MAX >= NS_HASH_BYTES,
+               "keys of the buffered databases: credits, chain, entries");
 _Static_assert(sizeof(((ns_lstore_t *)0)->wbuf_key) ==
                    crypto_shorthash_KEYBYTES,
                "SipHash key size");
@@ -138,6 +141,10 @@ static int s_wb_put(const ns_lstore_t *s, ns_lstore_wbuf_t *w,
                     const uint8_t *key, const void *val, size_t len)
 {
     ns_lstore_pending_t *p = s_wb_find(s, w, key);
+    if (p && p->len == len) {
+        memcpy(p->val, val, len);
+        return NS_OK;
+    }
     uint8_t *copy = malloc(len ? len : 1);
     if (!copy)
         return NS_ERR_NOMEM;
@@ -208,11 +215,14 @@ static int s_wb_flush(ns_lstore_t *s, MDB_txn *t, ns_lstore_wbuf_t *w,
     return rc;
 }
 
-int ns_lstore_flush(ns_lstore_t *s, MDB_txn *t)
+int ns_lstore_flush(ns_lstore_t *s)
 {
-    int rc = s_wb_flush(s, t, &s->put_entries, s->entries);
-    if (rc == NS_OK)
-        rc = s_wb_flush(s, t, &s->put_chain, s->chain);
+    MDB_txn *t = s->wb_txn;
+    int rc = NS_OK;
+    if (t && (rc = s_wb_flush(s, t, &s->put_entries, s->entries)) == NS_OK &&
+        (rc = s_wb_flush(s, t, &s->put_chain, s->chain)) == NS_OK &&
+        (rc = s_wb_flush(s, t, &s->put_accounts, s->accounts)) == NS_OK)
+        rc = s_wb_flush(s, t, &s->put_credits, s->credits);
     ns_lstore_drop(s);
     return rc;
 }
@@ -221,6 +231,25 @@ void ns_lstore_drop(ns_lstore_t *s)
 {
     s_wb_drop(&s->put_entries);
     s_wb_drop(&s->put_chain);
+    s_wb_drop(&s->put_accounts);
+    s_wb_drop(&s->put_credits);
+}
+
+/* w's records, before a cursor walks its database in t. */
+static int s_wb_flush_one(ns_lstore_t *s, MDB_txn *t, ns_lstore_wbuf_t *w,
+                          MDB_dbi db)
+{
+    if (!w->n || t != s->wb_txn)
+        return NS_OK;
+    return s_wb_flush(s, t, w, db);
+}
+
+/* The batch's record under key, or NULL (t another transaction). */
+static const ns_lstore_pending_t *s_wb_get(const ns_lstore_t *s, MDB_txn *t,
+                                           const ns_lstore_wbuf_t *w,
+                                           const uint8_t *key)
+{
+    return t && t == s->wb_txn ? s_wb_find(s, w, key) : NULL;
 }
 
 /* ---- typed get/put ------------------------------------------------------- */
@@ -254,6 +283,13 @@ static void s_key2(uint8_t out[64], const uint8_t *a, const uint8_t *b)
 int ns_lstore_account_get(ns_lstore_t *s, MDB_txn *t, const uint8_t *id,
                           ns_account_t *a)
 {
+    const ns_lstore_pending_t *p = s_wb_get(s, t, &s->put_accounts, id);
+    if (p) {
+        if (p->len != sizeof *a)
+            return NS_ERR_CORRUPT;
+        memcpy(a, p->val, sizeof *a);
+        return NS_OK;
+    }
     int rc = s_get(s, t, s->accounts, id, NS_ID_BYTES, a, sizeof *a);
     if (rc == NS_ERR_NOTFOUND) {
         memset(a, 0, sizeof *a);
@@ -265,6 +301,8 @@ int ns_lstore_account_get(ns_lstore_t *s, MDB_txn *t, const uint8_t *id,
 
 int ns_lstore_account_put(ns_lstore_t *s, MDB_txn *t, const ns_account_t *a)
 {
+    if (t && t == s->wb_txn)
+        return s_wb_put(s, &s->put_accounts, a->id, a, sizeof *a);
     return s_put(s, t, s->accounts, a->id, NS_ID_BYTES, a, sizeof *a);
 }
 
@@ -299,13 +337,26 @@ static int s_put2(ns_lstore_t *s, MDB_txn *t, MDB_dbi db, const uint8_t *a,
 int ns_lstore_credit_get(ns_lstore_t *s, MDB_txn *t, const ns_hash_t src,
                          const uint8_t *to, ns_credit_rec_t *c)
 {
-    return s_get2(s, t, s->credits, src, to, c, sizeof *c);
+    uint8_t key[64];
+    s_key2(key, src, to);
+    const ns_lstore_pending_t *p = s_wb_get(s, t, &s->put_credits, key);
+    if (p) {
+        if (p->len != sizeof *c)
+            return NS_ERR_CORRUPT;
+        memcpy(c, p->val, sizeof *c);
+        return NS_OK;
+    }
+    return s_get(s, t, s->credits, key, sizeof key, c, sizeof *c);
 }
 
 int ns_lstore_credit_put(ns_lstore_t *s, MDB_txn *t, const ns_hash_t src,
                          const uint8_t *to, const ns_credit_rec_t *c)
 {
-    return s_put2(s, t, s->credits, src, to, c, sizeof *c);
+    uint8_t key[64];
+    s_key2(key, src, to);
+    if (t && t == s->wb_txn)
+        return s_wb_put(s, &s->put_credits, key, c, sizeof *c);
+    return s_put(s, t, s->credits, key, sizeof key, c, sizeof *c);
 }
 
 int ns_lstore_lock_get(ns_lstore_t *s, MDB_txn *t, const uint8_t *provider,
@@ -343,7 +394,7 @@ static int s_chain_rec(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
 {
     uint8_t ck[40];
     ns_ledger_chain_key(ck, author, seq);
-    const ns_lstore_pending_t *p = s_wb_find(s, &s->put_chain, ck);
+    const ns_lstore_pending_t *p = s_wb_get(s, t, &s->put_chain, ck);
     if (p) {
         val->mv_size = p->len;
         val->mv_data = p->val;
@@ -376,8 +427,9 @@ int ns_lstore_chain_put(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
     ns_ledger_chain_key(ck, author, seq);
     memcpy(rec, id, NS_HASH_BYTES);
     memcpy(rec + NS_HASH_BYTES, pre, sizeof *pre);
-    (void)t; /* written into it by ns_lstore_flush */
-    return s_wb_put(s, &s->put_chain, ck, rec, sizeof rec);
+    if (t && t == s->wb_txn)
+        return s_wb_put(s, &s->put_chain, ck, rec, sizeof rec);
+    return s_put(s, t, s->chain, ck, sizeof ck, rec, sizeof rec);
 }
 
 static int s_del(ns_lstore_t *s, MDB_txn *t, MDB_dbi db, const void *k,
@@ -391,6 +443,8 @@ static int s_del(ns_lstore_t *s, MDB_txn *t, MDB_dbi db, const void *k,
 int ns_lstore_credit_del(ns_lstore_t *s, MDB_txn *t, const ns_hash_t src,
                          const uint8_t *to)
 {
+    if (s->put_credits.n)
+        return NS_ERR_STATE; /* ns_lstore_flush first */
     uint8_t key[64];
     s_key2(key, src, to);
     return s_del(s, t, s->credits, key, sizeof key);
@@ -402,7 +456,7 @@ int ns_lstore_entry_void(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
     uint8_t ck[40];
     const uint8_t *buf = NULL;
     size_t len = 0;
-    if (s->put_entries.n || s->put_chain.n)
+    if (s->put_entries.n || s->put_chain.n || s->put_credits.n)
         return NS_ERR_STATE; /* ns_lstore_flush first */
     ns_ledger_chain_key(ck, author, seq);
     uint8_t *copy = NULL; /* buf is in the map: not valid across a put */
@@ -448,7 +502,7 @@ int ns_lstore_prestate_get(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
 int ns_lstore_entry_bytes(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
                           const uint8_t **buf, size_t *len)
 {
-    const ns_lstore_pending_t *p = s_wb_find(s, &s->put_entries, id);
+    const ns_lstore_pending_t *p = s_wb_get(s, t, &s->put_entries, id);
     if (p) {
         *buf = p->val;
         *len = p->len;
@@ -481,8 +535,9 @@ int ns_lstore_entry_load(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
 int ns_lstore_entry_put(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
                         const uint8_t *buf, size_t len)
 {
-    (void)t; /* written into it by ns_lstore_flush */
-    return s_wb_put(s, &s->put_entries, id, buf, len);
+    if (t && t == s->wb_txn)
+        return s_wb_put(s, &s->put_entries, id, buf, len);
+    return s_put(s, t, s->entries, id, NS_HASH_BYTES, buf, len);
 }
 
 int ns_lstore_fork_put(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
@@ -525,6 +580,8 @@ int ns_lstore_open(ns_lstore_t *s, const char *dir, bool readonly,
     crypto_shorthash_keygen(s->wbuf_key);
     s->put_entries.klen = NS_HASH_BYTES;
     s->put_chain.klen = 40;
+    s->put_accounts.klen = NS_ID_BYTES;
+    s->put_credits.klen = 64;
     if ((r = ns_lstore_rc(s, mdb_env_create(&s->env))) != NS_OK)
         return r;
     mdb_env_set_maxdbs(s->env, 16);
@@ -573,6 +630,8 @@ void ns_lstore_close(ns_lstore_t *s)
 {
     s_wb_release(&s->put_entries);
     s_wb_release(&s->put_chain);
+    s_wb_release(&s->put_accounts);
+    s_wb_release(&s->put_credits);
     if (s->env)
         mdb_env_close(s->env);
     s->env = NULL;
@@ -595,8 +654,10 @@ int ns_lstore_commit(ns_lstore_t *s, MDB_txn *t)
 int ns_lstore_sum_accounts(ns_lstore_t *s, MDB_txn *t, uint64_t *sum)
 {
     MDB_cursor *c = NULL;
-    int rc = NS_OK;
     *sum = 0;
+    int rc = s_wb_flush_one(s, t, &s->put_accounts, s->accounts);
+    if (rc != NS_OK)
+        return rc;
     if (mdb_cursor_open(t, s->accounts, &c) == MDB_SUCCESS) {
         MDB_val k, v;
         int mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
@@ -618,7 +679,10 @@ int ns_lstore_sum_accounts(ns_lstore_t *s, MDB_txn *t, uint64_t *sum)
 int ns_lstore_count_accounts(ns_lstore_t *s, MDB_txn *t, uint64_t *n)
 {
     MDB_stat st;
-    int rc = ns_lstore_rc(s, mdb_stat(t, s->accounts, &st));
+    int rc = s_wb_flush_one(s, t, &s->put_accounts, s->accounts);
+    if (rc != NS_OK)
+        return rc;
+    rc = ns_lstore_rc(s, mdb_stat(t, s->accounts, &st));
     if (rc == NS_OK)
         *n = st.ms_entries;
     return rc;
@@ -630,6 +694,8 @@ uint32_t ns_lstore_unclaimed(ns_lstore_t *s, MDB_txn *t, const uint8_t *to,
 {
     MDB_cursor *c = NULL;
     uint32_t n = 0;
+    if (s_wb_flush_one(s, t, &s->put_credits, s->credits) != NS_OK)
+        return 0;
     if (mdb_cursor_open(t, s->credits, &c) == MDB_SUCCESS) {
         MDB_val k, v;
         int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
@@ -661,6 +727,8 @@ void ns_lstore_each_account(ns_lstore_t *s, MDB_txn *t,
                             bool (*fn)(void *u, const ns_account_t *a), void *u)
 {
     MDB_cursor *c = NULL;
+    if (s_wb_flush_one(s, t, &s->put_accounts, s->accounts) != NS_OK)
+        return;
     if (mdb_cursor_open(t, s->accounts, &c) == MDB_SUCCESS) {
         MDB_val k, v;
         int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
@@ -681,6 +749,8 @@ void ns_lstore_each_entry(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
                           bool (*fn)(void *u, const ns_entry_t *e), void *u)
 {
     MDB_cursor *c = NULL;
+    if (s_wb_flush_one(s, t, &s->put_chain, s->chain) != NS_OK)
+        return;
     if (mdb_cursor_open(t, s->chain, &c) == MDB_SUCCESS) {
         MDB_val k, v;
         uint8_t start[40] = {0};

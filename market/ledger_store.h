@@ -34,7 +34,7 @@
 #include <stdint.h>
 
 /* A record put in the open batch, not yet in its database. */
-#define NS_LSTORE_KEY_MAX 40
+#define NS_LSTORE_KEY_MAX 64 /* the largest key buffered: a credit's */
 typedef struct {
     uint8_t key[NS_LSTORE_KEY_MAX]; /* zero past the database's key size */
     uint8_t *val;                   /* malloc'd copy */
@@ -59,13 +59,18 @@ typedef struct {
     int last_rc;              /* LMDB or errno code of the last storage error */
     char last_error[128];     /* its text (mdb_strerror); "" if none */
     ns_ratelimit_t log_limit; /* storage error log lines */
-    /* Entries and chain records put in the open write transaction, kept
-     * here and written to their databases in key order by
-     * ns_lstore_flush (put one by one as entries come, an entry's id is
+    /* Entries, chain records, accounts and credits put in the batch (the
+     * write transaction wb_txn, set by the ledger; NULL: none), kept here
+     * and written to their databases in key order by ns_lstore_flush (put
+     * one by one as entries come, an entry's id or a credit's source is
      * random and lands on a leaf of its own, and each author's chain
-     * record on its author's leaf: far from the last put either way).
-     * Indexed by SipHash with a random key. */
-    ns_lstore_wbuf_t put_entries, put_chain;
+     * record on its author's leaf: far from the last put either way; an
+     * account is put again with each of its author's entries). Gets in
+     * wb_txn read them here first; puts in any other transaction (the
+     * child transactions of a fork, which come after a flush) go
+     * straight to LMDB. Indexed by SipHash with a random key. */
+    MDB_txn *wb_txn;
+    ns_lstore_wbuf_t put_entries, put_chain, put_accounts, put_credits;
     uint8_t wbuf_key[16];
 } ns_lstore_t;
 
@@ -115,8 +120,7 @@ int ns_lstore_pjob_put(ns_lstore_t *s, MDB_txn *t, const uint8_t *provider,
 /* Id of the entry (author, seq). */
 int ns_lstore_chain_get(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
                         uint64_t seq, ns_hash_t id) NS_MUST_CHECK;
-/* pre: author's account just before the entry at seq. Kept in memory
- * until ns_lstore_flush, as ns_lstore_entry_put. */
+/* pre: author's account just before the entry at seq. */
 int ns_lstore_chain_put(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
                         uint64_t seq, const ns_hash_t id,
                         const ns_account_t *pre) NS_MUST_CHECK;
@@ -140,17 +144,16 @@ int ns_lstore_entry_bytes(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
  * if b, its body. e borrows t's memory. NS_ERR_CORRUPT if unreadable. */
 int ns_lstore_entry_load(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
                          ns_entry_t *e, ns_entry_body_t *b) NS_MUST_CHECK;
-/* Store an entry's bytes in t: kept in memory (a copy) until
- * ns_lstore_flush writes them into t; ns_lstore_entry_bytes and
- * ns_lstore_entry_load find them meanwhile. t must be the one write
- * transaction entries and chain records are put in until the flush. */
+/* Store an entry's bytes in t (in wb_txn: kept in memory until
+ * ns_lstore_flush writes them into it; ns_lstore_entry_bytes and
+ * ns_lstore_entry_load find them meanwhile). */
 int ns_lstore_entry_put(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
                         const uint8_t *buf, size_t len) NS_MUST_CHECK;
-/* Write the kept entries and chain records into t in key order and
- * forget them (also on an error: t is then lost, and so are they).
- * Before t commits, before a child transaction of t is begun, and
- * before a cursor walks the chain database in t. */
-int ns_lstore_flush(ns_lstore_t *s, MDB_txn *t) NS_MUST_CHECK;
+/* Write the kept records into wb_txn in key order and forget them (also
+ * on an error: the transaction is then lost, and so are they). Before it
+ * commits and before a child transaction of it is begun; the queries
+ * that walk a database with a cursor flush that database's first. */
+int ns_lstore_flush(ns_lstore_t *s) NS_MUST_CHECK;
 /* Forget the kept records (t aborted). */
 void ns_lstore_drop(ns_lstore_t *s);
 int ns_lstore_fork_put(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
