@@ -397,7 +397,8 @@ static int s_bench_ingest(const char *base, uint32_t n_entries,
            "commits; raw verify %.2f us\n",
            (double)ingest_us / n_entries, (double)decode_us / n_entries,
            decoded, n_entries,
-           (double)(ingest_us - commit_us - decode_us) / n_entries,
+           ((double)ingest_us - (double)commit_us - (double)decode_us) /
+               n_entries,
            (double)commit_us / n_entries, (double)verify_us / n_entries);
     printf("    conservation            %s (sum %llu)\n",
            conserved ? "holds" : "BROKEN", (unsigned long long)sum);

@@ -28,6 +28,15 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+/* An author whose chain moved in the open batch, and where it ended
+ * before the batch. */
+typedef struct {
+    uint8_t id[NS_ID_BYTES];
+    uint64_t seq;
+    ns_hash_t head;
+    bool used;
+} s_moved_t;
+
 struct ns_ledger {
     ns_lstore_t store;
     MDB_txn *batch;               /* open write transaction, or NULL */
@@ -61,6 +70,15 @@ struct ns_ledger {
     int write_rc;
     char write_error[128];
     uint64_t write_failed_ms; /* ns_now_ms of the first failure */
+    /* The authors whose chains the open batch moved (an open-addressing
+     * set, cap a power of two, keyed by SipHash with a random key): the
+     * digest is moved for each once, when it is read or committed, not
+     * twice an entry. totals.digest leaves them out until then. */
+    struct {
+        s_moved_t *v;
+        uint32_t n, cap;
+        uint8_t key[crypto_shorthash_KEYBYTES];
+    } moved;
 };
 
 static const ns_hash_t s_zero;
@@ -111,11 +129,124 @@ static int s_batch(ns_ledger_t *l)
     int rc = ns_lstore_begin(&l->store, NULL, false, &l->batch);
     if (rc != NS_OK)
         s_write_failed(l, rc);
+    else
+        l->store.wb_txn = l->batch; /* its puts wait in the store */
     return rc;
+}
+
+/* ---- the digest of the batch's moved chains ------------------------------ */
+
+static uint32_t s_moved_slot(const ns_ledger_t *l, const uint8_t *id)
+{
+    uint8_t h[crypto_shorthash_BYTES];
+    uint32_t x;
+    crypto_shorthash(h, id, NS_ID_BYTES, l->moved.key);
+    memcpy(&x, h, sizeof x);
+    return x & (l->moved.cap - 1);
+}
+
+static s_moved_t *s_moved_find(ns_ledger_t *l, const uint8_t *id)
+{
+    if (!l->moved.n)
+        return NULL;
+    for (uint32_t i = s_moved_slot(l, id);; i = (i + 1) & (l->moved.cap - 1)) {
+        s_moved_t *m = &l->moved.v[i];
+        if (!m->used)
+            return NULL;
+        if (memcmp(m->id, id, NS_ID_BYTES) == 0)
+            return m;
+    }
+}
+
+/* A free slot for id, which is not in the set; NULL: no memory. */
+static s_moved_t *s_moved_add(ns_ledger_t *l, const uint8_t *id)
+{
+    if ((l->moved.n + 1) * 2 > l->moved.cap) { /* grow: at most half full */
+        uint32_t cap = l->moved.cap ? l->moved.cap * 2 : 1024;
+        s_moved_t *old = l->moved.v, *v = calloc(cap, sizeof *v);
+        uint32_t old_cap = l->moved.cap;
+        if (!v || cap < old_cap) {
+            free(v);
+            return NULL;
+        }
+        l->moved.v = v;
+        l->moved.cap = cap;
+        for (uint32_t i = 0; i < old_cap; i++) {
+            if (!old[i].used)
+                continue;
+            uint32_t k = s_moved_slot(l, old[i].id);
+            while (v[k].used)
+                k = (k + 1) & (cap - 1);
+            v[k] = old[i];
+        }
+        free(old);
+    }
+    uint32_t k = s_moved_slot(l, id);
+    while (l->moved.v[k].used)
+        k = (k + 1) & (l->moved.cap - 1);
+    l->moved.n++;
+    return &l->moved.v[k];
+}
+
+static void s_moved_clear(ns_ledger_t *l)
+{
+    if (l->moved.n)
+        memset(l->moved.v, 0, (size_t)l->moved.cap * sizeof *l->moved.v);
+    l->moved.n = 0;
+}
+
+/* The apply step's defer_digest: the author's chain moves past pre. The
+ * first move of an author in the batch keeps where its chain ended;
+ * false (the apply step moves the digest itself) when there is no memory
+ * for it. */
+static bool s_defer_digest(void *u, const ns_account_t *pre)
+{
+    ns_ledger_t *l = u;
+    if (s_moved_find(l, pre->id))
+        return true;
+    s_moved_t *m = s_moved_add(l, pre->id);
+    if (!m)
+        return false;
+    memcpy(m->id, pre->id, NS_ID_BYTES);
+    m->seq = pre->seq;
+    memcpy(m->head, pre->head, NS_HASH_BYTES);
+    m->used = true;
+    return true;
+}
+
+/* Move totals.digest for every chain the batch moved, from where it
+ * ended before the batch to where its account says it ends now, and
+ * empty the set. On a read error nothing changes. */
+static int s_digest_flush(ns_ledger_t *l)
+{
+    if (!l->moved.n)
+        return NS_OK;
+    if (!l->batch) { /* cannot be: the set lives in a batch */
+        s_moved_clear(l);
+        return NS_ERR_STATE;
+    }
+    ns_hash_t d;
+    memcpy(d, l->totals.digest, NS_HASH_BYTES);
+    for (uint32_t i = 0; i < l->moved.cap; i++) {
+        const s_moved_t *m = &l->moved.v[i];
+        ns_account_t now;
+        if (!m->used)
+            continue;
+        int rc = ns_lstore_account_get(&l->store, l->batch, m->id, &now);
+        if (rc != NS_OK)
+            return rc;
+        ns_rule_digest_move(d, m->id, m->seq, m->head, now.seq, now.head);
+    }
+    memcpy(l->totals.digest, d, NS_HASH_BYTES);
+    s_moved_clear(l);
+    return NS_OK;
 }
 
 static void s_batch_done(ns_ledger_t *l)
 {
+    s_moved_clear(l);
+    ns_lstore_drop(&l->store);
+    l->store.wb_txn = NULL;
     l->batch = NULL;
     l->dirty = false;
     l->batch_entries = 0;
@@ -163,7 +294,11 @@ int ns_ledger_commit(ns_ledger_t *l)
         s_batch_done(l);
         return NS_OK;
     }
-    int rc = s_totals_save(l->batch, l);
+    int rc = ns_lstore_flush(&l->store);
+    if (rc == NS_OK)
+        rc = s_digest_flush(l);
+    if (rc == NS_OK)
+        rc = s_totals_save(l->batch, l);
     if (rc != NS_OK)
         mdb_txn_abort(l->batch);
     else
@@ -331,6 +466,16 @@ static void s_batch_lost(ns_ledger_t *l, int rc)
 static int s_fork(ns_ledger_t *l, const uint8_t *buf, size_t len,
                   const ns_entry_t *e)
 {
+    /* What follows moves the digest as it goes, and works in child
+     * transactions, which see only what the batch itself holds (a fork
+     * is rare). A store error here loses the batch, as in s_store. */
+    int frc = ns_lstore_flush(&l->store);
+    if (frc == NS_OK)
+        frc = s_digest_flush(l);
+    if (frc != NS_OK) {
+        s_batch_lost(l, frc);
+        return frc;
+    }
     ns_ledger_totals_t saved = l->totals;
     /* Entries the stake voted for stay (docs/PROTOCOL.md,
      * "Confirmation"): the void starts past them. Asked before the child
@@ -439,7 +584,8 @@ static int s_adopt(ns_ledger_t *l, const uint8_t *buf, size_t len,
 {
     ns_ledger_totals_t saved = l->totals;
     ns_lapply_t ap = {&l->store, &l->totals, l->verifier, l->verifier_user,
-                      {0},       false,      true};
+                      {0},       false,      true,        s_defer_digest,
+                      l};
     int rc = ns_lapply_entry(&ap, l->batch, e, buf, len);
     if (rc == NS_OK) {
         s_stored(l, e, len);
@@ -471,7 +617,8 @@ static int s_store(ns_ledger_t *l, const uint8_t *buf, size_t len,
         return rc;
     ns_ledger_totals_t saved = l->totals;
     ns_lapply_t ap = {&l->store, &l->totals, l->verifier, l->verifier_user,
-                      {0},       false,      false};
+                      {0},       false,      false,       s_defer_digest,
+                      l};
     rc = ns_lapply_entry(&ap, l->batch, e, buf, len);
     if (rc == NS_OK) {
         s_stored(l, e, len);
@@ -734,6 +881,7 @@ static ns_ledger_t *s_open(const char *dir, const ns_genesis_t *g,
                  NS_LEDGER_BUFFER_AUTHOR_BYTES);
     memcpy(l->store.network_id, g->network_id, NS_HASH_BYTES);
     l->readonly = readonly;
+    crypto_shorthash_keygen(l->moved.key);
     char datafile[PATH_MAX];
     if (readonly &&
         (ns_path_join(datafile, sizeof datafile, dir, "data.mdb") != NS_OK ||
@@ -829,6 +977,7 @@ void ns_ledger_close(ns_ledger_t **pl)
                  ns_errname(rc), l->store.last_error);
     ns_lbuf_release(&l->pending);
     ns_lstore_close(&l->store);
+    free(l->moved.v);
     free(l);
     *pl = NULL;
 }
@@ -1067,6 +1216,7 @@ void ns_ledger_each_entry(ns_ledger_t *l, const uint8_t *author,
 {
     MDB_txn *t;
     bool own;
+
     if (s_read_txn(l, &t, &own) != NS_OK)
         return;
     ns_lstore_each_entry(&l->store, t, author, fn, u);
@@ -1089,6 +1239,9 @@ void ns_ledger_stats(ns_ledger_t *l, ns_ledger_stats_t *s)
     s->burned = l->totals.burned;
     s->pending_credit = l->totals.pending;
     s->forks = l->totals.forks;
+    /* a read error leaves the moves of the open batch out; its commit
+     * fails on the same error */
+    (void)s_digest_flush(l);
     s->buffered = l->pending.n;
     s->buffered_bytes = l->pending.bytes;
     s->buffer_evicted = l->pending.evicted;

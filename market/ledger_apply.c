@@ -345,7 +345,8 @@ int ns_lapply_entry(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
     if ((rc = s_apply_refs(ap, t, e, &a, &w)) != NS_OK ||
         (rc = s_apply_body(ap, t, e, &a, &w, &b, &io)) != NS_OK)
         return rc;
-    ns_rule_advance(&a, e, ap->totals);
+    bool deferred = ap->defer_digest && ap->defer_digest(ap->defer_user, &pre);
+    ns_rule_advance(&a, e, ap->totals, !deferred);
     a.banned = banned;
     ap->wrote = true;
     if ((rc = s_write(ap, t, e, &w, &io)) ||

@@ -16,8 +16,13 @@ typedef struct {
     ns_hash_t missing; /* out: on NS_ERR_MISSING, the entry needed */
     bool wrote;        /* out: the entry passed every check and writing
                           began (an error then is the store's) */
-    bool adopt; /* in: e is confirmed; apply it although its author is
-                   banned (the author stays banned) */
+    bool adopt;        /* in: e is confirmed; apply it although its author is
+                          banned (the author stays banned) */
+    /* NULL, or: called with the author's account before an entry that
+     * passed every check; true: the caller moves the digest for it
+     * later (ns_rule_digest_move), false: it is moved here. */
+    bool (*defer_digest)(void *u, const ns_account_t *pre);
+    void *defer_user;
 } ns_lapply_t;
 
 /* Validate the decoded entry e (encoded in buf) against its author's

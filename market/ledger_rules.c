@@ -49,15 +49,29 @@ int ns_rule_chain(const ns_account_t *a, const ns_entry_t *e,
 }
 
 void ns_rule_advance(ns_account_t *a, const ns_entry_t *e,
-                     ns_ledger_totals_t *totals)
+                     ns_ledger_totals_t *totals, bool digest)
 {
-    if (a->seq)
+    if (digest && a->seq)
         s_digest_step(totals->digest, e->author, a->seq, a->head);
     a->seq = e->seq;
     memcpy(a->head, e->id, NS_HASH_BYTES);
     a->head_timestamp_ms = e->timestamp_ms;
-    s_digest_step(totals->digest, e->author, a->seq, a->head);
+    if (digest)
+        s_digest_step(totals->digest, e->author, a->seq, a->head);
     totals->entries++;
+}
+
+void ns_rule_digest_move(ns_hash_t digest, const uint8_t *author,
+                         uint64_t from_seq, const ns_hash_t from_head,
+                         uint64_t to_seq, const ns_hash_t to_head)
+{
+    if (from_seq == to_seq &&
+        (from_seq == 0 || memcmp(from_head, to_head, NS_HASH_BYTES) == 0))
+        return;
+    if (from_seq)
+        s_digest_step(digest, author, from_seq, from_head);
+    if (to_seq)
+        s_digest_step(digest, author, to_seq, to_head);
 }
 
 void ns_rule_rewind(ns_account_t *a, const ns_account_t *pre,

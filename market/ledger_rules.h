@@ -75,9 +75,16 @@ void ns_rule_genesis(const ns_genesis_t *g, uint32_t i, ns_account_t *a);
  * at e->seq, needed when e->seq <= a->seq), BANNED, GAP, PREV or STALE. */
 int ns_rule_chain(const ns_account_t *a, const ns_entry_t *e,
                   const ns_hash_t have);
-/* e becomes its author's head; the digest follows. */
+/* e becomes its author's head; the digest follows unless digest is
+ * false (the caller then moves it with ns_rule_digest_move, once for all
+ * the entries of a batch). */
 void ns_rule_advance(ns_account_t *a, const ns_entry_t *e,
-                     ns_ledger_totals_t *totals);
+                     ns_ledger_totals_t *totals, bool digest);
+/* The digest of a chain of author that ended at (from_seq, from_head)
+ * and now ends at (to_seq, to_head) (seq 0: no entries). */
+void ns_rule_digest_move(ns_hash_t digest, const uint8_t *author,
+                         uint64_t from_seq, const ns_hash_t from_head,
+                         uint64_t to_seq, const ns_hash_t to_head);
 
 /* A forked author goes back to pre, its account just before the forked
  * seq, banned; the digest follows (its chain now ends at pre's head). */

@@ -8,6 +8,7 @@
 #include "nightshift/util.h"
 
 #include <errno.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +67,191 @@ int ns_lstore_rc(ns_lstore_t *s, int rc)
     return err;
 }
 
+/* ---- records of the open batch ------------------------------------------ */
+
+_Static_assert(NS_LSTORE_KEY_MAX >= 64 && NS_LSTORE_KEY_MAX >= 40 &&
+                   NS_LSTORE_KEY_MAX >= NS_HASH_BYTES,
+               "keys of the buffered databases: credits, chain, entries");
+_Static_assert(sizeof(((ns_lstore_t *)0)->wbuf_key) ==
+                   crypto_shorthash_KEYBYTES,
+               "SipHash key size");
+
+static uint32_t s_wb_slot(const ns_lstore_t *s, const ns_lstore_wbuf_t *w,
+                          const uint8_t *key)
+{
+    uint8_t h[crypto_shorthash_BYTES];
+    uint32_t x;
+    crypto_shorthash(h, key, w->klen, s->wbuf_key);
+    memcpy(&x, h, sizeof x);
+    return x & (w->n_slots - 1);
+}
+
+static ns_lstore_pending_t *
+s_wb_find(const ns_lstore_t *s, const ns_lstore_wbuf_t *w, const uint8_t *key)
+{
+    if (!w->n)
+        return NULL;
+    for (uint32_t i = s_wb_slot(s, w, key);; i = (i + 1) & (w->n_slots - 1)) {
+        uint32_t k = w->slots[i];
+        if (!k)
+            return NULL;
+        if (memcmp(w->v[k - 1].key, key, w->klen) == 0)
+            return &w->v[k - 1];
+    }
+}
+
+static void s_wb_index(const ns_lstore_t *s, ns_lstore_wbuf_t *w, uint32_t k)
+{
+    uint32_t i = s_wb_slot(s, w, w->v[k].key);
+    while (w->slots[i])
+        i = (i + 1) & (w->n_slots - 1);
+    w->slots[i] = k + 1;
+}
+
+/* Room for one more: v and the index grown as needed. */
+static int s_wb_room(const ns_lstore_t *s, ns_lstore_wbuf_t *w)
+{
+    if (w->n == w->cap) {
+        uint32_t cap = w->cap ? w->cap * 2 : 1024;
+        ns_lstore_pending_t *v =
+            cap > w->cap ? realloc(w->v, cap * sizeof *v) : NULL;
+        if (!v)
+            return NS_ERR_NOMEM;
+        w->v = v;
+        w->cap = cap;
+    }
+    if ((w->n + 1) * 2 > w->n_slots) {
+        uint32_t n_slots = w->n_slots ? w->n_slots * 2 : 2048;
+        uint32_t *slots =
+            n_slots > w->n_slots ? calloc(n_slots, sizeof *slots) : NULL;
+        if (!slots)
+            return NS_ERR_NOMEM;
+        free(w->slots);
+        w->slots = slots;
+        w->n_slots = n_slots;
+        for (uint32_t k = 0; k < w->n; k++)
+            s_wb_index(s, w, k);
+    }
+    return NS_OK;
+}
+
+/* Keep a copy of (key, val); put again, the last one stands, as in the
+ * database. */
+static int s_wb_put(const ns_lstore_t *s, ns_lstore_wbuf_t *w,
+                    const uint8_t *key, const void *val, size_t len)
+{
+    ns_lstore_pending_t *p = s_wb_find(s, w, key);
+    if (p && p->len == len) {
+        memcpy(p->val, val, len);
+        return NS_OK;
+    }
+    uint8_t *copy = malloc(len ? len : 1);
+    if (!copy)
+        return NS_ERR_NOMEM;
+    memcpy(copy, val, len);
+    if (p) {
+        free(p->val);
+        p->val = copy;
+        p->len = len;
+        return NS_OK;
+    }
+    if (s_wb_room(s, w) != NS_OK) {
+        free(copy);
+        return NS_ERR_NOMEM;
+    }
+    p = &w->v[w->n];
+    memset(p->key, 0, sizeof p->key);
+    memcpy(p->key, key, w->klen);
+    p->val = copy;
+    p->len = len;
+    s_wb_index(s, w, w->n++);
+    return NS_OK;
+}
+
+static void s_wb_drop(ns_lstore_wbuf_t *w)
+{
+    if (!w->n)
+        return;
+    for (uint32_t k = 0; k < w->n; k++)
+        free(w->v[k].val);
+    memset(w->slots, 0, (size_t)w->n_slots * sizeof *w->slots);
+    w->n = 0;
+}
+
+static void s_wb_release(ns_lstore_wbuf_t *w)
+{
+    s_wb_drop(w);
+    free(w->v);
+    free(w->slots);
+    w->v = NULL;
+    w->slots = NULL;
+    w->cap = w->n_slots = 0;
+}
+
+/* Keys are zero past klen: comparing all of them orders as LMDB does. */
+static int s_wb_cmp(const void *x, const void *y)
+{
+    return memcmp(((const ns_lstore_pending_t *)x)->key,
+                  ((const ns_lstore_pending_t *)y)->key, NS_LSTORE_KEY_MAX);
+}
+
+/* In key order through one cursor: each put starts from the leaf the
+ * last one wrote, most often the same or the next. */
+static int s_wb_flush(ns_lstore_t *s, MDB_txn *t, ns_lstore_wbuf_t *w,
+                      MDB_dbi db)
+{
+    if (!w->n)
+        return NS_OK;
+    qsort(w->v, w->n, sizeof *w->v, s_wb_cmp);
+    MDB_cursor *c = NULL;
+    int rc = ns_lstore_rc(s, mdb_cursor_open(t, db, &c));
+    for (uint32_t k = 0; rc == NS_OK && k < w->n; k++) {
+        MDB_val key = {w->klen, w->v[k].key}, val = {w->v[k].len, w->v[k].val};
+        rc = ns_lstore_rc(s, mdb_cursor_put(c, &key, &val, 0));
+    }
+    if (c)
+        mdb_cursor_close(c);
+    s_wb_drop(w);
+    return rc;
+}
+
+int ns_lstore_flush(ns_lstore_t *s)
+{
+    MDB_txn *t = s->wb_txn;
+    int rc = NS_OK;
+    if (t && (rc = s_wb_flush(s, t, &s->put_entries, s->entries)) == NS_OK &&
+        (rc = s_wb_flush(s, t, &s->put_chain, s->chain)) == NS_OK &&
+        (rc = s_wb_flush(s, t, &s->put_accounts, s->accounts)) == NS_OK)
+        rc = s_wb_flush(s, t, &s->put_credits, s->credits);
+    ns_lstore_drop(s);
+    return rc;
+}
+
+void ns_lstore_drop(ns_lstore_t *s)
+{
+    s_wb_drop(&s->put_entries);
+    s_wb_drop(&s->put_chain);
+    s_wb_drop(&s->put_accounts);
+    s_wb_drop(&s->put_credits);
+}
+
+/* w's records, before a cursor walks its database in t. */
+static int s_wb_flush_one(ns_lstore_t *s, MDB_txn *t, ns_lstore_wbuf_t *w,
+                          MDB_dbi db)
+{
+    if (!w->n || t != s->wb_txn)
+        return NS_OK;
+    return s_wb_flush(s, t, w, db);
+}
+
+/* The batch's record under key, or NULL (t another transaction). */
+static const ns_lstore_pending_t *s_wb_get(const ns_lstore_t *s, MDB_txn *t,
+                                           const ns_lstore_wbuf_t *w,
+                                           const uint8_t *key)
+{
+    return t && t == s->wb_txn ? s_wb_find(s, w, key) : NULL;
+}
+
 /* ---- typed get/put ------------------------------------------------------- */
 
 static int s_get(ns_lstore_t *s, MDB_txn *t, MDB_dbi db, const void *k,
@@ -97,6 +283,13 @@ static void s_key2(uint8_t out[64], const uint8_t *a, const uint8_t *b)
 int ns_lstore_account_get(ns_lstore_t *s, MDB_txn *t, const uint8_t *id,
                           ns_account_t *a)
 {
+    const ns_lstore_pending_t *p = s_wb_get(s, t, &s->put_accounts, id);
+    if (p) {
+        if (p->len != sizeof *a)
+            return NS_ERR_CORRUPT;
+        memcpy(a, p->val, sizeof *a);
+        return NS_OK;
+    }
     int rc = s_get(s, t, s->accounts, id, NS_ID_BYTES, a, sizeof *a);
     if (rc == NS_ERR_NOTFOUND) {
         memset(a, 0, sizeof *a);
@@ -108,6 +301,8 @@ int ns_lstore_account_get(ns_lstore_t *s, MDB_txn *t, const uint8_t *id,
 
 int ns_lstore_account_put(ns_lstore_t *s, MDB_txn *t, const ns_account_t *a)
 {
+    if (t && t == s->wb_txn)
+        return s_wb_put(s, &s->put_accounts, a->id, a, sizeof *a);
     return s_put(s, t, s->accounts, a->id, NS_ID_BYTES, a, sizeof *a);
 }
 
@@ -142,13 +337,26 @@ static int s_put2(ns_lstore_t *s, MDB_txn *t, MDB_dbi db, const uint8_t *a,
 int ns_lstore_credit_get(ns_lstore_t *s, MDB_txn *t, const ns_hash_t src,
                          const uint8_t *to, ns_credit_rec_t *c)
 {
-    return s_get2(s, t, s->credits, src, to, c, sizeof *c);
+    uint8_t key[64];
+    s_key2(key, src, to);
+    const ns_lstore_pending_t *p = s_wb_get(s, t, &s->put_credits, key);
+    if (p) {
+        if (p->len != sizeof *c)
+            return NS_ERR_CORRUPT;
+        memcpy(c, p->val, sizeof *c);
+        return NS_OK;
+    }
+    return s_get(s, t, s->credits, key, sizeof key, c, sizeof *c);
 }
 
 int ns_lstore_credit_put(ns_lstore_t *s, MDB_txn *t, const ns_hash_t src,
                          const uint8_t *to, const ns_credit_rec_t *c)
 {
-    return s_put2(s, t, s->credits, src, to, c, sizeof *c);
+    uint8_t key[64];
+    s_key2(key, src, to);
+    if (t && t == s->wb_txn)
+        return s_wb_put(s, &s->put_credits, key, c, sizeof *c);
+    return s_put(s, t, s->credits, key, sizeof key, c, sizeof *c);
 }
 
 int ns_lstore_lock_get(ns_lstore_t *s, MDB_txn *t, const uint8_t *provider,
@@ -186,6 +394,12 @@ static int s_chain_rec(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
 {
     uint8_t ck[40];
     ns_ledger_chain_key(ck, author, seq);
+    const ns_lstore_pending_t *p = s_wb_get(s, t, &s->put_chain, ck);
+    if (p) {
+        val->mv_size = p->len;
+        val->mv_data = p->val;
+        return NS_OK;
+    }
     MDB_val key = {sizeof ck, ck};
     int rc = mdb_get(t, s->chain, &key, val);
     if (rc != MDB_SUCCESS)
@@ -213,6 +427,8 @@ int ns_lstore_chain_put(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
     ns_ledger_chain_key(ck, author, seq);
     memcpy(rec, id, NS_HASH_BYTES);
     memcpy(rec + NS_HASH_BYTES, pre, sizeof *pre);
+    if (t && t == s->wb_txn)
+        return s_wb_put(s, &s->put_chain, ck, rec, sizeof rec);
     return s_put(s, t, s->chain, ck, sizeof ck, rec, sizeof rec);
 }
 
@@ -227,6 +443,8 @@ static int s_del(ns_lstore_t *s, MDB_txn *t, MDB_dbi db, const void *k,
 int ns_lstore_credit_del(ns_lstore_t *s, MDB_txn *t, const ns_hash_t src,
                          const uint8_t *to)
 {
+    if (s->put_credits.n)
+        return NS_ERR_STATE; /* ns_lstore_flush first */
     uint8_t key[64];
     s_key2(key, src, to);
     return s_del(s, t, s->credits, key, sizeof key);
@@ -243,6 +461,8 @@ int ns_lstore_entry_void(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
     uint8_t ck[40];
     const uint8_t *buf = NULL;
     size_t len = 0;
+    if (s->put_entries.n || s->put_chain.n || s->put_credits.n)
+        return NS_ERR_STATE; /* ns_lstore_flush first */
     ns_ledger_chain_key(ck, author, seq);
     uint8_t *copy = NULL; /* buf is in the map: not valid across a put */
     int rc = ns_lstore_entry_bytes(s, t, id, &buf, &len);
@@ -299,6 +519,12 @@ int ns_lstore_prestate_get(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
 int ns_lstore_entry_bytes(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
                           const uint8_t **buf, size_t *len)
 {
+    const ns_lstore_pending_t *p = s_wb_get(s, t, &s->put_entries, id);
+    if (p) {
+        *buf = p->val;
+        *len = p->len;
+        return NS_OK;
+    }
     MDB_val key = {NS_HASH_BYTES, s_unconst(id)}, val;
     int rc = mdb_get(t, s->entries, &key, &val);
     if (rc != MDB_SUCCESS)
@@ -326,6 +552,8 @@ int ns_lstore_entry_load(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
 int ns_lstore_entry_put(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
                         const uint8_t *buf, size_t len)
 {
+    if (t && t == s->wb_txn)
+        return s_wb_put(s, &s->put_entries, id, buf, len);
     return s_put(s, t, s->entries, id, NS_HASH_BYTES, buf, len);
 }
 
@@ -366,6 +594,11 @@ int ns_lstore_open(ns_lstore_t *s, const char *dir, bool readonly,
 {
     int r;
     *t = NULL;
+    crypto_shorthash_keygen(s->wbuf_key);
+    s->put_entries.klen = NS_HASH_BYTES;
+    s->put_chain.klen = 40;
+    s->put_accounts.klen = NS_ID_BYTES;
+    s->put_credits.klen = 64;
     if ((r = ns_lstore_rc(s, mdb_env_create(&s->env))) != NS_OK)
         return r;
     mdb_env_set_maxdbs(s->env, 16);
@@ -412,6 +645,10 @@ int ns_lstore_open(ns_lstore_t *s, const char *dir, bool readonly,
 
 void ns_lstore_close(ns_lstore_t *s)
 {
+    s_wb_release(&s->put_entries);
+    s_wb_release(&s->put_chain);
+    s_wb_release(&s->put_accounts);
+    s_wb_release(&s->put_credits);
     if (s->env)
         mdb_env_close(s->env);
     s->env = NULL;
@@ -434,8 +671,10 @@ int ns_lstore_commit(ns_lstore_t *s, MDB_txn *t)
 int ns_lstore_sum_accounts(ns_lstore_t *s, MDB_txn *t, uint64_t *sum)
 {
     MDB_cursor *c = NULL;
-    int rc = NS_OK;
     *sum = 0;
+    int rc = s_wb_flush_one(s, t, &s->put_accounts, s->accounts);
+    if (rc != NS_OK)
+        return rc;
     if (mdb_cursor_open(t, s->accounts, &c) == MDB_SUCCESS) {
         MDB_val k, v;
         int mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
@@ -457,7 +696,10 @@ int ns_lstore_sum_accounts(ns_lstore_t *s, MDB_txn *t, uint64_t *sum)
 int ns_lstore_count_accounts(ns_lstore_t *s, MDB_txn *t, uint64_t *n)
 {
     MDB_stat st;
-    int rc = ns_lstore_rc(s, mdb_stat(t, s->accounts, &st));
+    int rc = s_wb_flush_one(s, t, &s->put_accounts, s->accounts);
+    if (rc != NS_OK)
+        return rc;
+    rc = ns_lstore_rc(s, mdb_stat(t, s->accounts, &st));
     if (rc == NS_OK)
         *n = st.ms_entries;
     return rc;
@@ -469,6 +711,8 @@ uint32_t ns_lstore_unclaimed(
 {
     MDB_cursor *c = NULL;
     uint32_t n = 0;
+    if (s_wb_flush_one(s, t, &s->put_credits, s->credits) != NS_OK)
+        return 0;
     if (mdb_cursor_open(t, s->credits, &c) == MDB_SUCCESS) {
         MDB_val k, v;
         int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
@@ -501,6 +745,8 @@ void ns_lstore_each_account(ns_lstore_t *s, MDB_txn *t,
                             bool (*fn)(void *u, const ns_account_t *a), void *u)
 {
     MDB_cursor *c = NULL;
+    if (s_wb_flush_one(s, t, &s->put_accounts, s->accounts) != NS_OK)
+        return;
     if (mdb_cursor_open(t, s->accounts, &c) == MDB_SUCCESS) {
         MDB_val k, v;
         int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
@@ -521,6 +767,8 @@ void ns_lstore_each_entry(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
                           bool (*fn)(void *u, const ns_entry_t *e), void *u)
 {
     MDB_cursor *c = NULL;
+    if (s_wb_flush_one(s, t, &s->put_chain, s->chain) != NS_OK)
+        return;
     if (mdb_cursor_open(t, s->chain, &c) == MDB_SUCCESS) {
         MDB_val k, v;
         uint8_t start[40] = {0};
@@ -532,11 +780,13 @@ void ns_lstore_each_entry(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
         while (rc == MDB_SUCCESS) {
             if (author && memcmp(k.mv_data, author, 32))
                 break;
-            MDB_val ek = {NS_HASH_BYTES, v.mv_data}, ev;
+            ns_hash_t id;
+            const uint8_t *buf = NULL;
+            size_t len = 0;
             ns_entry_t e;
-            if (mdb_get(t, s->entries, &ek, &ev) == MDB_SUCCESS &&
-                ns_entry_parse(ev.mv_data, ev.mv_size, s->network_id, &e) ==
-                    NS_OK &&
+            memcpy(id, v.mv_data, NS_HASH_BYTES);
+            if (ns_lstore_entry_bytes(s, t, id, &buf, &len) == NS_OK &&
+                ns_entry_parse(buf, len, s->network_id, &e) == NS_OK &&
                 !fn(u, &e))
                 break;
             rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);

@@ -33,6 +33,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* A record put in the open batch, not yet in its database. */
+#define NS_LSTORE_KEY_MAX 64 /* the largest key buffered: a credit's */
+typedef struct {
+    uint8_t key[NS_LSTORE_KEY_MAX]; /* zero past the database's key size */
+    uint8_t *val;                   /* malloc'd copy */
+    size_t len;
+} ns_lstore_pending_t;
+
+/* The records put in one database in the open batch: v in arrival
+ * order, slots an open-addressing index into it (i + 1, 0 empty). */
+typedef struct {
+    size_t klen; /* the database's key size */
+    ns_lstore_pending_t *v;
+    uint32_t n, cap;
+    uint32_t *slots;
+    uint32_t n_slots; /* a power of two, at least 2 n */
+} ns_lstore_wbuf_t;
+
 typedef struct {
     MDB_env *env;
     MDB_dbi entries, chain, accounts, credits, locks, pjobs, jobs, forks,
@@ -41,6 +59,19 @@ typedef struct {
     int last_rc;              /* LMDB or errno code of the last storage error */
     char last_error[128];     /* its text (mdb_strerror); "" if none */
     ns_ratelimit_t log_limit; /* storage error log lines */
+    /* Entries, chain records, accounts and credits put in the batch (the
+     * write transaction wb_txn, set by the ledger; NULL: none), kept here
+     * and written to their databases in key order by ns_lstore_flush (put
+     * one by one as entries come, an entry's id or a credit's source is
+     * random and lands on a leaf of its own, and each author's chain
+     * record on its author's leaf: far from the last put either way; an
+     * account is put again with each of its author's entries). Gets in
+     * wb_txn read them here first; puts in any other transaction (the
+     * child transactions of a fork, which come after a flush) go
+     * straight to LMDB. Indexed by SipHash with a random key. */
+    MDB_txn *wb_txn;
+    ns_lstore_wbuf_t put_entries, put_chain, put_accounts, put_credits;
+    uint8_t wbuf_key[16];
 } ns_lstore_t;
 
 /* LMDB (or errno) code -> ns_err: MDB_MAP_FULL is NS_ERR_MAPFULL, other
@@ -115,8 +146,18 @@ int ns_lstore_entry_bytes(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
  * if b, its body. e borrows t's memory. NS_ERR_CORRUPT if unreadable. */
 int ns_lstore_entry_load(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
                          ns_entry_t *e, ns_entry_body_t *b) NS_MUST_CHECK;
+/* Store an entry's bytes in t (in wb_txn: kept in memory until
+ * ns_lstore_flush writes them into it; ns_lstore_entry_bytes and
+ * ns_lstore_entry_load find them meanwhile). */
 int ns_lstore_entry_put(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
                         const uint8_t *buf, size_t len) NS_MUST_CHECK;
+/* Write the kept records into wb_txn in key order and forget them (also
+ * on an error: the transaction is then lost, and so are they). Before it
+ * commits and before a child transaction of it is begun; the queries
+ * that walk a database with a cursor flush that database's first. */
+int ns_lstore_flush(ns_lstore_t *s) NS_MUST_CHECK;
+/* Forget the kept records (t aborted). */
+void ns_lstore_drop(ns_lstore_t *s);
 int ns_lstore_fork_put(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
                        const ns_fork_rec_t *f, const uint8_t *buf,
                        size_t len) NS_MUST_CHECK;

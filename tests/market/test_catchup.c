@@ -5,7 +5,9 @@
  * ledger backwards, author by author (as a range pull does), and shuffled.
  * With the old 4096-entry buffer the oldest waiting entries were dropped
  * before what they waited for came, and the catch-up never finished; each
- * order must now end with exactly the state of in-order delivery. */
+ * order must now end with exactly the state of in-order delivery. Also:
+ * the open batch (its records in the store's write buffer, not yet in
+ * LMDB) answers every query as the committed ledger does. */
 #include "../check.h"
 #include "ledger_fixture.h"
 
@@ -216,6 +218,105 @@ TEST(interdependent_authors_any_order)
     s_check_order("shuffled", order, false);
 }
 
+static bool s_count_entry(void *u, const ns_entry_t *e)
+{
+    (void)e;
+    (*(uint32_t *)u)++;
+    return true;
+}
+
+/* Over every entry: transfers, their credits found, those taken in, and
+ * the open credits ns_ledger_unclaimed lists. */
+static void s_credits(ns_ledger_t *l, uint32_t *transfers, uint32_t *credits,
+                      uint32_t *claimed, uint32_t *open)
+{
+    for (uint32_t i = 0; i < N; i++) {
+        ns_entry_t e;
+        ns_entry_body_t b;
+        uint64_t amount = 0;
+        bool taken = false;
+        if (ns_entry_parse(s_e[i].data, s_e[i].len, s_gen.network_id, &e) !=
+                NS_OK ||
+            ns_entry_body_decode(&e, &b) != NS_OK ||
+            e.type != NS_ENTRY_TRANSFER)
+            continue;
+        (*transfers)++;
+        if (ns_ledger_credit(l, e.id, b.to, &amount, &taken) == NS_OK) {
+            (*credits)++;
+            *claimed += taken;
+        }
+    }
+    for (uint32_t k = 0; k < AUTHORS; k++) {
+        uint8_t ids[NS_MAX_REFS * NS_HASH_BYTES];
+        *open +=
+            ns_ledger_unclaimed(l, ns_identity_pk(s_a[k].id), ids, NS_MAX_REFS);
+    }
+}
+
+/* The records of the open batch wait in the store's write buffer until
+ * the commit: every query must answer from them as it does once they
+ * are in LMDB (the in-order ledger, committed, is s_want). */
+TEST(open_batch_answers_as_committed)
+{
+    ns_ledger_t *l = s_open("open-batch");
+    if (!l)
+        return;
+    CHECK(N < NS_LEDGER_COMMIT_ENTRIES); /* all in one batch */
+    uint32_t stored = 0;
+    for (uint32_t i = 0; i < N; i++)
+        stored +=
+            ns_ledger_ingest(l, s_e[i].data, s_e[i].len, NULL, NULL) == NS_OK;
+    CHECK_EQ_INT(stored, N);
+    uint32_t entries;
+    uint64_t bytes;
+    ns_ledger_uncommitted(l, &entries, &bytes);
+    CHECK_EQ_INT(entries, N); /* nothing committed yet */
+    /* Each entry by (author, seq), from the buffer: entry i is author
+     * i % AUTHORS's (i / AUTHORS + 1)-th. */
+    uint32_t same = 0;
+    for (uint32_t i = 0; i < N; i++) {
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        if (ns_ledger_get(l, ns_identity_pk(s_a[s_who[i]].id), i / AUTHORS + 1,
+                          &buf, &len) == NS_OK &&
+            len == s_e[i].len && memcmp(buf, s_e[i].data, len) == 0)
+            same++;
+        free(buf);
+    }
+    CHECK_EQ_INT(same, N);
+    /* Accounts, stats, digest and conservation before the commit. */
+    fx_snap_of(l, &s_got);
+    char why[512];
+    if (!CHECK(fx_snap_same(&s_want, &s_got, why, sizeof why)))
+        ns_test_fail(__FILE__, __LINE__, "open batch: %s", why);
+    /* Every transfer's credit, and whether it was taken in. */
+    uint32_t transfers = 0, credits = 0, claimed_n = 0, open = 0;
+    s_credits(l, &transfers, &credits, &claimed_n, &open);
+    CHECK(transfers > 0);
+    CHECK_EQ_INT(credits, transfers);
+    /* A walk over every chain (a cursor: the buffer goes in first). */
+    uint32_t walked = 0;
+    ns_ledger_each_entry(l, NULL, s_count_entry, &walked);
+    CHECK_EQ_INT(walked, N);
+    /* Committed and opened again: the same. */
+    CHECK_RC(ns_ledger_commit(l), NS_OK);
+    ns_ledger_close(&l);
+    if (!(l = s_open("open-batch")))
+        return;
+    fx_snap_of(l, &s_got);
+    if (!CHECK(fx_snap_same(&s_want, &s_got, why, sizeof why)))
+        ns_test_fail(__FILE__, __LINE__, "reopened: %s", why);
+    uint32_t transfers2 = 0, credits2 = 0, claimed2 = 0, open2 = 0;
+    s_credits(l, &transfers2, &credits2, &claimed2, &open2);
+    CHECK_EQ_INT(credits2, credits);
+    CHECK_EQ_INT(claimed2, claimed_n);
+    CHECK_EQ_INT(open2, open);
+    walked = 0;
+    ns_ledger_each_entry(l, NULL, s_count_entry, &walked);
+    CHECK_EQ_INT(walked, N);
+    ns_ledger_close(&l);
+}
+
 int main(void)
 {
     if (sodium_init() < 0)
@@ -223,6 +324,8 @@ int main(void)
     bool ok = s_setup();
     if (ok)
         RUN(interdependent_authors_any_order);
+    if (ok)
+        RUN(open_batch_answers_as_committed);
     else
         ns_test_fail(__FILE__, __LINE__, "setup failed");
     for (uint32_t i = 0; i < N; i++)
