@@ -147,6 +147,7 @@ void ns_p2p_destroy(ns_p2p_t **pp)
         zmq_ctx_term(p->ctx);
     ns_seen_release(&p->seen);
     free(p->spare_hb);
+    free(p->told_hb);
     ns_buf_release(&p->last_hb);
     ns_buf_release(&p->scratch);
     ns_buf_release(&p->body);
@@ -260,6 +261,38 @@ int ns_p2p_publish_also(ns_p2p_t *p, uint8_t type, const uint8_t *body,
     return rc;
 }
 
+/* Whether two heartbeats say the same, their sending time aside. Field
+ * by field: decoded structs hold stale bytes past each string's end. */
+static bool s_devinfo_same(const ns_devinfo_t *a, const ns_devinfo_t *b)
+{
+    return strcmp(a->name, b->name) == 0 && strcmp(a->vendor, b->vendor) == 0 &&
+           a->type == b->type && a->global_mem_bytes == b->global_mem_bytes &&
+           a->max_alloc_bytes == b->max_alloc_bytes &&
+           a->compute_units == b->compute_units &&
+           a->clock_mhz == b->clock_mhz &&
+           strcmp(a->cl_c_version, b->cl_c_version) == 0 &&
+           memcmp(&a->gflops, &b->gflops, sizeof a->gflops) == 0 &&
+           memcmp(&a->gbps, &b->gbps, sizeof a->gbps) == 0;
+}
+
+static bool s_heartbeat_same(const ns_heartbeat_t *a, const ns_heartbeat_t *b)
+{
+    if (memcmp(a->network_id, b->network_id, NS_HASH_BYTES) != 0 ||
+        strcmp(a->endpoint, b->endpoint) != 0 ||
+        strcmp(a->version, b->version) != 0 ||
+        a->interval_ms != b->interval_ms || a->price != b->price ||
+        a->stake != b->stake || strcmp(a->region, b->region) != 0 ||
+        a->free_slots != b->free_slots ||
+        a->ledger_entries != b->ledger_entries ||
+        memcmp(a->ledger_digest, b->ledger_digest, NS_HASH_BYTES) != 0 ||
+        a->n_devices != b->n_devices || a->flags != b->flags)
+        return false;
+    for (uint32_t i = 0; i < a->n_devices && i < NS_MAX_DEVICES; i++)
+        if (!s_devinfo_same(&a->devices[i], &b->devices[i]))
+            return false;
+    return true;
+}
+
 void ns_p2p_send_heartbeat(ns_p2p_t *p)
 {
     ns_hash_t id;
@@ -270,10 +303,25 @@ void ns_p2p_send_heartbeat(ns_p2p_t *p)
         ns_error(NS_MOD_GOSSIP, "event=heartbeat_encode_failed");
         return;
     }
-    if (ns_seen_add(&p->seen, id, ns_mono_ms(), p->last_hb.data,
-                    p->last_hb.len) != NS_OK)
+    /* A heartbeat that says something new is gossiped on by our peers
+     * and served to pulls; an unchanged one only tells our peers we are
+     * alive, and goes no further (docs/PROTOCOL.md, "Gossip"). */
+    bool changed = !p->told_hb || !s_heartbeat_same(p->told_hb, &p->my_hb);
+    if (changed && !p->told_hb)
+        p->told_hb = malloc(sizeof *p->told_hb);
+    if (changed && p->told_hb)
+        *p->told_hb = p->my_hb;
+    if (ns_seen_add(&p->seen, id, ns_mono_ms(),
+                    changed ? p->last_hb.data : NULL, p->last_hb.len) != NS_OK)
         return;
-    ns_gossip_forward(p, p->last_hb.data, p->last_hb.len, NULL, NULL);
+    /* Straight to every reachable peer rather than to `fanout` of them:
+     * each hears us first-hand every interval, so none needs a relayed
+     * copy to keep us live. */
+    for (uint32_t i = 0; i < p->n_peers; i++)
+        if (p->peers[i].reachable &&
+            ns_peers_send(p, &p->peers[i], p->last_hb.data, p->last_hb.len) ==
+                NS_OK)
+            p->stats.forwarded++;
 }
 
 /* Over the connection it came on; a message fed by ns_p2p_ingest has
@@ -656,6 +704,19 @@ static int s_on_heartbeat(ns_p2p_t *p, const ns_envelope_t *env,
                             told ? NS_PEER_FROM_OUT : NS_PEER_FROM_IN, false,
                             told || itself || ns_peers_staked(p, env->sender));
     }
+    /* It sends us its heartbeats over its own connection, but it is no
+     * reachable peer of ours (refused a slot, or its endpoint has not
+     * answered yet), so ours do not go to it: answer with ours, at most
+     * twice per our interval, or it would drop us. */
+    if ((!peer || !peer->reachable) && src->rid && p->last_hb.len &&
+        s_from_sender_link(src, env->sender)) {
+        uint64_t now_ms = ns_mono_ms();
+        if (now_ms - src->link->hb_answer_ms >=
+            p->cfg->heartbeat_interval_ms / 2) {
+            src->link->hb_answer_ms = now_ms;
+            (void)s_reply(p, src, p->last_hb.data, p->last_hb.len);
+        }
+    }
     if (!peer || env->timestamp_ms <= peer->last_hb_wall_ms)
         goto out; /* not admitted, or an older heartbeat arriving late */
     if (peer->state != NS_PEER_LIVE && peer->reachable) {
@@ -670,11 +731,17 @@ static int s_on_heartbeat(ns_p2p_t *p, const ns_envelope_t *env,
     bool relay_news = peer->state == NS_PEER_LIVE && p->unreachable &&
                       (hb->flags & NS_HB_RELAY) &&
                       !(peer->hb && (peer->hb->flags & NS_HB_RELAY));
-    *relay = peer->state == NS_PEER_LIVE;
+    /* Passed on only when it says something new: a sender that sends
+     * each heartbeat to all its peers (NS_HB_DIRECT) needs no relays to
+     * stay live, only its changes do. */
+    bool news = !peer->hb || !(hb->flags & NS_HB_DIRECT) ||
+                !s_heartbeat_same(peer->hb, hb);
+    *relay = peer->state == NS_PEER_LIVE && news;
     /* Propagation samples from live peers only: keys that answer nowhere
      * would make the figure theirs. */
     uint64_t now_us = ns_now_us();
-    if (*relay && hb->sent_us <= now_us && now_us - hb->sent_us < UINT32_MAX)
+    if (peer->state == NS_PEER_LIVE && hb->sent_us <= now_us &&
+        now_us - hb->sent_us < UINT32_MAX)
         p->latency_us[p->latency_n++ % S_LATENCY_RING] =
             (uint32_t)(now_us - hb->sent_us);
     peer->last_hb_ms = ns_mono_ms();

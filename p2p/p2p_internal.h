@@ -79,6 +79,8 @@ typedef struct {
                                   latest message, to answer it there */
     uint8_t rid_len;           /* 0: none */
     uint64_t rid_ms;           /* monotonic, when */
+    uint64_t hb_answer_ms;     /* monotonic, our heartbeat last sent back
+                                  over it (p2p.c, s_on_heartbeat) */
 } ns_link_t;
 
 /* Unknown keys arriving over inbound connections from one IP address. */
@@ -240,6 +242,8 @@ struct ns_p2p {
     ns_heartbeat_t my_hb;     /* what we announce */
     ns_heartbeat_t *spare_hb; /* decode buffer reused across heartbeats */
     ns_buf_t last_hb;         /* our last heartbeat envelope */
+    ns_heartbeat_t *told_hb;  /* what our last changed heartbeat said
+                                 (sent_us aside); NULL before the first */
     ns_buf_t scratch;         /* encode buffer */
     ns_buf_t body;            /* body encode buffer */
 
@@ -392,7 +396,8 @@ int ns_p2p_sign(ns_p2p_t *p, uint8_t type, const uint8_t *body, size_t len,
 /* Count a drop and log it at most a few times per link per minute. */
 void ns_p2p_drop(ns_p2p_t *p, ns_link_t *link, int reason,
                  const uint8_t *sender, const char *detail);
-/* Sign our heartbeat, remember it and gossip it. */
+/* Sign our heartbeat, remember it and send it to every reachable peer
+ * (kept for pulls only when its content changed). */
 void ns_p2p_send_heartbeat(ns_p2p_t *p);
 /* Answer over the connection a message came on (wrapped in a RELAY when
  * it came in one). */
