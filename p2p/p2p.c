@@ -1124,15 +1124,59 @@ static uint32_t s_hb_delay(const ns_p2p_t *p)
 
 /* A one-shot timer that starts the next one, on the next multiple of
  * the interval (s_hb_delay). */
+static void s_on_heartbeat_timer(void *user, uint64_t now_ms);
+
+/* The next heartbeat, with a little slack: when a chore wakes us a few
+ * milliseconds before it (clocks round differently), it runs in that
+ * turn rather than in one of its own. */
+static int s_start_heartbeat_timer(ns_p2p_t *p)
+{
+    int rc = ns_loop_timer_start(p->loop, s_hb_delay(p), false,
+                                 s_on_heartbeat_timer, p, &p->hb_timer);
+    if (rc == NS_OK)
+        (void)ns_loop_timer_slack(p->loop, p->hb_timer,
+                                  p->cfg->heartbeat_interval_ms / 16);
+    return rc;
+}
+
+static void s_on_pull_timer(void *user, uint64_t now_ms);
+static void s_on_maintain_timer(void *user, uint64_t now_ms);
+
+/* Pulls and table upkeep are chores: they run in the turns of the
+ * heartbeat (or of traffic) rather than waking an idle node apart. Their
+ * slack reaches back from their due time only, so they are (re)started
+ * in a heartbeat turn: they are then due at or after the next one. */
+static int s_start_chores(ns_p2p_t *p)
+{
+    uint32_t *ids[] = {&p->pull_timer, &p->maint_timer};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        if (*ids[i])
+            (void)ns_loop_timer_cancel(p->loop, *ids[i]);
+        *ids[i] = 0;
+    }
+    int rc = ns_loop_timer_start(p->loop, p->cfg->pull_interval_ms, true,
+                                 s_on_pull_timer, p, &p->pull_timer);
+    if (rc == NS_OK)
+        rc = ns_loop_timer_start(p->loop, S_MAINTAIN_MS, true,
+                                 s_on_maintain_timer, p, &p->maint_timer);
+    if (rc == NS_OK)
+        (void)ns_loop_timer_slack(p->loop, p->pull_timer,
+                                  p->cfg->pull_interval_ms / 2);
+    if (rc == NS_OK)
+        (void)ns_loop_timer_slack(p->loop, p->maint_timer, S_MAINTAIN_MS / 2);
+    return rc;
+}
+
 static void s_on_heartbeat_timer(void *user, uint64_t now_ms)
 {
     (void)now_ms;
     ns_p2p_t *p = user;
     ns_p2p_send_heartbeat(p);
     p->hb_timer = 0;
-    if (ns_loop_timer_start(p->loop, s_hb_delay(p), false, s_on_heartbeat_timer,
-                            p, &p->hb_timer) != NS_OK)
+    if (s_start_heartbeat_timer(p) != NS_OK)
         ns_warn(NS_MOD_NET, "event=heartbeat_timer_failed");
+    if (!p->chores_phased && s_start_chores(p) == NS_OK)
+        p->chores_phased = true;
 }
 
 static void s_on_pull_timer(void *user, uint64_t now_ms)
@@ -1167,21 +1211,10 @@ int ns_p2p_run(ns_p2p_t *p, volatile sig_atomic_t *stop)
      * it and they see us live without waiting a whole interval; later ones
      * on multiples of the interval (s_hb_delay). */
     ns_p2p_send_heartbeat(p);
-    int rc = ns_loop_timer_start(p->loop, s_hb_delay(p), false,
-                                 s_on_heartbeat_timer, p, &p->hb_timer);
+    p->chores_phased = false;
+    int rc = s_start_heartbeat_timer(p);
     if (rc == NS_OK)
-        rc = ns_loop_timer_start(p->loop, p->cfg->pull_interval_ms, true,
-                                 s_on_pull_timer, p, &p->pull_timer);
-    if (rc == NS_OK)
-        rc = ns_loop_timer_start(p->loop, S_MAINTAIN_MS, true,
-                                 s_on_maintain_timer, p, &p->maint_timer);
-    /* Pulls and table upkeep are chores: they run in the turns of the
-     * heartbeat (or of traffic) rather than waking an idle node apart. */
-    if (rc == NS_OK)
-        (void)ns_loop_timer_slack(p->loop, p->pull_timer,
-                                  p->cfg->pull_interval_ms / 2);
-    if (rc == NS_OK)
-        (void)ns_loop_timer_slack(p->loop, p->maint_timer, S_MAINTAIN_MS / 2);
+        rc = s_start_chores(p);
     ns_peers_maintain(p, ns_mono_ms()); /* dial bootstrap peers */
     if (rc == NS_OK)
         rc = ns_loop_run(p->loop, stop);

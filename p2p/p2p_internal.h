@@ -198,6 +198,8 @@ struct ns_p2p {
     ns_loop_t *loop; /* polls router, zap, the DEALERs and upper layers */
     uint32_t hb_timer, pull_timer, maint_timer; /* ids while running */
     bool running;                               /* inside ns_p2p_run */
+    bool chores_phased; /* pull and upkeep restarted in the first
+                           aligned heartbeat turn (p2p.c) */
 
     ns_peer_t *peers; /* array of peers_cap */
     uint32_t n_peers;
