@@ -13,7 +13,8 @@ Per node: CPU % = (utime + stime) over the window / window, from
 (each sleep that ends is one), of the event loop's thread and of all the
 process's threads (libzmq's I/O threads included), from
 /proc/PID/task/TID/status. Messages/s per node (received, of them
-duplicates, and sent) and live peers, from `nightshift status --json`
+duplicates, and sent), live peers and peers dropped as silent (missed
+heartbeats: should be 0 on an idle network), from `nightshift status --json`
 read just before and after the window (each node over its own span).
 
     bench/bench_idle.py [--sizes 1,64] [--window 30] [--settle 10]
@@ -66,15 +67,15 @@ def sample(pid):
 
 
 def messages(binary, datadir):
-    """(monotonic time, rx, duplicates, tx, live peers) of the node on
-    datadir, or None."""
+    """(monotonic time, rx, duplicates, tx, live peers, peers expired) of
+    the node on datadir, or None."""
     try:
         r = subprocess.run([binary, "status", "--datadir", datadir, "--json"],
                            capture_output=True, text=True, timeout=10)
         doc = json.loads(r.stdout)
         m = doc["messages"]
         return (time.monotonic(), m["rx"], m["duplicates"], m["tx"],
-                doc["peers"])
+                doc["peers"], m["peers_expired"])
     except (OSError, ValueError, KeyError, subprocess.SubprocessError):
         return None
 
@@ -103,7 +104,7 @@ def measure(work, n, args, binary):
         time.sleep(args.window)
         after = {p: sample(p) for p in pids}
         m1 = {p: messages(binary, dirs[p]) for p in pids}
-        rx, dup, tx, peers = [], [], [], []
+        rx, dup, tx, peers, expired = [], [], [], [], []
         for p in pids:
             if m0[p] and m1[p] and m1[p][0] > m0[p][0]:
                 span = m1[p][0] - m0[p][0]
@@ -111,6 +112,7 @@ def measure(work, n, args, binary):
                 dup.append((m1[p][2] - m0[p][2]) / span)
                 tx.append((m1[p][3] - m0[p][3]) / span)
                 peers.append(m1[p][4])
+                expired.append(m1[p][5] - m0[p][5])
         cpu, wake, wake_all = [], [], []
         for p in pids:
             if before[p] and after[p]:
@@ -123,7 +125,7 @@ def measure(work, n, args, binary):
                        capture_output=True)
     return {"n": n, "up_s": up, "cpu": cpu, "wake": wake,
             "wake_all": wake_all, "load": la, "rx": rx, "dup": dup, "tx": tx,
-            "peers": peers}
+            "peers": peers, "expired": expired}
 
 
 def summary(m):
@@ -146,7 +148,8 @@ def report(label, m):
               f"{statistics.mean(m['rx']):.1f} (duplicates "
               f"{statistics.mean(m['dup']):.1f}), sent "
               f"{statistics.mean(m['tx']):.1f}; live peers "
-              f"{statistics.mean(m['peers']):.1f}", flush=True)
+              f"{statistics.mean(m['peers']):.1f}, peers expired in the "
+              f"window {sum(m['expired'])} (all nodes)", flush=True)
 
 
 def main():
