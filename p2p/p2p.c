@@ -733,10 +733,14 @@ static int s_on_heartbeat(ns_p2p_t *p, const ns_envelope_t *env,
                       !(peer->hb && (peer->hb->flags & NS_HB_RELAY));
     /* Passed on only when it says something new: a sender that sends
      * each heartbeat to all its peers (NS_HB_DIRECT) needs no relays to
-     * stay live, only its changes do. */
-    bool news = !peer->hb || !(hb->flags & NS_HB_DIRECT) ||
+     * stay live, only its changes do. The first one we can pass on is
+     * news too: peers learn of a node that just joined from the heartbeat
+     * its first live peers relay. */
+    bool news = !peer->hb_passed || !peer->hb || !(hb->flags & NS_HB_DIRECT) ||
                 !s_heartbeat_same(peer->hb, hb);
     *relay = peer->state == NS_PEER_LIVE && news;
+    if (*relay)
+        peer->hb_passed = true;
     /* Propagation samples from live peers only: keys that answer nowhere
      * would make the figure theirs. */
     uint64_t now_us = ns_now_us();
@@ -1144,16 +1148,11 @@ static void s_on_maintain_timer(void *user, uint64_t now_ms);
 
 /* Pulls and table upkeep are chores: they run in the turns of the
  * heartbeat (or of traffic) rather than waking an idle node apart. Their
- * slack reaches back from their due time only, so they are (re)started
- * in a heartbeat turn: they are then due at or after the next one. */
+ * slack reaches back from their due time only, so they are rephased in
+ * the first heartbeat turn (ns_loop_timers_rephase): they are then due at
+ * or just after the later ones. */
 static int s_start_chores(ns_p2p_t *p)
 {
-    uint32_t *ids[] = {&p->pull_timer, &p->maint_timer};
-    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
-        if (*ids[i])
-            (void)ns_loop_timer_cancel(p->loop, *ids[i]);
-        *ids[i] = 0;
-    }
     int rc = ns_loop_timer_start(p->loop, p->cfg->pull_interval_ms, true,
                                  s_on_pull_timer, p, &p->pull_timer);
     if (rc == NS_OK)
@@ -1175,8 +1174,13 @@ static void s_on_heartbeat_timer(void *user, uint64_t now_ms)
     p->hb_timer = 0;
     if (s_start_heartbeat_timer(p) != NS_OK)
         ns_warn(NS_MOD_NET, "event=heartbeat_timer_failed");
-    if (!p->chores_phased && s_start_chores(p) == NS_OK)
+    if (!p->chores_phased) {
+        /* ours and the layers' (ledger sync, claims): started before
+         * the first aligned heartbeat, they may fall due just before
+         * its turns and wake the node apart */
+        ns_loop_timers_rephase(p->loop);
         p->chores_phased = true;
+    }
 }
 
 static void s_on_pull_timer(void *user, uint64_t now_ms)

@@ -131,6 +131,8 @@ typedef struct {
     uint64_t last_hb_ms;      /* monotonic, last fresh heartbeat */
     uint64_t last_hb_wall_ms; /* sender's timestamp of that heartbeat */
     ns_heartbeat_t *hb;       /* its latest heartbeat, owned */
+    bool hb_passed;           /* we passed one of its heartbeats on since
+                                 it entered the table (p2p.c) */
     ns_link_t link;           /* limits on what its DEALER delivers */
 } ns_peer_t;
 
@@ -198,8 +200,8 @@ struct ns_p2p {
     ns_loop_t *loop; /* polls router, zap, the DEALERs and upper layers */
     uint32_t hb_timer, pull_timer, maint_timer; /* ids while running */
     bool running;                               /* inside ns_p2p_run */
-    bool chores_phased; /* pull and upkeep restarted in the first
-                           aligned heartbeat turn (p2p.c) */
+    bool chores_phased; /* chores rephased in the first aligned
+                           heartbeat turn (p2p.c) */
 
     ns_peer_t *peers; /* array of peers_cap */
     uint32_t n_peers;

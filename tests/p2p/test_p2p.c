@@ -914,11 +914,11 @@ static uint32_t s_stored(const ns_p2p_t *p)
 
 /* Idle gossip (docs/PROTOCOL.md, "Gossip"): a heartbeat goes straight to
  * every reachable peer; one that says nothing new (NS_HB_DIRECT, same
- * content) is neither passed on nor kept for pulls, a changed one is
- * both; a sender without the flag (an older node) is relayed as before;
- * a key that sends its heartbeats over its own connection but is no
- * reachable peer of ours gets ours back there, at most twice per
- * interval. */
+ * content, and one of the sender's was passed on already) is neither
+ * passed on nor kept for pulls, a changed one is both; a sender without the
+ * flag (an older node) is relayed as before; a key that sends its heartbeats
+ * over its own connection but is no reachable peer of ours gets ours back
+ * there, at most twice per interval. */
 TEST(heartbeat_news_only)
 {
     s_fix_t f;
@@ -954,21 +954,30 @@ TEST(heartbeat_news_only)
     CHECK_EQ_INT(f.p->stats.forwarded, fwd + 6);
     CHECK_EQ_INT(s_stored(f.p), stored + 2);
 
+    /* the first heartbeat of each that we can pass on is news, though
+     * unchanged: others learn of a new node from it */
+    fwd = f.p->stats.forwarded;
+    for (int i = 0; i < 2; i++) {
+        s_heartbeat_offer(&m, k[i], f.net, t + 1, NS_HB_DIRECT, 7);
+        CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_OK);
+    }
+    CHECK_EQ_INT(f.p->stats.forwarded, fwd + 2);
+
     /* k0's: unchanged, not passed on; changed, passed on to k1 */
     fwd = f.p->stats.forwarded;
     stored = s_stored(f.p);
-    s_heartbeat_offer(&m, k[0], f.net, t + 1, NS_HB_DIRECT, 7);
+    s_heartbeat_offer(&m, k[0], f.net, t + 2, NS_HB_DIRECT, 7);
     CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_OK);
     CHECK_EQ_INT(f.p->stats.forwarded, fwd);
     CHECK_EQ_INT(s_stored(f.p), stored);
-    s_heartbeat_offer(&m, k[0], f.net, t + 2, NS_HB_DIRECT, 8);
+    s_heartbeat_offer(&m, k[0], f.net, t + 3, NS_HB_DIRECT, 8);
     CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_OK);
     CHECK_EQ_INT(f.p->stats.forwarded, fwd + 1);
     CHECK_EQ_INT(s_stored(f.p), stored + 1);
     /* a sender without the flag: relayed even when unchanged */
-    s_heartbeat_offer(&m, k[0], f.net, t + 3, 0, 8);
-    CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_OK);
     s_heartbeat_offer(&m, k[0], f.net, t + 4, 0, 8);
+    CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_OK);
+    s_heartbeat_offer(&m, k[0], f.net, t + 5, 0, 8);
     CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_OK);
     CHECK_EQ_INT(f.p->stats.forwarded, fwd + 3);
 
