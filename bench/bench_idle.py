@@ -12,12 +12,19 @@ Per node: CPU % = (utime + stime) over the window / window, from
 /proc/PID/stat; wakeups/s = voluntary context switches over the window
 (each sleep that ends is one), of the event loop's thread and of all the
 process's threads (libzmq's I/O threads included), from
-/proc/PID/task/TID/status.
+/proc/PID/task/TID/status. Messages/s per node (received, of them
+duplicates, and sent), live peers and peers dropped as silent (missed
+heartbeats: should be 0 on an idle network), from `nightshift status --json`
+read just before and after the window (each node over its own span).
 
     bench/bench_idle.py [--sizes 1,64] [--window 30] [--settle 10]
-                        [--heartbeat-ms 1000]
+                        [--heartbeat-ms 1000] [--base OTHER_BINARY]
+
+With --base, each size runs with that binary too, just before this one,
+and this one's figures are printed next to the base's of the same run.
 """
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -59,9 +66,23 @@ def sample(pid):
         return None
 
 
-def measure(work, n, args):
+def messages(binary, datadir):
+    """(monotonic time, rx, duplicates, tx, live peers, peers expired) of
+    the node on datadir, or None."""
+    try:
+        r = subprocess.run([binary, "status", "--datadir", datadir, "--json"],
+                           capture_output=True, text=True, timeout=10)
+        doc = json.loads(r.stdout)
+        m = doc["messages"]
+        return (time.monotonic(), m["rx"], m["duplicates"], m["tx"],
+                doc["peers"], m["peers_expired"])
+    except (OSError, ValueError, KeyError, subprocess.SubprocessError):
+        return None
+
+
+def measure(work, n, args, binary):
     d = os.path.join(work, f"tn{n}")
-    env = {**os.environ, "NIGHTSHIFT_BIN": BIN}
+    env = {**os.environ, "NIGHTSHIFT_BIN": binary}
     t0 = time.monotonic()
     r = subprocess.run([os.path.join(ROOT, "testnet", "run.sh"), "-n",
                         str(n), "-d", d, "-i", str(args.heartbeat_ms), "-t",
@@ -73,12 +94,25 @@ def measure(work, n, args):
         sys.exit(f"run.sh -n {n} failed:\n{r.stdout}\n{r.stderr}")
     try:
         with open(os.path.join(d, "pids")) as f:
-            pids = [int(line.split()[0]) for line in f if line.strip()]
+            rows = [line.split() for line in f if line.strip()]
+        pids = [int(r[0]) for r in rows]
+        dirs = {int(r[0]): r[1] for r in rows}
         up = time.monotonic() - t0
         time.sleep(args.settle)
+        m0 = {p: messages(binary, dirs[p]) for p in pids}
         before = {p: sample(p) for p in pids}
         time.sleep(args.window)
         after = {p: sample(p) for p in pids}
+        m1 = {p: messages(binary, dirs[p]) for p in pids}
+        rx, dup, tx, peers, expired = [], [], [], [], []
+        for p in pids:
+            if m0[p] and m1[p] and m1[p][0] > m0[p][0]:
+                span = m1[p][0] - m0[p][0]
+                rx.append((m1[p][1] - m0[p][1]) / span)
+                dup.append((m1[p][2] - m0[p][2]) / span)
+                tx.append((m1[p][3] - m0[p][3]) / span)
+                peers.append(m1[p][4])
+                expired.append(m1[p][5] - m0[p][5])
         cpu, wake, wake_all = [], [], []
         for p in pids:
             if before[p] and after[p]:
@@ -90,7 +124,32 @@ def measure(work, n, args):
         subprocess.run([os.path.join(ROOT, "testnet", "stop.sh"), "-d", d],
                        capture_output=True)
     return {"n": n, "up_s": up, "cpu": cpu, "wake": wake,
-            "wake_all": wake_all, "load": la}
+            "wake_all": wake_all, "load": la, "rx": rx, "dup": dup, "tx": tx,
+            "peers": peers, "expired": expired}
+
+
+def summary(m):
+    """Means of a measure(): CPU %, wakeups/s (loop, all), rx/s, dup/s."""
+    def mean(k):
+        return statistics.mean(m[k]) if m[k] else float("nan")
+    return (mean("cpu"), mean("wake"), mean("wake_all"), mean("rx"),
+            mean("dup"))
+
+
+def report(label, m):
+    cpu, wake, wall, _, _ = summary(m)
+    print(f"  {label}{m['n']:3} node(s) up in {m['up_s']:.1f} s: CPU per node "
+          f"mean {cpu:.3f} % (max {max(m['cpu']):.3f} %), total "
+          f"{sum(m['cpu']):.2f} % of one core; wakeups/s per node "
+          f"{wake:.1f} (event loop), {wall:.1f} (all threads); "
+          f"load {m['load'][0]:.2f}", flush=True)
+    if m["rx"]:
+        print(f"      messages/s per node: received "
+              f"{statistics.mean(m['rx']):.1f} (duplicates "
+              f"{statistics.mean(m['dup']):.1f}), sent "
+              f"{statistics.mean(m['tx']):.1f}; live peers "
+              f"{statistics.mean(m['peers']):.1f}, peers expired in the "
+              f"window {sum(m['expired'])} (all nodes)", flush=True)
 
 
 def main():
@@ -99,6 +158,8 @@ def main():
     ap.add_argument("--window", type=float, default=30)
     ap.add_argument("--settle", type=float, default=10)
     ap.add_argument("--heartbeat-ms", type=int, default=1000)
+    ap.add_argument("--base", help="another nightshift binary, measured "
+                    "before this one at each size (e.g. main's build)")
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
     if 1 not in sizes:
@@ -107,21 +168,26 @@ def main():
     print(f"bench_idle: {BIN}; heartbeat {args.heartbeat_ms} ms; window "
           f"{args.window:.0f} s after {args.settle:.0f} s; "
           f"{os.cpu_count()} CPUs", flush=True)
+    if args.base:
+        print(f"  base: {args.base}", flush=True)
     ref = None
     try:
         for n in sizes:
-            m = measure(work, n, args)
-            cpu = statistics.mean(m["cpu"]) if m["cpu"] else float("nan")
-            wake = statistics.mean(m["wake"]) if m["wake"] else float("nan")
-            wall = (statistics.mean(m["wake_all"]) if m["wake_all"]
-                    else float("nan"))
+            b = None
+            if args.base:
+                b = measure(work, n, args, args.base)
+                report("base ", b)
+            m = measure(work, n, args, BIN)
+            report("this " if args.base else "", m)
+            cpu, wake, wall, rx, dup = summary(m)
             if n == 1:
                 ref = (cpu, wake, wall)
-            print(f"  {n:3} node(s) up in {m['up_s']:.1f} s: CPU per node "
-                  f"mean {cpu:.3f} % (max {max(m['cpu']):.3f} %), total "
-                  f"{sum(m['cpu']):.2f} % of one core; wakeups/s per node "
-                  f"{wake:.1f} (event loop), {wall:.1f} (all threads); "
-                  f"load {m['load'][0]:.2f}", flush=True)
+            if b and n != 1:
+                bs = summary(b)
+                print(f"      vs base in this run: CPU {bs[0]:.3f} % -> "
+                      f"{cpu:.3f} %, received/s {bs[3]:.1f} -> {rx:.1f}, "
+                      f"duplicates/s {bs[4]:.1f} -> {dup:.1f}, wakeups/s "
+                      f"(all threads) {bs[2]:.1f} -> {wall:.1f}", flush=True)
             if ref and n != 1:
                 print(f"      vs one node in this run: CPU {ref[0]:.3f} %, "
                       f"wakeups/s {ref[1]:.1f} (event loop), {ref[2]:.1f} "

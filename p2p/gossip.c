@@ -3,7 +3,8 @@
  * Push: a fresh valid message of a gossiped type goes to `fanout` random
  * live peers other than its origin and the link it came from, among
  * those scored >= 0 (peers.c) while there are any. Heartbeats go on only
- * from live (reachable) peers (p2p.c).
+ * from live (reachable) peers, and only when they changed (p2p.c): each
+ * node sends its own straight to all its peers.
  * Pull: every pull_interval_ms we send one random peer (scored >= 0 while
  * there are any) the ids of the
  * gossiped messages we hold (last S_PULL_WINDOW_MS); it sends back the ones
@@ -263,8 +264,11 @@ static int s_cmp_id(const void *a, const void *b)
 static bool s_answer(void *u, const ns_seen_entry_t *e)
 {
     s_answer_t *a = u;
-    /* The ids were sorted by ns_gossip_answer_pull. */
-    if (bsearch(e->id, a->pull->ids, a->pull->n, NS_HASH_BYTES, s_cmp_id))
+    /* The ids were sorted by ns_gossip_answer_pull. An empty PULL (an
+     * idle node holds nothing to list) has no array: bsearch must not
+     * see its NULL. */
+    if (a->pull->n &&
+        bsearch(e->id, a->pull->ids, a->pull->n, NS_HASH_BYTES, s_cmp_id))
         return true;
     if (ns_p2p_src_send(a->p, a->src, e->msg, e->len) != NS_OK)
         return false;

@@ -237,6 +237,16 @@ int ns_loop_timer_slack(ns_loop_t *loop, uint32_t id, uint32_t slack_ms)
     return NS_OK;
 }
 
+void ns_loop_timers_rephase(ns_loop_t *loop)
+{
+    uint64_t now = ns_mono_ms();
+    for (uint32_t i = 0; i < loop->max_timers; i++) {
+        s_timer_t *t = &loop->timers[i];
+        if (t->id && t->repeat && t->slack_ms)
+            t->due_ms = now + t->interval_ms;
+    }
+}
+
 uint32_t ns_loop_timers(const ns_loop_t *loop)
 {
     return loop->n_timers;

@@ -85,6 +85,8 @@ typedef struct {
                                   latest message, to answer it there */
     uint8_t rid_len;           /* 0: none */
     uint64_t rid_ms;           /* monotonic, when */
+    uint64_t hb_answer_ms;     /* monotonic, our heartbeat last sent back
+                                  over it (p2p.c, s_on_heartbeat) */
 } ns_link_t;
 
 /* Unknown keys arriving over inbound connections from one IP address. */
@@ -135,6 +137,8 @@ typedef struct {
     uint64_t last_hb_ms;      /* monotonic, last fresh heartbeat */
     uint64_t last_hb_wall_ms; /* sender's timestamp of that heartbeat */
     ns_heartbeat_t *hb;       /* its latest heartbeat, owned */
+    bool hb_passed;           /* we passed one of its heartbeats on since
+                                 it entered the table (p2p.c) */
     ns_link_t link;           /* limits on what its DEALER delivers */
 } ns_peer_t;
 
@@ -215,6 +219,8 @@ struct ns_p2p {
     ns_loop_t *loop;      /* polls router, zap, the DEALERs and upper layers */
     uint32_t hb_timer, pull_timer, maint_timer; /* ids while running */
     bool running;                               /* inside ns_p2p_run */
+    bool chores_phased; /* chores rephased in the first aligned
+                           heartbeat turn (p2p.c) */
 
     ns_peer_t *peers; /* array of peers_cap */
     uint32_t n_peers;
@@ -259,6 +265,8 @@ struct ns_p2p {
     ns_heartbeat_t my_hb;     /* what we announce */
     ns_heartbeat_t *spare_hb; /* decode buffer reused across heartbeats */
     ns_buf_t last_hb;         /* our last heartbeat envelope */
+    ns_heartbeat_t *told_hb;  /* what our last changed heartbeat said
+                                 (sent_us aside); NULL before the first */
     ns_buf_t scratch;         /* encode buffer */
     ns_buf_t body;            /* body encode buffer */
 
@@ -419,7 +427,8 @@ int ns_p2p_sign(ns_p2p_t *p, uint8_t type, const uint8_t *body, size_t len,
 /* Count a drop and log it at most a few times per link per minute. */
 void ns_p2p_drop(ns_p2p_t *p, ns_link_t *link, int reason,
                  const uint8_t *sender, const char *detail);
-/* Sign our heartbeat, remember it and gossip it. */
+/* Sign our heartbeat, remember it and send it to every reachable peer
+ * (kept for pulls only when its content changed). */
 void ns_p2p_send_heartbeat(ns_p2p_t *p);
 /* Answer over the connection a message came on (wrapped in a RELAY when
  * it came in one). */

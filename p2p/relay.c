@@ -54,14 +54,15 @@ bool ns_relay_update_contact(ns_p2p_t *p)
                 next[0] = '\0';
         }
     }
-    uint32_t flags = p->cfg->relay && !p->unreachable ? NS_HB_RELAY : 0;
+    uint32_t flags =
+        NS_HB_DIRECT | (p->cfg->relay && !p->unreachable ? NS_HB_RELAY : 0);
     if (strcmp(next, p->contact) == 0 && flags == p->my_hb.flags)
         return false;
     snprintf(p->contact, sizeof p->contact, "%s", next);
     snprintf(p->my_hb.endpoint, sizeof p->my_hb.endpoint, "%s", next);
     p->my_hb.flags = flags;
     ns_info(NS_MOD_NET, "event=contact contact=\"%s\" reachable=%d relay=%d",
-            next, !p->unreachable, flags != 0);
+            next, !p->unreachable, (flags & NS_HB_RELAY) != 0);
     return true;
 }
 

@@ -105,6 +105,14 @@ int ns_loop_timer_cancel(ns_loop_t *loop, uint32_t id);
  * interval. NS_ERR_NOTFOUND if there is no such timer. */
 int ns_loop_timer_slack(ns_loop_t *loop, uint32_t id, uint32_t slack_ms);
 
+/* Restart every repeating timer that has slack (a chore) from now: each is
+ * next due one interval after this moment. Called in the turn of the
+ * loop's periodic event (the p2p's heartbeat, which keeps to wall-clock
+ * multiples of its interval): chores then fall due at or just after its
+ * later turns and run in them, where their slack, which reaches back
+ * only, would not catch an event a little after them. */
+void ns_loop_timers_rephase(ns_loop_t *loop);
+
 /* Timers running now. */
 uint32_t ns_loop_timers(const ns_loop_t *loop);
 

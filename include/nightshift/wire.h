@@ -61,6 +61,10 @@ typedef enum {
 #define NS_HB_RELAY                                                            \
     1u /* the sender relays for peers that cannot be                           \
           dialled (node.relay = on) */
+#define NS_HB_DIRECT                                                           \
+    2u /* the sender sends each heartbeat straight to                          \
+          every peer: one whose content did not change                         \
+          is not passed on (docs/PROTOCOL.md, "Gossip") */
 
 /* The message types a decoder accepts, one bit per type (0..255). Owned
  * by the caller (the p2p keeps one and adds the types of the layers above

@@ -186,6 +186,39 @@ TEST(timer_slack)
     ns_loop_destroy(&r.loop);
 }
 
+static void s_on_rephase(void *user, uint64_t now)
+{
+    (void)now;
+    s_rec_t *r = user;
+    s_note(r, 'r');
+    ns_loop_timers_rephase(r->loop);
+}
+
+/* Rephasing restarts each chore (repeating, with slack) from now: a turn
+ * at 150 would run a chore due at 200 with 100 of slack; rephased in that
+ * turn, it runs one interval later instead, once. */
+TEST(timers_rephase)
+{
+    s_rec_t r;
+    s_rec_init(&r, 4, 8);
+    if (!r.loop)
+        return;
+    uint32_t chore = 0, id = 0;
+    uint64_t t0 = ns_mono_ms();
+    CHECK_RC(ns_loop_timer_start(r.loop, 200, true, s_on_at, &r, &chore),
+             NS_OK);
+    CHECK_RC(ns_loop_timer_slack(r.loop, chore, 100), NS_OK);
+    CHECK_RC(ns_loop_timer_start(r.loop, 150, false, s_on_rephase, &r, &id),
+             NS_OK);
+    CHECK_RC(ns_loop_timer_start(r.loop, 420, false, s_on_stop, &r, &id),
+             NS_OK);
+    s_run(&r);
+    CHECK_STR(r.order, "rx.");
+    CHECK((uint64_t)r.rc >= t0 + 350);
+    (void)ns_loop_timer_cancel(r.loop, chore);
+    ns_loop_destroy(&r.loop);
+}
+
 TEST(one_shot_runs_once)
 {
     s_rec_t r;
@@ -538,6 +571,7 @@ int main(void)
     ns_log_threshold = NS_LOG_ERROR; /* the cap warnings are expected */
     RUN(timer_order);
     RUN(timer_slack);
+    RUN(timers_rephase);
     RUN(one_shot_runs_once);
     RUN(repeating_cancels_itself);
     RUN(cancel_inside_callback);

@@ -874,6 +874,145 @@ TEST(relay_rules)
     s_teardown(&f);
 }
 
+/* A heartbeat from `who` with the given flags and price (interval 1 s,
+ * at tcp://127.0.0.1:9). */
+static void s_heartbeat_offer(ns_buf_t *out, const ns_identity_t *who,
+                              const ns_hash_t net, uint64_t ts, uint32_t flags,
+                              uint64_t price)
+{
+    ns_heartbeat_t hb;
+    memset(&hb, 0, sizeof hb);
+    memcpy(hb.network_id, net, NS_HASH_BYTES);
+    snprintf(hb.endpoint, sizeof hb.endpoint, "tcp://127.0.0.1:9");
+    snprintf(hb.version, sizeof hb.version, "test");
+    hb.interval_ms = 1000;
+    hb.sent_us = ns_now_us(); /* differs every time: not "news" */
+    hb.price = price;
+    hb.flags = flags;
+    ns_buf_t body;
+    ns_buf_init(&body);
+    CHECK_RC(ns_heartbeat_encode(&hb, &body), NS_OK);
+    CHECK_RC(ns_envelope_encode(who, NS_MSG_HEARTBEAT, ts, body.data, body.len,
+                                out, NULL),
+             NS_OK);
+    ns_buf_release(&body);
+}
+
+static bool s_count_stored(void *u, const ns_seen_entry_t *e)
+{
+    (void)e;
+    (*(uint32_t *)u)++;
+    return true;
+}
+
+static uint32_t s_stored(const ns_p2p_t *p)
+{
+    uint32_t n = 0;
+    ns_seen_each_stored(&p->seen, s_count_stored, &n);
+    return n;
+}
+
+/* Idle gossip (docs/PROTOCOL.md, "Gossip"): a heartbeat goes straight to
+ * every reachable peer; one that says nothing new (NS_HB_DIRECT, same
+ * content, and one of the sender's was passed on already) is neither
+ * passed on nor kept for pulls, a changed one is both; a sender without the
+ * flag (an older node) is relayed as before; a key that sends its heartbeats
+ * over its own connection but is no reachable peer of ours gets ours back
+ * there, at most twice per interval. */
+TEST(heartbeat_news_only)
+{
+    s_fix_t f;
+    s_setup(&f, 100000);
+    if (!f.p)
+        return;
+    ns_buf_t m;
+    ns_buf_init(&m);
+    ns_identity_t *k[3];
+    for (int i = 0; i < 3; i++)
+        k[i] = ns_identity_generate();
+    uint64_t t = ns_now_ms();
+    for (int i = 0; i < 2; i++) {
+        s_heartbeat_offer(&m, k[i], f.net, t, NS_HB_DIRECT, 7);
+        CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_OK);
+    }
+    CHECK_EQ_INT(f.p->n_peers, 2);
+    for (uint32_t i = 0; i < f.p->n_peers; i++) /* as if they answered */
+        CHECK(ns_peers_reached(f.p, &f.p->peers[i]));
+    CHECK_EQ_INT(ns_p2p_live_peers(f.p), 2);
+
+    /* ours: to both peers each time, kept for pulls only when new */
+    uint64_t fwd = f.p->stats.forwarded;
+    uint32_t stored = s_stored(f.p);
+    ns_p2p_send_heartbeat(f.p);
+    CHECK_EQ_INT(f.p->stats.forwarded, fwd + 2);
+    CHECK_EQ_INT(s_stored(f.p), stored + 1);
+    ns_p2p_send_heartbeat(f.p);
+    CHECK_EQ_INT(f.p->stats.forwarded, fwd + 4);
+    CHECK_EQ_INT(s_stored(f.p), stored + 1);
+    ns_p2p_set_offer(f.p, 0, 3); /* free slots changed */
+    ns_p2p_send_heartbeat(f.p);
+    CHECK_EQ_INT(f.p->stats.forwarded, fwd + 6);
+    CHECK_EQ_INT(s_stored(f.p), stored + 2);
+
+    /* the first heartbeat of each that we can pass on is news, though
+     * unchanged: others learn of a new node from it */
+    fwd = f.p->stats.forwarded;
+    for (int i = 0; i < 2; i++) {
+        s_heartbeat_offer(&m, k[i], f.net, t + 1, NS_HB_DIRECT, 7);
+        CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_OK);
+    }
+    CHECK_EQ_INT(f.p->stats.forwarded, fwd + 2);
+
+    /* k0's: unchanged, not passed on; changed, passed on to k1 */
+    fwd = f.p->stats.forwarded;
+    stored = s_stored(f.p);
+    s_heartbeat_offer(&m, k[0], f.net, t + 2, NS_HB_DIRECT, 7);
+    CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_OK);
+    CHECK_EQ_INT(f.p->stats.forwarded, fwd);
+    CHECK_EQ_INT(s_stored(f.p), stored);
+    s_heartbeat_offer(&m, k[0], f.net, t + 3, NS_HB_DIRECT, 8);
+    CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_OK);
+    CHECK_EQ_INT(f.p->stats.forwarded, fwd + 1);
+    CHECK_EQ_INT(s_stored(f.p), stored + 1);
+    /* a sender without the flag: relayed even when unchanged */
+    s_heartbeat_offer(&m, k[0], f.net, t + 4, 0, 8);
+    CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_OK);
+    s_heartbeat_offer(&m, k[0], f.net, t + 5, 0, 8);
+    CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_OK);
+    CHECK_EQ_INT(f.p->stats.forwarded, fwd + 3);
+
+    /* k2 over its own connection (a routing id the ROUTER does not know,
+     * so each answer shows as a failed send): answered once, not again
+     * within half an interval */
+    uint8_t key2[32];
+    CHECK(ns_id_curve_pk(ns_identity_pk(k[2]), key2) == NS_OK);
+    struct ns_p2p_src own = {ns_link_get(f.p, key2, ns_mono_ms()),
+                             key2,
+                             (const uint8_t *)"\0k2",
+                             3,
+                             NULL,
+                             NULL,
+                             NULL,
+                             NULL};
+    uint64_t failed = f.p->stats.send_failed;
+    s_heartbeat_offer(&m, k[2], f.net, t, NS_HB_DIRECT, 7);
+    CHECK_RC(ns_p2p_ingest_src(f.p, &own, m.data, m.len), NS_OK);
+    CHECK_EQ_INT(f.p->stats.send_failed, failed + 1);
+    s_heartbeat_offer(&m, k[2], f.net, t + 1, NS_HB_DIRECT, 7);
+    CHECK_RC(ns_p2p_ingest_src(f.p, &own, m.data, m.len), NS_OK);
+    CHECK_EQ_INT(f.p->stats.send_failed, failed + 1);
+    /* the same key relayed by another link: no answer */
+    own.link->hb_answer_ms = 0;
+    s_heartbeat_offer(&m, k[2], f.net, t + 2, NS_HB_DIRECT, 7);
+    CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_OK);
+    CHECK_EQ_INT(f.p->stats.send_failed, failed + 1);
+
+    for (int i = 0; i < 3; i++)
+        ns_identity_destroy(&k[i]);
+    ns_buf_release(&m);
+    s_teardown(&f);
+}
+
 int main(void)
 {
     if (sodium_init() < 0)
@@ -892,5 +1031,6 @@ int main(void)
     RUN(slots_and_eviction);
     RUN(reply_reports_send_failure);
     RUN(relay_rules);
+    RUN(heartbeat_news_only);
     return ns_test_finish("p2p");
 }
