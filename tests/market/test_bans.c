@@ -462,6 +462,22 @@ TEST(many_orders_fork_converges)
     ns_ledger_close(&l);
 }
 
+/* The id of account who's entry at seq in l (a check fails if none). */
+static bool s_entry_id(ns_ledger_t *l, uint32_t who, uint64_t seq,
+                       ns_hash_t out)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    ns_entry_t e;
+    bool ok =
+        CHECK_RC(ns_ledger_get(l, s_fx.acct[who].pk, seq, &buf, &len), NS_OK) &&
+        CHECK_RC(ns_entry_decode(buf, len, s_fx.genesis.network_id, &e), NS_OK);
+    if (ok)
+        memcpy(out, e.id, NS_HASH_BYTES);
+    free(buf);
+    return ok;
+}
+
 /* s_build_fork's set to n ledgers: the first `split` get A's V1 and T1
  * (and A's entry after it), the others V1 and T2; then each gets the
  * whole set in order (gossip). */
@@ -505,21 +521,9 @@ static void s_split(uint32_t split)
     ns_buf_t c2, d2;
     ns_buf_init(&c2);
     ns_buf_init(&d2);
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    ns_entry_t ce, de;
     ns_hash_t cid, did, id;
-    if (!CHECK_RC(ns_ledger_get(l[0], s_fx.acct[C].pk, 1, &buf, &len), NS_OK))
+    if (!s_entry_id(l[0], C, 1, cid) || !s_entry_id(l[0], D, 1, did))
         goto out;
-    CHECK_RC(ns_entry_decode(buf, len, s_fx.genesis.network_id, &ce), NS_OK);
-    memcpy(cid, ce.id, NS_HASH_BYTES);
-    free(buf);
-    buf = NULL;
-    if (!CHECK_RC(ns_ledger_get(l[0], s_fx.acct[D].pk, 1, &buf, &len), NS_OK))
-        goto out;
-    CHECK_RC(ns_entry_decode(buf, len, s_fx.genesis.network_id, &de), NS_OK);
-    memcpy(did, de.id, NS_HASH_BYTES);
-    free(buf);
     ns_entry_body_t b = fx_transfer(s_fx.acct[B].pk, 1);
     CHECK_RC(fx_make_raw(&s_fx, C, 2, cid, NS_ENTRY_TRANSFER, &b, NULL, 0,
                          fx_tick(&s_fx), &c2, id),
@@ -619,19 +623,8 @@ static void s_confirmed_split(uint32_t split, bool late)
     }
     /* C takes T1's credit in; D claims T2's, which waits everywhere */
     ns_hash_t cid, did, id;
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    if (!CHECK_RC(ns_ledger_get(l[0], s_fx.acct[C].pk, 1, &buf, &len), NS_OK))
+    if (!s_entry_id(l[0], C, 1, cid) || !s_entry_id(l[0], D, 1, did))
         goto out;
-    CHECK_RC(ns_entry_decode(buf, len, s_fx.genesis.network_id, &e), NS_OK);
-    memcpy(cid, e.id, NS_HASH_BYTES);
-    free(buf);
-    buf = NULL;
-    if (!CHECK_RC(ns_ledger_get(l[0], s_fx.acct[D].pk, 1, &buf, &len), NS_OK))
-        goto out;
-    CHECK_RC(ns_entry_decode(buf, len, s_fx.genesis.network_id, &e), NS_OK);
-    memcpy(did, e.id, NS_HASH_BYTES);
-    free(buf);
     ns_entry_body_t b = fx_amount(0);
     CHECK_RC(fx_make_raw(&s_fx, C, 2, cid, NS_ENTRY_STAKE, &b, t1, 1,
                          fx_tick(&s_fx), &c2, id),
