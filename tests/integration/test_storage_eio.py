@@ -38,6 +38,8 @@ import time
 import nstest
 from nstest import check, check_eq, cli, log
 
+import ledgerutil as lu
+
 EXT4_IOC_SHUTDOWN = 0x8004587D  # _IOR('X', 125, __u32)
 EXT4_GOING_FLAGS_NOLOGFLUSH = 2
 
@@ -281,8 +283,11 @@ def test(net):
               "Read-only file system")
     phase("EIO (filesystem shut down)", disk.shut_down, "Input/output error")
 
-    # everything reported stored is stored, after a last restart
-    want = a.status()["ledger"]["digest"]
+    # everything reported stored is stored, after a last restart; first a
+    # quiet ledger (every credit taken in: no claim tick appends between
+    # reading a's digest and s's restart)
+    want = lu.wait_converged([a, s], 30, "a and s to take every credit in",
+                             pending=0)[1]
     s.stop()
     have = present(s.datadir, (a.id, s.id))
     lost = [x for x in stored if x not in have]
