@@ -183,11 +183,9 @@ int ns_lstore_count_accounts(ns_lstore_t *s, MDB_txn *t,
  * credits may be voided, or held on another branch by other nodes, and a
  * claim of one would stall the claimant's chain there: docs/PROTOCOL.md,
  * "Forks"). */
-uint32_t ns_lstore_unclaimed(ns_lstore_t *s, MDB_txn *t, const uint8_t *to,
-                             uint8_t *ids, uint32_t max,
-                             bool (*skip)(void *u, const uint8_t *src,
-                                          bool by_banned),
-                             void *u);
+uint32_t ns_lstore_unclaimed(
+    ns_lstore_t *s, MDB_txn *t, const uint8_t *to, uint8_t *ids, uint32_t max,
+    bool (*skip)(void *u, const uint8_t *src, bool by_banned), void *u);
 /* The bytes of an entry kept in forkentries (voided, or a fork's proof). */
 int ns_lstore_fork_entry_bytes(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
                                const uint8_t **buf, size_t *len);

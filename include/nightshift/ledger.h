@@ -244,8 +244,7 @@ typedef ns_confirm_state (*ns_ledger_confirm_fn)(void *u, const ns_hash_t id);
  * decide); a fork keeps its author's confirmed entries and voids only
  * the rest; and a confirmed entry of a banned author is applied in
  * place of an unconfirmed one (the branch the stake voted for wins). */
-void ns_ledger_set_confirm(ns_ledger_t *l, ns_ledger_confirm_fn fn,
-                           void *user);
+void ns_ledger_set_confirm(ns_ledger_t *l, ns_ledger_confirm_fn fn, void *user);
 /* Called once for each entry stored (ingested, retried or appended),
  * inside the batch: what ledger_votes.c votes for. */
 typedef void (*ns_ledger_stored_fn)(void *u, const ns_entry_t *e);
