@@ -53,6 +53,30 @@ static const char s_init_usage[] =
 
 static int s_init_join(ns_node_opts_t *o);
 
+/* The map `init --json` prints, opened for `extra` more keys after its
+ * own: note (when there is one), id, address, datadir, created. */
+static void s_pack_identity(msgpack_packer *pk, uint32_t extra,
+                            const char *note, const char *idtext,
+                            const char *addr, const char *datadir, bool created)
+{
+    msgpack_pack_map(pk, extra + (note ? 5 : 4));
+    if (note) {
+        ns_mp_str(pk, "note");
+        ns_mp_str(pk, note);
+    }
+    ns_mp_str(pk, "id");
+    ns_mp_str(pk, idtext);
+    ns_mp_str(pk, "address");
+    ns_mp_str(pk, addr);
+    ns_mp_str(pk, "datadir");
+    ns_mp_str(pk, datadir);
+    ns_mp_str(pk, "created");
+    if (created)
+        msgpack_pack_true(pk);
+    else
+        msgpack_pack_false(pk);
+}
+
 int ns_cmd_init(int argc, char **argv)
 {
     const char *cmd = "init";
@@ -132,22 +156,7 @@ int ns_cmd_init(int argc, char **argv)
         msgpack_sbuffer_init(&sb);
         msgpack_packer pk;
         msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-        msgpack_pack_map(&pk, note ? 5 : 4);
-        if (note) {
-            ns_mp_str(&pk, "note");
-            ns_mp_str(&pk, note);
-        }
-        ns_mp_str(&pk, "id");
-        ns_mp_str(&pk, idtext);
-        ns_mp_str(&pk, "address");
-        ns_mp_str(&pk, addr);
-        ns_mp_str(&pk, "datadir");
-        ns_mp_str(&pk, o.datadir);
-        ns_mp_str(&pk, "created");
-        if (created)
-            msgpack_pack_true(&pk);
-        else
-            msgpack_pack_false(&pk);
+        s_pack_identity(&pk, 0, note, idtext, addr, o.datadir, created);
         ns_cli_print_json(sb.data, sb.size);
         msgpack_sbuffer_destroy(&sb);
     } else {
@@ -434,19 +443,7 @@ static int s_init_join(ns_node_opts_t *o)
         msgpack_sbuffer_init(&sb);
         msgpack_packer pk;
         msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-        msgpack_pack_map(&pk, note ? 9 : 8);
-        if (note) {
-            ns_mp_str(&pk, "note");
-            ns_mp_str(&pk, note);
-        }
-        ns_mp_str(&pk, "id");
-        ns_mp_str(&pk, idtext);
-        ns_mp_str(&pk, "address");
-        ns_mp_str(&pk, addr);
-        ns_mp_str(&pk, "datadir");
-        ns_mp_str(&pk, o->datadir);
-        ns_mp_str(&pk, "created");
-        msgpack_pack_true(&pk);
+        s_pack_identity(&pk, 4, note, idtext, addr, o->datadir, true);
         ns_mp_str(&pk, "network");
         ns_mp_str(&pk, g.name);
         ns_mp_str(&pk, "network_id");
