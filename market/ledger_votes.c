@@ -74,19 +74,32 @@ struct ns_votes {
 
 /* ---- stake --------------------------------------------------------------- */
 
+/* An account's stake, as votes weigh it: staked, and what of it is
+ * locked as collateral in jobs (ACCEPT moves stake there and the job's
+ * end moves it back: the sum stays put while jobs run). */
+static uint64_t s_weight(const ns_account_t *a)
+{
+    return a->staked > UINT64_MAX - a->locked_collateral
+               ? UINT64_MAX
+               : a->staked + a->locked_collateral;
+}
+
 static bool s_add_stake(void *u, const ns_account_t *a)
 {
     uint64_t *sum = u;
-    *sum = *sum > UINT64_MAX - a->staked ? UINT64_MAX : *sum + a->staked;
+    uint64_t w = s_weight(a);
+    *sum = *sum > UINT64_MAX - w ? UINT64_MAX : *sum + w;
     return true;
 }
 
-/* The sum of all stake, and ours, as of at most NS_VOTE_STAKE_MS ago. */
+/* The sum of all stake, and ours: read again (a walk over every account)
+ * at most every S_STAKE_MOVED_MS after stake moved (a STAKE, UNSTAKE or
+ * SLASH stored, a fork voided entries), and at least every
+ * NS_VOTE_STAKE_MS whatever happened (a failed commit rolls stake back
+ * without a word). */
 static void s_refresh_stake(ns_votes_t *v)
 {
     uint64_t now = ns_mono_ms();
-    /* A walk over every account: at most once a second, or every
-     * S_STAKE_MOVED_MS while stake moves. */
     uint64_t age = now - v->total_at_ms;
     if (v->total_at_ms &&
         (v->stake_moved ? age < S_STAKE_MOVED_MS : age < NS_VOTE_STAKE_MS))
@@ -97,7 +110,7 @@ static void s_refresh_stake(ns_votes_t *v)
     v->total_stake = sum;
     ns_account_t me;
     v->self_stake =
-        ns_ledger_account(v->ledger, v->self, &me) == NS_OK ? me.staked : 0;
+        ns_ledger_account(v->ledger, v->self, &me) == NS_OK ? s_weight(&me) : 0;
     v->total_at_ms = now;
 }
 
@@ -295,7 +308,7 @@ static int s_on_vote(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
         return rc;
     ns_account_t voter;
     if (ns_ledger_account(v->ledger, env->sender, &voter) != NS_OK ||
-        voter.staked == 0) {
+        s_weight(&voter) == 0) {
         /* Dropped, not passed on; quietly: the voter's stake may just not
          * be here yet (its votes are asked again when needed). */
         v->stats.unstaked++;
@@ -304,7 +317,7 @@ static int s_on_vote(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
     s_refresh_stake(v);
     v->stats.received += n;
     for (uint32_t i = 0; i < n; i++)
-        s_count(v, env->sender, voter.staked, ids[i]);
+        s_count(v, env->sender, s_weight(&voter), ids[i]);
     return NS_OK;
 }
 
@@ -340,6 +353,7 @@ static int s_on_vote_req(void *user, const ns_envelope_t *env,
 static void s_on_fork(void *u, const ns_hash_t first, const ns_hash_t second)
 {
     ns_votes_t *v = u;
+    v->stake_moved = true; /* the void may have undone a STAKE */
     const uint8_t *ids[2] = {first, second};
     uint64_t now = ns_mono_ms();
     for (int k = 0; k < 2; k++) {

@@ -25,12 +25,15 @@
 #define NS_MSG_VOTE 21
 #define NS_MSG_VOTE_REQ 22
 
-#define NS_VOTE_IDS_MAX 256   /* ids per VOTE or VOTE_REQ */
-#define NS_VOTE_FLUSH_MS 20   /* our votes go out in batches this often */
-#define NS_VOTE_TABLE 8192    /* ids tallied at once (the oldest go first) */
-#define NS_VOTE_VOTERS 1024   /* voters counted per id */
-#define NS_VOTE_ASK_MS 1000   /* how often credits waiting on a vote ask */
-#define NS_VOTE_STAKE_MS 1000 /* how long the sum of all stake is cached */
+#define NS_VOTE_IDS_MAX 256 /* ids per VOTE or VOTE_REQ */
+#define NS_VOTE_FLUSH_MS 20 /* our votes go out in batches this often */
+#define NS_VOTE_TABLE 8192  /* ids tallied at once (the oldest go first) */
+#define NS_VOTE_VOTERS 1024 /* voters counted per id */
+#define NS_VOTE_ASK_MS 1000 /* how often credits waiting on a vote ask */
+#define NS_VOTE_STAKE_MS                                                       \
+    60000 /* the sum of all stake is read again at                             \
+             least this often (and soon after stake                            \
+             moves) */
 #define NS_VOTE_RECENT_MS                                                      \
     600000 /* entries older than this (by their                                \
               timestamp) get a vote only when asked */
