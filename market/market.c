@@ -21,8 +21,10 @@ int ns_announce_encode(const ns_announce_t *a, ns_buf_t *out)
 {
     if (a->n_excluded > NS_MAX_EXCLUDED)
         return NS_ERR_TOOBIG;
+    if (a->n_inputs > NS_MAX_ANN_INPUTS)
+        return NS_ERR_TOOBIG;
     S_PACKER(out, w, pk);
-    msgpack_pack_array(&pk, 16);
+    msgpack_pack_array(&pk, a->n_inputs ? 17 : 16);
     ns_mp_bin(&pk, a->job_id, NS_HASH_BYTES);
     ns_mp_bin(&pk, a->desc_id, NS_HASH_BYTES);
     ns_mp_bin(&pk, a->requester, NS_ID_BYTES);
@@ -45,6 +47,14 @@ int ns_announce_encode(const ns_announce_t *a, ns_buf_t *out)
     msgpack_pack_uint32(&pk, a->round);
     msgpack_pack_uint32(&pk, a->n_excluded);
     ns_mp_bin(&pk, a->excluded, (size_t)a->n_excluded * NS_ID_BYTES);
+    if (a->n_inputs) {
+        msgpack_pack_array(&pk, a->n_inputs);
+        for (uint32_t i = 0; i < a->n_inputs; i++) {
+            msgpack_pack_array(&pk, 2);
+            ns_mp_bin(&pk, a->inputs[i].hash, NS_HASH_BYTES);
+            msgpack_pack_uint64(&pk, a->inputs[i].size);
+        }
+    }
     return w.err;
 }
 
@@ -53,7 +63,9 @@ int ns_announce_decode(const uint8_t *buf, size_t len, ns_announce_t *a)
     ns_mpr_t r;
     memset(a, 0, sizeof *a);
     ns_mpr_init(&r, buf, len);
-    ns_mpr_array_exact(&r, 16);
+    uint32_t n_fields = 0;
+    if (ns_mpr_array(&r, &n_fields, 17) == NS_OK && n_fields < 16)
+        return NS_ERR_INVAL;
     ns_mpr_bin_exact(&r, a->job_id, NS_HASH_BYTES);
     ns_mpr_bin_exact(&r, a->desc_id, NS_HASH_BYTES);
     ns_mpr_bin_exact(&r, a->requester, NS_ID_BYTES);
@@ -78,8 +90,19 @@ int ns_announce_decode(const uint8_t *buf, size_t len, ns_announce_t *a)
     const uint8_t *ex = NULL;
     size_t ex_len = 0;
     ns_mpr_bin(&r, &ex, &ex_len, (size_t)NS_MAX_EXCLUDED * NS_ID_BYTES);
+    if (n_fields == 17 &&
+        ns_mpr_array(&r, &a->n_inputs, NS_MAX_ANN_INPUTS) == NS_OK) {
+        for (uint32_t i = 0; i < a->n_inputs; i++) {
+            ns_mpr_array_exact(&r, 2);
+            ns_mpr_bin_exact(&r, a->inputs[i].hash, NS_HASH_BYTES);
+            ns_mpr_uint(&r, &a->inputs[i].size);
+        }
+    }
     if (ns_mpr_end(&r) != NS_OK)
         return r.err;
+    for (uint32_t i = 0; i < a->n_inputs; i++)
+        if (a->inputs[i].size == 0)
+            return NS_ERR_INVAL;
     if (ex_len != (size_t)a->n_excluded * NS_ID_BYTES ||
         a->reqs.device_type > NS_DEV_ACCEL || a->bid_window_ms > 60000 ||
         a->reqs.max_buffer_bytes > a->reqs.buffer_bytes ||
@@ -89,32 +112,132 @@ int ns_announce_decode(const uint8_t *buf, size_t len, ns_announce_t *a)
     return NS_OK;
 }
 
-int ns_bid_encode(const ns_bid_t *b, ns_buf_t *out)
+int ns_bid_encode(const ns_bid_t *b, const ns_bid_ext_t *ext, ns_buf_t *out)
 {
+    bool with_ext = ext && ext->present;
     S_PACKER(out, w, pk);
-    msgpack_pack_array(&pk, 6);
+    msgpack_pack_array(&pk, with_ext ? 9 : 6);
     ns_mp_bin(&pk, b->provider, NS_ID_BYTES);
     ns_mp_bin(&pk, b->job_id, NS_HASH_BYTES);
     msgpack_pack_uint64(&pk, b->price);
     msgpack_pack_uint64(&pk, b->est_ms);
     msgpack_pack_uint64(&pk, b->timestamp_ms);
     ns_mp_bin(&pk, b->sig, NS_SIG_BYTES);
+    if (with_ext) {
+        msgpack_pack_uint32(&pk, ext->free_slots);
+        msgpack_pack_uint32(&pk, ext->mask);
+        ns_mp_bin(&pk, ext->proof, NS_HASH_BYTES);
+    }
     return w.err;
 }
 
-int ns_bid_decode(const uint8_t *buf, size_t len, ns_bid_t *b)
+int ns_bid_decode(const uint8_t *buf, size_t len, ns_bid_t *b,
+                  ns_bid_ext_t *ext)
 {
     ns_mpr_t r;
+    ns_bid_ext_t h;
     memset(b, 0, sizeof *b);
+    memset(&h, 0, sizeof h);
+    if (ext)
+        memset(ext, 0, sizeof *ext);
     ns_mpr_init(&r, buf, len);
-    ns_mpr_array_exact(&r, 6);
+    uint32_t n_fields = 0;
+    if (ns_mpr_array(&r, &n_fields, 9) == NS_OK && n_fields != 6 &&
+        n_fields != 9)
+        return NS_ERR_INVAL;
     ns_mpr_bin_exact(&r, b->provider, NS_ID_BYTES);
     ns_mpr_bin_exact(&r, b->job_id, NS_HASH_BYTES);
     ns_mpr_uint(&r, &b->price);
     ns_mpr_uint(&r, &b->est_ms);
     ns_mpr_uint(&r, &b->timestamp_ms);
     ns_mpr_bin_exact(&r, b->sig, NS_SIG_BYTES);
-    return ns_mpr_end(&r);
+    if (n_fields == 9) {
+        h.present = true;
+        ns_mpr_u32(&r, &h.free_slots);
+        ns_mpr_u32(&r, &h.mask);
+        ns_mpr_bin_exact(&r, h.proof, NS_HASH_BYTES);
+    }
+    if (ns_mpr_end(&r) != NS_OK)
+        return r.err;
+    if (ext)
+        *ext = h;
+    return NS_OK;
+}
+
+/* ---- input locality ------------------------------------------------------
+ */
+
+static void s_be32(uint8_t out[4], uint32_t v)
+{
+    out[0] = (uint8_t)(v >> 24);
+    out[1] = (uint8_t)(v >> 16);
+    out[2] = (uint8_t)(v >> 8);
+    out[3] = (uint8_t)v;
+}
+
+/* Offset of piece j of input i (market.h). */
+static uint64_t s_held_offset(const ns_announce_t *a,
+                              const uint8_t provider[NS_ID_BYTES], uint32_t i,
+                              uint32_t j, uint64_t span)
+{
+    crypto_generichash_state st;
+    uint8_t be[4], h[NS_HASH_BYTES];
+    crypto_generichash_init(&st, NULL, 0, NS_HASH_BYTES);
+    crypto_generichash_update(&st, (const uint8_t *)NS_HELD_TAG,
+                              sizeof NS_HELD_TAG - 1);
+    crypto_generichash_update(&st, a->job_id, NS_HASH_BYTES);
+    crypto_generichash_update(&st, provider, NS_ID_BYTES);
+    s_be32(be, i);
+    crypto_generichash_update(&st, be, 4);
+    s_be32(be, j);
+    crypto_generichash_update(&st, be, 4);
+    crypto_generichash_final(&st, h, NS_HASH_BYTES);
+    uint64_t x = 0;
+    for (int k = 7; k >= 0; k--)
+        x = x << 8 | h[k];
+    return x % span;
+}
+
+int ns_held_proof(const ns_announce_t *a, const uint8_t provider[NS_ID_BYTES],
+                  uint32_t mask, ns_held_read_fn read, void *user,
+                  ns_hash_t proof)
+{
+    if (a->n_inputs < 32 && (mask >> a->n_inputs) != 0)
+        return NS_ERR_INVAL;
+    crypto_generichash_state st;
+    uint8_t be[4], piece[NS_HELD_PIECE_BYTES];
+    crypto_generichash_init(&st, NULL, 0, NS_HASH_BYTES);
+    crypto_generichash_update(&st, (const uint8_t *)NS_HELD_TAG,
+                              sizeof NS_HELD_TAG - 1);
+    crypto_generichash_update(&st, a->job_id, NS_HASH_BYTES);
+    crypto_generichash_update(&st, provider, NS_ID_BYTES);
+    s_be32(be, mask);
+    crypto_generichash_update(&st, be, 4);
+    for (uint32_t i = 0; i < a->n_inputs; i++) {
+        if (!(mask & UINT32_C(1) << i))
+            continue;
+        uint64_t size = a->inputs[i].size;
+        size_t n =
+            size < NS_HELD_PIECE_BYTES ? (size_t)size : NS_HELD_PIECE_BYTES;
+        for (uint32_t j = 0; j < NS_HELD_PIECES; j++) {
+            uint64_t off = s_held_offset(a, provider, i, j, size - n + 1);
+            int rc = read(user, i, off, piece, n);
+            if (rc != NS_OK)
+                return rc;
+            crypto_generichash_update(&st, piece, n);
+        }
+    }
+    crypto_generichash_final(&st, proof, NS_HASH_BYTES);
+    return NS_OK;
+}
+
+uint64_t ns_held_bytes(const ns_announce_t *a, uint32_t mask)
+{
+    uint64_t sum = 0;
+    for (uint32_t i = 0; i < a->n_inputs && i < 32; i++)
+        if (mask & UINT32_C(1) << i)
+            sum += a->inputs[i].size;
+    return sum;
 }
 
 int ns_fetch_encode(const ns_chunk_t *c, ns_buf_t *out)
@@ -510,6 +633,10 @@ static bool s_tie_better(const ns_bid_t *bids, const ns_bid_rank_t *rank,
 {
     if (rank[i].free != rank[b].free)
         return rank[i].free;
+    uint64_t held_i = rank[i].held_bytes / NS_POLICY_HELD_BUCKET_BYTES;
+    uint64_t held_b = rank[b].held_bytes / NS_POLICY_HELD_BUCKET_BYTES;
+    if (held_i != held_b)
+        return held_i > held_b;
     if (rank[i].standing != rank[b].standing)
         return rank[i].standing > rank[b].standing;
     uint64_t ti = rank[i].arrival_us / NS_POLICY_RTT_BUCKET_US;

@@ -277,6 +277,57 @@ int ns_blobs_map(ns_blobs_t *b, const ns_hash_t id, const uint8_t **data,
     return NS_OK;
 }
 
+int ns_blobs_open_ro(ns_blobs_t *b, const ns_hash_t id, int *fd, uint64_t *size)
+{
+    char path[PATH_MAX + 80];
+    s_path(b, id, path, sizeof path);
+    *fd = -1;
+    *size = 0;
+    int f = open(path, O_RDONLY | O_CLOEXEC);
+    if (f < 0)
+        return errno == ENOENT ? NS_ERR_NOTFOUND : NS_ERR_IO;
+    struct stat st;
+    if (fstat(f, &st) != 0) {
+        close(f);
+        return NS_ERR_IO;
+    }
+    *fd = f;
+    *size = (uint64_t)st.st_size;
+    return NS_OK;
+}
+
+int ns_blobs_keep(ns_blobs_t *b, const uint8_t *data, size_t len, ns_hash_t id)
+{
+    ns_hash(id, data, len);
+    char path[PATH_MAX + 80];
+    s_path(b, id, path, sizeof path);
+    if (access(path, R_OK) == 0) {
+        (void)utimensat(AT_FDCWD, path, NULL, 0);
+        return NS_OK;
+    }
+    int fd = -1;
+    int rc = ns_blobs_partial(b, id, len, &fd);
+    if (rc != NS_OK)
+        return rc;
+    size_t done = 0;
+    while (done < len) {
+        ssize_t w = pwrite(fd, data + done, len - done, (off_t)done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        done += (size_t)w;
+    }
+    if (done == len && ftruncate(fd, (off_t)len) == 0)
+        rc = ns_blobs_complete(b, id, len);
+    else {
+        rc = NS_ERR_IO;
+        ns_blobs_discard(b, id);
+    }
+    close(fd);
+    return rc;
+}
+
 uint64_t ns_blobs_bytes(const ns_blobs_t *b)
 {
     return b->bytes;

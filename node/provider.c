@@ -293,6 +293,65 @@ static void s_fail(ns_provider_t *p, s_job_t *j, const char *why)
     s_fail_as(p, j, NS_FAIL_OTHER, why);
 }
 
+/* ---- input locality (market.h) ------------------------------------------ */
+
+typedef struct {
+    int fd[NS_MAX_ANN_INPUTS];
+} s_held_files_t;
+
+static int s_held_read(void *u, uint32_t i, uint64_t off, uint8_t *buf,
+                       size_t n)
+{
+    const s_held_files_t *f = u;
+    ssize_t r = pread(f->fd[i], buf, n, (off_t)off);
+    return r == (ssize_t)n ? NS_OK : NS_ERR_IO;
+}
+
+/* Which of the announced inputs our blob store holds, and the proof of it
+ * (a few pieces of each, read from the files). */
+static void s_held(ns_provider_t *p, const ns_announce_t *a, ns_bid_ext_t *held)
+{
+    if (!p->o.blobs || a->n_inputs == 0)
+        return;
+    s_held_files_t f;
+    for (uint32_t i = 0; i < a->n_inputs; i++) {
+        uint64_t size = 0;
+        if (ns_blobs_open_ro(p->o.blobs, a->inputs[i].hash, &f.fd[i], &size) ==
+                NS_OK &&
+            size != a->inputs[i].size) {
+            close(f.fd[i]);
+            f.fd[i] = -1;
+        }
+        if (f.fd[i] >= 0)
+            held->mask |= UINT32_C(1) << i;
+    }
+    if (held->mask && ns_held_proof(a, ns_identity_pk(p->o.me), held->mask,
+                                    s_held_read, &f, held->proof) != NS_OK)
+        held->mask = 0;
+    for (uint32_t i = 0; i < a->n_inputs; i++)
+        if (f.fd[i] >= 0)
+            close(f.fd[i]);
+}
+
+/* Keep the outputs in the blob store by their hash, so that a job naming
+ * one as an input (a pipeline's next step) finds it here and our bid for
+ * it says so. The bytes are content-addressed: a wrong output kept is
+ * only a blob nobody asks for. */
+static void s_keep_outputs(ns_provider_t *p, s_job_t *j)
+{
+    for (uint32_t i = 0; p->o.blobs && i < j->job.n_args; i++) {
+        const ns_arg_t *a = &j->job.args[i];
+        if (a->kind != NS_ARG_OUT || !j->res.outputs[i] ||
+            a->size > NS_POLICY_KEEP_OUTPUT_MAX)
+            continue;
+        ns_hash_t id;
+        int rc = ns_blobs_keep(p->o.blobs, j->res.outputs[i], a->size, id);
+        if (rc != NS_OK && rc != NS_ERR_EXISTS)
+            ns_debug(NS_MOD_MARKET, "event=output_keep_failed error=%s",
+                     ns_strerror(rc));
+    }
+}
+
 /* ---- bidding
  * ------------------------------------------------------------------ */
 
@@ -361,6 +420,14 @@ static int s_on_job(ns_provider_t *p, const ns_node_msg_t *m)
             break;
         }
     }
+    /* what we are now, for the requester's near-ties: free (a fresher
+     * word than our last heartbeat) and holding some of its inputs */
+    ns_bid_ext_t ext;
+    memset(&ext, 0, sizeof ext);
+    ext.present = true;
+    ext.free_slots =
+        p->o.cfg->slots > s_busy(p) ? p->o.cfg->slots - s_busy(p) : 0;
+    s_held(p, &a, &ext);
     s_job_t *j = NULL, *oldest_bid = NULL;
     for (int i = 0; i < S_MAX_JOBS && !j; i++) {
         if (p->jobs[i].state == PJ_FREE)
@@ -390,7 +457,7 @@ static int s_on_job(ns_provider_t *p, const ns_node_msg_t *m)
     ns_bid_sign(&j->bid, p->o.me, p->o.network_id);
     rc = p->io->dial(p->io->user, a.requester, a.endpoint);
     (void)rc; /* NS_ERR_EXISTS is fine; a failed dial fails the send */
-    if (ns_bid_encode(&j->bid, &p->body) != NS_OK ||
+    if (ns_bid_encode(&j->bid, &ext, &p->body) != NS_OK ||
         p->io->send(p->io->user, a.requester, NS_MSG_MKT_BID, p->body.data,
                     p->body.len) != NS_OK) {
         memset(j, 0, sizeof *j);
@@ -400,9 +467,11 @@ static int s_on_job(ns_provider_t *p, const ns_node_msg_t *m)
     p->stats.bids++;
     char jid[17];
     s_job_hex(jid, a.job_id);
-    ns_info(NS_MOD_MARKET, "event=bid job=%s price=%llu est_ms=%llu", jid,
-            (unsigned long long)j->bid.price,
-            (unsigned long long)j->bid.est_ms);
+    ns_info(NS_MOD_MARKET,
+            "event=bid job=%s price=%llu est_ms=%llu free=%u held_bytes=%llu",
+            jid, (unsigned long long)j->bid.price,
+            (unsigned long long)j->bid.est_ms, ext.free_slots,
+            (unsigned long long)ns_held_bytes(&a, ext.mask));
     return NS_OK;
 }
 
@@ -830,6 +899,7 @@ static void s_finish(ns_provider_t *p, s_job_t *j)
     p->stats.results++;
     ns_histo_add_us(&p->stats.run, j->res.wall_us);
     s_set(p, j, PJ_SERVE);
+    s_keep_outputs(p, j);
     s_update_offer(p);
     ns_info(NS_MOD_MARKET,
             "event=result job=%s items=%llu run_ms=%.1f fault=%s", jid,

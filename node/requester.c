@@ -37,6 +37,9 @@ struct ns_requester {
     ns_announce_t ann;
     ns_bid_t bids[NS_POLICY_MAX_BIDS];
     uint64_t bid_us[NS_POLICY_MAX_BIDS];
+    uint64_t bid_held[NS_POLICY_MAX_BIDS]; /* input bytes proven held */
+    int8_t bid_free[NS_POLICY_MAX_BIDS];   /* free slot when it bid: 1, 0, or
+                                              -1 unknown (an older bidder) */
     uint32_t n_bids;
     uint64_t job_seq; /* our JOB entry's seq */
     ns_bid_t winner;
@@ -245,10 +248,47 @@ static uint32_t s_qualified_known(ns_requester_t *q)
 
 /* ---- messages ----------------------------------------------------------- */
 
+/* Bytes of announced input i at off (ns_held_read_fn): our own copy. */
+static int s_held_read(void *u, uint32_t i, uint64_t off, uint8_t *buf,
+                       size_t n)
+{
+    const ns_requester_t *q = u;
+    const ns_job_t *job = q->o.job;
+    for (uint32_t a = 0; a < job->n_args; a++)
+        if (job->args[a].kind == NS_ARG_IN && q->o.inputs[a].data &&
+            memcmp(job->args[a].hash, q->ann.inputs[i].hash, NS_HASH_BYTES) ==
+                0 &&
+            off + n <= job->args[a].size) {
+            memcpy(buf, (const uint8_t *)q->o.inputs[a].data + off, n);
+            return NS_OK;
+        }
+    return NS_ERR_NOTFOUND;
+}
+
+/* The input bytes a bid proved it holds: 0 for none, or for a proof
+ * that does not check (logged: a bidder that claims what it lacks). */
+static uint64_t s_held_checked(ns_requester_t *q, const ns_bid_t *b,
+                               const ns_bid_ext_t *held)
+{
+    if (!held->mask)
+        return 0;
+    ns_hash_t want;
+    if (ns_held_proof(&q->ann, b->provider, held->mask, s_held_read, q, want) ==
+            NS_OK &&
+        sodium_memcmp(want, held->proof, NS_HASH_BYTES) == 0)
+        return ns_held_bytes(&q->ann, held->mask);
+    char who[NS_ID_SHORT_LEN + 1];
+    ns_id_short(who, b->provider);
+    ns_warn(NS_MOD_MARKET, "event=held_proof_bad provider=%s mask=%#x", who,
+            held->mask);
+    return 0;
+}
+
 static int s_on_bid(ns_requester_t *q, const ns_node_msg_t *m)
 {
     ns_bid_t b;
-    int rc = ns_bid_decode(m->body, m->len, &b);
+    ns_bid_ext_t ext;
+    int rc = ns_bid_decode(m->body, m->len, &b, &ext);
     if (rc != NS_OK)
         return rc;
     if (memcmp(b.provider, m->sender, NS_ID_BYTES) ||
@@ -259,6 +299,8 @@ static int s_on_bid(ns_requester_t *q, const ns_node_msg_t *m)
         q->n_bids == NS_POLICY_MAX_BIDS)
         return NS_OK;
     q->bids[q->n_bids] = b;
+    q->bid_held[q->n_bids] = s_held_checked(q, &b, &ext);
+    q->bid_free[q->n_bids] = ext.present ? ext.free_slots > 0 : -1;
     q->bid_us[q->n_bids++] = s_mono(q) * 1000;
     return NS_OK;
 }
@@ -392,7 +434,7 @@ bool ns_requester_owns(const ns_requester_t *q, const ns_node_msg_t *m)
     ns_bid_t b;
     switch (m->type) {
     case NS_MSG_MKT_BID:
-        return ns_bid_decode(m->body, m->len, &b) == NS_OK &&
+        return ns_bid_decode(m->body, m->len, &b, NULL) == NS_OK &&
                memcmp(b.job_id, q->o.job_id, NS_HASH_BYTES) == 0;
     case NS_MSG_MKT_FETCH:
         return ns_fetch_decode(m->body, m->len, &c) == NS_OK &&
@@ -682,10 +724,15 @@ static void s_award(ns_requester_t *q)
                 ? ns_standing(&a)
                 : 0;
         rank[i].arrival_us = q->bid_us[i];
+        rank[i].held_bytes = q->bid_held[i];
         rank[i].free = true; /* until a heartbeat says otherwise */
     }
     s_free_t f = {q, rank};
     q->io->visit_peers(q->io->user, s_mark_free, &f);
+    /* what a bid said of itself is fresher than any heartbeat */
+    for (uint32_t i = 0; i < q->n_bids; i++)
+        if (q->bid_free[i] >= 0)
+            rank[i].free = q->bid_free[i] == 1;
     /* a provider that holds another shard of the job counts as busy */
     for (uint32_t i = 0; q->o.sibling_holds && i < q->n_bids; i++)
         if (q->o.sibling_holds(q->o.sibling_user, q->bids[i].provider))
@@ -1187,9 +1234,22 @@ ns_requester_t *ns_requester_new(const ns_requester_opts_t *o,
     q->ann.work_flops =
         o->job->work_estimate ? o->job->work_estimate : q->n_items * 1000;
     q->ann.n_items = q->n_items;
-    for (uint32_t i = 0; i < o->job->n_args; i++)
-        if (o->job->args[i].kind == NS_ARG_IN)
-            q->ann.input_bytes += o->job->args[i].size;
+    for (uint32_t i = 0; i < o->job->n_args; i++) {
+        const ns_arg_t *a = &o->job->args[i];
+        if (a->kind != NS_ARG_IN)
+            continue;
+        q->ann.input_bytes += a->size;
+        /* named by content, once each: a bidder that holds one says so */
+        uint32_t k = 0;
+        while (k < q->ann.n_inputs &&
+               memcmp(q->ann.inputs[k].hash, a->hash, NS_HASH_BYTES))
+            k++;
+        if (k == q->ann.n_inputs && k < NS_MAX_ANN_INPUTS) {
+            memcpy(q->ann.inputs[k].hash, a->hash, NS_HASH_BYTES);
+            q->ann.inputs[k].size = a->size;
+            q->ann.n_inputs++;
+        }
+    }
     q->ann.bid_window_ms = o->bid_window_ms;
     q->ann.deadline_ms = io->now_ms(io->user) + o->deadline_s * 1000;
     if (o->resume) {

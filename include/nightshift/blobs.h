@@ -71,6 +71,20 @@ int ns_blobs_map(ns_blobs_t *b, const ns_hash_t id, const uint8_t **data,
 int ns_blobs_map_fd(int fd, size_t len, const uint8_t **data) NS_MUST_CHECK;
 void ns_blobs_unmap(const uint8_t *data, size_t len);
 
+/* Blob id opened read-only, its bytes NOT checked (a bid's proof of
+ * possession reads a few pieces of it; ns_blobs_map checks the whole
+ * before a job uses it): *fd (caller closes) and *size. NS_ERR_NOTFOUND,
+ * NS_ERR_IO. */
+int ns_blobs_open_ro(ns_blobs_t *b, const ns_hash_t id, int *fd,
+                     uint64_t *size) NS_MUST_CHECK;
+/* Keep a copy of data under its hash (into id) as a cache entry: like
+ * ns_blobs_put, but written through the partial file and not synced (a
+ * copy lost in a crash is only fetched again; every read checks the bytes
+ * against the name). NS_ERR_EXISTS when a transfer is filling the same
+ * blob now, NS_ERR_TOOBIG, NS_ERR_IO. */
+int ns_blobs_keep(ns_blobs_t *b, const uint8_t *data, size_t len,
+                  ns_hash_t id) NS_MUST_CHECK;
+
 /* Bytes held now. */
 uint64_t ns_blobs_bytes(const ns_blobs_t *b);
 

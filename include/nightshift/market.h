@@ -55,7 +55,42 @@
 #define NS_BLOB_OUTPUT(i) (256 + (i))
 /* Content by hash (content.h): the FETCH's job id field is the hash. */
 #define NS_BLOB_CONTENT UINT32_C(0xFFFFFFFF)
-#define NS_MAX_EXCLUDED 16 /* providers a job will not take again */
+#define NS_MAX_EXCLUDED 16   /* providers a job will not take again */
+#define NS_MAX_ANN_INPUTS 32 /* distinct inputs named by an announcement */
+
+/* Input locality. An announcement names the job's distinct inputs by
+ * content hash and size; a bidder that holds some of them (a provider's
+ * blob store keeps the inputs it fetched and the outputs it computed, so
+ * a pipeline's next step finds its intermediate where it was made) says
+ * which in its bid, with a proof of possession the requester checks
+ * against its own copy:
+ *   proof = BLAKE2b-256("nightshift/held/v1" || job id || provider ||
+ *                       mask (u32 BE) || for each set bit i, ascending:
+ *                       piece 0 || ... || piece NS_HELD_PIECES-1 of
+ *                       input i)
+ *   piece j of input i: n = min(NS_HELD_PIECE_BYTES, size) bytes at
+ *     offset LE64(first 8 bytes of BLAKE2b-256("nightshift/held/v1" ||
+ *     job id || provider || i (u32 BE) || j (u32 BE))) mod (size - n + 1)
+ * The job id is fresh for every job, so a proof cannot be made before the
+ * announcement without the bytes. Near-equal bids go to the bidder that
+ * proved it holds more input bytes (after "free", ns_auction_pick). */
+#define NS_HELD_TAG "nightshift/held/v1"
+#define NS_HELD_PIECES 8
+#define NS_HELD_PIECE_BYTES 256
+
+typedef struct {
+    ns_hash_t hash; /* BLAKE2b-256 of the input's bytes */
+    uint64_t size;
+} ns_ann_input_t;
+
+/* What a bid says besides its signed fields (the envelope's signature
+ * covers it): the provider's state when it bid. */
+typedef struct {
+    bool present;        /* the fields were there (older bidders: not) */
+    uint32_t free_slots; /* workers free now: 0 = busy, would queue */
+    uint32_t mask;       /* announced inputs held: bit i = input i */
+    ns_hash_t proof;     /* of possession of those (zeros for mask 0) */
+} ns_bid_ext_t;
 
 /* What a job needs from a provider. */
 typedef struct {
@@ -87,13 +122,33 @@ typedef struct {
     uint32_t round;       /* 1 for the first auction */
     uint32_t n_excluded;
     uint8_t excluded[NS_MAX_EXCLUDED][NS_ID_BYTES];
+    uint32_t n_inputs; /* distinct IN contents, by hash (NS_MAX_ANN_INPUTS);
+                          absent on the wire from older requesters */
+    ns_ann_input_t inputs[NS_MAX_ANN_INPUTS];
 } ns_announce_t;
+
+/* Read n bytes of announced input i at off into buf: NS_OK, or an error
+ * (the proof then fails). */
+typedef int (*ns_held_read_fn)(void *user, uint32_t i, uint64_t off,
+                               uint8_t *buf, size_t n);
+/* The proof of possession of the inputs in mask (above). NS_ERR_INVAL for
+ * a mask naming an input beyond the announcement's; a reader's error. */
+int ns_held_proof(const ns_announce_t *a, const uint8_t provider[NS_ID_BYTES],
+                  uint32_t mask, ns_held_read_fn read, void *user,
+                  ns_hash_t proof) NS_MUST_CHECK;
+/* Bytes of the inputs in mask (0 for bits beyond the announcement). */
+uint64_t ns_held_bytes(const ns_announce_t *a, uint32_t mask);
 
 int ns_announce_encode(const ns_announce_t *a, ns_buf_t *out) NS_MUST_CHECK;
 int ns_announce_decode(const uint8_t *buf, size_t len,
                        ns_announce_t *a) NS_MUST_CHECK;
-int ns_bid_encode(const ns_bid_t *b, ns_buf_t *out) NS_MUST_CHECK;
-int ns_bid_decode(const uint8_t *buf, size_t len, ns_bid_t *b) NS_MUST_CHECK;
+/* MKT_BID: the signed bid's six fields, then, when ext is given and
+ * present, free_slots (uint), mask (uint) and proof (bin 32). ext (may be
+ * NULL) gets them (all zero, present false, when the bid has only six). */
+int ns_bid_encode(const ns_bid_t *b, const ns_bid_ext_t *ext,
+                  ns_buf_t *out) NS_MUST_CHECK;
+int ns_bid_decode(const uint8_t *buf, size_t len, ns_bid_t *b,
+                  ns_bid_ext_t *ext) NS_MUST_CHECK;
 
 typedef struct {
     ns_hash_t job_id;
@@ -268,14 +323,17 @@ typedef struct {
     int64_t standing;    /* ns_standing of the provider */
     bool free;           /* no heartbeat of it said "no free slot" */
     uint64_t arrival_us; /* when the bid arrived (mono): the round trip */
+    uint64_t held_bytes; /* input bytes it proved it holds (ns_bid_ext_t) */
 } ns_bid_rank_t;
 
 /* The reverse auction: index of the winning bid among n, or -1. Cheapest
  * price; near-ties (within 1%) go to a provider not known to be busy, then
- * to the better standing, then to the earlier bid (arrival in
- * NS_POLICY_RTT_BUCKET_US buckets: a round trip, not noise), then to the
- * lowest H(job id || provider), which spreads equal providers evenly over
- * jobs. Excluded providers and bids over max_price never win. */
+ * to the one holding more of the job's input bytes (in whole
+ * NS_POLICY_HELD_BUCKET_BYTES), then to the better standing, then to the
+ * earlier bid (arrival in NS_POLICY_RTT_BUCKET_US buckets: a round trip, not
+ * noise), then to the lowest H(job id || provider), which spreads equal
+ * providers evenly over jobs. Excluded providers and bids over max_price never
+ * win. */
 int ns_auction_pick(const ns_bid_t *bids, const ns_bid_rank_t *rank, uint32_t n,
                     uint64_t max_price, const ns_announce_t *a);
 

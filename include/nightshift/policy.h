@@ -26,6 +26,16 @@
 #define NS_POLICY_CLAIM_MS 2000              /* take payments in this often */
 #define NS_POLICY_BID_TTL_MS 30000           /* forget an unanswered bid */
 #define NS_POLICY_RETAIN_MS (10 * 60 * 1000) /* outputs kept at most */
+/* A provider keeps each output up to this size in its blob store (by
+ * hash), so a job that names it as an input (a pipeline's next step)
+ * finds it there: input locality, market.h. Larger ones are not copied
+ * (the copy costs the node loop a hash and a write). */
+#define NS_POLICY_KEEP_OUTPUT_MAX (UINT64_C(64) << 20)
+/* Near-equal bids compare the input bytes their bidders hold in whole
+ * units of this: holding less saves less than a round trip on a LAN, and
+ * must not pull every small job to the first provider that fetched its
+ * inputs (equal providers keep sharing them, ns_auction_pick). */
+#define NS_POLICY_HELD_BUCKET_BYTES (UINT64_C(1) << 20)
 /* Outputs kept after the requester settled or moved the job on. */
 #define NS_POLICY_RETAIN_AFTER_MS 5000
 /* The sandbox's wall-clock limit for one run, at most; a job's run gets

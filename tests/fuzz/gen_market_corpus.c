@@ -69,6 +69,13 @@ int main(int argc, char **argv)
     s_ann.bid_window_ms = 60000;
     s_ann.reqs.device_type = NS_DEV_ACCEL;
     s_announce("announce, 2 excluded, longest window", &b);
+    s_ann.n_inputs = 3;
+    for (uint32_t i = 0; i < s_ann.n_inputs; i++) {
+        ns_hash(s_ann.inputs[i].hash, &i, sizeof i);
+        s_ann.inputs[i].size = (UINT64_C(1) << (10 + 4 * i)) + i;
+    }
+    s_announce("announce naming 3 inputs", &b);
+    s_ann.n_inputs = 0;
 
     /* BID */
     ns_bid_t bid, bid_back;
@@ -79,11 +86,15 @@ int main(int argc, char **argv)
     bid.timestamp_ms = UINT64_C(1800000000123);
     ns_bid_sign(&bid, id, net);
     seeds_check(ns_bid_verify(&bid, net), "bid verify");
-    seeds_check(ns_bid_encode(&bid, &b), "bid");
-    seeds_check(ns_bid_decode(b.data, b.len, &bid_back), "bid");
+    seeds_check(ns_bid_encode(&bid, NULL, &b), "bid");
+    seeds_check(ns_bid_decode(b.data, b.len, &bid_back, NULL), "bid");
     seeds_save_mutants("bid, signed", b.data, b.len, 0, 0x95);
+    ns_bid_ext_t held = {.present = true, .free_slots = 1, .mask = 5};
+    memset(held.proof, 0x3c, NS_HASH_BYTES);
+    seeds_check(ns_bid_encode(&bid, &held, &b), "bid, held");
+    seeds_save_mutants("bid, holding inputs 0 and 2", b.data, b.len, 0, 0x98);
     bid.price = 1;
-    seeds_check(ns_bid_encode(&bid, &b), "bid");
+    seeds_check(ns_bid_encode(&bid, NULL, &b), "bid");
     seeds_save("bid, price changed after signing", b.data, b.len);
 
     /* AWARDED: the entries are opaque bytes here (the ledger checks them) */

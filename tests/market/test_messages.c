@@ -27,7 +27,7 @@ static int s_dec_announce(const uint8_t *p, size_t n, void *o)
 }
 static int s_dec_bid(const uint8_t *p, size_t n, void *o)
 {
-    return ns_bid_decode(p, n, o);
+    return ns_bid_decode(p, n, o, NULL);
 }
 static int s_dec_fetch(const uint8_t *p, size_t n, void *o)
 {
@@ -86,6 +86,23 @@ TEST(announce_round_trip_and_caps)
     CHECK(memcmp(&a, &b, sizeof a) == 0);
     a.n_excluded = NS_MAX_EXCLUDED + 1;
     CHECK_RC(ns_announce_encode(&a, &buf), NS_ERR_TOOBIG);
+    /* the inputs it names (17 fields), at the cap, past it, of size 0 */
+    s_announce(&a);
+    a.n_inputs = NS_MAX_ANN_INPUTS;
+    for (uint32_t i = 0; i < a.n_inputs; i++) {
+        randombytes_buf(a.inputs[i].hash, NS_HASH_BYTES);
+        a.inputs[i].size = (uint64_t)i * 100003 + 1;
+    }
+    CHECK_RC(ns_announce_encode(&a, &buf), NS_OK);
+    CHECK_RC(ns_announce_decode(buf.data, buf.len, &b), NS_OK);
+    CHECK(memcmp(&a, &b, sizeof a) == 0);
+    CHECK(s_prefixes_refused(s_dec_announce, &buf, &b));
+    a.n_inputs = NS_MAX_ANN_INPUTS + 1;
+    CHECK_RC(ns_announce_encode(&a, &buf), NS_ERR_TOOBIG);
+    a.n_inputs = 2;
+    a.inputs[1].size = 0;
+    CHECK_RC(ns_announce_encode(&a, &buf), NS_OK);
+    CHECK_RC(ns_announce_decode(buf.data, buf.len, &b), NS_ERR_INVAL);
     /* a window over the cap, an endpoint that is not one */
     s_announce(&a);
     a.bid_window_ms = 60001;
@@ -110,14 +127,73 @@ TEST(bid_round_trip)
     ns_buf_init(&buf);
     memset(&a, 0, sizeof a);
     randombytes_buf(&a, sizeof a);
-    CHECK_RC(ns_bid_encode(&a, &buf), NS_OK);
-    CHECK_RC(ns_bid_decode(buf.data, buf.len, &b), NS_OK);
+    CHECK_RC(ns_bid_encode(&a, NULL, &buf), NS_OK);
+    ns_bid_ext_t h;
+    memset(&h, 0xee, sizeof h);
+    CHECK_RC(ns_bid_decode(buf.data, buf.len, &b, &h), NS_OK);
     CHECK(memcmp(&a, &b, sizeof a) == 0);
+    CHECK(!h.present && h.mask == 0); /* an older bidder: nothing said */
     CHECK(s_prefixes_refused(s_dec_bid, &buf, &b));
     /* trailing bytes are refused */
     CHECK_RC(ns_buf_append(&buf, "\xc0", 1), NS_OK);
-    CHECK(ns_bid_decode(buf.data, buf.len, &b) != NS_OK);
+    CHECK(ns_bid_decode(buf.data, buf.len, &b, NULL) != NS_OK);
+    /* with what it holds: [6 fields, mask, proof] */
+    ns_bid_ext_t held = {.present = true, .free_slots = 3, .mask = 6}, back;
+    randombytes_buf(held.proof, sizeof held.proof);
+    buf.len = 0;
+    CHECK_RC(ns_bid_encode(&a, &held, &buf), NS_OK);
+    CHECK_RC(ns_bid_decode(buf.data, buf.len, &b, &back), NS_OK);
+    CHECK(memcmp(&a, &b, sizeof a) == 0);
+    CHECK(back.present && back.free_slots == 3 && back.mask == 6 &&
+          memcmp(back.proof, held.proof, 32) == 0);
+    CHECK(s_prefixes_refused(s_dec_bid, &buf, &b));
     ns_buf_release(&buf);
+}
+
+/* Input bytes for the possession proofs below: input i is bytes i*7+k. */
+static int s_read_input(void *u, uint32_t i, uint64_t off, uint8_t *buf,
+                        size_t n)
+{
+    const uint64_t *flip = u; /* a byte that differs, or UINT64_MAX */
+    for (size_t k = 0; k < n; k++)
+        buf[k] = (uint8_t)(i * 7 + off + k) ^ (off + k == *flip ? 1 : 0);
+    return NS_OK;
+}
+
+TEST(held_proof_binds_job_provider_mask_and_bytes)
+{
+    ns_announce_t a;
+    memset(&a, 0, sizeof a);
+    randombytes_buf(a.job_id, sizeof a.job_id);
+    a.n_inputs = 3;
+    a.inputs[0].size = 100; /* shorter than a piece: the whole input */
+    a.inputs[1].size = UINT64_C(1) << 30;
+    a.inputs[2].size = 4096;
+    uint8_t prov[32], other[32];
+    randombytes_buf(prov, sizeof prov);
+    randombytes_buf(other, sizeof other);
+    uint64_t none = UINT64_MAX;
+    ns_hash_t p1, p2;
+    CHECK_RC(ns_held_proof(&a, prov, 3, s_read_input, &none, p1), NS_OK);
+    CHECK_RC(ns_held_proof(&a, prov, 3, s_read_input, &none, p2), NS_OK);
+    CHECK(memcmp(p1, p2, 32) == 0); /* deterministic */
+    CHECK_RC(ns_held_proof(&a, other, 3, s_read_input, &none, p2), NS_OK);
+    CHECK(memcmp(p1, p2, 32) != 0); /* bound to the provider */
+    CHECK_RC(ns_held_proof(&a, prov, 1, s_read_input, &none, p2), NS_OK);
+    CHECK(memcmp(p1, p2, 32) != 0); /* and to the mask */
+    a.job_id[0] ^= 1;
+    CHECK_RC(ns_held_proof(&a, prov, 3, s_read_input, &none, p2), NS_OK);
+    CHECK(memcmp(p1, p2, 32) != 0); /* and to the job */
+    a.job_id[0] ^= 1;
+    /* input 0 is read whole: any byte of it changes the proof */
+    uint64_t flip = 57;
+    CHECK_RC(ns_held_proof(&a, prov, 1, s_read_input, &flip, p2), NS_OK);
+    CHECK_RC(ns_held_proof(&a, prov, 1, s_read_input, &none, p1), NS_OK);
+    CHECK(memcmp(p1, p2, 32) != 0);
+    /* a mask beyond the announced inputs is refused */
+    CHECK_RC(ns_held_proof(&a, prov, 8, s_read_input, &none, p2), NS_ERR_INVAL);
+    CHECK(ns_held_bytes(&a, 5) == 4196);
+    CHECK(ns_held_bytes(&a, 0) == 0);
 }
 
 TEST(fetch_and_chunk_round_trip_and_caps)
@@ -402,9 +478,20 @@ TEST(auction_ranks_and_spreads)
     bids[5].price = 995;
     rank[5].standing = 0;
     CHECK(ns_auction_pick(bids, rank, P, 1000, &a) != 5);
-    /* among the free ones, the better standing */
+    /* among the free ones, the one holding more of the inputs, even
+     * against a better standing; the busy one holding them still loses */
     for (int i = 0; i < P; i++)
         rank[i].standing = i == 3 ? 0 : -2;
+    rank[2].held_bytes = 3 * NS_POLICY_HELD_BUCKET_BYTES;
+    rank[4].held_bytes = 2 * NS_POLICY_HELD_BUCKET_BYTES + 5;
+    rank[5].held_bytes = 9 * NS_POLICY_HELD_BUCKET_BYTES;
+    CHECK_EQ_INT(ns_auction_pick(bids, rank, P, 1000, &a), 2);
+    /* less than a bucket is not worth a tie (small jobs keep spreading) */
+    rank[2].held_bytes = NS_POLICY_HELD_BUCKET_BYTES - 1;
+    rank[4].held_bytes = 0;
+    CHECK_EQ_INT(ns_auction_pick(bids, rank, P, 1000, &a), 3);
+    rank[2].held_bytes = rank[4].held_bytes = rank[5].held_bytes = 0;
+    /* then the better standing */
     CHECK_EQ_INT(ns_auction_pick(bids, rank, P, 1000, &a), 3);
     /* then the earlier round trip, by buckets */
     for (int i = 0; i < P; i++)
@@ -438,6 +525,7 @@ int main(void)
         return 1;
     RUN(announce_round_trip_and_caps);
     RUN(bid_round_trip);
+    RUN(held_proof_binds_job_provider_mask_and_bytes);
     RUN(fetch_and_chunk_round_trip_and_caps);
     RUN(awarded_round_trip_and_caps);
     RUN(failure_round_trip_signature_and_caps);

@@ -520,6 +520,60 @@ TEST(blob_store_partial_files_complete_map_and_lock)
     free(data);
 }
 
+TEST(blob_store_keeps_outputs_by_hash_and_opens_unchecked)
+{
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s/ns_blobs_XXXXXX",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    CHECK(mkdtemp(dir) != NULL);
+    int err = 0;
+    ns_blobs_t *b = ns_blobs_open(dir, 4 * NS_CHUNK_BYTES, &err);
+    CHECK(b != NULL);
+    size_t size = NS_CHUNK_BYTES + 123;
+    uint8_t *data = malloc(size);
+    randombytes_buf(data, size);
+    ns_hash_t h, want;
+    ns_hash(want, data, size);
+    CHECK_RC(ns_blobs_keep(b, data, size, h), NS_OK);
+    CHECK(memcmp(h, want, NS_HASH_BYTES) == 0); /* named by its hash */
+    CHECK(ns_blobs_has(b, h));
+    CHECK_RC(ns_blobs_keep(b, data, size, h), NS_OK); /* again: a touch */
+    const uint8_t *m = NULL;
+    size_t len = 0;
+    CHECK_RC(ns_blobs_map(b, h, &m, &len), NS_OK);
+    CHECK(len == size && memcmp(m, data, size) == 0);
+    ns_blobs_unmap(m, len);
+    int fd = -1;
+    uint64_t got = 0;
+    CHECK_RC(ns_blobs_open_ro(b, h, &fd, &got), NS_OK);
+    CHECK(got == size);
+    uint8_t piece[16];
+    CHECK(pread(fd, piece, sizeof piece, 1000) == (ssize_t)sizeof piece);
+    CHECK(memcmp(piece, data + 1000, sizeof piece) == 0);
+    close(fd);
+    ns_hash_t absent;
+    randombytes_buf(absent, sizeof absent);
+    CHECK_RC(ns_blobs_open_ro(b, absent, &fd, &got), NS_ERR_NOTFOUND);
+    CHECK(fd == -1);
+    /* larger than the whole store: not kept */
+    uint8_t *big = calloc(1, 5 * NS_CHUNK_BYTES);
+    CHECK_RC(ns_blobs_keep(b, big, 5 * NS_CHUNK_BYTES, h), NS_ERR_TOOBIG);
+    CHECK(!ns_blobs_has(b, h));
+    free(big);
+    /* a transfer filling the same blob now: left to it */
+    randombytes_buf(data, size);
+    ns_hash(want, data, size);
+    CHECK_RC(ns_blobs_partial(b, want, size, &fd), NS_OK);
+    CHECK_RC(ns_blobs_keep(b, data, size, h), NS_ERR_EXISTS);
+    ns_blobs_discard(b, want);
+    close(fd);
+    ns_blobs_close(&b);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0);
+    free(data);
+}
+
 int main(void)
 {
     if (sodium_init() < 0)
@@ -532,5 +586,6 @@ int main(void)
     RUN(a_wrong_blob_is_refused_its_file_emptied_and_fetched_again);
     RUN(a_file_sink_takes_no_more_than_the_descriptor_allows);
     RUN(blob_store_partial_files_complete_map_and_lock);
+    RUN(blob_store_keeps_outputs_by_hash_and_opens_unchecked);
     return ns_test_finish("node_transfer");
 }
