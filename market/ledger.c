@@ -743,6 +743,12 @@ static int s_ingest_one(ns_ledger_t *l, const uint8_t *buf, size_t len,
     return rc;
 }
 
+bool ns_ledger_is_buffered(const ns_ledger_t *l,
+                           const uint8_t author[NS_ID_BYTES], uint64_t seq)
+{
+    return ns_lbuf_find(&l->pending, author, seq) != NULL;
+}
+
 uint64_t ns_ledger_buffered_through(ns_ledger_t *l,
                                     const uint8_t author[NS_ID_BYTES])
 {

@@ -30,7 +30,12 @@ struct ns_ledger_sync {
         uint64_t ranges_in;
     } stats;
     uint32_t commit_timer; /* running while entries wait, 0 otherwise */
-    uint32_t probe_timer;  /* running while the ledger cannot write */
+    /* A round of range pulls: GETs not answered yet, and whether its
+     * replies brought anything. A round that did starts the next at once
+     * when its last reply is in, instead of waiting for the timer. */
+    uint32_t gets_out;
+    bool round_progress;
+    uint32_t probe_timer; /* running while the ledger cannot write */
 };
 
 #define S_PACKER(b, w, pk)                                                     \
@@ -46,6 +51,7 @@ static void s_publish_summary(ns_ledger_sync_t *s)
 }
 
 static void s_watch_storage(ns_ledger_sync_t *s);
+static void s_sync_round(ns_ledger_sync_t *s);
 
 static void s_commit(ns_ledger_sync_t *s)
 {
@@ -118,7 +124,10 @@ static int s_send_get(ns_ledger_sync_t *s, const uint8_t *peer,
     if (w.err != NS_OK)
         return w.err;
     s->stats.gets_sent++;
-    return ns_p2p_send(s->p2p, peer, NS_MSG_GET, s->body.data, s->body.len);
+    int rc = ns_p2p_send(s->p2p, peer, NS_MSG_GET, s->body.data, s->body.len);
+    if (rc == NS_OK)
+        s->gets_out++;
+    return rc;
 }
 
 /* Ingest one entry; on a gap, ask `from_peer` for the missing range. */
@@ -270,8 +279,11 @@ static int s_on_heads(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
         ns_mpr_bin_exact(&r, authors[i], NS_ID_BYTES);
         ns_mpr_uint(&r, &seqs[i]);
     }
+    /* Two passes: first the chains whose next entry is nowhere here (only
+     * a pull brings it, and what waits in the buffer may wait for it),
+     * then those whose next entry waits on another chain. */
     uint32_t gets = 0, start = n ? ns_rand_below(n) : 0;
-    for (uint32_t k = 0; k < n && r.err == NS_OK && gets < NS_SYNC_RANGES;
+    for (uint32_t k = 0; k < 2 * n && r.err == NS_OK && gets < NS_SYNC_RANGES;
          k++) {
         uint32_t i = (start + k) % n;
         ns_account_t mine;
@@ -280,6 +292,9 @@ static int s_on_heads(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
         if (ns_ledger_account(s->ledger, authors[i], &mine) != NS_OK ||
             seqs[i] <= mine.seq)
             continue;
+        bool waits = ns_ledger_is_buffered(s->ledger, authors[i], mine.seq + 1);
+        if (waits != (k >= n))
+            continue; /* not this pass */
         /* From past what already waits in the buffer, unless all of it
          * does: then from the head, in case what it waits for is ours
          * to fetch again. */
@@ -390,6 +405,8 @@ static int s_on_entries(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
             (void)s_take(s, e, len, NULL);
     }
     s_commit_if_due(s);
+    if (s->gets_out > 0)
+        s->gets_out--;
     if (ns_mpr_end(&r) != NS_OK)
         return r.err;
     s->stats.ranges_in++;
@@ -401,10 +418,14 @@ static int s_on_entries(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
     if (n > 0 && ns_ledger_account(s->ledger, author, &mine) == NS_OK &&
         !mine.banned) {
         uint64_t through = ns_ledger_buffered_through(s->ledger, author);
-        if (through < their_head && (mine.seq > before.seq || through > had))
+        bool moved = mine.seq > before.seq || through > had;
+        s->round_progress |= moved;
+        if (through < their_head && moved)
             (void)s_send_get(s, env->sender, author, through + 1,
                              through + NS_SYNC_BATCH);
     }
+    if (s->gets_out == 0 && s->round_progress)
+        s_sync_round(s); /* the last reply of a round that moved */
     return NS_OK;
 }
 
@@ -418,17 +439,24 @@ static bool s_digest_differs(void *u, const uint8_t *id,
     return memcmp(hb->ledger_digest, *mine, NS_HASH_BYTES) != 0;
 }
 
-static void s_on_sync_timer(void *user, uint64_t now)
+static void s_sync_round(ns_ledger_sync_t *s)
 {
-    (void)now;
-    ns_ledger_sync_t *s = user;
-    s_commit_if_due(s);
+    s->gets_out = 0; /* a reply lost in the last round must not stall us */
+    s->round_progress = false;
     ns_ledger_stats_t st;
     ns_ledger_stats(s->ledger, &st);
     uint8_t peer[NS_ID_BYTES];
     static const uint8_t zero[NS_ID_BYTES];
     if (ns_p2p_pick_peer(s->p2p, s_digest_differs, st.digest, peer) == NS_OK)
         (void)s_send_heads_req(s, peer, zero);
+}
+
+static void s_on_sync_timer(void *user, uint64_t now)
+{
+    (void)now;
+    ns_ledger_sync_t *s = user;
+    s_commit_if_due(s);
+    s_sync_round(s);
 }
 
 static void s_on_commit_timer(void *user, uint64_t now)

@@ -315,6 +315,9 @@ bool ns_ledger_commit_due(const ns_ledger_t *l, uint64_t now_ms);
  * the chain waits on other authors' entries. */
 uint64_t ns_ledger_buffered_through(ns_ledger_t *l,
                                     const uint8_t author[NS_ID_BYTES]);
+/* Whether author's entry at seq waits in the out-of-order buffer. */
+bool ns_ledger_is_buffered(const ns_ledger_t *l,
+                           const uint8_t author[NS_ID_BYTES], uint64_t seq);
 /* Entries and bytes stored since the last commit. */
 void ns_ledger_uncommitted(const ns_ledger_t *l, uint32_t *entries,
                            uint64_t *bytes);

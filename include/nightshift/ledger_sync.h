@@ -9,7 +9,9 @@
  *   20 ENTRIES    direct: [author, responder's head seq, [entry...]]
  * Every NS_LEDGER_SYNC_MS a node picks a live peer whose heartbeat
  * announces a different heads digest, asks for its heads and pulls the
- * ranges it lacks in batches of at most NS_SYNC_BATCH entries. Ingested
+ * ranges it lacks in batches of at most NS_SYNC_BATCH entries (chains
+ * whose next entry is nowhere here first); a round that brought entries
+ * starts the next as soon as its last reply is in. Ingested
  * entries are committed by the ledger's policy (ns_ledger_commit_due,
  * checked after each message and every NS_LEDGER_COMMIT_TICK_MS), and
  * before a control request reports the ledger (status). A gap seen in
