@@ -65,6 +65,8 @@ struct ns_ledger {
     void *on_stored_user;
     ns_ledger_fork_fn on_fork;
     void *on_fork_user;
+    uint64_t fork_proofs;   /* stored since open */
+    ns_hash_t last_fork[2]; /* ids: first, second */
     /* The last commit failed (disk full, read-only, map full): nothing is
      * written until a commit or ns_ledger_probe_write succeeds. */
     int write_rc;
@@ -502,6 +504,7 @@ static int s_fork(ns_ledger_t *l, const uint8_t *buf, size_t len,
         ns_lstore_account_get(&l->store, child, e->author, &a) == NS_OK) {
         memcpy(f.second, e->id, 32);
         bool first_fork = !a.banned;
+        bool new_proof = !ns_lstore_fork_entry_known(&l->store, child, e->id);
         a.banned = true;
         /* Void the author's entries from the forked seq on, in a
          * transaction of its own: what cannot be undone stays. */
@@ -528,6 +531,11 @@ static int s_fork(ns_ledger_t *l, const uint8_t *buf, size_t len,
                 NS_OK &&
             ns_lstore_commit(&l->store, child) == NS_OK) {
             s_dirty(l, len);
+            if (new_proof) { /* not a proof we had already */
+                l->fork_proofs++;
+                memcpy(l->last_fork[0], f.first, NS_HASH_BYTES);
+                memcpy(l->last_fork[1], f.second, NS_HASH_BYTES);
+            }
             if (l->on_fork)
                 l->on_fork(l->on_fork_user, f.first, f.second);
             if (first_fork) {
@@ -1153,6 +1161,44 @@ bool ns_ledger_holds(ns_ledger_t *l, const ns_hash_t id)
     bool held = ns_lstore_entry_bytes(&l->store, t, id, &buf, &len) == NS_OK;
     s_read_done(t, own);
     return held;
+}
+
+int ns_ledger_entry_copy(ns_ledger_t *l, const ns_hash_t id, uint8_t **buf,
+                         size_t *len)
+{
+    MDB_txn *t;
+    bool own;
+    *buf = NULL;
+    *len = 0;
+    int rc = s_read_txn(l, &t, &own);
+    if (rc != NS_OK)
+        return rc;
+    const uint8_t *stored;
+    size_t n;
+    rc = ns_lstore_entry_bytes(&l->store, t, id, &stored, &n);
+    if (rc != NS_OK)
+        rc = ns_lstore_fork_entry_bytes(&l->store, t, id, &stored, &n);
+    if (rc == NS_OK) {
+        *buf = malloc(n);
+        if (!*buf)
+            rc = NS_ERR_NOMEM;
+        else {
+            memcpy(*buf, stored, n);
+            *len = n;
+        }
+    }
+    s_read_done(t, own);
+    return rc;
+}
+
+uint64_t ns_ledger_fork_proofs(const ns_ledger_t *l, ns_hash_t first,
+                               ns_hash_t second)
+{
+    if (first)
+        memcpy(first, l->last_fork[0], NS_HASH_BYTES);
+    if (second)
+        memcpy(second, l->last_fork[1], NS_HASH_BYTES);
+    return l->fork_proofs;
 }
 
 int ns_ledger_reconsider(ns_ledger_t *l, const ns_hash_t id)

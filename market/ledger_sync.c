@@ -27,7 +27,7 @@ struct ns_ledger_sync {
     struct {
         uint64_t gossip_in, stored, buffered, rejected, duplicates;
         uint64_t heads_req_sent, heads_served, gets_sent, gets_served;
-        uint64_t ranges_in;
+        uint64_t ranges_in, fork_proofs_sent;
     } stats;
     uint32_t commit_timer; /* running while entries wait, 0 otherwise */
     /* A round of range pulls: GETs not answered yet, and whether its
@@ -130,13 +130,37 @@ static int s_send_get(ns_ledger_sync_t *s, const uint8_t *peer,
     return rc;
 }
 
+/* A fork proof was just stored: publish both entries again, in order, in
+ * envelopes of our own. Gossip passes on the envelope that brought the
+ * proof too, but a node that refused that very envelope when it came
+ * alone (a market entry wrong at a free seq) has it in its seen-cache and
+ * would drop it: it would never ban the author that every other node
+ * bans. A node that holds neither entry gets the one that held the seq
+ * first. Each node does this once per fork (the proof is stored once). */
+static void s_pass_fork_on(ns_ledger_sync_t *s)
+{
+    ns_hash_t ids[2];
+    (void)ns_ledger_fork_proofs(s->ledger, ids[0], ids[1]);
+    for (int i = 0; i < 2; i++) {
+        uint8_t *e = NULL;
+        size_t n = 0;
+        if (ns_ledger_entry_copy(s->ledger, ids[i], &e, &n) == NS_OK &&
+            ns_p2p_publish(s->p2p, NS_MSG_ENTRY, e, n) == NS_OK)
+            s->stats.fork_proofs_sent++;
+        free(e);
+    }
+}
+
 /* Ingest one entry; on a gap, ask `from_peer` for the missing range. */
 static int s_take(ns_ledger_sync_t *s, const uint8_t *buf, size_t len,
                   const uint8_t *from_peer)
 {
     uint8_t author[NS_ID_BYTES];
     uint64_t want = 0;
+    uint64_t proofs = ns_ledger_fork_proofs(s->ledger, NULL, NULL);
     int rc = ns_ledger_ingest(s->ledger, buf, len, author, &want);
+    if (ns_ledger_fork_proofs(s->ledger, NULL, NULL) != proofs)
+        s_pass_fork_on(s);
     switch (rc) {
     case NS_OK:
         s->stats.stored++;
@@ -587,7 +611,7 @@ void ns_ledger_sync_pack_status(ns_ledger_sync_t *s, msgpack_packer *pk)
     const char *why = "";
     uint64_t since = 0;
     bool writable = ns_ledger_write_state(s->ledger, &why, &since) == NS_OK;
-    msgpack_pack_map(pk, 14);
+    msgpack_pack_map(pk, 15);
     ns_mp_str(pk, "writable");
     if (writable)
         msgpack_pack_true(pk);
@@ -617,6 +641,7 @@ void ns_ledger_sync_pack_status(ns_ledger_sync_t *s, msgpack_packer *pk)
     s_kv(pk, "gossip_in", s->stats.gossip_in);
     s_kv(pk, "stored", s->stats.stored);
     s_kv(pk, "ranges_in", s->stats.ranges_in);
+    s_kv(pk, "fork_proofs_sent", s->stats.fork_proofs_sent);
     ns_mp_str(pk, "rejected");
     msgpack_pack_map(pk, (uint32_t)nr);
     for (size_t i = 0; i < nr; i++)

@@ -262,6 +262,18 @@ void ns_ledger_set_on_fork(ns_ledger_t *l, ns_ledger_fork_fn fn, void *user);
 int ns_ledger_reconsider(ns_ledger_t *l, const ns_hash_t id);
 /* Whether id is an entry on its author's chain here (not voided). */
 bool ns_ledger_holds(ns_ledger_t *l, const ns_hash_t id);
+/* A copy of the bytes of entry id, on a chain or kept as a fork's proof
+ * or a voided entry (malloc'd; caller frees). NS_ERR_NOTFOUND. */
+int ns_ledger_entry_copy(ns_ledger_t *l, const ns_hash_t id, uint8_t **buf,
+                         size_t *len) NS_MUST_CHECK;
+/* Fork proofs stored since the ledger was opened (each second entry
+ * counted once, however often it comes again), and the two ids of the
+ * last one (the entry that held the seq, the one that proved the fork):
+ * what a node passes on in envelopes of its own, so that a node whose
+ * gossip layer has seen the proof's envelope (having refused it when it
+ * came alone) still learns of the fork. */
+uint64_t ns_ledger_fork_proofs(const ns_ledger_t *l, ns_hash_t first,
+                               ns_hash_t second);
 /* Up to max credits for `to` not yet taken in, whatever their state of
  * confirmation (ids): what to ask votes for. */
 uint32_t ns_ledger_unclaimed_all(ns_ledger_t *l, const uint8_t to[NS_ID_BYTES],

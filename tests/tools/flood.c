@@ -19,7 +19,10 @@
  *                 an envelope of NS_MAX_MSG with N - NS_MAX_MSG bytes
  *                 appended
  *   --entry HEX   one ledger entry (encoded, e.g. from ns_forge) in a
- *                 signed ENTRY envelope, as gossip carries it
+ *                 signed ENTRY envelope, as gossip carries it; with
+ *                 --key FILE (sign with that identity, not a fresh one)
+ *                 and --ts MS (the envelope's timestamp), two runs send
+ *                 the very same envelope: one message id
  *   --held MS     a node that cannot be dialled (behind a router): a
  *                 HELLO and heartbeats with the contact "" signed by our
  *                 own key, over our own connection, one heartbeat every
@@ -73,6 +76,8 @@ typedef struct {
     uint32_t timeout_ms;   /* handshake / send / flush limit */
     ns_hash_t network_id;  /* put in the heartbeats */
     const char *entry_hex; /* --entry: an encoded ledger entry, or NULL */
+    const char *key_path;  /* --key: our identity, or NULL for a fresh one */
+    uint64_t entry_ts;     /* --ts: the --entry envelope's time, 0: now */
     uint64_t held_ms;      /* --held: stay as an undiallable peer, ms */
 } s_opts_t;
 
@@ -81,7 +86,8 @@ static const char s_usage[] =
     "                [--replay N] [--stale N] [--sybil N] [--size BYTES]\n"
     "                [--interval-ms MS] [--rate MSGS_PER_S]\n"
     "                [--network HEX] [--max-size BYTES] [--stale-age-ms MS]\n"
-    "                [--timeout-ms MS] [--entry HEX] [--held MS]\n"
+    "                [--timeout-ms MS] [--entry HEX [--key FILE] [--ts MS]]\n"
+    "                [--held MS]\n"
     "\n"
     "Send hostile traffic to one nightshift node over a CURVE link (see the\n"
     "comment at the top of tests/tools/flood.c). Exit 0 when all was sent.\n";
@@ -173,6 +179,16 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
                 rc = -1;
             }
             o->entry_hex = v;
+            i++;
+        } else if (strcmp(a, "--key") == 0) {
+            if (!v || !*v) {
+                fprintf(stderr, "ns_flood: --key needs a key file\n");
+                rc = -1;
+            }
+            o->key_path = v;
+            i++;
+        } else if (strcmp(a, "--ts") == 0) {
+            rc = s_u64_arg(a, v, &o->entry_ts);
             i++;
         } else if (strcmp(a, "--network") == 0) {
             if (!v || strlen(v) != 2 * NS_HASH_BYTES ||
@@ -341,7 +357,13 @@ int main(int argc, char **argv)
     ns_buf_t body, msg;
     ns_buf_init(&body);
     ns_buf_init(&msg);
-    ns_identity_t *id = ns_identity_generate();
+    ns_identity_t *id = NULL;
+    if (o.key_path && ns_identity_load(o.key_path, &id) != NS_OK) {
+        fprintf(stderr, "ns_flood: cannot load --key %s\n", o.key_path);
+        goto out;
+    }
+    if (!id)
+        id = ns_identity_generate();
     if (!id || ns_identity_curve(id, pub, sec) != NS_OK) {
         fprintf(stderr, "ns_flood: cannot make an identity\n");
         goto out;
@@ -450,8 +472,9 @@ int main(int argc, char **argv)
         uint8_t *entry = malloc(elen);
         int erc = entry ? ns_unhex(entry, elen, o.entry_hex) : NS_ERR_NOMEM;
         if (erc == NS_OK)
-            erc = ns_envelope_encode(id, NS_MSG_ENTRY, ns_now_ms(), entry, elen,
-                                     &msg, NULL);
+            erc = ns_envelope_encode(id, NS_MSG_ENTRY,
+                                     o.entry_ts ? o.entry_ts : ns_now_ms(),
+                                     entry, elen, &msg, NULL);
         free(entry);
         if (erc != NS_OK || s_send(s, msg.data, msg.len) != 0) {
             fprintf(stderr, "ns_flood: --entry: %s\n", ns_strerror(erc));

@@ -3,7 +3,10 @@
  * seq).
  *
  *   ns_forge KEYFILE NETWORK_HEX SEQ PREV_HEX TO_ID AMOUNT
+ *   ns_forge KEYFILE NETWORK_HEX SEQ PREV_HEX cancel JOB_HEX
  *
+ * The second form signs a CANCEL of job JOB_HEX (no accept, no reopen):
+ * a market entry, checked for form only at a seq already taken.
  * PREV_HEX is the id of the author's entry at SEQ - 1 (64 zeros for seq
  * 1); the timestamp is now. Prints the encoded entry in hex, then its id
  * on a second line. Exit 0, or 2 on a bad argument.
@@ -32,16 +35,20 @@ int main(int argc, char **argv)
         ns_unhex(network, NS_HASH_BYTES, argv[2]) != NS_OK ||
         ns_parse_u64(argv[3], &seq) != NS_OK || seq == 0 ||
         ns_unhex(prev, NS_HASH_BYTES, argv[4]) != NS_OK ||
-        ns_id_parse(argv[5], b.to) != NS_OK ||
-        ns_parse_u64(argv[6], &b.amount) != NS_OK) {
+        (strcmp(argv[5], "cancel") == 0
+             ? ns_unhex(b.job_id, NS_HASH_BYTES, argv[6]) != NS_OK
+             : ns_id_parse(argv[5], b.to) != NS_OK ||
+                   ns_parse_u64(argv[6], &b.amount) != NS_OK)) {
         fprintf(stderr, "usage: ns_forge KEYFILE NETWORK_HEX SEQ PREV_HEX "
-                        "TO_ID AMOUNT\n");
+                        "{TO_ID AMOUNT | cancel JOB_HEX}\n");
         goto out;
     }
     code = 1;
-    if (ns_entry_body_encode(NS_ENTRY_TRANSFER, &b, &body) != NS_OK ||
-        ns_entry_encode(me, network, seq, prev, NS_ENTRY_TRANSFER, body.data,
-                        body.len, NULL, 0, ns_now_ms(), &out, id) != NS_OK)
+    uint8_t type =
+        strcmp(argv[5], "cancel") == 0 ? NS_ENTRY_CANCEL : NS_ENTRY_TRANSFER;
+    if (ns_entry_body_encode(type, &b, &body) != NS_OK ||
+        ns_entry_encode(me, network, seq, prev, type, body.data, body.len, NULL,
+                        0, ns_now_ms(), &out, id) != NS_OK)
         goto out;
     char *hex = malloc(2 * out.len + 1), idhex[2 * NS_HASH_BYTES + 1];
     if (!hex)
