@@ -1163,6 +1163,18 @@ bool ns_ledger_holds(ns_ledger_t *l, const ns_hash_t id)
     return held;
 }
 
+/* A malloc'd copy of n bytes of the map (read transactions end). */
+static int s_copy_out(const uint8_t *stored, size_t n, uint8_t **buf,
+                      size_t *len)
+{
+    *buf = malloc(n ? n : 1);
+    if (!*buf)
+        return NS_ERR_NOMEM;
+    memcpy(*buf, stored, n);
+    *len = n;
+    return NS_OK;
+}
+
 int ns_ledger_entry_copy(ns_ledger_t *l, const ns_hash_t id, uint8_t **buf,
                          size_t *len)
 {
@@ -1178,15 +1190,8 @@ int ns_ledger_entry_copy(ns_ledger_t *l, const ns_hash_t id, uint8_t **buf,
     rc = ns_lstore_entry_bytes(&l->store, t, id, &stored, &n);
     if (rc != NS_OK)
         rc = ns_lstore_fork_entry_bytes(&l->store, t, id, &stored, &n);
-    if (rc == NS_OK) {
-        *buf = malloc(n);
-        if (!*buf)
-            rc = NS_ERR_NOMEM;
-        else {
-            memcpy(*buf, stored, n);
-            *len = n;
-        }
-    }
+    if (rc == NS_OK)
+        rc = s_copy_out(stored, n, buf, len);
     s_read_done(t, own);
     return rc;
 }
@@ -1239,15 +1244,8 @@ int ns_ledger_get(ns_ledger_t *l, const uint8_t author[NS_ID_BYTES],
     rc = ns_lstore_chain_get(&l->store, t, author, seq, id);
     if (rc == NS_OK)
         rc = ns_lstore_entry_bytes(&l->store, t, id, &stored, &n);
-    if (rc == NS_OK) {
-        *buf = malloc(n);
-        if (!*buf)
-            rc = NS_ERR_NOMEM;
-        else {
-            memcpy(*buf, stored, n);
-            *len = n;
-        }
-    }
+    if (rc == NS_OK)
+        rc = s_copy_out(stored, n, buf, len);
     s_read_done(t, own);
     return rc;
 }

@@ -175,6 +175,20 @@ static void s_be32(uint8_t out[4], uint32_t v)
     out[3] = (uint8_t)v;
 }
 
+/* A hash state over tag || job id || provider || u32 BE word. */
+static void s_held_begin(crypto_generichash_state *st, const ns_announce_t *a,
+                         const uint8_t provider[NS_ID_BYTES], uint32_t word)
+{
+    uint8_t be[4];
+    crypto_generichash_init(st, NULL, 0, NS_HASH_BYTES);
+    crypto_generichash_update(st, (const uint8_t *)NS_HELD_TAG,
+                              sizeof NS_HELD_TAG - 1);
+    crypto_generichash_update(st, a->job_id, NS_HASH_BYTES);
+    crypto_generichash_update(st, provider, NS_ID_BYTES);
+    s_be32(be, word);
+    crypto_generichash_update(st, be, 4);
+}
+
 /* Offset of piece j of input i (market.h). */
 static uint64_t s_held_offset(const ns_announce_t *a,
                               const uint8_t provider[NS_ID_BYTES], uint32_t i,
@@ -182,13 +196,7 @@ static uint64_t s_held_offset(const ns_announce_t *a,
 {
     crypto_generichash_state st;
     uint8_t be[4], h[NS_HASH_BYTES];
-    crypto_generichash_init(&st, NULL, 0, NS_HASH_BYTES);
-    crypto_generichash_update(&st, (const uint8_t *)NS_HELD_TAG,
-                              sizeof NS_HELD_TAG - 1);
-    crypto_generichash_update(&st, a->job_id, NS_HASH_BYTES);
-    crypto_generichash_update(&st, provider, NS_ID_BYTES);
-    s_be32(be, i);
-    crypto_generichash_update(&st, be, 4);
+    s_held_begin(&st, a, provider, i);
     s_be32(be, j);
     crypto_generichash_update(&st, be, 4);
     crypto_generichash_final(&st, h, NS_HASH_BYTES);
@@ -205,14 +213,8 @@ int ns_held_proof(const ns_announce_t *a, const uint8_t provider[NS_ID_BYTES],
     if (a->n_inputs < 32 && (mask >> a->n_inputs) != 0)
         return NS_ERR_INVAL;
     crypto_generichash_state st;
-    uint8_t be[4], piece[NS_HELD_PIECE_BYTES];
-    crypto_generichash_init(&st, NULL, 0, NS_HASH_BYTES);
-    crypto_generichash_update(&st, (const uint8_t *)NS_HELD_TAG,
-                              sizeof NS_HELD_TAG - 1);
-    crypto_generichash_update(&st, a->job_id, NS_HASH_BYTES);
-    crypto_generichash_update(&st, provider, NS_ID_BYTES);
-    s_be32(be, mask);
-    crypto_generichash_update(&st, be, 4);
+    uint8_t piece[NS_HELD_PIECE_BYTES];
+    s_held_begin(&st, a, provider, mask);
     for (uint32_t i = 0; i < a->n_inputs; i++) {
         if (!(mask & UINT32_C(1) << i))
             continue;

@@ -459,15 +459,22 @@ TEST(a_file_sink_takes_no_more_than_the_descriptor_allows)
     free(data);
 }
 
-TEST(blob_store_partial_files_complete_map_and_lock)
+/* A blob store of 4 chunks in a new temporary directory (dir). */
+static ns_blobs_t *s_blobs_tmp(char *dir, size_t cap)
 {
-    char dir[256];
-    snprintf(dir, sizeof dir, "%s/ns_blobs_XXXXXX",
+    snprintf(dir, cap, "%s/ns_blobs_XXXXXX",
              getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     CHECK(mkdtemp(dir) != NULL);
     int err = 0;
     ns_blobs_t *b = ns_blobs_open(dir, 4 * NS_CHUNK_BYTES, &err);
     CHECK(b != NULL);
+    return b;
+}
+
+TEST(blob_store_partial_files_complete_map_and_lock)
+{
+    char dir[256];
+    ns_blobs_t *b = s_blobs_tmp(dir, sizeof dir);
     uint64_t size = 2 * NS_CHUNK_BYTES;
     uint8_t *data = malloc(size);
     randombytes_buf(data, size);
@@ -523,12 +530,7 @@ TEST(blob_store_partial_files_complete_map_and_lock)
 TEST(blob_store_keeps_outputs_by_hash_and_opens_unchecked)
 {
     char dir[256];
-    snprintf(dir, sizeof dir, "%s/ns_blobs_XXXXXX",
-             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    CHECK(mkdtemp(dir) != NULL);
-    int err = 0;
-    ns_blobs_t *b = ns_blobs_open(dir, 4 * NS_CHUNK_BYTES, &err);
-    CHECK(b != NULL);
+    ns_blobs_t *b = s_blobs_tmp(dir, sizeof dir);
     size_t size = NS_CHUNK_BYTES + 123;
     uint8_t *data = malloc(size);
     randombytes_buf(data, size);
