@@ -55,6 +55,7 @@ typedef struct {
     ns_worker_result_t res;
     ns_hash_t root;
     uint8_t statement[NS_SIG_BYTES];
+    uint32_t kept;       /* bit i: output i put in the blob store */
     uint64_t release_ms; /* PJ_HOLD until */
     uint32_t device;     /* the offer's device the bid was for */
     int w;               /* PJ_RUN: index in workers */
@@ -333,23 +334,24 @@ static void s_held(ns_provider_t *p, const ns_announce_t *a, ns_bid_ext_t *held)
             close(f.fd[i]);
 }
 
-/* Keep the outputs in the blob store by their hash, so that a job naming
- * one as an input (a pipeline's next step) finds it here and our bid for
- * it says so. The bytes are content-addressed: a wrong output kept is
- * only a blob nobody asks for. */
-static void s_keep_outputs(ns_provider_t *p, s_job_t *j)
+/* Keep output i in the blob store by its hash, so that a job naming it
+ * as an input (a pipeline's next step) finds it here and our bid for it
+ * says so. Done once the requester has fetched the output's last chunk:
+ * the hash and the write then overlap its spot check, not its fetch.
+ * The bytes are content-addressed: a wrong output kept is only a blob
+ * nobody asks for. */
+static void s_keep_output(ns_provider_t *p, s_job_t *j, uint32_t i)
 {
-    for (uint32_t i = 0; p->o.blobs && i < j->job.n_args; i++) {
-        const ns_arg_t *a = &j->job.args[i];
-        if (a->kind != NS_ARG_OUT || !j->res.outputs[i] ||
-            a->size > NS_POLICY_KEEP_OUTPUT_MAX)
-            continue;
-        ns_hash_t id;
-        int rc = ns_blobs_keep(p->o.blobs, j->res.outputs[i], a->size, id);
-        if (rc != NS_OK && rc != NS_ERR_EXISTS)
-            ns_debug(NS_MOD_MARKET, "event=output_keep_failed error=%s",
-                     ns_strerror(rc));
-    }
+    const ns_arg_t *a = &j->job.args[i];
+    if (!p->o.blobs || (j->kept >> i & 1) || !j->res.outputs[i] ||
+        a->size > NS_POLICY_KEEP_OUTPUT_MAX)
+        return;
+    j->kept |= UINT32_C(1) << i;
+    ns_hash_t id;
+    int rc = ns_blobs_keep(p->o.blobs, j->res.outputs[i], a->size, id);
+    if (rc != NS_OK && rc != NS_ERR_EXISTS)
+        ns_debug(NS_MOD_MARKET, "event=output_keep_failed error=%s",
+                 ns_strerror(rc));
 }
 
 /* ---- bidding
@@ -899,7 +901,6 @@ static void s_finish(ns_provider_t *p, s_job_t *j)
     p->stats.results++;
     ns_histo_add_us(&p->stats.run, j->res.wall_us);
     s_set(p, j, PJ_SERVE);
-    s_keep_outputs(p, j);
     s_update_offer(p);
     ns_info(NS_MOD_MARKET,
             "event=result job=%s items=%llu run_ms=%.1f fault=%s", jid,
@@ -938,7 +939,10 @@ static int s_on_fetch(ns_provider_t *p, const ns_node_msg_t *m)
         return rc;
     p->stats.served_bytes +=
         c.len < total - c.offset ? c.len : total - c.offset;
-    return m->reply(m->reply_ctx, NS_MSG_MKT_CHUNK, p->body.data, p->body.len);
+    rc = m->reply(m->reply_ctx, NS_MSG_MKT_CHUNK, p->body.data, p->body.len);
+    if (c.blob >= NS_BLOB_OUTPUT(0) && data && c.offset + c.len >= total)
+        s_keep_output(p, j, c.blob - NS_BLOB_OUTPUT(0)); /* the last chunk */
+    return rc;
 }
 
 /* ---- timer
