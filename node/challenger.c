@@ -219,6 +219,10 @@ int ns_challenger_tick(ns_challenger_t *c, const ns_node_io_t *io,
             }
             c->sent_ms = now_ms;
         }
+    } else if (c->answer.status == NS_ERR_STATE) {
+        snprintf(why, whylen, "it stayed busy through %u tries",
+                 c->busy_retries + 1);
+        verdict = NS_CHALLENGER_BUSY;
     } else if (c->answer.status != NS_OK || c->answer.answer_bytes == 0) {
         snprintf(why, whylen, "it could not run the challenge: %s",
                  ns_strerror(c->answer.status));

@@ -768,6 +768,21 @@ static void s_challenged(ns_requester_t *q, uint64_t now)
     uint64_t wall = q->io->now_ms(q->io->user);
     char who[NS_ID_SHORT_LEN + 1];
     ns_id_short(who, q->chal_bid.provider);
+    if (v == NS_CHALLENGER_BUSY) {
+        /* not a false claim: only not now. Its bid is out of this
+         * auction; it may bid again and be challenged in a later one. */
+        s_say(q,
+              "%s could not run its hardware challenge now (%s): the "
+              "next bid",
+              who, why);
+        for (uint32_t i = 0; i < q->n_bids; i++)
+            if (memcmp(q->bids[i].provider, q->chal_bid.provider,
+                       NS_ID_BYTES) == 0)
+                q->bids[i].price = UINT64_MAX; /* over any max price */
+        s_phase(q, NS_RQ_BIDDING);
+        s_award(q);
+        return;
+    }
     if (v == NS_CHAL_PASSED) {
         ns_verified_put(q->o.verified, q->chal_bid.provider, NS_VERIFIED_PASSED,
                         wall, "passed");

@@ -43,9 +43,10 @@ typedef struct {
     uint64_t want_label_bytes;
 } ns_challenger_t;
 
-/* A provider whose worker is busy (warming its programs, a job) answers
- * NS_ERR_STATE: asked again every BUSY_RETRY_MS, at most BUSY_RETRIES
- * times, before the verdict is WRONG. */
+/* A provider whose worker is busy (warming its programs, a job, another
+ * requester's challenge) answers NS_ERR_STATE: asked again every
+ * BUSY_RETRY_MS, at most BUSY_RETRIES times; then the tick returns
+ * NS_CHALLENGER_BUSY, no verdict: being busy is not a false claim. */
 #define NS_CHALLENGER_BUSY_RETRY_MS 250
 #define NS_CHALLENGER_BUSY_RETRIES 20
 /* A late answer is tried again this many times with a fresh challenge: a
@@ -54,6 +55,7 @@ typedef struct {
 #define NS_CHALLENGER_LATE_RETRIES 2
 
 #define NS_CHALLENGER_PENDING (-1)
+#define NS_CHALLENGER_BUSY (-2) /* it never ran: the prover stayed busy */
 
 void ns_challenger_init(ns_challenger_t *c);
 void ns_challenger_release(ns_challenger_t *c);
@@ -72,8 +74,9 @@ bool ns_challenger_owns(const ns_challenger_t *c, const ns_node_msg_t *m);
 int ns_challenger_on_msg(ns_challenger_t *c, const ns_node_io_t *io,
                          const ns_node_msg_t *m, uint64_t now_ms);
 
-/* NS_CHALLENGER_PENDING, or the verdict (ns_chal_verdict: PASSED, WRONG,
- * LATE) with why; the challenge is over then (active false). */
+/* NS_CHALLENGER_PENDING, NS_CHALLENGER_BUSY, or the verdict
+ * (ns_chal_verdict: PASSED, WRONG, LATE) with why; the challenge is over
+ * then (active false). */
 int ns_challenger_tick(ns_challenger_t *c, const ns_node_io_t *io,
                        uint64_t now_ms, char *why, size_t whylen);
 
