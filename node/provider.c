@@ -902,9 +902,13 @@ static void s_finish(ns_provider_t *p, s_job_t *j)
     ns_histo_add_us(&p->stats.run, j->res.wall_us);
     s_set(p, j, PJ_SERVE);
     s_update_offer(p);
+    const ns_timings_t *t = &j->res.timings;
     ns_info(NS_MOD_MARKET,
-            "event=result job=%s items=%llu run_ms=%.1f fault=%s", jid,
-            (unsigned long long)b.n_items, (double)j->res.wall_us / 1000.0,
+            "event=result job=%s items=%llu run_ms=%.1f build_ms=%.1f "
+            "upload_ms=%.1f kernel_ms=%.1f download_ms=%.1f fault=%s",
+            jid, (unsigned long long)b.n_items, (double)j->res.wall_us / 1000.0,
+            (double)t->build_us / 1000.0, (double)t->upload_us / 1000.0,
+            (double)t->run_us / 1000.0, (double)t->download_us / 1000.0,
             p->o.fault.garbage    ? "garbage"
             : p->o.fault.lazy > 0 ? "lazy"
                                   : "none");
