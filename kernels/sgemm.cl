@@ -30,13 +30,14 @@
  * registers, 16 independent fma chains (enough to hide the fma latency on
  * two pipes; one row's four are not), and each B vector loaded once for
  * four rows. Partial sums wait between panels in local memory (one
- * contiguous block, 256 bytes a row segment; in C itself when the group
- * has more than 1024 row segments), stored and loaded exactly; the last
- * panel writes C. While it computes a block of four rows it prefetches
- * the next block's rows of A and a share of the next step's rows of B, so
- * the copy finds them in cache (on x86 a prefetch is dropped when its page
- * is not in the TLB: large matrices want huge pages, which the worker
- * asks for). Rows left over after the blocks of four go one at a time.
+ * contiguous block, 256 bytes a row segment, room for 1024: the cap on a
+ * job's group; a larger group would keep them in C), stored and loaded
+ * exactly; the last panel writes C. While it computes a block of four
+ * rows it prefetches the next block's rows of A and a share of the next
+ * step's rows of B, so the copy finds them in cache (on the x86 CPUs
+ * measured, a prefetch into a page missing from the TLB does next to
+ * nothing: large matrices want huge pages, which the worker asks for).
+ * Rows left over after the blocks of four go one at a time.
  * There are no barriers, so nothing is spilled per work-item. The other
  * work-items of the group return at once. B is read from memory once per
  * group, so taller groups (local (1, 128) to (1, 256)) copy it fewer

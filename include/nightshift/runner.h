@@ -126,8 +126,9 @@ int ns_runner_run_units(ns_runner_t *r, const ns_job_t *job,
  * aligned and asks the kernel for transparent huge pages
  * (madvise(MADV_HUGEPAGE); a no-op where THP is off): a kernel that
  * strides across rows of a large matrix (sgemm reading B) touches a new
- * 4 KiB page a row, misses the TLB on each, and the CPU drops its
- * prefetches there. Free with free(). NULL when out of memory. */
+ * 4 KiB page a row and misses the TLB on each, where its prefetches do
+ * next to nothing (docs/ARCHITECTURE.md, the sandbox worker). Free with
+ * free(). NULL when out of memory. */
 #define NS_BUF_HUGE_MIN (UINT64_C(4) << 20)
 void *ns_buf_alloc(uint64_t n);
 
