@@ -22,7 +22,8 @@
  *
  *   bench_exec [--device I]
  *              [--only fma,sgemm,dispatch,verify,challenge,worker]
- *              [--reps R] [--sgemm N[,N...]] [--sgemm-local L]
+ *              [--reps R] [--sgemm N[,N...]] [--sgemm-cols X]
+ *              [--sgemm-local L] [--plain-alloc]
  *              [--launches L] [--verify-sgemm N] [--vadd ELEMENTS]
  *              [--checks K] [--label-bytes B] [--imatmul N]
  */
@@ -62,6 +63,7 @@ typedef struct {
     uint32_t sgemm[S_MAX_SIZES];
     uint32_t n_sgemm;
     uint32_t sgemm_local;
+    uint32_t sgemm_lx;
     uint32_t launches;
     uint32_t verify_sgemm;
     uint64_t vadd;
@@ -147,15 +149,25 @@ static void s_fill_floats(float *p, uint64_t n, uint64_t seed)
     }
 }
 
+/* sgemm's buffers: as the worker allocates them (ns_buf_alloc: huge pages
+ * for large ones), or from malloc with --plain-alloc */
+static bool s_plain_alloc;
+
+static void *s_buf(uint64_t n)
+{
+    return s_plain_alloc ? malloc((size_t)n) : ns_buf_alloc(n);
+}
+
 /* A square sgemm job C = A B with fresh A and B (owned by *a, *b). */
 static int s_sgemm_job(ns_job_t *job, ns_input_t *inputs, float **a, float **b,
-                       uint32_t n, uint32_t local_y, uint32_t checks)
+                       uint32_t n, uint32_t local_x, uint32_t local_y,
+                       uint32_t checks)
 {
     uint64_t elems = (uint64_t)n * n;
     ns_job_init(job);
     memset(inputs, 0, NS_MAX_ARGS * sizeof *inputs);
-    *a = malloc(elems * sizeof(float));
-    *b = malloc(elems * sizeof(float));
+    *a = s_buf(elems * sizeof(float));
+    *b = s_buf(elems * sizeof(float));
     if (!*a || !*b)
         return NS_ERR_NOMEM;
     s_fill_floats(*a, elems, 1);
@@ -168,7 +180,9 @@ static int s_sgemm_job(ns_job_t *job, ns_input_t *inputs, float **a, float **b,
     job->global[1] = n;
     while (n % local_y != 0) /* N a multiple of 64, not of --sgemm-local */
         local_y--;
-    job->local[0] = 1;
+    while ((n / 64) % local_x != 0)
+        local_x--;
+    job->local[0] = local_x;
     job->local[1] = local_y;
     job->n_args = 6;
     s_arg_in(job, inputs, 0, *a, elems * sizeof(float));
@@ -268,12 +282,13 @@ static int s_sgemm_one(ns_runner_t *r, const s_opts_t *o, uint32_t n)
     uint64_t best_us = UINT64_MAX, first_build_us = 0, upload_us = 0,
              download_us = 0;
 
-    int rc = s_sgemm_job(&job, inputs, &a, &b, n, o->sgemm_local, 1);
+    int rc =
+        s_sgemm_job(&job, inputs, &a, &b, n, o->sgemm_lx, o->sgemm_local, 1);
     if (rc == NS_OK)
         rc = s_validate(&job, "sgemm");
     if (rc != NS_OK)
         goto out;
-    outputs[2] = malloc((size_t)job.args[2].size);
+    outputs[2] = s_buf(job.args[2].size);
     if (!outputs[2]) {
         rc = NS_ERR_NOMEM;
         goto out;
@@ -314,9 +329,9 @@ out:
 
 static int s_section_sgemm(const s_opts_t *o)
 {
-    printf("\n== sgemm (built-in, local (1, %u), best of %u runs; kernel "
+    printf("\n== sgemm (built-in, local (%u, %u), best of %u runs; kernel "
            "time from event profiling)\n",
-           o->sgemm_local, o->reps);
+           o->sgemm_lx, o->sgemm_local, o->reps);
     ns_runner_t *r = s_runner(o, s_cache_dir);
     if (!r)
         return NS_ERR_OPENCL;
@@ -653,8 +668,8 @@ static int s_section_verify(const s_opts_t *o)
     if (!r)
         return NS_ERR_OPENCL;
     ns_job_init(&job);
-    rc = s_sgemm_job(&job, inputs, &a, &b, o->verify_sgemm, o->sgemm_local,
-                     o->checks);
+    rc = s_sgemm_job(&job, inputs, &a, &b, o->verify_sgemm, o->sgemm_lx,
+                     o->sgemm_local, o->checks);
     snprintf(what, sizeof what, "sgemm n=%u", o->verify_sgemm);
     if (rc == NS_OK)
         rc = s_verify_one(r, o, what, &job, inputs, 2);
@@ -839,8 +854,9 @@ static int s_worker_one(ns_runner_t *r, ns_worker_t *w, const s_opts_t *o,
     char err[S_ERR_LEN];
     uint64_t best_run = UINT64_MAX, best_wall = UINT64_MAX,
              best_local = UINT64_MAX;
-    int rc = s_sgemm_job(&job, inputs, &a, &b, n, o->sgemm_local, 1);
-    if (rc == NS_OK && !(outputs[2] = malloc((size_t)job.args[2].size)))
+    int rc =
+        s_sgemm_job(&job, inputs, &a, &b, n, o->sgemm_lx, o->sgemm_local, 1);
+    if (rc == NS_OK && !(outputs[2] = s_buf(job.args[2].size)))
         rc = NS_ERR_NOMEM;
     /* in this process: the whole ns_runner_run (what `run` times) */
     for (uint32_t i = 0; rc == NS_OK && i <= o->reps; i++) {
@@ -967,6 +983,10 @@ static const char s_usage[] =
     "  --reps R             timed runs of sgemm and of the provider's\n"
     "                       jobs, best kept (3)\n"
     "  --sgemm N[,N...]     sgemm sizes, multiples of 64 (1024,2048)\n"
+    "  --sgemm-cols X       sgemm work-group columns of 64 (1; less where\n"
+    "                       N / 64 is not a multiple)\n"
+    "  --plain-alloc        sgemm buffers from malloc, not as the worker\n"
+    "                       allocates them (huge pages for large ones)\n"
     "  --sgemm-local L      sgemm work-group rows (128; less where N is\n"
     "                       not a multiple)\n"
     "  --launches L         trivial-kernel launches timed (2000)\n"
@@ -1035,13 +1055,15 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
     o->sgemm[1] = 2048;
     o->n_sgemm = 2;
     o->sgemm_local = 128;
+    o->sgemm_lx = 1;
     o->launches = 2000;
     o->verify_sgemm = 2048;
     o->vadd = UINT64_C(64) << 20;
     o->checks = 64;
     o->label_bytes = UINT64_C(64) << 20;
     o->imatmul = 512;
-    /* every flag but --help takes a value: two arguments a turn */
+    /* every flag but --help and --plain-alloc takes a value: two arguments
+     * a turn */
     for (int i = 1; i < argc; i += 2) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         uint64_t x = 0;
@@ -1071,6 +1093,13 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
             if (s_u64_flag(f, v, 1, 1024, &x))
                 return -1;
             o->sgemm_local = (uint32_t)x;
+        } else if (strcmp(f, "--plain-alloc") == 0) {
+            s_plain_alloc = true;
+            i--; /* no value */
+        } else if (strcmp(f, "--sgemm-cols") == 0) {
+            if (s_u64_flag(f, v, 1, 256, &x))
+                return -1;
+            o->sgemm_lx = (uint32_t)x;
         } else if (strcmp(f, "--launches") == 0) {
             if (s_u64_flag(f, v, 1, S_MAX_LAUNCHES, &x))
                 return -1;

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define S_CACHE_MAGIC "NSPROG01"
 #define S_CACHE_MAGIC_LEN 8
@@ -1098,4 +1099,21 @@ out:
     if (t)
         *t = tt;
     return rc;
+}
+
+void *ns_buf_alloc(uint64_t n)
+{
+    const uint64_t page = 4096, huge = UINT64_C(2) << 20;
+    uint64_t align = n >= NS_BUF_HUGE_MIN ? huge : page;
+    if (n == 0)
+        n = 1;
+    if (n > SIZE_MAX - huge)
+        return NULL;
+    size_t size = (size_t)((n + align - 1) / align * align);
+    void *p = aligned_alloc((size_t)align, size);
+#ifdef MADV_HUGEPAGE
+    if (p && align == huge)
+        (void)madvise(p, size, MADV_HUGEPAGE); /* advice only */
+#endif
+    return p;
 }

@@ -26,7 +26,6 @@
 #define S_TASK_LEAVES 32  /* leaves a thread takes at a time */
 #define S_TAG_LEN (sizeof NS_CHUNK_TAG - 1)
 #define S_PREFIX (1 + S_TAG_LEN + NS_HASH_BYTES + 4 + 8) /* 64 bytes */
-#define S_BUF_ALIGN 4096 /* re-run buffers a device may use in place */
 
 static void s_be64(uint8_t out[8], uint64_t v)
 {
@@ -436,8 +435,7 @@ static int s_bufs_alloc(const s_layout_t *l, const ns_job_t *job, s_bufs_t *s)
     memset(s, 0, sizeof *s);
     for (uint32_t o = 0; o < l->n_out; o++) {
         uint64_t size = job->args[l->arg[o]].size;
-        uint64_t round = (size + S_BUF_ALIGN - 1) / S_BUF_ALIGN * S_BUF_ALIGN;
-        s->b[l->arg[o]] = aligned_alloc(S_BUF_ALIGN, (size_t)round);
+        s->b[l->arg[o]] = ns_buf_alloc(size);
         if (!s->b[l->arg[o]]) {
             s_bufs_free(s);
             return NS_ERR_NOMEM;

@@ -114,11 +114,10 @@ static uint64_t s_round_up(uint64_t n)
     return (n + S_BUF_ALIGN - 1) / S_BUF_ALIGN * S_BUF_ALIGN;
 }
 
+/* page-aligned, huge pages for large buffers (ns_buf_alloc) */
 static uint8_t *s_alloc(uint64_t n)
 {
-    if (n == 0 || n > SIZE_MAX - S_BUF_ALIGN)
-        n = 1;
-    return aligned_alloc(S_BUF_ALIGN, (size_t)s_round_up(n));
+    return ns_buf_alloc(n);
 }
 
 typedef struct {

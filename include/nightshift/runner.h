@@ -120,6 +120,18 @@ int ns_runner_run_units(ns_runner_t *r, const ns_job_t *job,
                         uint32_t n, uint8_t **outputs, ns_timings_t *t,
                         char *err, size_t errlen) NS_MUST_CHECK;
 
+/* Memory for a job buffer that a host-unified device (PoCL) wraps in place
+ * (CL_MEM_USE_HOST_PTR): n bytes (at least 1), page-aligned (PoCL copies a
+ * misaligned host pointer). From NS_BUF_HUGE_MIN bytes up it is 2 MiB
+ * aligned and asks the kernel for transparent huge pages
+ * (madvise(MADV_HUGEPAGE); a no-op where THP is off): a kernel that
+ * strides across rows of a large matrix (sgemm reading B) touches a new
+ * 4 KiB page a row and misses the TLB on each, where its prefetches do
+ * next to nothing (docs/ARCHITECTURE.md, the sandbox worker). Free with
+ * free(). NULL when out of memory. */
+#define NS_BUF_HUGE_MIN (UINT64_C(4) << 20)
+void *ns_buf_alloc(uint64_t n);
+
 /* The prelude text of re-run builds (static, NUL-terminated). */
 const char *ns_runner_prelude(void);
 

@@ -648,6 +648,41 @@ TEST(sgemm)
     free(want);
 }
 
+/* sgemm's CPU path with wide groups: six column segments take two steps
+ * a panel (four, then two), partial sums of up to 1024 row segments (the
+ * cap on a group) wait in local memory, and 11 rows leave three after the
+ * blocks of four; each also with the ITEMS path. */
+TEST(sgemm_wide)
+{
+    const uint32_t m = 176, n = 384, k = 301;
+    static const uint64_t locals[][2] = {{6, 8}, {6, 16}, {2, 16}, {3, 11}};
+    float *a = s_rand_floats((size_t)m * k), *b = s_rand_floats((size_t)k * n);
+    float *want = s_sgemm_ref(a, b, m, n, k);
+    if (!CHECK(a && b && want))
+        return;
+    for (int items = 0; items < 2; items++)
+        for (size_t l = 0; l < sizeof locals / sizeof locals[0]; l++) {
+            s_case_t c;
+            s_sgemm_case(&c, "sgemm", a, b, m, n, k, locals[l][0],
+                         locals[l][1]);
+            if (items)
+                snprintf(c.job.options, sizeof c.job.options,
+                         "-D NS_SGEMM_ITEMS");
+            if (CHECK_RC(s_case_run(s_r, &c, NULL), NS_OK) &&
+                !CHECK_MEM(s_out0(&c), want, (size_t)m * n * sizeof(float)))
+                fprintf(stderr, "  sgemm%s local (%llu, %llu) differs\n",
+                        items ? " -D NS_SGEMM_ITEMS" : "",
+                        (unsigned long long)locals[l][0],
+                        (unsigned long long)locals[l][1]);
+            if (l == 0 || l == 1)
+                s_check_units(s_r, &c, 6);
+            s_case_free(&c);
+        }
+    free(a);
+    free(b);
+    free(want);
+}
+
 /* ---- item re-runs of custom kernels ----------------------------------- */
 
 /* A work-group item: each group reverses its chunk through local memory,
@@ -1065,6 +1100,7 @@ int main(void)
     RUN(nonce_sha256);
     RUN(montecarlo_pi);
     RUN(sgemm);
+    RUN(sgemm_wide);
     RUN(items_work_group);
     RUN(items_3d);
     RUN(items_out_of_range);
