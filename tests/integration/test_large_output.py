@@ -31,8 +31,11 @@ from nstest import check, check_eq, log
 OUT_MIB = 256
 # Through the node: smaller, as its pre-flight (before the escrow) runs in
 # the node's loop, and a 256 MiB one keeps the loop from answering the
-# submitter's polls within their 5 s.
-NODE_OUT_MIB = 64
+# submitter's polls within their 5 s. An unoptimised (sanitizer) build
+# takes that long at 16 MiB: 4 MiB there, and n's memory is only logged
+# (the light peer's is checked in every build).
+DEBUG = os.environ.get("NS_BUILD_TYPE") == "Debug"
+NODE_OUT_MIB = 4 if DEBUG else 64
 # The old requester's RSS grew by twice the output from the escrow on
 # (its receive buffer and the spot check's copy); a streaming one by a few
 # MiB of it (the compare's window, the pages the re-run writes) and what
@@ -77,9 +80,16 @@ def submit(args, on_line=None):
     """Run `nightshift submit ARGS` to its end, handing each progress line
     to on_line(proc, line) as it comes; (returncode, stdout, stderr, peak
     RSS bytes from wait4)."""
+    # In a sanitizer build, freed chunks wait in ASan's quarantine (256 MiB
+    # by default): each 128 KiB chunk that went through would count. No
+    # quarantine for the light peer, so its peak is what the code holds
+    # (ignored by a build without ASan).
+    asan = os.environ.get("ASAN_OPTIONS", "")
+    env = {**os.environ, "ASAN_OPTIONS": ((asan + ":") if asan else "") +
+           "quarantine_size_mb=0:thread_local_quarantine_size_kb=0"}
     p = subprocess.Popen([nstest.BIN, "submit", *args], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                         text=True)
+                         text=True, env=env)
     err = []
     for line in p.stderr:
         err.append(line)
@@ -169,7 +179,7 @@ def test(net):
         f"RSS {base[n.pid] >> 20} MiB at the escrow, peak {hwm >> 20} MiB "
         f"after (+{grew >> 20} MiB, bound "
         f"+{MAX_GROWTH_MIB} MiB)")
-    check(grew < MAX_GROWTH_MIB << 20,
+    check(DEBUG or grew < MAX_GROWTH_MIB << 20,
           f"n's RSS grew by {grew >> 20} MiB for a {NODE_OUT_MIB} MiB output")
     os.unlink(via)
 
