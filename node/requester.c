@@ -608,14 +608,16 @@ static int s_out_open(ns_requester_t *q, uint32_t i, char *err, size_t errlen)
         return NS_OK;
     size_t cap = strlen(path) + 32;
     q->out_tmp[i] = malloc(cap);
-    if (!q->out_tmp[i])
+    if (!q->out_tmp[i]) {
+        snprintf(err, errlen, "arg %u: out of memory", i);
         return NS_ERR_NOMEM;
+    }
     snprintf(q->out_tmp[i], cap, "%s.%.16s.part", path, q->job_hex);
     q->out_fd[i] =
         open(q->out_tmp[i], O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (q->out_fd[i] < 0) {
-        snprintf(err, errlen, "arg %u: cannot create '%s': %s", i,
-                 q->out_tmp[i], strerror(errno));
+        snprintf(err, errlen, "arg %u: cannot write the output '%s': %s", i,
+                 path, strerror(errno));
         free(q->out_tmp[i]);
         q->out_tmp[i] = NULL;
         return NS_ERR_IO;
@@ -1173,8 +1175,15 @@ static void s_post(ns_requester_t *q)
     ns_hash_t id;
     ns_account_t me;
     const uint8_t *self = ns_identity_pk(q->me);
-    /* Before any credit moves: can the job be checked unit by unit? */
-    char err[512];
+    /* Before any credit moves: can the outputs be written where they go
+     * (their part files, kept for the fetch), and can the job be checked
+     * unit by unit? */
+    char err[PATH_MAX + 128];
+    for (uint32_t i = 0; i < q->o.job->n_args; i++)
+        if (s_out_path(q, i) && s_out_open(q, i, err, sizeof err) != NS_OK) {
+            s_fail(q, "%s", err);
+            return;
+        }
     uint64_t unit_ns = 0;
     int rc = q->o.no_preflight
                  ? NS_OK

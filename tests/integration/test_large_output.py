@@ -15,7 +15,9 @@ its input (4 KiB): each work-item writes a word derived from the input.
      buffer and the spot check's copy);
   3. `submit --node n` (n: a node running beside p): the same job through
      n's requester; identical output, and n's VmHWM from the escrow on
-     stays far below the output's size.
+     stays far below the output's size;
+  4. a destination in a missing directory: the light peer fails before
+     the escrow, naming the file.
 
 The pre-flight before the escrow (exec/preflight.c) still takes four
 full-size output buffers and a byte map: it is left out of the peaks.
@@ -182,6 +184,18 @@ def test(net):
     check(DEBUG or grew < MAX_GROWTH_MIB << 20,
           f"n's RSS grew by {grew >> 20} MiB for a {NODE_OUT_MIB} MiB output")
     os.unlink(via)
+
+    # 4. a destination that cannot be written (its directory is missing):
+    # the light peer says so before any credit moves, and posts nothing
+    bad = os.path.join(net.dir, "gone", "o.bin")
+    rc, out, err, _ = submit(
+        ["--datadir", req.datadir, "--bootstrap", p.addr, *job(bad, 1),
+         "--max-price", "1000", "--no-wait", "--timeout-s", "60"])
+    check(rc != 0, "submit into a missing directory succeeded")
+    check(f"cannot write the output '{bad}'" in err,
+          f"the error does not name the file: {err.strip()[-400:]}")
+    check("escrow of" not in err, f"credits moved: {err.strip()[-400:]}")
+    log(f"missing directory: {err.strip().splitlines()[-1]}")
 
 
 nstest.main(test, "large_output")
