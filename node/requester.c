@@ -116,6 +116,8 @@ static void s_phase(ns_requester_t *q, ns_rq_phase_t p)
     q->phase_ms = s_mono(q);
 }
 
+static void s_out_close(ns_requester_t *q);
+
 static void s_fail(ns_requester_t *q, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static void s_fail(ns_requester_t *q, const char *fmt, ...)
@@ -125,6 +127,7 @@ static void s_fail(ns_requester_t *q, const char *fmt, ...)
     vsnprintf(q->rc.error, sizeof q->rc.error, fmt, ap);
     va_end(ap);
     s_phase(q, NS_RQ_FAILED);
+    s_out_close(q);    /* no part file stays behind a failed job */
     if (q->o.verified) /* a challenge it had in flight ends here */
         ns_verified_chal_give(q->o.verified, q);
     /* a light peer whose SLASH's inputs peers still fetch from it waits
@@ -588,6 +591,7 @@ static void s_out_unmap(ns_requester_t *q)
  * place (delivered). */
 static void s_out_close(ns_requester_t *q)
 {
+    ns_fetch_release(&q->fetch); /* it writes to the fds: done first */
     s_out_unmap(q);
     for (uint32_t i = 0; i < NS_MAX_ARGS; i++) {
         if (q->out_fd[i] >= 0)
