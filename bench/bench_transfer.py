@@ -21,8 +21,26 @@ before the job, the sandboxed worker's peak RSS (it must hold the input
 for the device), and the submit process's peak RSS (wait4).
 
     bench/bench_transfer.py [--mib 256]
+
+With --output-mib N, a large OUTPUT instead (the requester's side): a job
+whose output is N MiB and whose input is 4 KiB, through one testnet (one
+provider), submitted by a light peer once with --old-bin (a `nightshift`
+built from an earlier commit: the requester that fetched outputs into its
+heap and hashed them once complete) and once with this build (outputs
+received into a file as they arrive, leaves hashed on the way), in
+alternation, --rounds times. Each line: the fetch time (from "result
+committed" to "outputs received" in submit's progress), the check and
+settle time after it, the submit process's peak RSS over its whole life
+(wait4; it includes the pre-flight, which takes four output-sized buffers
+in both builds) and its peak from the escrow on (VmHWM reset by
+/proc/PID/clear_refs once the escrow line is printed, so it covers the
+fetch, the check and the writing of the output), with `nightshift run` of
+the job first as the reference.
+
+    bench/bench_transfer.py --output-mib 256 --old-bin OLD/build/nightshift
 """
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -132,10 +150,119 @@ def network(tag, mib, job_args, extra):
               f"{sub_rss / 1024:.1f} MiB;  input {mib} MiB", flush=True)
 
 
+OUT_KERNEL = """
+kernel void spread(global const uint *seed, global uint *out)
+{
+    uint i = (uint)get_global_id(0);
+    out[i] = seed[i & 1023u] * 2654435761u + i;
+}
+"""
+
+
+def sha256_file(path):
+    """In 1 MiB pieces: a child's wait4 peak starts from this process's
+    own (exec after vfork), so this process never holds a whole output."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(1 << 20)
+            if not b:
+                return h.hexdigest()
+            h.update(b)
+
+
+def submit_watched(binary, args):
+    """Run `BINARY submit ARGS`; (wall s, rc, stderr, {progress marker:
+    seconds}, peak RSS KiB before the escrow, RSS KiB at the escrow, peak
+    RSS KiB from the escrow on)."""
+    t = time.monotonic()
+    p = subprocess.Popen([binary, "submit", *args], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                         text=True)
+    marks, err, pre, base = {}, [], 0, 0
+    for line in p.stderr:
+        err.append(line)
+        at = time.monotonic() - t
+        for key in ("escrow of", "result committed", "outputs received",
+                    "settled"):
+            if key in line and key not in marks:
+                marks[key] = at
+        if "escrow of" in line and not pre:
+            pre = kib(p.pid, "VmHWM")
+            with open(f"/proc/{p.pid}/clear_refs", "w") as f:
+                f.write("5")
+            base = kib(p.pid, "VmHWM")
+    _, status, ru = os.wait4(p.pid, 0)
+    p.stdout.read()
+    rc = os.waitstatus_to_exitcode(status)
+    return (time.monotonic() - t, rc, "".join(err), marks, pre, base,
+            ru.ru_maxrss)
+
+
+def outputs(a):
+    mib = a.output_mib
+    size = mib << 20
+    with nstest.Net("bench-transfer-out") as net:
+        seed = os.path.join(net.dir, "seed.bin")
+        with open(seed, "wb") as f:
+            f.write(os.urandom(4096))
+        src = os.path.join(net.dir, "spread.cl")
+        with open(src, "w") as f:
+            f.write(OUT_KERNEL)
+        out = os.path.join(net.dir, "out.bin")
+        job = ["--kernel", src, "--entry", "spread", "--global",
+               str(size // 4), "--arg", f"in:{seed}", "--arg",
+               f"out:{size}:{out}"]
+        wall, rc, _, err, rss = timed([nstest.BIN, "run", *job,
+                                       "--timeout-ms", "300000"])
+        if rc != 0:
+            sys.exit(f"run failed: {err.decode()[-500:]}")
+        want = sha256_file(out)
+        os.unlink(out)
+        print(f"{'run':9s} {wall:7.2f} s  (reference, no network)  peak RSS "
+              f"{rss / 1024:.1f} MiB  output {mib} MiB", flush=True)
+        p = net.node("p").init()
+        req = net.node("req").init()
+        g = net.genesis([p, req])
+        for n in (p, req):
+            nstest.cli_ok("init", "--datadir", n.datadir, "--genesis", g)
+        p.start(extra=("--set", "node.stake=100000"))
+        time.sleep(1)
+        for r in range(a.rounds):
+            for tag, binary in (("old", a.old_bin), ("streaming", nstest.BIN)):
+                wall, rc, err, m, pre, base, peak = submit_watched(
+                    binary, ["--datadir", req.datadir, "--bootstrap", p.addr,
+                             *job, "--max-price", "1000", "--no-wait",
+                             "--deadline-s", "300", "--timeout-s", "400"])
+                if rc != 0:
+                    sys.exit(f"{tag}: submit failed: {err[-500:]}")
+                same = sha256_file(out) == want
+                os.unlink(out)
+                fetch = m["outputs received"] - m["result committed"]
+                check = m["settled"] - m["outputs received"]
+                print(f"{tag:9s} {wall:6.2f} s  fetch {fetch:5.2f} s  "
+                      f"check+write {check:5.2f} s  submit RSS: peak before "
+                      f"the escrow {pre / 1024:6.1f} MiB, at the escrow "
+                      f"{base / 1024:5.1f}, peak after {peak / 1024:6.1f} "
+                      f"(+{(peak - base) / 1024:6.1f})  output identical "
+                      f"to run's: {same}", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mib", type=int, default=256, help="input MiB")
+    ap.add_argument("--output-mib", type=int, default=0,
+                    help="measure a large output instead (MiB)")
+    ap.add_argument("--old-bin", help="with --output-mib: the earlier "
+                    "nightshift to compare with")
+    ap.add_argument("--rounds", type=int, default=2,
+                    help="with --output-mib: old/new pairs")
     a = ap.parse_args()
+    if a.output_mib:
+        if not a.old_bin:
+            sys.exit("--output-mib needs --old-bin")
+        outputs(a)
+        return
     size = a.mib << 20
     with nstest.Net("bench-transfer-files") as files:
         x = os.path.join(files.dir, "x.bin")

@@ -482,8 +482,11 @@ pack:;
             return rc == NS_ERR_INVAL || rc == NS_ERR_TOOBIG ? 2 : 1;
         }
     }
+    /* Outputs with a file are received into it (the requester's .part
+     * file, renamed once settled), but a sharded job's, assembled here. */
     for (uint32_t i = 0; i < q->spec.job.n_args; i++)
-        if (q->spec.job.args[i].kind == NS_ARG_OUT && !q->spec.outputs[i]) {
+        if (q->spec.job.args[i].kind == NS_ARG_OUT && !q->spec.outputs[i] &&
+            (q->set.n > 1 || !q->spec.out_paths[i])) {
             q->spec.outputs[i] = calloc(1, q->spec.job.args[i].size);
             if (!q->spec.outputs[i]) {
                 ns_cli_error("submit", "out of memory for the outputs");
@@ -1054,6 +1057,7 @@ static int s_submit_one(s_submit_t *q, ns_node_t *node)
     o.packed_len = q->packed.len;
     o.inputs = q->spec.inputs;
     o.outputs = q->spec.outputs;
+    o.out_paths = q->spec.out_paths; /* written by the requester */
     o.max_price = q->max_price;
     o.no_wait = q->no_wait != 0;
     o.collateral = q->collateral      ? q->collateral

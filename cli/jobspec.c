@@ -255,8 +255,8 @@ int ns_jobspec_write_outputs(ns_jobspec_t *spec, char *error, size_t errlen)
 {
     for (uint32_t k = 0; k < spec->job.n_args; k++) {
         const ns_arg_t *a = &spec->job.args[k];
-        if (a->kind != NS_ARG_OUT || !spec->out_paths[k])
-            continue;
+        if (a->kind != NS_ARG_OUT || !spec->out_paths[k] || !spec->outputs[k])
+            continue; /* no file, or written as it arrived (submit) */
         int rc = ns_file_write_atomic(spec->out_paths[k], spec->outputs[k],
                                       (size_t)a->size, 0644);
         if (rc != NS_OK) {

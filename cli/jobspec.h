@@ -53,7 +53,8 @@ int ns_jobspec_next_step(ns_jobspec_t *spec, const char *cmd);
 /* Steps in the job: 1 unless a job file gives more. */
 int ns_jobspec_steps(const ns_jobspec_t *spec);
 
-/* Write every out:...:FILE output atomically. */
+/* Write every out:...:FILE output held in outputs[] atomically (one that
+ * `submit` received straight into its file has none and is skipped). */
 int ns_jobspec_write_outputs(ns_jobspec_t *spec, char *error, size_t errlen);
 
 /* The program binary cache directory ($NIGHTSHIFT_CACHE,

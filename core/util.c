@@ -186,6 +186,13 @@ static int s_fsync_dir(const char *path)
     return rc;
 }
 
+int ns_file_commit(int fd, const char *tmp, const char *path, unsigned mode)
+{
+    if (fchmod(fd, mode) != 0 || fsync(fd) != 0 || rename(tmp, path) != 0)
+        return NS_ERR_IO;
+    return s_fsync_dir(path);
+}
+
 int ns_file_write_atomic(const char *path, const void *data, size_t len,
                          unsigned mode)
 {

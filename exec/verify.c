@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define S_MAX_THREADS 16  /* hashing threads for large outputs */
@@ -26,6 +27,8 @@
 #define S_TASK_LEAVES 32  /* leaves a thread takes at a time */
 #define S_TAG_LEN (sizeof NS_CHUNK_TAG - 1)
 #define S_PREFIX (1 + S_TAG_LEN + NS_HASH_BYTES + 4 + 8) /* 64 bytes */
+/* Compared bytes of file-backed outputs dropped from memory at a time. */
+#define S_DROP_BYTES (4u << 20)
 
 static void s_be64(uint8_t out[8], uint64_t v)
 {
@@ -418,15 +421,22 @@ bool ns_item_matches(const ns_job_t *job, const uint8_t *expected,
 /* ---- write sets -------------------------------------------------------- */
 
 /* Full-size copies of the OUT buffers for re-runs (aligned, so a device
- * that shares host memory uses them in place). */
+ * that shares host memory uses them in place), or private mappings of the
+ * files holding the claim (copy on write: only the pages a re-run writes
+ * take memory of their own). */
 typedef struct {
-    uint8_t *b[NS_MAX_ARGS]; /* by argument position; NULL for others */
+    uint8_t *b[NS_MAX_ARGS];    /* by argument position; NULL for others */
+    size_t mapped[NS_MAX_ARGS]; /* bytes mapped (b is a mapping), or 0 */
 } s_bufs_t;
 
 static void s_bufs_free(s_bufs_t *s)
 {
-    for (uint32_t i = 0; i < NS_MAX_ARGS; i++)
-        free(s->b[i]);
+    for (uint32_t i = 0; i < NS_MAX_ARGS; i++) {
+        if (s->mapped[i])
+            munmap(s->b[i], s->mapped[i]);
+        else
+            free(s->b[i]);
+    }
     memset(s, 0, sizeof *s);
 }
 
@@ -440,6 +450,36 @@ static int s_bufs_alloc(const s_layout_t *l, const ns_job_t *job, s_bufs_t *s)
             s_bufs_free(s);
             return NS_ERR_NOMEM;
         }
+    }
+    return NS_OK;
+}
+
+/* Buffers holding the claim: a private mapping of fds[arg] where there is
+ * one, else a heap copy of outputs[arg]. */
+static int s_bufs_claim(const s_layout_t *l, const ns_job_t *job,
+                        uint8_t *const *outputs, const int *fds, s_bufs_t *s)
+{
+    memset(s, 0, sizeof *s);
+    for (uint32_t o = 0; o < l->n_out; o++) {
+        uint32_t arg = l->arg[o];
+        size_t size = (size_t)job->args[arg].size;
+        if (fds && fds[arg] >= 0) {
+            void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE,
+                           fds[arg], 0);
+            if (m == MAP_FAILED) {
+                s_bufs_free(s);
+                return NS_ERR_IO;
+            }
+            s->b[arg] = m;
+            s->mapped[arg] = size;
+            continue;
+        }
+        s->b[arg] = ns_buf_alloc(size);
+        if (!s->b[arg]) {
+            s_bufs_free(s);
+            return NS_ERR_NOMEM;
+        }
+        memcpy(s->b[arg], outputs[arg], size);
     }
     return NS_OK;
 }
@@ -480,17 +520,35 @@ static bool s_write_matches(const ns_job_t *job, const uint8_t *a,
     return ns_item_matches(job, redo, claim, len);
 }
 
+/* Drop [at, at + len) of a file mapping from memory (page-aligned at):
+ * what is read again comes back from the file; a private mapping's own
+ * pages are gone. */
+static void s_drop(const uint8_t *base, uint64_t at, uint64_t len)
+{
+    (void)madvise((void *)(uintptr_t)(base + at), (size_t)len, MADV_DONTNEED);
+}
+
 /* Spans where the batch re-run (w: the claim with the drawn units' writes
- * on top) differs from the claim beyond the tolerance. */
+ * on top) differs from the claim beyond the tolerance. Where the claim is
+ * a file (fds[arg] >= 0, claim[arg] a mapping of it), both mappings are
+ * dropped from memory window by window as the compare moves on, so the
+ * pass never holds more than S_DROP_BYTES of them; w then no longer holds
+ * the re-run's writes. */
 static uint64_t s_batch_changes(const ns_job_t *job, const s_layout_t *l,
-                                const s_bufs_t *w, uint8_t *const *claim)
+                                const s_bufs_t *w, uint8_t *const *claim,
+                                const int *fds)
 {
     uint64_t bad = 0;
     for (uint32_t o = 0; o < l->n_out; o++) {
         uint32_t arg = l->arg[o];
         uint64_t size = job->args[arg].size;
         const uint8_t *x = w->b[arg], *c = claim[arg];
+        bool drop = fds && fds[arg] >= 0 && w->mapped[arg];
         for (uint64_t blk = 0; blk < size; blk += 4096) {
+            if (drop && blk && blk % S_DROP_BYTES == 0) {
+                s_drop(x, blk - S_DROP_BYTES, S_DROP_BYTES);
+                s_drop(c, blk - S_DROP_BYTES, S_DROP_BYTES);
+            }
             uint64_t end = size - blk > 4096 ? blk + 4096 : size;
             if (memcmp(x + blk, c + blk, (size_t)(end - blk)) == 0)
                 continue;
@@ -504,6 +562,13 @@ static uint64_t s_batch_changes(const ns_job_t *job, const s_layout_t *l,
                     bad++;
                 i = at + len - 1;
             }
+        }
+        if (drop) {
+            uint64_t tail = size - size % S_DROP_BYTES;
+            if (tail == size && size)
+                tail -= S_DROP_BYTES;
+            s_drop(x, tail, size - tail);
+            s_drop(c, tail, size - tail);
         }
     }
     return bad;
@@ -565,10 +630,13 @@ static int s_alone(ns_runner_t *r, const ns_job_t *job, const s_layout_t *l,
 
 /* ---- spot check -------------------------------------------------------- */
 
-int ns_spot_check(ns_runner_t *r, const ns_job_t *job, const ns_hash_t job_id,
-                  const ns_input_t *inputs, uint8_t *const *outputs,
-                  const ns_hash_t root, const uint8_t secret[32], uint32_t k,
-                  ns_check_result_t *res, char *err, size_t errlen)
+/* Both spot checks: fds NULL (outputs in memory, root recomputed) or by
+ * argument (the root already computed by the caller as the bytes came). */
+static int s_check(ns_runner_t *r, const ns_job_t *job, const ns_hash_t job_id,
+                   const ns_input_t *inputs, uint8_t *const *outputs,
+                   const int *fds, const ns_hash_t root,
+                   const uint8_t secret[32], uint32_t k, ns_check_result_t *res,
+                   char *err, size_t errlen)
 {
     uint64_t t0 = ns_mono_us();
     uint64_t *units = NULL;
@@ -591,7 +659,10 @@ int ns_spot_check(ns_runner_t *r, const ns_job_t *job, const ns_hash_t job_id,
         rc = NS_ERR_TOOBIG;
         goto out;
     }
-    rc = ns_commit_root(job, job_id, outputs, got);
+    if (fds)
+        memcpy(got, root, NS_HASH_BYTES); /* the caller's, from the bytes */
+    else
+        rc = ns_commit_root(job, job_id, outputs, got);
     res->commit_us = ns_mono_us() - t0;
     if (rc != NS_OK) {
         snprintf(err, errlen, "recomputing the root: %s", ns_strerror(rc));
@@ -610,28 +681,27 @@ int ns_spot_check(ns_runner_t *r, const ns_job_t *job, const ns_hash_t job_id,
     if (n == 0)
         goto out;
     units = malloc((size_t)n * sizeof *units);
-    rc = units ? s_bufs_alloc(&l, job, &w) : NS_ERR_NOMEM;
+    uint64_t t1 = ns_mono_us();
+    /* One batch on a copy of the claim: what changes was written by a
+     * drawn unit with a value other than the claim. */
+    rc = units ? s_bufs_claim(&l, job, outputs, fds, &w) : NS_ERR_NOMEM;
     if (rc != NS_OK) {
-        snprintf(err, errlen, "out of memory for %u checks", n);
+        snprintf(err, errlen, "%s for %u checks",
+                 rc == NS_ERR_IO ? "cannot map the outputs" : "out of memory",
+                 n);
         goto out;
     }
     ns_challenge_draw(root, secret, pool, n, units);
     for (uint32_t j = 0; j < n; j++)
         units[j] = ns_job_shard_unit(job, units[j]);
 
-    /* One batch on a copy of the claim: what changes was written by a
-     * drawn unit with a value other than the claim. */
-    uint64_t t1 = ns_mono_us();
-    for (uint32_t o = 0; o < l.n_out; o++)
-        memcpy(w.b[l.arg[o]], outputs[l.arg[o]],
-               (size_t)job->args[l.arg[o]].size);
     ns_timings_t t;
     rc = ns_runner_run_units(r, job, inputs, units, n, w.b, &t, err, errlen);
     if (rc != NS_OK)
         goto out;
     res->launch_us = t.run_us;
     res->checked = n;
-    res->changed = s_batch_changes(job, &l, &w, outputs);
+    res->changed = s_batch_changes(job, &l, &w, outputs, fds);
     if (res->changed > 0) {
         /* Attribution: each drawn unit alone on the two fills. */
         rc = s_bufs_alloc(&l, job, &f);
@@ -670,6 +740,26 @@ out:
     s_bufs_free(&w);
     s_bufs_free(&f);
     return rc;
+}
+
+int ns_spot_check(ns_runner_t *r, const ns_job_t *job, const ns_hash_t job_id,
+                  const ns_input_t *inputs, uint8_t *const *outputs,
+                  const ns_hash_t root, const uint8_t secret[32], uint32_t k,
+                  ns_check_result_t *res, char *err, size_t errlen)
+{
+    return s_check(r, job, job_id, inputs, outputs, NULL, root, secret, k, res,
+                   err, errlen);
+}
+
+int ns_spot_check_files(ns_runner_t *r, const ns_job_t *job,
+                        const ns_hash_t job_id, const ns_input_t *inputs,
+                        uint8_t *const *outputs, const int *fds,
+                        const ns_hash_t root, const uint8_t secret[32],
+                        uint32_t k, ns_check_result_t *res, char *err,
+                        size_t errlen)
+{
+    return s_check(r, job, job_id, inputs, outputs, fds, root, secret, k, res,
+                   err, errlen);
 }
 
 /* ---- fraud proofs ------------------------------------------------------ */

@@ -328,6 +328,40 @@ int ns_blobs_keep(ns_blobs_t *b, const uint8_t *data, size_t len, ns_hash_t id)
     return rc;
 }
 
+int ns_blobs_read(ns_blobs_t *b, const ns_hash_t id, uint64_t offset,
+                  uint8_t *buf, size_t cap, size_t *got, uint64_t *total)
+{
+    char path[PATH_MAX + 80];
+    s_path(b, id, path, sizeof path);
+    *got = 0;
+    *total = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? NS_ERR_NOTFOUND : NS_ERR_IO;
+    struct stat st;
+    int rc = fstat(fd, &st) == 0 ? NS_OK : NS_ERR_IO;
+    if (rc == NS_OK && offset >= (uint64_t)st.st_size)
+        rc = NS_ERR_INVAL;
+    size_t want = 0;
+    if (rc == NS_OK) {
+        uint64_t left = (uint64_t)st.st_size - offset;
+        want = left < cap ? (size_t)left : cap;
+    }
+    while (rc == NS_OK && *got < want) {
+        ssize_t n = pread(fd, buf + *got, want - *got, (off_t)(offset + *got));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            rc = NS_ERR_IO; /* shrunk under us, or the disk */
+        else
+            *got += (size_t)n;
+    }
+    close(fd);
+    if (rc == NS_OK)
+        *total = (uint64_t)st.st_size;
+    return rc;
+}
+
 uint64_t ns_blobs_bytes(const ns_blobs_t *b)
 {
     return b->bytes;

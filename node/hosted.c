@@ -16,8 +16,11 @@ struct ns_hosted {
     size_t packed_len;
     uint8_t *in_bufs[NS_MAX_ARGS];
     ns_input_t inputs[NS_MAX_ARGS];
-    uint8_t *outputs[NS_MAX_ARGS];
+    uint8_t *outputs[NS_MAX_ARGS]; /* OUT arguments without a path */
     char out_path[NS_MAX_ARGS][NS_CTL_MAX_PATH];
+    /* by argument: out_path, or NULL; the requester receives the output
+     * into a file beside it and renames it there once settled */
+    const char *out_paths[NS_MAX_ARGS];
     ns_requester_t *req; /* owned by the node */
     uint64_t started_ms; /* mono, attached to its requester */
     uint64_t max_price;  /* micro-credits, the submitter's ceiling */
@@ -38,36 +41,22 @@ static void s_progress(void *user, const char *line)
     h->n_lines++;
 }
 
-/* Verified and settled: write the outputs where the submitter asked. */
-static int s_deliver(void *user, char *err, size_t errlen)
-{
-    ns_hosted_t *h = user;
-    for (uint32_t i = 0; i < h->job.n_args; i++) {
-        if (h->job.args[i].kind != NS_ARG_OUT || !h->out_path[i][0])
-            continue;
-        int rc = ns_file_write_atomic(h->out_path[i], h->outputs[i],
-                                      (size_t)h->job.args[i].size, 0644);
-        if (rc != NS_OK) {
-            snprintf(err, errlen, "arg %u: cannot write '%s': %s", i,
-                     h->out_path[i], ns_strerror(rc));
-            return rc;
-        }
-    }
-    return NS_OK;
-}
-
 static int s_read_inputs(ns_hosted_t *h, const ns_ctl_req_t *r, char *err,
                          size_t errlen)
 {
     for (uint32_t i = 0; i < h->job.n_args; i++) {
         const ns_arg_t *a = &h->job.args[i];
         if (a->kind == NS_ARG_OUT) {
+            snprintf(h->out_path[i], NS_CTL_MAX_PATH, "%s", r->out_path[i]);
+            if (h->out_path[i][0]) {
+                h->out_paths[i] = h->out_path[i];
+                continue;
+            }
             h->outputs[i] = calloc(1, a->size ? a->size : 1);
             if (!h->outputs[i]) {
                 snprintf(err, errlen, "out of memory for the outputs");
                 return NS_ERR_NOMEM;
             }
-            snprintf(h->out_path[i], NS_CTL_MAX_PATH, "%s", r->out_path[i]);
             continue;
         }
         if (a->kind != NS_ARG_IN)
@@ -138,6 +127,7 @@ ns_hosted_t *ns_hosted_new(const ns_ctl_req_t *r, const uint8_t me[32],
     o->packed_len = h->packed_len;
     o->inputs = h->inputs;
     o->outputs = h->outputs;
+    o->out_paths = h->out_paths;
     if (ns_job_id(&h->job, o->desc_id) != NS_OK) {
         snprintf(err, errlen, "cannot encode the job");
         goto fail;
@@ -154,8 +144,6 @@ ns_hosted_t *ns_hosted_new(const ns_ctl_req_t *r, const uint8_t me[32],
     o->reqs = r->terms.reqs;
     o->no_wait = r->terms.no_wait;
     o->join = false; /* the node is part of the network already */
-    o->deliver = s_deliver;
-    o->deliver_user = h;
     o->progress = s_progress;
     o->progress_user = h;
     o->progress_ticks = true;

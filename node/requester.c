@@ -1,4 +1,5 @@
 /* requester.c - one job from escrow to settlement (requester.h). */
+#define _GNU_SOURCE /* fallocate */
 #include "nightshift/requester.h"
 
 #include "nightshift/cancel.h"
@@ -13,11 +14,16 @@
 #include "nightshift/verified.h"
 #include "nightshift/verify.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 struct ns_requester {
     ns_requester_opts_t o;
@@ -46,6 +52,16 @@ struct ns_requester {
     /* outputs */
     uint8_t statement[NS_SIG_BYTES];
     ns_fetch_t fetch; /* statement and outputs from the winner */
+    /* Outputs with a path (o.out_paths) are received into a file beside
+     * it, renamed there once settled; the others into o.outputs. */
+    int out_fd[NS_MAX_ARGS];        /* by argument: the .part file, or -1 */
+    char *out_tmp[NS_MAX_ARGS];     /* its path (PATH.<job>.part), owned */
+    uint8_t *out_map[NS_MAX_ARGS];  /* NS_RQ_VERIFY: read-only mappings */
+    uint8_t *out_view[NS_MAX_ARGS]; /* NS_RQ_VERIFY: the claim, by argument
+                                       (a mapping or o.outputs[i]) */
+    ns_hash_t *leaves;              /* the commitment's leaves (verify.h),
+                                       computed as the outputs arrive */
+    uint64_t n_leaves;
     ns_check_result_t check;
     uint8_t secret[32];
     /* timings */
@@ -100,6 +116,8 @@ static void s_phase(ns_requester_t *q, ns_rq_phase_t p)
     q->phase_ms = s_mono(q);
 }
 
+static void s_out_close(ns_requester_t *q);
+
 static void s_fail(ns_requester_t *q, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static void s_fail(ns_requester_t *q, const char *fmt, ...)
@@ -109,6 +127,7 @@ static void s_fail(ns_requester_t *q, const char *fmt, ...)
     vsnprintf(q->rc.error, sizeof q->rc.error, fmt, ap);
     va_end(ap);
     s_phase(q, NS_RQ_FAILED);
+    s_out_close(q);    /* no part file stays behind a failed job */
     if (q->o.verified) /* a challenge it had in flight ends here */
         ns_verified_chal_give(q->o.verified, q);
     /* a light peer whose SLASH's inputs peers still fetch from it waits
@@ -355,6 +374,17 @@ static int s_on_chunk(ns_requester_t *q, const ns_node_msg_t *m)
     rc = ns_fetch_on_chunk(&q->fetch, &c, &done);
     if (rc == NS_ERR_DUPLICATE)
         return NS_OK; /* a late answer to a FETCH asked again: harmless */
+    if (rc == NS_ERR_IO) {
+        /* our disk, not the provider: full, or the file went away */
+        int e = errno;
+        uint32_t i = c.blob - NS_BLOB_OUTPUT(0);
+        s_fail(q, "cannot write the outputs to '%s': %s",
+               c.blob >= NS_BLOB_OUTPUT(0) && i < NS_MAX_ARGS && q->out_tmp[i]
+                   ? q->out_tmp[i]
+                   : "?",
+               strerror(e));
+        return NS_OK;
+    }
     if (rc != NS_OK)
         return rc == NS_ERR_NOTFOUND ? NS_OK : rc;
     q->chunk_ms = q->io->mono_ms(q->io->user);
@@ -369,9 +399,26 @@ static void s_restart(ns_requester_t *q, const char *why);
 static int s_reproduce(ns_requester_t *q, char *err, size_t errlen)
 {
     uint64_t unit = 0;
-    /* into our output buffers: a later fetch overwrites them */
-    return ns_runner_run_units(q->runner, q->o.job, q->o.inputs, &unit, 1,
-                               q->o.outputs, NULL, err, errlen);
+    uint8_t *outs[NS_MAX_ARGS] = {0}, *own[NS_MAX_ARGS] = {0};
+    int rc = NS_OK;
+    /* into our output buffers (a later fetch overwrites them), or
+     * scratch ones for outputs that go to files */
+    for (uint32_t i = 0; i < q->o.job->n_args; i++) {
+        const ns_arg_t *a = &q->o.job->args[i];
+        if (a->kind != NS_ARG_OUT)
+            continue;
+        outs[i] = q->o.outputs ? q->o.outputs[i] : NULL;
+        if (!outs[i] && !(outs[i] = own[i] = calloc(1, a->size ? a->size : 1)))
+            rc = NS_ERR_NOMEM;
+    }
+    if (rc == NS_OK)
+        rc = ns_runner_run_units(q->runner, q->o.job, q->o.inputs, &unit, 1,
+                                 outs, NULL, err, errlen);
+    else
+        snprintf(err, errlen, "out of memory for the outputs");
+    for (uint32_t i = 0; i < NS_MAX_ARGS; i++)
+        free(own[i]);
+    return rc;
 }
 
 /* The winner says the job failed on its side. A failure the job itself
@@ -523,21 +570,109 @@ static int s_send_awarded(ns_requester_t *q)
     return rc;
 }
 
+static const char *s_out_path(const ns_requester_t *q, uint32_t i)
+{
+    const ns_arg_t *a = &q->o.job->args[i];
+    return q->o.out_paths && a->kind == NS_ARG_OUT && a->size
+               ? q->o.out_paths[i]
+               : NULL;
+}
+
+static void s_out_unmap(ns_requester_t *q)
+{
+    for (uint32_t i = 0; i < NS_MAX_ARGS; i++)
+        if (q->out_map[i]) {
+            munmap(q->out_map[i], (size_t)q->o.job->args[i].size);
+            q->out_map[i] = NULL;
+        }
+}
+
+/* The .part files closed, and removed unless they were renamed into
+ * place (delivered). */
+static void s_out_close(ns_requester_t *q)
+{
+    ns_fetch_release(&q->fetch); /* it writes to the fds: done first */
+    s_out_unmap(q);
+    for (uint32_t i = 0; i < NS_MAX_ARGS; i++) {
+        if (q->out_fd[i] >= 0)
+            close(q->out_fd[i]);
+        q->out_fd[i] = -1;
+        if (q->out_tmp[i])
+            (void)unlink(q->out_tmp[i]);
+        free(q->out_tmp[i]);
+        q->out_tmp[i] = NULL;
+    }
+}
+
+/* The .part file of OUT argument i (PATH.<job 16 hex>.part), open. */
+static int s_out_open(ns_requester_t *q, uint32_t i, char *err, size_t errlen)
+{
+    const char *path = s_out_path(q, i);
+    if (q->out_fd[i] >= 0)
+        return NS_OK;
+    size_t cap = strlen(path) + 32;
+    q->out_tmp[i] = malloc(cap);
+    if (!q->out_tmp[i]) {
+        snprintf(err, errlen, "arg %u: out of memory", i);
+        return NS_ERR_NOMEM;
+    }
+    snprintf(q->out_tmp[i], cap, "%s.%.16s.part", path, q->job_hex);
+    q->out_fd[i] =
+        open(q->out_tmp[i], O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (q->out_fd[i] < 0) {
+        snprintf(err, errlen, "arg %u: cannot write the output '%s': %s", i,
+                 path, strerror(errno));
+        free(q->out_tmp[i]);
+        q->out_tmp[i] = NULL;
+        return NS_ERR_IO;
+    }
+    return NS_OK;
+}
+
 static void s_start_fetch(ns_requester_t *q)
 {
     const ns_job_t *job = q->o.job;
+    char err[PATH_MAX + 128] = "";
     ns_fetch_release(&q->fetch);
     ns_fetch_init(&q->fetch, q->o.job_id, q->winner.provider,
                   NS_POLICY_FETCH_WINDOW);
     q->chunk_ms = q->io->mono_ms(q->io->user);
-    int rc = ns_fetch_add(&q->fetch, NS_BLOB_STATEMENT, q->statement,
-                          NS_SIG_BYTES, 0);
-    for (uint32_t i = 0; rc == NS_OK && i < job->n_args; i++)
-        if (job->args[i].kind == NS_ARG_OUT)
+    if (!q->leaves) {
+        q->n_leaves = ns_commit_leaves(job);
+        q->leaves = calloc(q->n_leaves ? q->n_leaves : 1, sizeof *q->leaves);
+    }
+    int rc = q->leaves ? ns_fetch_add(&q->fetch, NS_BLOB_STATEMENT,
+                                      q->statement, NS_SIG_BYTES, 0)
+                       : NS_ERR_NOMEM;
+    for (uint32_t i = 0; rc == NS_OK && i < job->n_args; i++) {
+        const ns_arg_t *a = &job->args[i];
+        uint64_t leaf = 0;
+        if (a->kind != NS_ARG_OUT)
+            continue;
+        if (!a->size || ns_commit_leaf_index(job, i, 0, &leaf) != NS_OK) {
             rc = ns_fetch_add(&q->fetch, NS_BLOB_OUTPUT(i), q->o.outputs[i],
-                              job->args[i].size, 0);
+                              a->size, 0);
+            continue;
+        }
+        if (s_out_path(q, i))
+            rc = s_out_open(q, i, err, sizeof err);
+        if (rc == NS_OK)
+            rc = ns_fetch_add_output(&q->fetch, NS_BLOB_OUTPUT(i), q->out_fd[i],
+                                     q->o.outputs[i], a->size, i, q->o.desc_id,
+                                     q->leaves + leaf);
+        /* the room on disk now, not a disk full half-way */
+        if (rc == NS_OK && q->out_fd[i] >= 0 &&
+            fallocate(q->out_fd[i], FALLOC_FL_KEEP_SIZE, 0, (off_t)a->size) &&
+            errno != EOPNOTSUPP && errno != ENOSYS) {
+            snprintf(
+                err, sizeof err, "arg %u: no room for %llu bytes in '%s': %s",
+                i, (unsigned long long)a->size, q->out_tmp[i], strerror(errno));
+            rc = NS_ERR_IO;
+        }
+    }
     if (rc != NS_OK)
-        s_fail(q, "cannot fetch the outputs: %s", ns_strerror(rc));
+        s_fail(q, "cannot fetch the outputs: %s",
+               err[0] ? err : ns_strerror(rc));
 }
 
 /* Award the job to bid (AWARD entry, AWARDED message). */
@@ -828,6 +963,18 @@ static void s_settle(ns_requester_t *q, const ns_ledger_job_t *lj)
     }
     q->rc.price = lj->price;
     q->rc.refund = lj->escrow - lj->price;
+    for (uint32_t i = 0; i < q->o.job->n_args; i++) {
+        if (q->out_fd[i] < 0)
+            continue;
+        if (ns_file_commit(q->out_fd[i], q->out_tmp[i], s_out_path(q, i),
+                           0644) != NS_OK) {
+            s_fail(q, "arg %u: cannot write '%s': %s", i, s_out_path(q, i),
+                   strerror(errno));
+            return;
+        }
+        free(q->out_tmp[i]); /* renamed: nothing to remove */
+        q->out_tmp[i] = NULL;
+    }
     if (q->o.deliver && q->o.deliver(q->o.deliver_user, q->rc.error,
                                      sizeof q->rc.error) != NS_OK) {
         s_fail(q, "%s", q->rc.error);
@@ -843,10 +990,19 @@ static void s_slash(ns_requester_t *q, const ns_ledger_job_t *lj)
 {
     ns_fraud_proof_t proof;
     ns_buf_t packed;
+    ns_merkle_t tree;
     ns_buf_init(&packed);
-    int rc = ns_fraud_build(
-        &proof, q->o.job, q->o.desc_id, q->winner.provider, q->statement, NULL,
-        q->o.outputs, q->check.first_bad, q->check.bad_arg, q->check.bad_pos);
+    memset(&proof, 0, sizeof proof);
+    /* the tree from the leaves taken as the outputs arrived */
+    int rc = ns_merkle_build(&tree, (const ns_hash_t *)q->leaves,
+                             (size_t)q->n_leaves);
+    if (rc == NS_OK) {
+        rc =
+            ns_fraud_build(&proof, q->o.job, q->o.desc_id, q->winner.provider,
+                           q->statement, &tree, q->out_view, q->check.first_bad,
+                           q->check.bad_arg, q->check.bad_pos);
+        ns_merkle_release(&tree);
+    }
     bool inline_inputs = false;
     if (rc == NS_OK)
         rc = ns_slash_proof_pack(&proof, q->o.inputs, &packed, &inline_inputs);
@@ -898,11 +1054,45 @@ static void s_verify(ns_requester_t *q)
     s_say(q, "outputs received; checking %u random units of %llu",
           k < pool ? k : (uint32_t)pool, (unsigned long long)pool);
     randombytes_buf(q->secret, sizeof q->secret);
-    int rc = ns_spot_check(q->runner, q->o.job, q->o.desc_id, q->o.inputs,
-                           q->o.outputs, lj.root, q->secret, k, &q->check, err,
-                           sizeof err);
+    uint64_t t0 = ns_mono_us();
+    /* the root from the leaves taken as the bytes arrived: no second pass
+     * over the outputs */
+    ns_hash_t root;
+    int fds[NS_MAX_ARGS];
+    int rc = ns_merkle_root_of(root, (const ns_hash_t *)q->leaves,
+                               (size_t)q->n_leaves);
+    if (rc == NS_OK && sodium_memcmp(root, lj.root, NS_HASH_BYTES) != 0)
+        rc = NS_ERR_PROOF;
+    for (uint32_t i = 0; i < NS_MAX_ARGS; i++) {
+        const ns_arg_t *a = &q->o.job->args[i];
+        fds[i] = q->out_fd[i];
+        q->out_view[i] =
+            q->o.outputs && i < q->o.job->n_args && a->kind == NS_ARG_OUT
+                ? q->o.outputs[i]
+                : NULL;
+        if (rc != NS_OK || q->out_fd[i] < 0)
+            continue;
+        void *m =
+            mmap(NULL, (size_t)a->size, PROT_READ, MAP_SHARED, q->out_fd[i], 0);
+        if (m == MAP_FAILED) {
+            snprintf(err, sizeof err, "cannot map '%s': %s", q->out_tmp[i],
+                     strerror(errno));
+            rc = NS_ERR_IO;
+            continue;
+        }
+        q->out_map[i] = q->out_view[i] = m;
+    }
+    uint64_t commit_us = ns_mono_us() - t0;
+    if (rc == NS_OK)
+        rc = ns_spot_check_files(q->runner, q->o.job, q->o.desc_id, q->o.inputs,
+                                 q->out_view, fds, lj.root, q->secret, k,
+                                 &q->check, err, sizeof err);
+    q->check.commit_us += commit_us;
+    q->check.verify_us += commit_us;
     q->rc.verify_ms = q->check.verify_us / 1000;
     q->rc.checked = q->check.checked;
+    if (rc != NS_OK || q->check.mismatched == 0)
+        s_out_unmap(q); /* a SLASH reads its chunk from them */
     if (rc == NS_ERR_PROOF) {
         /* The outputs are not the ones it committed to. */
         s_cancel(q, NULL, true);
@@ -913,10 +1103,12 @@ static void s_verify(ns_requester_t *q)
         s_fail(q, "cannot run the check on our device: %s", err);
         return;
     }
-    if (q->check.mismatched == 0)
+    if (q->check.mismatched == 0) {
         s_settle(q, &lj);
-    else
+    } else {
         s_slash(q, &lj);
+        s_out_unmap(q);
+    }
 }
 
 /* At least one peer, and our ledger agreeing with one of them (or a few
@@ -987,8 +1179,15 @@ static void s_post(ns_requester_t *q)
     ns_hash_t id;
     ns_account_t me;
     const uint8_t *self = ns_identity_pk(q->me);
-    /* Before any credit moves: can the job be checked unit by unit? */
-    char err[512];
+    /* Before any credit moves: can the outputs be written where they go
+     * (their part files, kept for the fetch), and can the job be checked
+     * unit by unit? */
+    char err[PATH_MAX + 128];
+    for (uint32_t i = 0; i < q->o.job->n_args; i++)
+        if (s_out_path(q, i) && s_out_open(q, i, err, sizeof err) != NS_OK) {
+            s_fail(q, "%s", err);
+            return;
+        }
     uint64_t unit_ns = 0;
     int rc = q->o.no_preflight
                  ? NS_OK
@@ -1222,6 +1421,8 @@ ns_requester_t *ns_requester_new(const ns_requester_opts_t *o,
     q->me = me;
     memcpy(q->network_id, network_id, NS_HASH_BYTES);
     ns_buf_init(&q->body);
+    for (uint32_t i = 0; i < NS_MAX_ARGS; i++)
+        q->out_fd[i] = -1;
     ns_challenger_init(&q->chal);
     ns_hex(q->job_hex, o->job_id, NS_HASH_BYTES);
     q->n_items = ns_job_items(o->job);
@@ -1291,6 +1492,8 @@ void ns_requester_destroy(ns_requester_t **qp)
         return;
     ns_requester_t *q = *qp;
     ns_fetch_release(&q->fetch);
+    s_out_close(q);
+    free(q->leaves);
     ns_challenger_release(&q->chal);
     ns_buf_release(&q->body);
     free(q);

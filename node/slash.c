@@ -54,30 +54,36 @@ int ns_slash_keep_inputs(ns_blobs_t *blobs, const ns_job_t *job,
     return NS_OK;
 }
 
-/* Inputs that did not travel in the proof: from the blob store, or asked
- * from peers (the SLASH's author, the requester, first). */
+/* Inputs that did not travel in the proof: mapped from the blob store
+ * (pages of the file, not the heap), or asked from peers (the SLASH's
+ * author, the requester, first) into the store. mapped[i]: bytes mapped
+ * for input i, to unmap. */
 static int s_inputs_by_hash(ns_slash_ctx_t *ctx, const ns_ledger_job_t *job,
                             const ns_fraud_proof_t *p, ns_input_t *inputs,
-                            uint8_t **owned, uint8_t missing[NS_HASH_BYTES])
+                            size_t *mapped, uint8_t missing[NS_HASH_BYTES])
 {
     for (uint32_t i = 0; i < p->job.n_args; i++) {
         const ns_arg_t *a = &p->job.args[i];
         if (a->kind != NS_ARG_IN)
             continue;
         size_t len = 0;
-        int rc = ctx->blobs ? ns_blobs_get(ctx->blobs, a->hash, &owned[i], &len)
+        const uint8_t *data = NULL;
+        int rc = ctx->blobs ? ns_blobs_map(ctx->blobs, a->hash, &data, &len)
                             : NS_ERR_NOTFOUND;
-        if (rc == NS_OK && len == a->size) {
-            inputs[i].data = owned[i];
+        if (rc == NS_OK) {
+            inputs[i].data = data;
             inputs[i].len = len;
+            mapped[i] = len;
+        }
+        if (rc == NS_OK && len == a->size) {
             inputs[i].verified = true; /* the store checked the hash */
             continue;
         }
         if (rc == NS_OK) /* the hash matches but not the size: forged */
             return NS_ERR_PROOF;
         memcpy(missing, a->hash, NS_HASH_BYTES);
-        if (ctx->content &&
-            ns_content_want(ctx->content, a->hash, job->requester) != NS_OK)
+        if (ctx->content && ns_content_want(ctx->content, a->hash, a->size,
+                                            job->requester) != NS_OK)
             ns_debug(NS_MOD_MARKET, "event=slash_input_queue_full");
         return NS_ERR_MISSING;
     }
@@ -143,10 +149,10 @@ int ns_slash_verify(void *user, const ns_ledger_job_t *job,
     ns_fraud_proof_t p;
     char err[256];
     ns_input_t inputs[NS_MAX_ARGS];
-    uint8_t *owned[NS_MAX_ARGS];
+    size_t mapped[NS_MAX_ARGS];
     memset(&p, 0, sizeof p);
     memset(inputs, 0, sizeof inputs);
-    memset(owned, 0, sizeof owned);
+    memset(mapped, 0, sizeof mapped);
     if (ctx->reran)
         *ctx->reran = false;
     bool have_inputs = false;
@@ -162,7 +168,7 @@ int ns_slash_verify(void *user, const ns_ledger_job_t *job,
     if (ns_fraud_verify_claim(&p, err, sizeof err) != NS_OK)
         goto out;
     if (!have_inputs &&
-        (rc = s_inputs_by_hash(ctx, job, &p, inputs, owned, missing)) != NS_OK)
+        (rc = s_inputs_by_hash(ctx, job, &p, inputs, mapped, missing)) != NS_OK)
         goto out;
     rc = NS_ERR_PROOF;
     if (ctx->runner) {
@@ -183,7 +189,8 @@ int ns_slash_verify(void *user, const ns_ledger_job_t *job,
         *ctx->reran = true;
 out:
     for (uint32_t i = 0; i < NS_MAX_ARGS; i++)
-        free(owned[i]);
+        if (mapped[i])
+            ns_blobs_unmap(inputs[i].data, mapped[i]);
     ns_fraud_release(&p);
     return rc;
 }

@@ -2,6 +2,8 @@
  * requester and the provider (transfer.h). */
 #include "nightshift/transfer.h"
 
+#include "nightshift/verify.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,9 +53,24 @@ static uint64_t s_chunk_len(const ns_fetch_blob_t *b, uint64_t off)
     return b->total - off < NS_CHUNK_BYTES ? b->total - off : NS_CHUNK_BYTES;
 }
 
+/* A CHUNK holds whole commitment leaves (but for a blob's last). */
+_Static_assert(NS_CHUNK_BYTES % NS_COMMIT_CHUNK == 0,
+               "fetch chunks must hold whole leaves");
+
 static bool s_hashing(const ns_fetch_blob_t *b)
 {
-    return b->check || b->fd >= 0;
+    return b->check || b->fd >= 0 || b->leaves;
+}
+
+/* The leaves of len bytes at b->hashed (a leaf boundary). */
+static void s_leaves(ns_fetch_blob_t *b, const uint8_t *p, uint64_t len)
+{
+    for (uint64_t j = 0; j < len; j += NS_COMMIT_CHUNK) {
+        uint64_t c = (b->hashed + j) / NS_COMMIT_CHUNK;
+        size_t n =
+            len - j < NS_COMMIT_CHUNK ? (size_t)(len - j) : NS_COMMIT_CHUNK;
+        ns_chunk_leaf(b->leaves[c], b->leaf_job, b->arg, c, p + j, n);
+    }
 }
 
 /* Nothing received: bitmap, counters, hash state and file emptied. */
@@ -122,7 +139,10 @@ static int s_advance(ns_fetch_blob_t *b, const ns_chunk_t *fresh)
                 break;
             p = buf;
         }
-        crypto_generichash_update(b->hs, p, len);
+        if (b->hs)
+            crypto_generichash_update(b->hs, p, len);
+        if (b->leaves)
+            s_leaves(b, p, len);
         b->hashed += len;
     }
     free(buf);
@@ -136,7 +156,7 @@ static int s_blob_size(ns_fetch_blob_t *b, uint64_t total)
     b->seen = calloc(s_n_chunks(total) / 8 + 1, 1);
     if (!b->seen)
         return NS_ERR_NOMEM;
-    if (s_hashing(b)) {
+    if (b->check) {
         b->hs = aligned_alloc(64, (sizeof *b->hs + 63) / 64 * 64);
         if (!b->hs)
             return NS_ERR_NOMEM;
@@ -211,6 +231,35 @@ int ns_fetch_add_file(ns_fetch_t *f, uint32_t blob, int fd, uint64_t total,
         return rc;
     }
     b->next = b->got = b->resumed = have;
+    f->n_blobs++;
+    return NS_OK;
+}
+
+int ns_fetch_add_output(ns_fetch_t *f, uint32_t blob, int fd, uint8_t *data,
+                        uint64_t total, uint32_t arg, const ns_hash_t job_id,
+                        ns_hash_t *leaves)
+{
+    if (total == 0 || !leaves || (fd < 0 && !data))
+        return NS_ERR_INVAL;
+    if (f->n_blobs >= NS_FETCH_MAX_BLOBS)
+        return NS_ERR_TOOBIG;
+    if (fd >= 0 && ftruncate(fd, 0) != 0)
+        return NS_ERR_IO;
+    ns_fetch_blob_t *b = &f->blobs[f->n_blobs];
+    memset(b, 0, sizeof *b);
+    b->blob = blob;
+    b->fd = fd;
+    b->data = fd >= 0 ? NULL : data;
+    b->max = total;
+    b->leaves = leaves;
+    b->arg = arg;
+    memcpy(b->leaf_job, job_id, NS_HASH_BYTES);
+    int rc = s_blob_size(b, total);
+    if (rc != NS_OK) {
+        free(b->seen);
+        memset(b, 0, sizeof *b);
+        return rc;
+    }
     f->n_blobs++;
     return NS_OK;
 }

@@ -85,6 +85,16 @@ int ns_blobs_open_ro(ns_blobs_t *b, const ns_hash_t id, int *fd,
 int ns_blobs_keep(ns_blobs_t *b, const uint8_t *data, size_t len,
                   ns_hash_t id) NS_MUST_CHECK;
 
+/* Up to cap bytes of blob id from offset into buf (*got of them) and the
+ * blob's size (*total), read from its file without checking its hash:
+ * for serving chunks to a peer, who checks the whole against id (a
+ * damaged file is caught there, and the peer asks another). One chunk in
+ * memory, never the blob. NS_ERR_NOTFOUND, NS_ERR_INVAL (offset at or
+ * past the end), NS_ERR_IO. */
+int ns_blobs_read(ns_blobs_t *b, const ns_hash_t id, uint64_t offset,
+                  uint8_t *buf, size_t cap, size_t *got,
+                  uint64_t *total) NS_MUST_CHECK;
+
 /* Bytes held now. */
 uint64_t ns_blobs_bytes(const ns_blobs_t *b);
 

@@ -57,9 +57,15 @@ typedef struct {
     const uint8_t *packed; /* the descriptor as providers fetch it */
     size_t packed_len;
     const ns_input_t *inputs; /* by argument (IN arguments) */
-    uint8_t **outputs;        /* by argument: buffers of the OUT sizes */
-    ns_hash_t desc_id;        /* ns_job_id(job) */
-    ns_hash_t job_id;         /* ns_ledger_job_id(us, desc_id, nonce) */
+    uint8_t **outputs;        /* by argument: buffers of the OUT sizes,
+                                 for the OUT arguments without a path */
+    /* By argument, NULL or where an OUT argument goes: its bytes are
+     * received into PATH.<job>.part beside it as they arrive (never whole
+     * in memory), checked from that file, and renamed to PATH once the job
+     * is settled (before deliver). NULL: every output in outputs. */
+    const char *const *out_paths;
+    ns_hash_t desc_id; /* ns_job_id(job) */
+    ns_hash_t job_id;  /* ns_ledger_job_id(us, desc_id, nonce) */
     uint8_t nonce[16];
     bool resume; /* the job may be on record already: continue it */
     /* Skip the unit sampling before posting (preflight.h). Only for tests

@@ -45,7 +45,12 @@ typedef struct {
     uint64_t hashed;  /* the contiguous prefix fed to hs */
     uint64_t resumed; /* bytes found already in the file, not fetched */
     crypto_generichash_state *hs; /* BLAKE2b-256 of [0, hashed); owned,
-                                     64-byte aligned, when hashing */
+                                     64-byte aligned, when checking */
+    /* An output (ns_fetch_add_output): the commitment's leaves of
+     * [0, hashed), one per NS_COMMIT_CHUNK, computed as the prefix grows. */
+    ns_hash_t *leaves;  /* borrowed; NULL: none */
+    uint32_t arg;       /* the OUT argument the blob is */
+    ns_hash_t leaf_job; /* the job id the leaves are bound to (desc_id) */
 } ns_fetch_blob_t;
 
 typedef struct {
@@ -83,6 +88,20 @@ int ns_fetch_add(ns_fetch_t *f, uint32_t blob, uint8_t *data, uint64_t total,
  * resumed). NS_ERR_IO when the file cannot be read or sized. */
 int ns_fetch_add_file(ns_fetch_t *f, uint32_t blob, int fd, uint64_t total,
                       const ns_hash_t want) NS_MUST_CHECK;
+
+/* Queue OUT argument `arg` of a job (total = its size, >= 1) and compute
+ * its commitment's leaves (verify.h) as its bytes arrive, in order:
+ * leaves[c] = ns_chunk_leaf(job_id, arg, c, chunk c) for every
+ * NS_COMMIT_CHUNK of the blob (a CHUNK holds whole leaves, but for the
+ * blob's last), so the root needs no second pass over the bytes. fd >= 0:
+ * received into that file (opened read-write by the caller, who keeps
+ * owning it; emptied here, nothing resumed), each chunk written at its
+ * offset and never held; fd < 0: into data (total bytes, borrowed).
+ * leaves (ceil(total / NS_COMMIT_CHUNK) hashes) is borrowed and must
+ * outlive f. NS_ERR_INVAL, NS_ERR_TOOBIG, NS_ERR_NOMEM, NS_ERR_IO. */
+int ns_fetch_add_output(ns_fetch_t *f, uint32_t blob, int fd, uint8_t *data,
+                        uint64_t total, uint32_t arg, const ns_hash_t job_id,
+                        ns_hash_t *leaves) NS_MUST_CHECK;
 
 /* Send FETCHes up to the window. A send error is returned (nothing
  * counted in flight for it). */

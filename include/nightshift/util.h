@@ -39,6 +39,13 @@ int ns_file_read(const char *path, size_t max_bytes, uint8_t **out,
 int ns_file_write_atomic(const char *path, const void *data, size_t len,
                          unsigned mode) NS_MUST_CHECK;
 
+/* The end of ns_file_write_atomic for a temp file written by the caller:
+ * fd (open on tmp) gets mode and is fsynced, tmp is renamed to path and
+ * the directory fsynced. fd stays open (the caller closes it); on an
+ * error tmp is left for the caller to remove. NS_ERR_IO. */
+int ns_file_commit(int fd, const char *tmp, const char *path,
+                   unsigned mode) NS_MUST_CHECK;
+
 /* mkdir -p with the given mode for created components. */
 int ns_mkdir_p(const char *path, unsigned mode) NS_MUST_CHECK;
 

@@ -167,6 +167,26 @@ int ns_spot_check(ns_runner_t *r, const ns_job_t *job, const ns_hash_t job_id,
                   ns_check_result_t *res, char *err,
                   size_t errlen) NS_MUST_CHECK;
 
+/* ns_spot_check for outputs received into files (the requester's fetch):
+ * root is the committed root, which the caller computed from these very
+ * bytes as they arrived (ns_fetch_add_output's leaves) and compared with
+ * the commitment; it is not recomputed. fds, by argument position: -1, or
+ * the file (readable, at least args[i].size bytes) that outputs[i] is a
+ * MAP_SHARED read-only mapping of. The re-run's copy of such an output is
+ * a private mapping of its file (only the pages the drawn units write take
+ * memory), and the compare drops both mappings from memory window by
+ * window (madvise): the check holds a few MiB of the outputs, not all of
+ * them, on a device that shares host memory (on one with memory of its
+ * own the runner moves the whole buffer through the mapping once). After
+ * a mismatch, attribution takes full-size buffers as ns_spot_check does.
+ * NS_ERR_IO when a file cannot be mapped; otherwise as ns_spot_check. */
+int ns_spot_check_files(ns_runner_t *r, const ns_job_t *job,
+                        const ns_hash_t job_id, const ns_input_t *inputs,
+                        uint8_t *const *outputs, const int *fds,
+                        const ns_hash_t root, const uint8_t secret[32],
+                        uint32_t k, ns_check_result_t *res, char *err,
+                        size_t errlen) NS_MUST_CHECK;
+
 typedef struct {
     ns_job_t job;     /* the descriptor (owns its source) */
     ns_hash_t job_id; /* ns_job_id(job): derived, never read from the wire */

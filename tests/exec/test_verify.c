@@ -15,6 +15,7 @@
 
 #include "check.h"
 
+#include <fcntl.h>
 #include <float.h>
 #include <math.h>
 #include <msgpack.h>
@@ -22,6 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -787,6 +790,77 @@ TEST(spot_check_catches_ten_percent)
     s_vadd_free(&v);
 }
 
+/* Outputs in a file (the requester's fetch): the check re-runs on a
+ * private mapping of it and drops the mappings window by window; the
+ * verdicts are those of ns_spot_check, the file is left as it was, and the
+ * claim's mapping still reads the claim. 12 MiB: three drop windows. */
+TEST(spot_check_files)
+{
+    enum { N = 3 << 20 };
+    s_vadd_t v;
+    ns_hash_t root;
+    uint8_t secret[32];
+    ns_check_result_t res;
+    char err[256], path[256];
+    if (!CHECK_RC(s_vadd_setup(&v, N, NS_DET_EXACT, 0), NS_OK))
+        return;
+    size_t size = (size_t)N * sizeof(float);
+    snprintf(path, sizeof path, "%s/ns_spot_XXXXXX",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    /* every 10th item faked; the claim is committed as it is */
+    for (uint32_t i = 0; i < N; i += 10)
+        s_out(&v)[i] = -1.0f;
+    CHECK(write(fd, v.outs[2], size) == (ssize_t)size);
+    uint8_t *claim = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+    CHECK(claim != MAP_FAILED);
+    uint8_t *outs[NS_MAX_ARGS] = {0};
+    int fds[NS_MAX_ARGS];
+    for (int i = 0; i < NS_MAX_ARGS; i++)
+        fds[i] = -1;
+    outs[2] = claim;
+    fds[2] = fd;
+    CHECK_RC(ns_commit_root(&v.job, v.id, outs, root), NS_OK);
+    randombytes_buf(secret, sizeof secret);
+    CHECK_RC(ns_spot_check_files(s_runner, &v.job, v.id, v.in, outs, fds, root,
+                                 secret, 64, &res, err, sizeof err),
+             NS_OK);
+    CHECK_EQ_INT(res.checked, 64);
+    CHECK(res.mismatched > 0);
+    CHECK_EQ_INT(res.first_bad % 10, 0);
+    CHECK_EQ_INT(res.bad_arg, 2);
+    /* the re-run wrote to its private copy only */
+    CHECK(memcmp(claim, v.outs[2], size) == 0);
+    uint8_t *back = malloc(size);
+    CHECK(pread(fd, back, size, 0) == (ssize_t)size);
+    CHECK(memcmp(back, v.outs[2], size) == 0);
+    /* the same file honest: passes */
+    for (uint32_t i = 0; i < N; i += 10)
+        s_out(&v)[i] = v.a[i] + v.b[i];
+    CHECK(pwrite(fd, v.outs[2], size, 0) == (ssize_t)size);
+    CHECK_RC(ns_commit_root(&v.job, v.id, outs, root), NS_OK);
+    CHECK_RC(ns_spot_check_files(s_runner, &v.job, v.id, v.in, outs, fds, root,
+                                 secret, 64, &res, err, sizeof err),
+             NS_OK);
+    CHECK_EQ_INT(res.checked, 64);
+    CHECK_EQ_INT(res.mismatched, 0);
+    CHECK_EQ_INT(res.changed, 0);
+    /* a file that cannot be mapped: an I/O error, not a verdict */
+    int bad[NS_MAX_ARGS];
+    memcpy(bad, fds, sizeof bad);
+    bad[2] = open("/dev/null", O_RDONLY);
+    CHECK_RC(ns_spot_check_files(s_runner, &v.job, v.id, v.in, outs, bad, root,
+                                 secret, 64, &res, err, sizeof err),
+             NS_ERR_IO);
+    close(bad[2]);
+    free(back);
+    munmap(claim, size);
+    close(fd);
+    unlink(path);
+    s_vadd_free(&v);
+}
+
 TEST(spot_check_single_item_full_k)
 {
     enum { N = 300 };
@@ -998,6 +1072,7 @@ int main(void)
         RUN(spot_check_honest);
         RUN(spot_check_root_mismatch);
         RUN(spot_check_catches_ten_percent);
+        RUN(spot_check_files);
         RUN(spot_check_single_item_full_k);
         RUN(spot_check_tolerance);
         RUN(fraud_proofs);

@@ -8,10 +8,12 @@ the others are honest and dear. The job (a 32768-float vector add, 256 KiB
 of inputs) settles on an honest node after the slash. Checked on every
 node: node3 slashed once, its collateral burned, the same burned total,
 the same digest; the nodes that had not run the job logged that they
-fetched the inputs (event=blob_fetched) and none logged a SLASH applied
+fetched the inputs (event=blob_fetched) into their blob stores (part
+files renamed under the inputs' hashes) and none logged a SLASH applied
 without a re-run; node3 logged that it was slashed (event=slashed, warn)
 and that its award ended.
 """
+import hashlib
 import json
 import os
 import random
@@ -63,6 +65,11 @@ def test(net):
         f.write(struct.pack(f"{n_f}f", *a))
     with open(pb, "wb") as f:
         f.write(struct.pack(f"{n_f}f", *b))
+    hashed = []  # the store's names for them: BLAKE2b-256, hex
+    for path in (pa, pb):
+        with open(path, "rb") as f:
+            hashed.append(hashlib.blake2b(f.read(), digest_size=32)
+                          .hexdigest())
     out = os.path.join(net.dir, "c.bin")
     t0 = time.monotonic()
     r = cli("submit", "--datadir", req.datadir, "--bootstrap", nodes[0].addr,
@@ -108,9 +115,24 @@ def test(net):
         text = n.log_text()
         check("slash_checked_without_rerun" not in text,
               f"{n.name} applied a SLASH without re-running it")
-    fetched = [n.name for n in nodes if "event=blob_fetched" in n.log_text()]
-    log(f"nodes that fetched the inputs by hash: {fetched}")
+    fetched = [n for n in nodes if "event=blob_fetched" in n.log_text()]
+    log(f"nodes that fetched the inputs by hash: "
+        f"{[n.name for n in fetched]}")
     check(len(fetched) >= 2, f"only {fetched} fetched the inputs by hash")
+    # received into the blob store as they arrived (a part file, hashed on
+    # the way, renamed once whole), not in memory: the inputs are there
+    # under their hashes, no part file is left, no spool failed
+    for n in fetched:
+        text = n.log_text()
+        check("event=blob_spool_failed" not in text and
+              "via=memory" not in text and "via=file" in text,
+              f"{n.name} received the inputs in memory: " +
+              str([l for l in text.splitlines() if "event=blob_" in l]))
+        names = os.listdir(os.path.join(n.datadir, "blobs"))
+        check(not [f for f in names if f.endswith(".part")],
+              f"{n.name} left part files: {names}")
+        check({hashed[0], hashed[1]} <= set(names),
+              f"{n.name}'s store lacks the inputs: {names}")
 
     # the slashed node says so in its log, with the job whose award ended
     def told():

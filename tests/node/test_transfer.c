@@ -6,6 +6,7 @@
 #include "nightshift/blobs.h"
 #include "nightshift/transfer.h"
 #include "nightshift/util.h"
+#include "nightshift/verify.h"
 
 #include <fcntl.h>
 #include <sodium.h>
@@ -296,6 +297,78 @@ TEST(a_blob_is_received_into_a_file_and_hashed_as_it_arrives)
     free(back);
 }
 
+/* Two OUT arguments of a job, one received into a file, one into
+ * memory, chunks out of order: the leaves taken on the way give the root
+ * ns_commit_root computes from the whole outputs. */
+TEST(outputs_arrive_with_the_leaves_of_their_commitment)
+{
+    ns_job_t job;
+    ns_job_init(&job);
+    job.dims = 1;
+    job.global[0] = 1024;
+    job.n_args = 3;
+    job.args[0].kind = NS_ARG_U32;
+    job.args[1].kind = NS_ARG_OUT;
+    job.args[1].size = 5 * NS_CHUNK_BYTES + 16 * 1024 + 77; /* a short leaf */
+    job.args[2].kind = NS_ARG_OUT;
+    job.args[2].size = 3 * NS_CHUNK_BYTES; /* whole chunks */
+    uint64_t n_leaves = ns_commit_leaves(&job), first2 = 0;
+    CHECK(n_leaves > 0);
+    CHECK_RC(ns_commit_leaf_index(&job, 2, 0, &first2), NS_OK);
+    uint8_t *data[3] = {NULL, malloc(job.args[1].size),
+                        malloc(job.args[2].size)};
+    uint8_t *mem = calloc(1, job.args[2].size);
+    randombytes_buf(data[1], job.args[1].size);
+    randombytes_buf(data[2], job.args[2].size);
+    ns_hash_t id, want, got;
+    randombytes_buf(id, sizeof id);
+    CHECK_RC(ns_commit_root(&job, id, data, want), NS_OK);
+    ns_hash_t *leaves = calloc(n_leaves, sizeof *leaves);
+    char path[256];
+    int fd = s_tmpfile(path, sizeof path);
+    CHECK(fd >= 0);
+    CHECK(write(fd, "stale", 5) == 5); /* emptied, not resumed */
+    uint8_t peer[NS_ID_BYTES] = {7};
+    ns_fetch_t f;
+    ns_fetch_init(&f, id, peer, 4);
+    CHECK_RC(ns_fetch_add_output(&f, NS_BLOB_OUTPUT(1), fd, NULL,
+                                 job.args[1].size, 1, id, leaves),
+             NS_OK);
+    CHECK_RC(ns_fetch_add_output(&f, NS_BLOB_OUTPUT(2), -1, mem,
+                                 job.args[2].size, 2, id, leaves + first2),
+             NS_OK);
+    CHECK_RC(ns_fetch_add_output(&f, 9, -1, NULL, 10, 2, id, leaves),
+             NS_ERR_INVAL); /* no sink */
+    CHECK(ns_fetch_blob(&f, NS_BLOB_OUTPUT(1))->data == NULL);
+    s_wire_t w = {0};
+    int done = -1, rounds = 0;
+    while (!ns_fetch_done(&f) && rounds++ < 40) {
+        CHECK_RC(ns_fetch_pump(&f, s_send, &w), NS_OK);
+        /* every FETCH on the wire is for one blob: the one being pumped */
+        ns_chunk_t req;
+        CHECK_RC(ns_fetch_decode(w.sent[0].data, w.sent[0].len, &req), NS_OK);
+        CHECK_RC(s_serve_reversed(&w, &f, data[req.blob - NS_BLOB_OUTPUT(0)],
+                                  job.args[req.blob - NS_BLOB_OUTPUT(0)].size,
+                                  UINT64_MAX, &done),
+                 NS_OK);
+    }
+    CHECK(ns_fetch_done(&f));
+    CHECK_EQ_INT(ns_fetch_hashed(&f, NS_BLOB_OUTPUT(1)), job.args[1].size);
+    CHECK_RC(ns_merkle_root_of(got, (const ns_hash_t *)leaves, n_leaves),
+             NS_OK);
+    CHECK(memcmp(got, want, NS_HASH_BYTES) == 0);
+    CHECK(memcmp(mem, data[2], job.args[2].size) == 0);
+    CHECK_EQ_INT(s_file_size(fd), job.args[1].size);
+    ns_fetch_release(&f);
+    close(fd);
+    unlink(path);
+    free(leaves);
+    free(mem);
+    free(data[1]);
+    free(data[2]);
+    ns_job_release(&job);
+}
+
 TEST(a_cut_transfer_resumes_from_the_chunks_in_its_file)
 {
     ns_hash_t job, h;
@@ -584,6 +657,7 @@ int main(void)
     RUN(chunks_nobody_asked_for_are_refused);
     RUN(serve_refuses_offsets_past_the_end);
     RUN(a_blob_is_received_into_a_file_and_hashed_as_it_arrives);
+    RUN(outputs_arrive_with_the_leaves_of_their_commitment);
     RUN(a_cut_transfer_resumes_from_the_chunks_in_its_file);
     RUN(a_wrong_blob_is_refused_its_file_emptied_and_fetched_again);
     RUN(a_file_sink_takes_no_more_than_the_descriptor_allows);
