@@ -1060,7 +1060,9 @@ out:
     return true;
 }
 
-/* The seq of who's last job entry (JOB to CANCEL), 0 if none. */
+/* The seq of who's last job entry past JOB (AWARD to CANCEL), 0 if none:
+ * a range holding one is kept by a fork (a JOB never awarded is undone
+ * with its branch, so it does not keep one). */
 static uint64_t s_last_job_seq(uint32_t who)
 {
     for (int32_t i = s_last[who]; i >= 0; i--) {
@@ -1068,17 +1070,18 @@ static uint64_t s_last_job_seq(uint32_t who)
         if (s_log[i].who == who &&
             ns_entry_parse(s_log[i].bytes, s_log[i].len,
                            s_fx.genesis.network_id, &e) == NS_OK &&
-            e.type >= NS_ENTRY_JOB)
+            e.type > NS_ENTRY_JOB)
             return e.seq;
     }
     return 0;
 }
 
 /* A second entry at a seq the author already used. It goes at or before
- * the author's last job entry: a fork voids the author's entries from
- * the forked seq on only when they are all TRANSFER, STAKE or UNSTAKE
- * with credits nobody took in (test_bans.c tests that); here the chain
- * is kept and the model stays as it is, the author banned. */
+ * the author's last job entry past JOB: a fork voids the author's entries
+ * from the forked seq on only when they are all TRANSFER, STAKE, UNSTAKE
+ * or a JOB never awarded, with credits nobody took in (test_bans.c tests
+ * that); here the chain is kept and the model stays as it is, the author
+ * banned. */
 static bool g_fork(void)
 {
     int who = s_pick_active();
