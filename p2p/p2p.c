@@ -790,8 +790,10 @@ static int s_ingest(ns_p2p_t *p, s_src_t *src, const uint8_t *buf, size_t len)
 {
     uint64_t now_ms = ns_now_ms();
     ns_envelope_t env;
+    uint32_t stat_type = ns_tr_stat_type(buf, len);
     p->stats.rx_msgs++;
     p->stats.rx_bytes += len;
+    p->stats.rx_type[stat_type]++;
     src->link->rx_msgs++;
 
     uint64_t now_us = ns_mono_us();
@@ -821,6 +823,7 @@ static int s_ingest(ns_p2p_t *p, s_src_t *src, const uint8_t *buf, size_t len)
     }
     if (ns_seen_has(&p->seen, env.id)) {
         p->stats.duplicates++; /* normal in gossip; cheap to drop */
+        p->stats.dup_type[stat_type]++;
         return NS_ERR_REPLAY;
     }
     if (memcmp(env.sender, p->self_id, NS_ID_BYTES) == 0) {
@@ -1280,7 +1283,7 @@ void ns_p2p_pack_status(const ns_p2p_t *p, msgpack_packer *pk, uint32_t n_extra)
     s_kv_u64(pk, "peers_connecting", p->n_peers - ns_p2p_live_peers(p));
 
     ns_mp_str(pk, "messages");
-    msgpack_pack_map(pk, 20);
+    msgpack_pack_map(pk, 21);
     s_kv_u64(pk, "rx", p->stats.rx_msgs);
     s_kv_u64(pk, "rx_bytes", p->stats.rx_bytes);
     s_kv_u64(pk, "tx", p->stats.tx_msgs);
@@ -1301,6 +1304,25 @@ void ns_p2p_pack_status(const ns_p2p_t *p, msgpack_packer *pk, uint32_t n_extra)
     s_kv_u64(pk, "links_cut", p->stats.links_cut);
     s_kv_u64(pk, "seen_cache", p->seen.count);
     s_kv_u64(pk, "seen_evicted", p->seen.evicted);
+    /* by envelope type number (wire.h and the layers' headers; the last
+     * one counts the types beyond and unreadable frames): [received,
+     * of them duplicates, sent], types with any traffic only */
+    uint32_t n_types = 0;
+    for (uint32_t t = 0; t < S_STAT_TYPES; t++)
+        n_types += p->stats.rx_type[t] || p->stats.tx_type[t];
+    ns_mp_str(pk, "by_type");
+    msgpack_pack_map(pk, n_types);
+    for (uint32_t t = 0; t < S_STAT_TYPES; t++) {
+        if (!p->stats.rx_type[t] && !p->stats.tx_type[t])
+            continue;
+        char key[8];
+        snprintf(key, sizeof key, "%u", t);
+        ns_mp_str(pk, key);
+        msgpack_pack_array(pk, 3);
+        msgpack_pack_uint64(pk, p->stats.rx_type[t]);
+        msgpack_pack_uint64(pk, p->stats.dup_type[t]);
+        msgpack_pack_uint64(pk, p->stats.tx_type[t]);
+    }
 
     /* Every drop reason, zero or not, so scripts can rely on the keys. */
     static const int reasons[] = {

@@ -315,7 +315,7 @@ void ns_tr_close(void **socket)
 /* Count a send and say how it went: with ROUTER_MANDATORY an unknown
  * routing id is EHOSTUNREACH (the connection is gone); a full queue is
  * EAGAIN (ZMQ_DONTWAIT). */
-static int s_sent(ns_p2p_t *p, bool ok, size_t len)
+static int s_sent(ns_p2p_t *p, bool ok, const uint8_t *buf, size_t len)
 {
     if (!ok) {
         p->stats.send_failed++;
@@ -323,12 +323,28 @@ static int s_sent(ns_p2p_t *p, bool ok, size_t len)
     }
     p->stats.tx_msgs++;
     p->stats.tx_bytes += len;
+    p->stats.tx_type[ns_tr_stat_type(buf, len)]++;
     return NS_OK;
+}
+
+uint32_t ns_tr_stat_type(const uint8_t *buf, size_t len)
+{
+    /* [version, type, ...]: a fixarray of 6, the version a positive
+     * fixint, the type a positive fixint or 0xcc and one byte (wire.c) */
+    uint32_t t = S_STAT_TYPES - 1;
+    if (len >= 3 && buf[0] == 0x96 && buf[1] < 0x80) {
+        if (buf[2] < 0x80)
+            t = buf[2];
+        else if (buf[2] == 0xcc && len >= 4)
+            t = buf[3];
+    }
+    return t < S_STAT_TYPES ? t : S_STAT_TYPES - 1;
 }
 
 int ns_tr_send(ns_p2p_t *p, void *dealer, const uint8_t *buf, size_t len)
 {
-    return s_sent(p, zmq_send(dealer, buf, len, ZMQ_DONTWAIT) == (int)len, len);
+    return s_sent(p, zmq_send(dealer, buf, len, ZMQ_DONTWAIT) == (int)len, buf,
+                  len);
 }
 
 int ns_tr_reply(ns_p2p_t *p, const uint8_t *rid, size_t rid_len,
@@ -339,7 +355,7 @@ int ns_tr_reply(ns_p2p_t *p, const uint8_t *rid, size_t rid_len,
     bool ok = zmq_send(p->router, rid, rid_len, ZMQ_DONTWAIT | ZMQ_SNDMORE) ==
                   (int)rid_len &&
               zmq_send(p->router, buf, len, ZMQ_DONTWAIT) == (int)len;
-    return s_sent(p, ok, len);
+    return s_sent(p, ok, buf, len);
 }
 
 void ns_tr_ban(ns_p2p_t *p, const uint8_t key[32])
