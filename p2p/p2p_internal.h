@@ -264,7 +264,8 @@ struct ns_p2p {
     ns_handler_t handlers[256];
     ns_wire_types_t types; /* built-in types + those with a handler */
 
-    ns_heartbeat_t my_hb;     /* what we announce */
+    ns_heartbeat_t my_hb;     /* what we announce; its interval_ms is
+                                 the one we keep now (s_hb_interval) */
     ns_heartbeat_t *spare_hb; /* decode buffer reused across heartbeats */
     ns_buf_t last_hb;         /* our last heartbeat envelope */
     ns_heartbeat_t *told_hb;  /* what our last changed heartbeat said
