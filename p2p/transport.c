@@ -28,8 +28,12 @@
 static void s_common_opts(void *s)
 {
     /* ZMTP pings only catch dead TCP links; liveness of peers comes from
-     * our own heartbeats, so they can be rare (they wake both ends). */
-    int linger = 0, hb_ivl = 10000, hb_timeout = 30000, hb_ttl = 30000;
+     * our own heartbeats, so they can be rare (they wake both ends, and
+     * ZeroMQ sends them on every connection whatever its traffic: at 10 s
+     * with 63 peers, two connections each, about 25 pings and pongs a
+     * second per node, as many as its heartbeats). TTL: the peer cuts the
+     * link after this long without a byte from us; above the interval. */
+    int linger = 0, hb_ivl = 60000, hb_timeout = 30000, hb_ttl = 150000;
     int handshake = 5000;
     /* ZeroMQ applies ZMQ_MAXMSGSIZE to the frame as it arrives, CURVE's
      * box and command header included, and cuts the connection over it
