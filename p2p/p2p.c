@@ -270,11 +270,12 @@ int ns_p2p_publish_also(ns_p2p_t *p, uint8_t type, const uint8_t *body,
  * them to at most heartbeat_peers peers, doubled each time the peers
  * double beyond, so that the heartbeats a node sends and receives per
  * second stay about the same however large the network (docs/PROTOCOL.md,
- * "Heartbeat timing"). A power-of-two multiple, so that nodes that chose
- * different ones still send on common multiples of the configured
- * interval; it comes down a step only once the peers are a quarter of
- * heartbeat_peers below the step, so a count that wavers at a step does
- * not change the heartbeat (a change is gossiped) at every interval. */
+ * "Heartbeat interval and the number of peers"). A power-of-two multiple,
+ * so that nodes that chose different ones still send on common multiples
+ * of the configured interval; it comes down a step only once the peers
+ * are a quarter of heartbeat_peers below the step, so a count that
+ * wavers at a step does not change the heartbeat (a change is gossiped)
+ * at every interval. */
 static uint32_t s_hb_interval(ns_p2p_t *p)
 {
     uint64_t base = p->cfg->heartbeat_interval_ms;
