@@ -19,6 +19,7 @@ read just before and after the window (each node over its own span).
 
     bench/bench_idle.py [--sizes 1,64] [--window 30] [--settle 10]
                         [--heartbeat-ms 1000] [--base OTHER_BINARY]
+                        [--port FIRST_PORT]
 
 With --base, each size runs with that binary too, just before this one,
 and this one's figures are printed next to the base's of the same run.
@@ -66,16 +67,26 @@ def sample(pid):
         return None
 
 
+# envelope types (include/nightshift/wire.h and the layers' headers)
+TYPES = {1: "hello", 2: "heartbeat", 3: "peers", 4: "pull", 5: "relay",
+         12: "genesis_req", 13: "genesis", 16: "entry", 17: "heads_req",
+         18: "heads", 19: "get", 20: "entries", 21: "vote", 22: "vote_req",
+         32: "job", 33: "bid", 34: "awarded", 35: "fetch", 36: "chunk",
+         37: "failed", 38: "chal", 39: "chal_done", 63: "other"}
+
+
 def messages(binary, datadir):
-    """(monotonic time, rx, duplicates, tx, live peers, peers expired) of
-    the node on datadir, or None."""
+    """(monotonic time, rx, duplicates, tx, live peers, peers expired,
+    {type: [rx, duplicates, tx]}) of the node on datadir, or None. The
+    last is empty for a binary without messages.by_type."""
     try:
         r = subprocess.run([binary, "status", "--datadir", datadir, "--json"],
                            capture_output=True, text=True, timeout=10)
         doc = json.loads(r.stdout)
         m = doc["messages"]
+        by_type = {int(k): v for k, v in m.get("by_type", {}).items()}
         return (time.monotonic(), m["rx"], m["duplicates"], m["tx"],
-                doc["peers"], m["peers_expired"])
+                doc["peers"], m["peers_expired"], by_type)
     except (OSError, ValueError, KeyError, subprocess.SubprocessError):
         return None
 
@@ -86,7 +97,8 @@ def measure(work, n, args, binary):
     t0 = time.monotonic()
     r = subprocess.run([os.path.join(ROOT, "testnet", "run.sh"), "-n",
                         str(n), "-d", d, "-i", str(args.heartbeat_ms), "-t",
-                        "300"], capture_output=True, text=True, env=env,
+                        "300"] + (["-p", str(args.port)] if args.port else []),
+                       capture_output=True, text=True, env=env,
                        stdin=subprocess.DEVNULL)
     if r.returncode != 0:
         subprocess.run([os.path.join(ROOT, "testnet", "stop.sh"), "-d", d],
@@ -105,9 +117,15 @@ def measure(work, n, args, binary):
         after = {p: sample(p) for p in pids}
         m1 = {p: messages(binary, dirs[p]) for p in pids}
         rx, dup, tx, peers, expired = [], [], [], [], []
+        by_type = {}  # type: [rx/s, dup/s, tx/s] summed over nodes
         for p in pids:
             if m0[p] and m1[p] and m1[p][0] > m0[p][0]:
                 span = m1[p][0] - m0[p][0]
+                for t, v1 in m1[p][6].items():
+                    v0 = m0[p][6].get(t, [0, 0, 0])
+                    acc = by_type.setdefault(t, [0.0, 0.0, 0.0])
+                    for k in range(3):
+                        acc[k] += (v1[k] - v0[k]) / span
                 rx.append((m1[p][1] - m0[p][1]) / span)
                 dup.append((m1[p][2] - m0[p][2]) / span)
                 tx.append((m1[p][3] - m0[p][3]) / span)
@@ -125,7 +143,9 @@ def measure(work, n, args, binary):
                        capture_output=True)
     return {"n": n, "up_s": up, "cpu": cpu, "wake": wake,
             "wake_all": wake_all, "load": la, "rx": rx, "dup": dup, "tx": tx,
-            "peers": peers, "expired": expired}
+            "peers": peers, "expired": expired,
+            "by_type": {t: [v / len(rx) for v in acc]
+                        for t, acc in by_type.items()} if rx else {}}
 
 
 def summary(m):
@@ -150,6 +170,13 @@ def report(label, m):
               f"{statistics.mean(m['tx']):.1f}; live peers "
               f"{statistics.mean(m['peers']):.1f}, peers expired in the "
               f"window {sum(m['expired'])} (all nodes)", flush=True)
+    if m.get("by_type"):
+        parts = [f"{TYPES.get(t, str(t))} {v[0]:.1f}/{v[1]:.1f}/{v[2]:.1f}"
+                 for t, v in sorted(m["by_type"].items(),
+                                    key=lambda kv: -kv[1][0] - kv[1][2])
+                 if v[0] >= 0.05 or v[2] >= 0.05]
+        print("      by type, per node, received/duplicates/sent per s: "
+              + (", ".join(parts) or "none"), flush=True)
 
 
 def main():
@@ -158,6 +185,8 @@ def main():
     ap.add_argument("--window", type=float, default=30)
     ap.add_argument("--settle", type=float, default=10)
     ap.add_argument("--heartbeat-ms", type=int, default=1000)
+    ap.add_argument("--port", type=int, default=0,
+                    help="first port of each testnet (default: run.sh picks)")
     ap.add_argument("--base", help="another nightshift binary, measured "
                     "before this one at each size (e.g. main's build)")
     args = ap.parse_args()

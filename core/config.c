@@ -13,6 +13,7 @@ void ns_config_defaults(ns_config_t *cfg)
     memset(cfg, 0, sizeof *cfg);
     snprintf(cfg->listen, sizeof cfg->listen, "%s", NS_DEFAULT_LISTEN);
     cfg->heartbeat_interval_ms = 5000;
+    cfg->heartbeat_peers = 16;
     cfg->fanout = 6;
     cfg->max_peers = 64;
     cfg->pull_interval_ms = 2000;
@@ -40,6 +41,8 @@ const ns_config_key_t ns_config_keys[] = {
      "yes|no|auto: can peers dial this node (no: behind NAT, dials out only)"},
     {"node", "relay", "on|off: relay for peers that cannot be dialled"},
     {"node", "heartbeat_interval_ms", "how often the node announces itself"},
+    {"node", "heartbeat_peers",
+     "peers at that interval; it doubles as they double beyond (0: fixed)"},
     {"node", "fanout", "push-gossip targets per message"},
     {"node", "max_peers", "cap on the peer table"},
     {"node", "pull_interval_ms", "anti-entropy period"},
@@ -116,6 +119,7 @@ int ns_config_get(const ns_config_t *cfg, const char *section, const char *key,
         return NS_OK;
     }
     NUM("node", "heartbeat_interval_ms", heartbeat_interval_ms);
+    NUM("node", "heartbeat_peers", heartbeat_peers);
     NUM("node", "fanout", fanout);
     NUM("node", "max_peers", max_peers);
     NUM("node", "pull_interval_ms", pull_interval_ms);
@@ -187,6 +191,8 @@ int ns_config_set(ns_config_t *cfg, const char *section, const char *key,
     } else if (KEY("node", "heartbeat_interval_ms")) {
         rc = s_u32(value, NS_MIN_HB_INTERVAL_MS, NS_MAX_HB_INTERVAL_MS,
                    &cfg->heartbeat_interval_ms);
+    } else if (KEY("node", "heartbeat_peers")) {
+        rc = s_u32(value, 0, 1024, &cfg->heartbeat_peers);
     } else if (KEY("node", "fanout")) {
         rc = s_u32(value, 1, 64, &cfg->fanout);
     } else if (KEY("node", "max_peers")) {
@@ -376,6 +382,7 @@ int ns_config_write(const ns_config_t *cfg, const char *path)
     for (uint32_t i = 0; i < cfg->n_bootstrap; i++)
         PUT("bootstrap = %s\n", cfg->bootstrap[i]);
     PUT_U(heartbeat_interval_ms);
+    PUT_U(heartbeat_peers);
     PUT_U(fanout);
     PUT_U(max_peers);
     PUT_U(pull_interval_ms);

@@ -266,6 +266,33 @@ int ns_p2p_publish_also(ns_p2p_t *p, uint8_t type, const uint8_t *body,
     return rc;
 }
 
+/* The interval of our next heartbeats: the configured one while we send
+ * them to at most heartbeat_peers peers, doubled each time the peers
+ * double beyond, so that the heartbeats a node sends and receives per
+ * second stay about the same however large the network (docs/PROTOCOL.md,
+ * "Heartbeat interval and the number of peers"). A power-of-two multiple,
+ * so that nodes that chose different ones still send on common multiples
+ * of the configured interval; it comes down a step only once the peers
+ * are a quarter of heartbeat_peers below the step, so a count that
+ * wavers at a step does not change the heartbeat (a change is gossiped)
+ * at every interval. */
+static uint32_t s_hb_interval(ns_p2p_t *p)
+{
+    uint64_t base = p->cfg->heartbeat_interval_ms;
+    uint64_t per = p->cfg->heartbeat_peers;
+    if (per == 0)
+        return (uint32_t)base;
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < p->n_peers; i++)
+        n += p->peers[i].reachable;
+    uint64_t f = p->my_hb.interval_ms > base ? p->my_hb.interval_ms / base : 1;
+    while (n > per * f && base * f * 2 <= NS_MAX_HB_INTERVAL_MS)
+        f *= 2;
+    while (f > 1 && n + per / 4 <= per * f / 2)
+        f /= 2;
+    return (uint32_t)(base * f);
+}
+
 /* Whether two heartbeats say the same, their sending time aside. Field
  * by field: decoded structs hold stale bytes past each string's end. */
 static bool s_devinfo_same(const ns_devinfo_t *a, const ns_devinfo_t *b)
@@ -302,6 +329,7 @@ void ns_p2p_send_heartbeat(ns_p2p_t *p)
 {
     ns_hash_t id;
     p->my_hb.sent_us = ns_now_us();
+    p->my_hb.interval_ms = s_hb_interval(p);
     if (ns_heartbeat_encode(&p->my_hb, &p->body) != NS_OK ||
         ns_p2p_sign(p, NS_MSG_HEARTBEAT, p->body.data, p->body.len, &p->last_hb,
                     id) != NS_OK) {
@@ -716,8 +744,7 @@ static int s_on_heartbeat(ns_p2p_t *p, const ns_envelope_t *env,
     if ((!peer || !peer->reachable) && src->rid && p->last_hb.len &&
         s_from_sender_link(src, env->sender)) {
         uint64_t now_ms = ns_mono_ms();
-        if (now_ms - src->link->hb_answer_ms >=
-            p->cfg->heartbeat_interval_ms / 2) {
+        if (now_ms - src->link->hb_answer_ms >= p->my_hb.interval_ms / 2) {
             src->link->hb_answer_ms = now_ms;
             (void)s_reply(p, src, p->last_hb.data, p->last_hb.len);
         }
@@ -790,8 +817,10 @@ static int s_ingest(ns_p2p_t *p, s_src_t *src, const uint8_t *buf, size_t len)
 {
     uint64_t now_ms = ns_now_ms();
     ns_envelope_t env;
+    uint32_t stat_type = ns_tr_stat_type(buf, len);
     p->stats.rx_msgs++;
     p->stats.rx_bytes += len;
+    p->stats.rx_type[stat_type]++;
     src->link->rx_msgs++;
 
     uint64_t now_us = ns_mono_us();
@@ -821,6 +850,7 @@ static int s_ingest(ns_p2p_t *p, s_src_t *src, const uint8_t *buf, size_t len)
     }
     if (ns_seen_has(&p->seen, env.id)) {
         p->stats.duplicates++; /* normal in gossip; cheap to drop */
+        p->stats.dup_type[stat_type]++;
         return NS_ERR_REPLAY;
     }
     if (memcmp(env.sender, p->self_id, NS_ID_BYTES) == 0) {
@@ -1134,10 +1164,11 @@ int ns_p2p_timer_slack(ns_p2p_t *p, uint32_t id, uint32_t slack_ms)
  * wall clock, at least a quarter interval away. Nodes with the same
  * interval then send together, so a node's peers' heartbeats arrive in
  * one burst and it wakes once for them rather than once per peer (about
- * 40 % less idle CPU on 24 nodes, bench_idle). */
+ * 40 % less idle CPU on 24 nodes, bench_idle). The interval is the one
+ * our last heartbeat announced (s_hb_interval). */
 static uint32_t s_hb_delay(const ns_p2p_t *p)
 {
-    uint32_t ivl = p->cfg->heartbeat_interval_ms;
+    uint32_t ivl = p->my_hb.interval_ms;
     uint32_t d = ivl - (uint32_t)(ns_now_ms() % ivl);
     return d < ivl / 4 ? d + ivl : d;
 }
@@ -1155,7 +1186,7 @@ static int s_start_heartbeat_timer(ns_p2p_t *p)
                                  s_on_heartbeat_timer, p, &p->hb_timer);
     if (rc == NS_OK)
         (void)ns_loop_timer_slack(p->loop, p->hb_timer,
-                                  p->cfg->heartbeat_interval_ms / 16);
+                                  p->my_hb.interval_ms / 16);
     return rc;
 }
 
@@ -1280,7 +1311,7 @@ void ns_p2p_pack_status(const ns_p2p_t *p, msgpack_packer *pk, uint32_t n_extra)
     s_kv_u64(pk, "peers_connecting", p->n_peers - ns_p2p_live_peers(p));
 
     ns_mp_str(pk, "messages");
-    msgpack_pack_map(pk, 20);
+    msgpack_pack_map(pk, 21);
     s_kv_u64(pk, "rx", p->stats.rx_msgs);
     s_kv_u64(pk, "rx_bytes", p->stats.rx_bytes);
     s_kv_u64(pk, "tx", p->stats.tx_msgs);
@@ -1301,6 +1332,25 @@ void ns_p2p_pack_status(const ns_p2p_t *p, msgpack_packer *pk, uint32_t n_extra)
     s_kv_u64(pk, "links_cut", p->stats.links_cut);
     s_kv_u64(pk, "seen_cache", p->seen.count);
     s_kv_u64(pk, "seen_evicted", p->seen.evicted);
+    /* by envelope type number (wire.h and the layers' headers; the last
+     * one counts the types beyond and unreadable frames): [received,
+     * of them duplicates, sent], types with any traffic only */
+    uint32_t n_types = 0;
+    for (uint32_t t = 0; t < S_STAT_TYPES; t++)
+        n_types += p->stats.rx_type[t] || p->stats.tx_type[t];
+    ns_mp_str(pk, "by_type");
+    msgpack_pack_map(pk, n_types);
+    for (uint32_t t = 0; t < S_STAT_TYPES; t++) {
+        if (!p->stats.rx_type[t] && !p->stats.tx_type[t])
+            continue;
+        char key[8];
+        snprintf(key, sizeof key, "%u", t);
+        ns_mp_str(pk, key);
+        msgpack_pack_array(pk, 3);
+        msgpack_pack_uint64(pk, p->stats.rx_type[t]);
+        msgpack_pack_uint64(pk, p->stats.dup_type[t]);
+        msgpack_pack_uint64(pk, p->stats.tx_type[t]);
+    }
 
     /* Every drop reason, zero or not, so scripts can rely on the keys. */
     static const int reasons[] = {
@@ -1336,7 +1386,7 @@ void ns_p2p_pack_peers(const ns_p2p_t *p, msgpack_packer *pk)
         const ns_heartbeat_t *hb = peer->hb;
         char idtext[NS_ID_TEXT_LEN + 1];
         ns_id_text(idtext, peer->id);
-        msgpack_pack_map(pk, 16);
+        msgpack_pack_map(pk, 17);
         s_kv_str(pk, "id", idtext);
         /* No devices: a requester (a light peer running `submit`, or a
          * node offering nothing); its price is no offer. */
@@ -1350,6 +1400,9 @@ void ns_p2p_pack_peers(const ns_p2p_t *p, msgpack_packer *pk)
         msgpack_pack_double(pk, ns_peer_score(p, peer, now));
         s_kv_u64(pk, "ledger_stake", peer->stake);
         s_kv_u64(pk, "last_seen_ms", now - peer->last_hb_ms);
+        /* its heartbeat interval (it grows with its peers): it is dropped
+         * after three of them without one */
+        s_kv_u64(pk, "interval_ms", hb->interval_ms);
         s_kv_str(pk, "version", hb->version);
         s_kv_str(pk, "region", hb->region);
         s_kv_u64(pk, "price", hb->price);

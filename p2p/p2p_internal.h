@@ -67,6 +67,8 @@
 /* a link ZeroMQ closed with nothing unread yet: how long to wait for the
  * rest of a frame that was arriving */
 #define S_CUT_GRACE_MS 1000
+/* message types counted one by one in stats (status "by_type") */
+#define S_STAT_TYPES 64
 
 /* One connection we receive on: an inbound ROUTER client (keyed by its
  * CURVE key) or the DEALER we opened to a peer. */
@@ -262,7 +264,8 @@ struct ns_p2p {
     ns_handler_t handlers[256];
     ns_wire_types_t types; /* built-in types + those with a handler */
 
-    ns_heartbeat_t my_hb;     /* what we announce */
+    ns_heartbeat_t my_hb;     /* what we announce; its interval_ms is
+                                 the one we keep now (s_hb_interval) */
     ns_heartbeat_t *spare_hb; /* decode buffer reused across heartbeats */
     ns_buf_t last_hb;         /* our last heartbeat envelope */
     ns_heartbeat_t *told_hb;  /* what our last changed heartbeat said
@@ -285,6 +288,11 @@ struct ns_p2p {
         uint64_t via_relay;     /* messages that reached us by a relay */
         uint64_t links_cut;     /* inbound links cut mid-message */
         uint64_t dropped[NS_ERR_COUNT]; /* by -ns_err */
+        /* by envelope type (read from the frame's first bytes, so that
+         * undecodable frames count too; S_STAT_TYPES - 1 holds the rest):
+         * received, of them duplicates, and sent */
+        uint64_t rx_type[S_STAT_TYPES], dup_type[S_STAT_TYPES];
+        uint64_t tx_type[S_STAT_TYPES];
         uint64_t dropped_total;
     } stats;
     ns_ratelimit_t global_log; /* warnings from links we cannot name */
@@ -314,6 +322,10 @@ void ns_tr_close(void **socket);
  * (any more), NS_ERR_IO when the queue is full or the send failed; each
  * failure is counted in stats.send_failed. */
 int ns_tr_send(ns_p2p_t *p, void *dealer, const uint8_t *buf, size_t len);
+/* The envelope type of a frame for the per-type counters, from its first
+ * bytes without decoding it; S_STAT_TYPES - 1 when it is not readable or
+ * out of range. */
+uint32_t ns_tr_stat_type(const uint8_t *buf, size_t len);
 int ns_tr_reply(ns_p2p_t *p, const uint8_t *rid, size_t rid_len,
                 const uint8_t *buf, size_t len);
 void ns_tr_handle_zap(ns_p2p_t *p);

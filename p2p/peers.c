@@ -503,8 +503,16 @@ void ns_peers_maintain(ns_p2p_t *p, uint64_t now_ms)
         peer->faults *= S_SCORE_DECAY;
         peer->stake = s_stake_of(p, peer->id);
         if (peer->state == NS_PEER_LIVE) {
-            /* interval_ms is bounded by the decoder (wire.h). */
-            uint64_t limit = 3ull * peer->hb->interval_ms;
+            /* interval_ms is bounded by the decoder (wire.h). Three of
+             * its intervals, or of ours when they are longer: a peer that
+             * has no slot for us only answers our heartbeats (p2p.c,
+             * s_on_heartbeat), so it is heard once per our interval,
+             * however short its own (intervals differ with the peers,
+             * s_hb_interval). */
+            uint64_t ivl = peer->hb->interval_ms > p->my_hb.interval_ms
+                               ? peer->hb->interval_ms
+                               : p->my_hb.interval_ms;
+            uint64_t limit = 3ull * ivl;
             if (now_ms - peer->last_hb_ms > limit) {
                 p->stats.peers_expired++;
                 ns_peers_remove(p, peer, "missed_3_heartbeats");

@@ -28,8 +28,12 @@
 static void s_common_opts(void *s)
 {
     /* ZMTP pings only catch dead TCP links; liveness of peers comes from
-     * our own heartbeats, so they can be rare (they wake both ends). */
-    int linger = 0, hb_ivl = 10000, hb_timeout = 30000, hb_ttl = 30000;
+     * our own heartbeats, so they can be rare (they wake both ends, and
+     * ZeroMQ sends them on every connection whatever its traffic: at 10 s
+     * with 63 peers, two connections each, about 25 pings and pongs a
+     * second per node, as many as its heartbeats). TTL: the peer cuts the
+     * link after this long without a byte from us; above the interval. */
+    int linger = 0, hb_ivl = 60000, hb_timeout = 30000, hb_ttl = 150000;
     int handshake = 5000;
     /* ZeroMQ applies ZMQ_MAXMSGSIZE to the frame as it arrives, CURVE's
      * box and command header included, and cuts the connection over it
@@ -315,7 +319,7 @@ void ns_tr_close(void **socket)
 /* Count a send and say how it went: with ROUTER_MANDATORY an unknown
  * routing id is EHOSTUNREACH (the connection is gone); a full queue is
  * EAGAIN (ZMQ_DONTWAIT). */
-static int s_sent(ns_p2p_t *p, bool ok, size_t len)
+static int s_sent(ns_p2p_t *p, bool ok, const uint8_t *buf, size_t len)
 {
     if (!ok) {
         p->stats.send_failed++;
@@ -323,12 +327,28 @@ static int s_sent(ns_p2p_t *p, bool ok, size_t len)
     }
     p->stats.tx_msgs++;
     p->stats.tx_bytes += len;
+    p->stats.tx_type[ns_tr_stat_type(buf, len)]++;
     return NS_OK;
+}
+
+uint32_t ns_tr_stat_type(const uint8_t *buf, size_t len)
+{
+    /* [version, type, ...]: a fixarray of 6, the version a positive
+     * fixint, the type a positive fixint or 0xcc and one byte (wire.c) */
+    uint32_t t = S_STAT_TYPES - 1;
+    if (len >= 3 && buf[0] == 0x96 && buf[1] < 0x80) {
+        if (buf[2] < 0x80)
+            t = buf[2];
+        else if (buf[2] == 0xcc && len >= 4)
+            t = buf[3];
+    }
+    return t < S_STAT_TYPES ? t : S_STAT_TYPES - 1;
 }
 
 int ns_tr_send(ns_p2p_t *p, void *dealer, const uint8_t *buf, size_t len)
 {
-    return s_sent(p, zmq_send(dealer, buf, len, ZMQ_DONTWAIT) == (int)len, len);
+    return s_sent(p, zmq_send(dealer, buf, len, ZMQ_DONTWAIT) == (int)len, buf,
+                  len);
 }
 
 int ns_tr_reply(ns_p2p_t *p, const uint8_t *rid, size_t rid_len,
@@ -339,7 +359,7 @@ int ns_tr_reply(ns_p2p_t *p, const uint8_t *rid, size_t rid_len,
     bool ok = zmq_send(p->router, rid, rid_len, ZMQ_DONTWAIT | ZMQ_SNDMORE) ==
                   (int)rid_len &&
               zmq_send(p->router, buf, len, ZMQ_DONTWAIT) == (int)len;
-    return s_sent(p, ok, len);
+    return s_sent(p, ok, buf, len);
 }
 
 void ns_tr_ban(ns_p2p_t *p, const uint8_t key[32])

@@ -37,6 +37,9 @@ typedef struct {
     char bootstrap[NS_MAX_BOOTSTRAP][NS_ADDR_MAX]; /* id@endpoint */
     uint32_t n_bootstrap;
     uint32_t heartbeat_interval_ms; /* how often we announce ourselves */
+    uint32_t heartbeat_peers;       /* reachable peers heartbeated at that
+                                       interval; each time they double beyond,
+                                       the interval doubles (0: never) */
     uint32_t fanout;                /* push-gossip targets per message */
     uint32_t max_peers;             /* cap on the peer table */
     uint32_t pull_interval_ms;      /* anti-entropy period */

@@ -48,6 +48,7 @@ TEST(defaults)
     CHECK_STR(c.advertise, "");
     CHECK_EQ_INT(c.n_bootstrap, 0);
     CHECK_EQ_INT(c.heartbeat_interval_ms, 5000);
+    CHECK_EQ_INT(c.heartbeat_peers, 16);
     CHECK(c.fanout >= 1);
     CHECK(c.max_peers >= 1);
     CHECK(c.rate_msgs_per_s >= 1 && c.rate_burst >= 1);
@@ -232,6 +233,8 @@ TEST(bad_values)
         {"node", "heartbeat_interval_ms", "99"},
         {"node", "heartbeat_interval_ms", "60001"},
         {"node", "heartbeat_interval_ms", "5s"},
+        {"node", "heartbeat_peers", "1025"},
+        {"node", "heartbeat_peers", "-1"},
         {"node", "fanout", "0"},
         {"node", "fanout", "65"},
         {"node", "fanout", "-1"},
@@ -379,6 +382,7 @@ static void s_config_equal(const ns_config_t *a, const ns_config_t *b)
         for (uint32_t i = 0; i < a->n_bootstrap; i++)
             CHECK_STR(a->bootstrap[i], b->bootstrap[i]);
     CHECK_EQ_INT(a->heartbeat_interval_ms, b->heartbeat_interval_ms);
+    CHECK_EQ_INT(a->heartbeat_peers, b->heartbeat_peers);
     CHECK_EQ_INT(a->fanout, b->fanout);
     CHECK_EQ_INT(a->max_peers, b->max_peers);
     CHECK_EQ_INT(a->pull_interval_ms, b->pull_interval_ms);
@@ -425,6 +429,7 @@ TEST(write_then_load)
         {"node", "listen", "tcp://0.0.0.0:0"},
         {"node", "advertise", "tcp://node.example.org:7946"},
         {"node", "heartbeat_interval_ms", "100"},
+        {"node", "heartbeat_peers", "0"},
         {"node", "fanout", "64"},
         {"node", "max_peers", "1024"},
         {"node", "pull_interval_ms", "3600000"},

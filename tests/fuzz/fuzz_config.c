@@ -58,6 +58,7 @@ static void s_same(const ns_config_t *a, const ns_config_t *b)
     for (uint32_t i = 0; i < a->n_bootstrap; i++)
         S_ASSERT(strcmp(a->bootstrap[i], b->bootstrap[i]) == 0);
     S_ASSERT(a->heartbeat_interval_ms == b->heartbeat_interval_ms);
+    S_ASSERT(a->heartbeat_peers == b->heartbeat_peers);
     S_ASSERT(a->fanout == b->fanout && a->max_peers == b->max_peers);
     S_ASSERT(a->pull_interval_ms == b->pull_interval_ms);
     S_ASSERT(a->seen_ttl_ms == b->seen_ttl_ms);
