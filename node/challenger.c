@@ -230,11 +230,8 @@ int ns_challenger_tick(ns_challenger_t *c, const ns_node_io_t *io,
     } else if (ns_fetch_done(&c->fetch)) {
         verdict = s_check(c, why, whylen);
     } else if (now_ms - c->sent_ms > limit_ms + NS_POLICY_FETCH_MS) {
-        /* late, not wrong: on a loaded link or machine the answer may
-         * still be on its way, so it gets the fresh tries a late one
-         * gets (a provider that never sends it stays late) */
         snprintf(why, whylen, "its answer did not arrive");
-        verdict = NS_CHAL_LATE;
+        verdict = NS_CHAL_WRONG;
     }
     if (verdict == NS_CHAL_LATE &&
         c->late_retries < NS_CHALLENGER_LATE_RETRIES) {
