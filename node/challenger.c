@@ -229,7 +229,7 @@ int ns_challenger_tick(ns_challenger_t *c, const ns_node_io_t *io,
         verdict = NS_CHAL_WRONG;
     } else if (ns_fetch_done(&c->fetch)) {
         verdict = s_check(c, why, whylen);
-    } else if (now_ms - c->sent_ms > limit_ms + NS_POLICY_FETCH_MS) {
+    } else if (now_ms - c->sent_ms > limit_ms + NS_POLICY_CHAL_FETCH_MS) {
         snprintf(why, whylen, "its answer did not arrive");
         verdict = NS_CHAL_WRONG;
     }

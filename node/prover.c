@@ -14,13 +14,42 @@ void ns_prover_init(ns_prover_t *pv)
     memset(pv, 0, sizeof *pv);
     ns_buf_init(&pv->answer);
     ns_buf_init(&pv->body);
+    for (int i = 0; i < NS_PROVER_SERVED; i++)
+        ns_buf_init(&pv->served[i].answer);
 }
 
 void ns_prover_release(ns_prover_t *pv)
 {
     ns_buf_release(&pv->answer);
     ns_buf_release(&pv->body);
+    for (int i = 0; i < NS_PROVER_SERVED; i++)
+        ns_buf_release(&pv->served[i].answer);
     memset(pv, 0, sizeof *pv);
+}
+
+/* The finished answer goes to a serving slot (a free one, else the
+ * oldest), its buffer swapped, not copied: the next challenge may start
+ * while this one's challenger fetches it. */
+static void s_serve_answer(ns_prover_t *pv, uint64_t now)
+{
+    ns_prover_served_t *slot = &pv->served[0];
+    for (int i = 0; i < NS_PROVER_SERVED; i++) {
+        ns_prover_served_t *x = &pv->served[i];
+        if (!x->used) {
+            slot = x;
+            break;
+        }
+        if (x->since_ms < slot->since_ms)
+            slot = x;
+    }
+    ns_buf_t spare = slot->answer;
+    slot->answer = pv->answer;
+    pv->answer = spare;
+    pv->answer.len = 0;
+    slot->used = true;
+    memcpy(slot->nonce, pv->msg.nonce, NS_HASH_BYTES);
+    memcpy(slot->requester, pv->requester, NS_ID_BYTES);
+    slot->since_ms = now;
 }
 
 bool ns_prover_busy(const ns_prover_t *pv)
@@ -53,18 +82,21 @@ static void s_done(ns_prover_t *pv, const ns_node_io_t *io, int status,
     pv->done.status = status;
     memcpy(pv->done.nonce, pv->msg.nonce, NS_HASH_BYTES);
     pv->done.answer_bytes = status == NS_OK ? pv->answer.len : 0;
+    uint64_t bytes = pv->done.answer_bytes;
+    if (status == NS_OK)
+        s_serve_answer(pv, now); /* before CHAL_DONE: it is fetched next */
     if (ns_chal_done_encode(&pv->done, &pv->body) == NS_OK &&
         io->send(io->user, pv->requester, NS_MSG_MKT_CHAL_DONE, pv->body.data,
                  pv->body.len) != NS_OK)
         ns_debug(NS_MOD_MARKET, "event=chal_done_unsent");
-    pv->state = status == NS_OK ? NS_PROVER_SERVE : NS_PROVER_IDLE;
+    pv->state = NS_PROVER_IDLE;
     pv->since_ms = now;
     char n[17];
     ns_hex(n, pv->msg.nonce, 8);
     ns_info(NS_MOD_MARKET,
             "event=challenge_answered nonce=%s status=%s "
             "bytes=%llu",
-            n, ns_errname(status), (unsigned long long)pv->answer.len);
+            n, ns_errname(status), (unsigned long long)bytes);
 }
 
 static int s_submit_imatmul(ns_prover_t *pv, ns_worker_t *w)
@@ -118,10 +150,12 @@ void ns_prover_start(ns_prover_t *pv, ns_worker_t *w, const ns_node_io_t *io,
 void ns_prover_tick(ns_prover_t *pv, ns_worker_t *w, const ns_node_io_t *io,
                     uint64_t now)
 {
-    if (pv->state == NS_PROVER_SERVE &&
-        now - pv->since_ms > NS_PROVER_KEEP_MS) {
-        pv->state = NS_PROVER_IDLE;
-        pv->answer.len = 0;
+    for (int i = 0; i < NS_PROVER_SERVED; i++) {
+        ns_prover_served_t *x = &pv->served[i];
+        if (x->used && now - x->since_ms > NS_PROVER_KEEP_MS) {
+            x->used = false;
+            ns_buf_release(&x->answer); /* give the memory back */
+        }
     }
     if (!ns_prover_busy(pv) || !w)
         return;
@@ -160,11 +194,15 @@ int ns_prover_serve(ns_prover_t *pv, const ns_node_msg_t *m)
     int rc = ns_fetch_decode(m->body, m->len, &c);
     if (rc != NS_OK)
         return rc;
-    if (c.blob != NS_BLOB_CHAL || pv->state != NS_PROVER_SERVE ||
-        memcmp(c.job_id, pv->msg.nonce, NS_HASH_BYTES) ||
-        memcmp(m->sender, pv->requester, NS_ID_BYTES))
+    const ns_prover_served_t *x = NULL;
+    for (int i = 0; c.blob == NS_BLOB_CHAL && i < NS_PROVER_SERVED; i++)
+        if (pv->served[i].used &&
+            memcmp(c.job_id, pv->served[i].nonce, NS_HASH_BYTES) == 0 &&
+            memcmp(m->sender, pv->served[i].requester, NS_ID_BYTES) == 0)
+            x = &pv->served[i];
+    if (!x)
         return NS_ERR_NOTFOUND;
-    if ((rc = ns_transfer_serve(&c, pv->answer.data, pv->answer.len,
+    if ((rc = ns_transfer_serve(&c, x->answer.data, x->answer.len,
                                 &pv->body)) != NS_OK)
         return rc;
     return m->reply(m->reply_ctx, NS_MSG_MKT_CHUNK, pv->body.data,

@@ -81,6 +81,10 @@
 #define NS_POLICY_AWARD_WAIT_MS 2000
 /* Outputs must arrive within this once the RESULT is on record. */
 #define NS_POLICY_FETCH_MS 60000
+/* A hardware challenge's answer (under a MiB) must arrive within this
+ * once CHAL_DONE said it is ready: the requester waits on it in the
+ * auction, not after a RESULT. */
+#define NS_POLICY_CHAL_FETCH_MS 10000
 /* After a SLASH every node re-runs the disputed unit before it reads the
  * next announcement: the next round's bid window is this much longer. */
 #define NS_POLICY_SLASH_BID_EXTRA_MS 2000

@@ -16,6 +16,9 @@
 #include "nightshift/worker.h"
 
 #define NS_PROVER_KEEP_MS 60000
+/* Answers served at once: a new challenge may start (from another
+ * requester) while the last one's challenger still fetches its answer. */
+#define NS_PROVER_SERVED 4
 
 typedef enum {
     NS_PROVER_IDLE,
@@ -25,15 +28,25 @@ typedef enum {
     NS_PROVER_SERVE,
 } ns_prover_state;
 
+/* An answer being served: to its challenger only, until KEEP_MS. */
 typedef struct {
-    ns_prover_state state;
+    bool used;
+    ns_hash_t nonce;
+    uint8_t requester[NS_ID_BYTES];
+    ns_buf_t answer;
+    uint64_t since_ms;
+} ns_prover_served_t;
+
+typedef struct {
+    ns_prover_state state; /* SERVE is not used: answers wait in served[] */
     bool warm;
     ns_chal_msg_t msg;
     uint8_t requester[NS_ID_BYTES];
     ns_chal_done_t done;
-    ns_buf_t answer; /* label answer, then C */
+    ns_buf_t answer; /* label answer, then C (while it is computed) */
     uint64_t since_ms;
     ns_buf_t body;
+    ns_prover_served_t served[NS_PROVER_SERVED];
 } ns_prover_t;
 
 void ns_prover_init(ns_prover_t *pv);
@@ -52,7 +65,8 @@ void ns_prover_start(ns_prover_t *pv, ns_worker_t *w, const ns_node_io_t *io,
                      uint64_t max_alloc_bytes, uint64_t now);
 
 /* Collect from the worker, go on to the next part, send CHAL_DONE; forget
- * a served answer after NS_PROVER_KEEP_MS. */
+ * a served answer after NS_PROVER_KEEP_MS (or when NS_PROVER_SERVED newer
+ * ones are served). */
 void ns_prover_tick(ns_prover_t *pv, ns_worker_t *w, const ns_node_io_t *io,
                     uint64_t now);
 
