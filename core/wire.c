@@ -323,6 +323,18 @@ const char *ns_devtype_name(uint32_t type)
     }
 }
 
+bool ns_devinfo_same(const ns_devinfo_t *a, const ns_devinfo_t *b)
+{
+    return strcmp(a->name, b->name) == 0 && strcmp(a->vendor, b->vendor) == 0 &&
+           a->type == b->type && a->global_mem_bytes == b->global_mem_bytes &&
+           a->max_alloc_bytes == b->max_alloc_bytes &&
+           a->compute_units == b->compute_units &&
+           a->clock_mhz == b->clock_mhz &&
+           strcmp(a->cl_c_version, b->cl_c_version) == 0 &&
+           memcmp(&a->gflops, &b->gflops, sizeof a->gflops) == 0 &&
+           memcmp(&a->gbps, &b->gbps, sizeof a->gbps) == 0;
+}
+
 void ns_devinfo_pack(msgpack_packer *pk, const ns_devinfo_t *d)
 {
     msgpack_pack_array(pk, 10);

@@ -239,44 +239,6 @@ void ns_blobs_unmap(const uint8_t *data, size_t len)
         munmap((void *)(uintptr_t)data, len ? len : 1);
 }
 
-int ns_blobs_map(ns_blobs_t *b, const ns_hash_t id, const uint8_t **data,
-                 size_t *len)
-{
-    char path[PATH_MAX + 80];
-    s_path(b, id, path, sizeof path);
-    *data = NULL;
-    *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return errno == ENOENT ? NS_ERR_NOTFOUND : NS_ERR_IO;
-    struct stat st;
-    int rc = fstat(fd, &st) == 0 && st.st_size > 0 &&
-                     (uint64_t)st.st_size <= NS_MAX_BUFFER
-                 ? ns_blobs_map_fd(fd, (size_t)st.st_size, data)
-                 : NS_ERR_CORRUPT;
-    close(fd);
-    if (rc == NS_OK) {
-        ns_hash_t h;
-        ns_hash(h, *data, (size_t)st.st_size);
-        if (memcmp(h, id, NS_HASH_BYTES)) {
-            ns_blobs_unmap(*data, (size_t)st.st_size);
-            *data = NULL;
-            rc = NS_ERR_CORRUPT;
-        }
-    }
-    if (rc == NS_ERR_CORRUPT) {
-        ns_warn(NS_MOD_NODE, "event=blob_corrupt path=\"%s\" action=deleted",
-                path);
-        unlink(path);
-        return NS_ERR_NOTFOUND;
-    }
-    if (rc != NS_OK)
-        return rc;
-    *len = (size_t)st.st_size;
-    (void)utimensat(AT_FDCWD, path, NULL, 0);
-    return NS_OK;
-}
-
 int ns_blobs_open_ro(ns_blobs_t *b, const ns_hash_t id, int *fd, uint64_t *size)
 {
     char path[PATH_MAX + 80];
@@ -293,6 +255,44 @@ int ns_blobs_open_ro(ns_blobs_t *b, const ns_hash_t id, int *fd, uint64_t *size)
     }
     *fd = f;
     *size = (uint64_t)st.st_size;
+    return NS_OK;
+}
+
+int ns_blobs_map(ns_blobs_t *b, const ns_hash_t id, const uint8_t **data,
+                 size_t *len)
+{
+    char path[PATH_MAX + 80];
+    s_path(b, id, path, sizeof path);
+    *data = NULL;
+    *len = 0;
+    int fd = -1;
+    uint64_t size = 0;
+    int rc = ns_blobs_open_ro(b, id, &fd, &size);
+    if (rc != NS_OK)
+        return rc;
+    rc = size > 0 && size <= NS_MAX_BUFFER
+             ? ns_blobs_map_fd(fd, (size_t)size, data)
+             : NS_ERR_CORRUPT;
+    close(fd);
+    if (rc == NS_OK) {
+        ns_hash_t h;
+        ns_hash(h, *data, (size_t)size);
+        if (memcmp(h, id, NS_HASH_BYTES)) {
+            ns_blobs_unmap(*data, (size_t)size);
+            *data = NULL;
+            rc = NS_ERR_CORRUPT;
+        }
+    }
+    if (rc == NS_ERR_CORRUPT) {
+        ns_warn(NS_MOD_NODE, "event=blob_corrupt path=\"%s\" action=deleted",
+                path);
+        unlink(path);
+        return NS_ERR_NOTFOUND;
+    }
+    if (rc != NS_OK)
+        return rc;
+    *len = (size_t)size;
+    (void)utimensat(AT_FDCWD, path, NULL, 0);
     return NS_OK;
 }
 

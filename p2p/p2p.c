@@ -295,18 +295,6 @@ static uint32_t s_hb_interval(ns_p2p_t *p)
 
 /* Whether two heartbeats say the same, their sending time aside. Field
  * by field: decoded structs hold stale bytes past each string's end. */
-static bool s_devinfo_same(const ns_devinfo_t *a, const ns_devinfo_t *b)
-{
-    return strcmp(a->name, b->name) == 0 && strcmp(a->vendor, b->vendor) == 0 &&
-           a->type == b->type && a->global_mem_bytes == b->global_mem_bytes &&
-           a->max_alloc_bytes == b->max_alloc_bytes &&
-           a->compute_units == b->compute_units &&
-           a->clock_mhz == b->clock_mhz &&
-           strcmp(a->cl_c_version, b->cl_c_version) == 0 &&
-           memcmp(&a->gflops, &b->gflops, sizeof a->gflops) == 0 &&
-           memcmp(&a->gbps, &b->gbps, sizeof a->gbps) == 0;
-}
-
 static bool s_heartbeat_same(const ns_heartbeat_t *a, const ns_heartbeat_t *b)
 {
     if (memcmp(a->network_id, b->network_id, NS_HASH_BYTES) != 0 ||
@@ -320,7 +308,7 @@ static bool s_heartbeat_same(const ns_heartbeat_t *a, const ns_heartbeat_t *b)
         a->n_devices != b->n_devices || a->flags != b->flags)
         return false;
     for (uint32_t i = 0; i < a->n_devices && i < NS_MAX_DEVICES; i++)
-        if (!s_devinfo_same(&a->devices[i], &b->devices[i]))
+        if (!ns_devinfo_same(&a->devices[i], &b->devices[i]))
             return false;
     return true;
 }

@@ -12,6 +12,7 @@
 #include "nightshift/mp.h"
 
 #include <msgpack.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #define NS_MAX_DEVICES 16      /* devices in one heartbeat */
@@ -42,6 +43,11 @@ const char *ns_devtype_name(uint32_t type);
 
 /* Fixed 10-element array, in field order. */
 void ns_devinfo_pack(msgpack_packer *pk, const ns_devinfo_t *d);
+
+/* Whether two devices are described alike, field by field (decoded
+ * structs hold stale bytes past each string's end, so not memcmp); the
+ * figures compared bit for bit. */
+bool ns_devinfo_same(const ns_devinfo_t *a, const ns_devinfo_t *b);
 
 /* Read one device (the 10-element array); strict, sticky errors. */
 int ns_devinfo_read(ns_mpr_t *r, ns_devinfo_t *d);

@@ -42,17 +42,6 @@ static int s_clean_str(const char *s, size_t cap, int nonempty)
     return n == 0 || (s[0] != ' ' && s[n - 1] != ' ');
 }
 
-static int s_devinfo_equal(const ns_devinfo_t *a, const ns_devinfo_t *b)
-{
-    return strcmp(a->name, b->name) == 0 && strcmp(a->vendor, b->vendor) == 0 &&
-           a->type == b->type && a->global_mem_bytes == b->global_mem_bytes &&
-           a->max_alloc_bytes == b->max_alloc_bytes &&
-           a->compute_units == b->compute_units &&
-           a->clock_mhz == b->clock_mhz &&
-           strcmp(a->cl_c_version, b->cl_c_version) == 0 &&
-           a->gflops == b->gflops && a->gbps == b->gbps;
-}
-
 static void s_fake(ns_devinfo_t *d, const char *name)
 {
     memset(d, 0, sizeof *d);
@@ -121,8 +110,8 @@ TEST(codec_rejects)
     CHECK_RC(ns_devinfo_list_decode((const uint8_t *)buf, len, back, &n),
              NS_OK);
     CHECK_EQ_INT(n, 2);
-    CHECK(s_devinfo_equal(&devs[0], &back[0]));
-    CHECK(s_devinfo_equal(&devs[1], &back[1]));
+    CHECK(ns_devinfo_same(&devs[0], &back[0]));
+    CHECK(ns_devinfo_same(&devs[1], &back[1]));
 
     /* Every strict prefix is rejected. */
     int accepted = 0;
@@ -195,7 +184,7 @@ TEST(probe_cached)
     CHECK_RC(ns_devices_probe_cached(dir, 60000, devs, &n2), NS_OK);
     CHECK_EQ_INT(n2, n);
     for (uint32_t i = 0; i < n2 && i < n; i++)
-        CHECK(s_devinfo_equal(&devs[i], &fresh[i]));
+        CHECK(ns_devinfo_same(&devs[i], &fresh[i]));
     CHECK_EQ_INT(s_cache_count(path), n);
 
     /* 3. A child that cannot write (file size limit) falls back to the
@@ -304,7 +293,7 @@ TEST(probe)
                 CHECK(c.gflops > 0 && c.gbps > 0);
             c.gflops = 0;
             c.gbps = 0;
-            CHECK(s_devinfo_equal(&d->info, &c));
+            CHECK(ns_devinfo_same(&d->info, &c));
         }
         printf("device %u: %s | %s | %s | %s | %u CU | %u MHz | fp64=%d\n", i,
                d->platform, d->info.name, ns_devtype_name(d->info.type),
@@ -321,7 +310,7 @@ TEST(probe)
              NS_OK);
     CHECK_EQ_INT(nb, n);
     for (uint32_t i = 0; i < n && i < nb; i++)
-        CHECK(s_devinfo_equal(&infos[i], &back[i]));
+        CHECK(ns_devinfo_same(&infos[i], &back[i]));
     free(buf);
 
     /* max bounds what is written. */
