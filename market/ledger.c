@@ -378,72 +378,270 @@ static bool s_confirmed(const ns_ledger_t *l, const ns_hash_t id)
     return l->confirm && l->confirm(l->confirm_user, id) == NS_CONFIRM_YES;
 }
 
+/* Accounts whose locks a void moved: their locked_collateral is summed
+ * from their locks again once the void is done. */
+typedef struct {
+    uint8_t id[2 * NS_MAX_REFS + 8][NS_ID_BYTES];
+    uint32_t n;
+    bool full;
+} s_touched_t;
+
+static void s_touch(s_touched_t *w, const uint8_t *id)
+{
+    for (uint32_t i = 0; i < w->n; i++)
+        if (memcmp(w->id[i], id, NS_ID_BYTES) == 0)
+            return;
+    if (w->n == sizeof w->id / sizeof w->id[0]) {
+        w->full = true;
+        return;
+    }
+    memcpy(w->id[w->n++], id, NS_ID_BYTES);
+}
+
+/* A record an entry wrote, taken back: it must still be what the entry
+ * left (`post`), or someone built on it since (NS_ERR_STATE). */
+#define S_UNDO_CHECK(rc, now, post)                                            \
+    ((rc) == NS_ERR_NOTFOUND ? NS_ERR_STATE                                    \
+     : (rc) != NS_OK         ? (rc)                                            \
+     : memcmp(&(now), &(post), sizeof(now)) ? NS_ERR_STATE                     \
+                                            : NS_OK)
+
+/* A job put back in AWARDED state (a SLASH or CANCEL taken back): what
+ * its provider wrote for the award (accept, result, root) is read again
+ * from the provider's record, for the provider's entries may have come
+ * before or after the entry taken back, depending on the node. */
+static int s_job_refresh(ns_ledger_t *l, MDB_txn *t, ns_ledger_job_t *j)
+{
+    ns_pjob_rec_t pj;
+    memset(j->accept_id, 0, NS_HASH_BYTES);
+    memset(j->result_id, 0, NS_HASH_BYTES);
+    memset(j->root, 0, NS_HASH_BYTES);
+    j->n_items = 0;
+    if (j->state != NS_JOB_AWARDED)
+        return NS_OK;
+    int rc = ns_lstore_pjob_get(&l->store, t, j->provider, j->award_id, &pj);
+    if (rc == NS_ERR_NOTFOUND)
+        return NS_OK;
+    if (rc != NS_OK)
+        return rc;
+    memcpy(j->accept_id, pj.accept_id, NS_HASH_BYTES);
+    if (sodium_is_zero(pj.result_id, NS_HASH_BYTES))
+        return NS_OK;
+    ns_entry_t e;
+    ns_entry_body_t b;
+    if ((rc = ns_lstore_entry_load(&l->store, t, pj.result_id, &e, &b)) !=
+        NS_OK)
+        return rc == NS_ERR_NOTFOUND ? NS_ERR_CORRUPT : rc;
+    memcpy(j->result_id, pj.result_id, NS_HASH_BYTES);
+    memcpy(j->root, b.root, NS_HASH_BYTES);
+    j->n_items = b.n_items;
+    return NS_OK;
+}
+
+/* Take back entry e (body b), the last one on its author's chain: what it
+ * changed outside its author's account goes back to what it was before
+ * (its undo record, ledger_records.h): the credit it made (unless taken
+ * in), the job, lock and provider's record it wrote, the provider's
+ * counters and the burned total it moved, and the credits it took in
+ * (open again, their released locks locked again). NS_ERR_STATE when
+ * another entry built on it since (an ACCEPT of an AWARD, a claim of its
+ * credit, a later entry of another chain on the same job), or when it
+ * was stored before undo records were kept. Writes in t only. */
+static int s_undo_entry(ns_ledger_t *l, MDB_txn *t, const ns_entry_t *e,
+                        const ns_entry_body_t *b, s_touched_t *touched)
+{
+    ns_lstore_t *st = &l->store;
+    ns_undo_rec_t u;
+    ns_undo_release_t rel[NS_MAX_REFS];
+    int rc = ns_lstore_undo_get(st, t, e->id, &u, rel, NS_MAX_REFS);
+    if (rc == NS_ERR_NOTFOUND) {
+        if (e->type >= NS_ENTRY_JOB)
+            return NS_ERR_STATE; /* stored before undo records */
+        memset(&u, 0, sizeof u);
+        if (e->type == NS_ENTRY_TRANSFER) {
+            u.flags = NS_UNDO_CREDIT;
+            memcpy(u.credit_to, b->to, NS_ID_BYTES);
+        }
+    } else if (rc != NS_OK) {
+        return rc;
+    }
+    if (u.flags & NS_UNDO_CREDIT) {
+        ns_credit_rec_t c;
+        rc = ns_lstore_credit_get(st, t, e->id, u.credit_to, &c);
+        if (rc == NS_OK) {
+            if (c.state != NS_CREDIT_OPEN || l->totals.pending < c.amount)
+                return NS_ERR_STATE; /* taken in: not ours to undo */
+            l->totals.pending -= c.amount;
+            rc = ns_lstore_credit_del(st, t, e->id, u.credit_to);
+        }
+        if (rc != NS_OK && rc != NS_ERR_NOTFOUND)
+            return rc;
+    }
+    if (e->type == NS_ENTRY_AWARD) {
+        /* accepted (or its release claimed): the provider's chain names
+         * it */
+        ns_lock_rec_t k;
+        ns_pjob_rec_t pj;
+        rc = ns_lstore_lock_get(st, t, b->bid.provider, e->id, &k);
+        if (rc == NS_OK)
+            return NS_ERR_STATE;
+        if (rc == NS_ERR_NOTFOUND)
+            rc = ns_lstore_pjob_get(st, t, b->bid.provider, e->id, &pj);
+        if (rc == NS_OK)
+            return NS_ERR_STATE;
+        if (rc != NS_ERR_NOTFOUND)
+            return rc;
+    }
+    if (u.flags & NS_UNDO_JOB) {
+        ns_ledger_job_t now;
+        rc = ns_lstore_job_get(st, t, u.job_post.job_id, &now);
+        if ((rc = S_UNDO_CHECK(rc, now, u.job_post)) != NS_OK)
+            return rc;
+        if (!(u.flags & NS_UNDO_JOB_NEW) &&
+            (e->type == NS_ENTRY_SLASH || e->type == NS_ENTRY_CANCEL) &&
+            (rc = s_job_refresh(l, t, &u.job_pre)) != NS_OK)
+            return rc;
+        rc = (u.flags & NS_UNDO_JOB_NEW)
+                 ? ns_lstore_job_del(st, t, u.job_post.job_id)
+                 : ns_lstore_job_put(st, t, &u.job_pre);
+        if (rc != NS_OK)
+            return rc;
+    }
+    if (u.flags & NS_UNDO_LOCK) {
+        ns_lock_rec_t now;
+        rc = ns_lstore_lock_get(st, t, u.key_provider, u.key_award, &now);
+        if ((rc = S_UNDO_CHECK(rc, now, u.lock_post)) != NS_OK)
+            return rc;
+        rc = (u.flags & NS_UNDO_LOCK_NEW)
+                 ? ns_lstore_lock_del(st, t, u.key_provider, u.key_award)
+                 : ns_lstore_lock_put(st, t, u.key_provider, u.key_award,
+                                      &u.lock_pre);
+        if (rc != NS_OK)
+            return rc;
+        s_touch(touched, u.key_provider);
+    }
+    if (u.flags & NS_UNDO_PJOB) {
+        ns_pjob_rec_t now;
+        rc = ns_lstore_pjob_get(st, t, u.key_provider, u.key_award, &now);
+        if ((rc = S_UNDO_CHECK(rc, now, u.pjob_post)) != NS_OK)
+            return rc;
+        rc = (u.flags & NS_UNDO_PJOB_NEW)
+                 ? ns_lstore_pjob_del(st, t, u.key_provider, u.key_award)
+                 : ns_lstore_pjob_put(st, t, u.key_provider, u.key_award,
+                                      &u.pjob_pre);
+        if (rc != NS_OK)
+            return rc;
+    }
+    if (u.flags & NS_UNDO_PROV) {
+        ns_account_t p;
+        if ((rc = ns_lstore_account_get(st, t, u.prov, &p)) != NS_OK)
+            return rc;
+        if (p.jobs_settled < u.d_settled || p.jobs_slashed < u.d_slashed ||
+            p.jobs_cancelled < u.d_cancelled)
+            return NS_ERR_CORRUPT;
+        p.jobs_settled -= u.d_settled;
+        p.jobs_slashed -= u.d_slashed;
+        p.jobs_cancelled -= u.d_cancelled;
+        if ((rc = ns_lstore_account_put(st, t, &p)) != NS_OK)
+            return rc;
+        s_touch(touched, u.prov);
+    }
+    if (l->totals.burned < u.burned)
+        return NS_ERR_CORRUPT;
+    l->totals.burned -= u.burned;
+    /* the credits it took in are open again, the locks they released
+     * locked again (each lock once: two refs may release one award) */
+    bool restored[NS_MAX_REFS] = {false};
+    for (uint32_t i = 0; i < e->n_refs; i++) {
+        const uint8_t *ref = e->refs + (size_t)i * NS_HASH_BYTES;
+        ns_credit_rec_t c;
+        if ((rc = ns_lstore_credit_get(st, t, ref, e->author, &c)) != NS_OK)
+            return rc;
+        if (!sodium_is_zero(c.release_award, NS_HASH_BYTES)) {
+            uint32_t k = 0;
+            while (k < u.n_released &&
+                   memcmp(rel[k].award, c.release_award, NS_HASH_BYTES))
+                k++;
+            if (k == u.n_released)
+                return NS_ERR_STATE; /* stored before undo records */
+            if (!restored[k]) {
+                restored[k] = true;
+                rc = rel[k].pre.state == 0
+                         ? ns_lstore_lock_del(st, t, e->author, rel[k].award)
+                         : ns_lstore_lock_put(st, t, e->author, rel[k].award,
+                                              &rel[k].pre);
+                if (rc != NS_OK)
+                    return rc;
+            }
+        }
+        if (l->totals.pending > UINT64_MAX - c.amount)
+            return NS_ERR_CORRUPT;
+        c.state = NS_CREDIT_OPEN;
+        l->totals.pending += c.amount;
+        if ((rc = ns_lstore_credit_put(st, t, ref, e->author, &c)) != NS_OK)
+            return rc;
+    }
+    return ns_lstore_undo_del(st, t, e->id);
+}
+
+/* An account's locked_collateral summed again from its locks (what a
+ * void moved: the lock records are the truth, and every rule moves the
+ * two together). */
+static int s_relock(ns_ledger_t *l, MDB_txn *t, const uint8_t *id)
+{
+    ns_account_t p;
+    uint64_t sum;
+    int rc = ns_lstore_account_get(&l->store, t, id, &p);
+    if (rc == NS_OK)
+        rc = ns_lstore_locked_sum(&l->store, t, id, &sum);
+    if (rc != NS_OK || p.locked_collateral == sum)
+        return rc;
+    p.locked_collateral = sum;
+    return ns_lstore_account_put(&l->store, t, &p);
+}
+
 /* A fork at seq `from` voids the forked author's entries from there to
- * its head, whichever branch they are on (docs/PROTOCOL.md, "Forks"):
- * its account goes back to what it was before `from` (the stored
- * pre-state), the credits those entries made are gone, those they took
- * in are open again; the entries move to forkentries. a: the author's
- * account, rewound here. Only TRANSFER, STAKE and UNSTAKE whose credits
- * nobody took in yet, and JOBs never awarded, can be undone: anything
- * else is NS_ERR_STATE and the caller keeps the chain as it is. */
+ * its head, whichever branch they are on (docs/PROTOCOL.md, "Forks"),
+ * the last first, each taken back by s_undo_entry; the entries move to
+ * forkentries. Then its account goes back to what its own entries made
+ * it before `from` (the stored pre-state), keeping what other chains
+ * did to it meanwhile (a SLASH or a penalty on its collateral, its
+ * counters as a provider). a: the author's account, rewound here.
+ * NS_ERR_STATE when an entry cannot be taken back: the caller keeps the
+ * chain as it is. */
 static int s_void_from(ns_ledger_t *l, MDB_txn *t, ns_account_t *a,
                        uint64_t from)
 {
     ns_account_t pre;
+    s_touched_t touched;
+    touched.n = 0;
+    touched.full = false;
     int rc = ns_lstore_prestate_get(&l->store, t, a->id, from, &pre);
     for (uint64_t seq = a->seq; rc == NS_OK && seq >= from; seq--) {
         ns_hash_t id;
         ns_entry_t e;
         ns_entry_body_t b;
-        ns_credit_rec_t c;
         uint8_t *copy = NULL;
         if ((rc = ns_lstore_chain_get(&l->store, t, a->id, seq, id)) == NS_OK)
             rc = s_entry_copy(l, t, id, &copy, &e, &b);
-        if (rc == NS_OK && e.type != NS_ENTRY_TRANSFER &&
-            e.type != NS_ENTRY_STAKE && e.type != NS_ENTRY_UNSTAKE &&
-            e.type != NS_ENTRY_JOB)
-            rc = NS_ERR_STATE;
-        if (rc == NS_OK && e.type == NS_ENTRY_JOB) {
-            /* a job nobody was awarded: nothing outside this chain reads
-             * it; the account's rewind gives the escrow back */
-            ns_ledger_job_t j;
-            if ((rc = ns_lstore_job_get(&l->store, t, b.job_id, &j)) == NS_OK &&
-                (j.state != NS_JOB_OPEN || j.round != 0))
-                rc = NS_ERR_STATE;
-            if (rc == NS_OK)
-                rc = ns_lstore_job_del(&l->store, t, b.job_id);
-        }
-        if (rc == NS_OK && e.type == NS_ENTRY_TRANSFER &&
-            (rc = ns_lstore_credit_get(&l->store, t, id, b.to, &c)) == NS_OK) {
-            if (c.state != NS_CREDIT_OPEN || l->totals.pending < c.amount)
-                rc = NS_ERR_STATE; /* taken in: not ours to undo */
-            else {
-                l->totals.pending -= c.amount;
-                rc = ns_lstore_credit_del(&l->store, t, id, b.to);
-            }
-        }
-        for (uint32_t i = 0; rc == NS_OK && i < e.n_refs; i++) {
-            const uint8_t *ref = e.refs + (size_t)i * NS_HASH_BYTES;
-            if ((rc = ns_lstore_credit_get(&l->store, t, ref, a->id, &c)) !=
-                NS_OK)
-                break;
-            if (!sodium_is_zero(c.release_award, NS_HASH_BYTES) ||
-                l->totals.pending > UINT64_MAX - c.amount) {
-                rc = NS_ERR_STATE; /* a released lock: not undone here */
-                break;
-            }
-            c.state = NS_CREDIT_OPEN;
-            l->totals.pending += c.amount;
-            rc = ns_lstore_credit_put(&l->store, t, ref, a->id, &c);
-        }
+        if (rc == NS_OK)
+            rc = s_undo_entry(l, t, &e, &b, &touched);
         if (rc == NS_OK)
             rc = ns_lstore_entry_void(&l->store, t, a->id, seq, id);
         free(copy);
         if (seq == 0)
             break;
     }
+    if (rc == NS_OK && touched.full)
+        rc = NS_ERR_STATE; /* more accounts than one void may move */
+    uint64_t locked = 0;
     if (rc == NS_OK)
-        ns_rule_rewind(a, &pre, &l->totals);
+        rc = ns_lstore_locked_sum(&l->store, t, a->id, &locked);
+    for (uint32_t i = 0; rc == NS_OK && i < touched.n; i++)
+        if (memcmp(touched.id[i], a->id, NS_ID_BYTES))
+            rc = s_relock(l, t, touched.id[i]);
+    if (rc == NS_OK)
+        ns_rule_rewind(a, &pre, locked, &l->totals);
     return rc;
 }
 

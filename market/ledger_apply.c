@@ -30,6 +30,7 @@ typedef struct {
         ns_hash_t award; /* the provider is the entry's author */
         ns_lock_rec_t lock;
     } locks[NS_MAX_REFS];
+    ns_undo_release_t rel[NS_MAX_REFS]; /* locks[i] as it was before */
 } s_refs_t;
 
 /* The author's lock of award as the refs left it, or NULL. */
@@ -176,6 +177,10 @@ static int s_apply_refs(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
             c.lock_rc = s_lock_get(ap, t, e, w, e->author,
                                    c.credit.release_award, &c.lock);
         }
+        ns_lock_rec_t before;
+        memset(&before, 0, sizeof before); /* none */
+        if (c.lock_rc == NS_OK)
+            before = c.lock;
         rc = ns_rule_claim(a, ap->totals, &c);
         if (rc == NS_ERR_MISSING)
             memcpy(ap->missing, ref, NS_HASH_BYTES);
@@ -185,8 +190,11 @@ static int s_apply_refs(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
             ns_lock_rec_t *held = s_refs_lock(w, c.credit.release_award);
             if (!held) {
                 held = &w->locks[w->n_locks].lock;
-                memcpy(w->locks[w->n_locks++].award, c.credit.release_award,
+                memcpy(w->locks[w->n_locks].award, c.credit.release_award,
                        NS_HASH_BYTES);
+                memcpy(w->rel[w->n_locks].award, c.credit.release_award,
+                       NS_HASH_BYTES);
+                w->rel[w->n_locks++].pre = before;
             }
             *held = c.lock;
         }
@@ -200,7 +208,7 @@ static int s_apply_refs(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
  * written. */
 static int s_apply_body(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
                         ns_account_t *a, s_refs_t *w, ns_entry_body_t *b,
-                        ns_rule_io_t *io)
+                        ns_rule_io_t *io, ns_undo_rec_t *u)
 {
     int rc = ns_entry_body_decode(e, b);
     if (rc != NS_OK)
@@ -216,10 +224,48 @@ static int s_apply_body(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
     io->ref.rc = io->accept.rc = NS_ERR_NOTFOUND;
     io->job_rc = io->prov_rc = io->lock_rc = io->pjob_rc = NS_ERR_NOTFOUND;
     s_load(ap, t, w, io);
+    /* what the rule may change outside the author's account, as it was */
+    memset(u, 0, sizeof *u);
+    const ns_ledger_job_t job_pre = io->job;
+    const ns_lock_rec_t lock_pre = io->lock;
+    const ns_pjob_rec_t pjob_pre = io->pjob;
+    const ns_account_t prov_pre = io->prov;
+    const uint64_t burned_pre = ap->totals->burned;
     rc = ns_rule_body(io);
     if (rc == NS_ERR_MISSING)
         memcpy(ap->missing, io->missing, NS_HASH_BYTES);
-    return rc;
+    if (rc != NS_OK || e->type < NS_ENTRY_JOB)
+        return rc;
+    if (io->put_job) {
+        u->flags |= NS_UNDO_JOB | (io->job_rc == NS_OK ? 0 : NS_UNDO_JOB_NEW);
+        u->job_pre = job_pre;
+        u->job_post = io->job;
+    }
+    memcpy(u->key_provider, io->key_provider, NS_ID_BYTES);
+    memcpy(u->key_award, io->key_award, NS_HASH_BYTES);
+    if (io->put_lock) {
+        u->flags |= NS_UNDO_LOCK | (io->lock_rc == NS_OK ? 0 : NS_UNDO_LOCK_NEW);
+        u->lock_pre = lock_pre;
+        u->lock_post = io->lock;
+    }
+    if (io->put_pjob) {
+        u->flags |= NS_UNDO_PJOB | (io->pjob_rc == NS_OK ? 0 : NS_UNDO_PJOB_NEW);
+        u->pjob_pre = pjob_pre;
+        u->pjob_post = io->pjob;
+    }
+    if (io->put_credit) {
+        u->flags |= NS_UNDO_CREDIT;
+        memcpy(u->credit_to, io->credit_to, NS_ID_BYTES);
+    }
+    if (io->put_prov || io->prov.locked_collateral != prov_pre.locked_collateral) {
+        u->flags |= NS_UNDO_PROV;
+        memcpy(u->prov, io->prov.id, NS_ID_BYTES);
+        u->d_settled = io->prov.jobs_settled - prov_pre.jobs_settled;
+        u->d_slashed = io->prov.jobs_slashed - prov_pre.jobs_slashed;
+        u->d_cancelled = io->prov.jobs_cancelled - prov_pre.jobs_cancelled;
+    }
+    u->burned = ap->totals->burned - burned_pre;
+    return NS_OK;
 }
 
 /* Whether one of author's stored entries from seq on lists ref: a credit
@@ -341,10 +387,12 @@ int ns_lapply_entry(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
     s_refs_t w;
     ns_entry_body_t b;
     ns_rule_io_t io;
+    ns_undo_rec_t u;
     w.n_credits = w.n_locks = 0;
     if ((rc = s_apply_refs(ap, t, e, &a, &w)) != NS_OK ||
-        (rc = s_apply_body(ap, t, e, &a, &w, &b, &io)) != NS_OK)
+        (rc = s_apply_body(ap, t, e, &a, &w, &b, &io, &u)) != NS_OK)
         return rc;
+    u.n_released = w.n_locks;
     bool deferred = ap->defer_digest && ap->defer_digest(ap->defer_user, &pre);
     ns_rule_advance(&a, e, ap->totals, !deferred);
     a.banned = banned;
@@ -354,6 +402,10 @@ int ns_lapply_entry(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
         (rc = ns_lstore_entry_put(ap->store, t, e->id, buf, len)) ||
         (rc =
              ns_lstore_chain_put(ap->store, t, e->author, e->seq, e->id, &pre)))
+        return rc;
+    /* what a fork needs to take the entry back (ledger.c) */
+    if ((e->type >= NS_ENTRY_JOB || u.n_released) &&
+        (rc = ns_lstore_undo_put(ap->store, t, e->id, &u, w.rel)) != NS_OK)
         return rc;
     return NS_OK;
 }

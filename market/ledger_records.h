@@ -7,6 +7,8 @@
  *   locks     provider || award id              -> ns_lock_rec_t
  *   pjobs     provider || award id              -> ns_pjob_rec_t
  *   forks     author                            -> ns_fork_rec_t
+ *   undo      entry id                          -> ns_undo_rec_t (+ its
+ *                                                  released locks)
  *   meta      "totals"                          -> ns_ledger_totals_t
  */
 #ifndef NIGHTSHIFT_MARKET_LEDGER_RECORDS_H
@@ -41,6 +43,43 @@ typedef struct {
     uint64_t seq;
     ns_hash_t first, second; /* the two entry ids */
 } ns_fork_rec_t;
+
+/* What an entry changed outside its author's account, as it was before
+ * and after, so that a fork can take the entry back (ledger.c, s_void):
+ * written for job entries (JOB to CANCEL) and for entries whose refs
+ * release a lock; other entries need none (their credit is found from
+ * the body). A record another entry changed since (its current value is
+ * not `post`) means someone built on the entry: it is not taken back. */
+enum {
+    NS_UNDO_JOB = 1u << 0,       /* job_pre / job_post */
+    NS_UNDO_JOB_NEW = 1u << 1,   /* the entry created the job */
+    NS_UNDO_LOCK = 1u << 2,      /* lock (key_provider, key_award) */
+    NS_UNDO_LOCK_NEW = 1u << 3,  /* ... created by the entry */
+    NS_UNDO_PJOB = 1u << 4,      /* pjob (key_provider, key_award) */
+    NS_UNDO_PJOB_NEW = 1u << 5,  /* ... created by the entry */
+    NS_UNDO_CREDIT = 1u << 6,    /* a credit (entry id, credit_to) */
+    NS_UNDO_PROV = 1u << 7,      /* counters of account prov moved */
+};
+
+typedef struct {
+    ns_hash_t award;   /* the lock (entry's author, award) */
+    ns_lock_rec_t pre; /* before the claim; amount 0 and state 0: none */
+} ns_undo_release_t;
+
+typedef struct {
+    uint32_t flags; /* NS_UNDO_* */
+    uint32_t n_released;
+    ns_ledger_job_t job_pre, job_post;
+    uint8_t key_provider[NS_ID_BYTES];
+    ns_hash_t key_award;
+    ns_lock_rec_t lock_pre, lock_post;
+    ns_pjob_rec_t pjob_pre, pjob_post;
+    uint8_t credit_to[NS_ID_BYTES];
+    uint8_t prov[NS_ID_BYTES];
+    uint32_t d_settled, d_slashed, d_cancelled; /* added to prov */
+    uint64_t burned;                            /* added to totals.burned */
+    /* followed by n_released ns_undo_release_t */
+} ns_undo_rec_t;
 
 typedef struct {
     uint64_t total, burned, pending, entries, forks;

@@ -75,7 +75,7 @@ void ns_rule_digest_move(ns_hash_t digest, const uint8_t *author,
 }
 
 void ns_rule_rewind(ns_account_t *a, const ns_account_t *pre,
-                    ns_ledger_totals_t *totals)
+                    uint64_t locked_collateral, ns_ledger_totals_t *totals)
 {
     if (a->seq)
         s_digest_step(totals->digest, a->id, a->seq, a->head);
@@ -83,7 +83,16 @@ void ns_rule_rewind(ns_account_t *a, const ns_account_t *pre,
         s_digest_step(totals->digest, a->id, pre->seq, pre->head);
     if (totals->entries >= a->seq - pre->seq)
         totals->entries -= a->seq - pre->seq;
+    /* what other chains did to the account stays: they may have done it
+     * before or after the pre-state was taken, depending on the order a
+     * node saw the entries in */
+    const uint32_t settled = a->jobs_settled, slashed = a->jobs_slashed,
+                   cancelled = a->jobs_cancelled;
     *a = *pre;
+    a->jobs_settled = settled;
+    a->jobs_slashed = slashed;
+    a->jobs_cancelled = cancelled;
+    a->locked_collateral = locked_collateral;
     a->banned = true;
 }
 

@@ -274,6 +274,9 @@ static int s_put(ns_lstore_t *s, MDB_txn *t, MDB_dbi db, const void *k,
     return ns_lstore_rc(s, mdb_put(t, db, &key, &val, 0));
 }
 
+static int s_del(ns_lstore_t *s, MDB_txn *t, MDB_dbi db, const void *k,
+                 size_t kl);
+
 static void s_key2(uint8_t out[64], const uint8_t *a, const uint8_t *b)
 {
     memcpy(out, a, 32);
@@ -381,6 +384,91 @@ int ns_lstore_pjob_put(ns_lstore_t *s, MDB_txn *t, const uint8_t *provider,
                        const ns_hash_t award, const ns_pjob_rec_t *p)
 {
     return s_put2(s, t, s->pjobs, provider, award, p, sizeof *p);
+}
+
+int ns_lstore_lock_del(ns_lstore_t *s, MDB_txn *t, const uint8_t *provider,
+                       const ns_hash_t award)
+{
+    uint8_t key[64];
+    s_key2(key, provider, award);
+    return s_del(s, t, s->locks, key, sizeof key);
+}
+
+int ns_lstore_pjob_del(ns_lstore_t *s, MDB_txn *t, const uint8_t *provider,
+                       const ns_hash_t award)
+{
+    uint8_t key[64];
+    s_key2(key, provider, award);
+    return s_del(s, t, s->pjobs, key, sizeof key);
+}
+
+int ns_lstore_locked_sum(ns_lstore_t *s, MDB_txn *t, const uint8_t *provider,
+                         uint64_t *sum)
+{
+    MDB_cursor *c = NULL;
+    uint8_t first[64];
+    *sum = 0;
+    memcpy(first, provider, NS_ID_BYTES);
+    memset(first + NS_ID_BYTES, 0, 32);
+    int mrc = mdb_cursor_open(t, s->locks, &c);
+    if (mrc != MDB_SUCCESS)
+        return ns_lstore_rc(s, mrc);
+    MDB_val k = {sizeof first, first}, v;
+    for (mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); mrc == MDB_SUCCESS;
+         mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        if (k.mv_size != 64 || memcmp(k.mv_data, provider, NS_ID_BYTES))
+            break;
+        ns_lock_rec_t lk;
+        if (v.mv_size != sizeof lk) {
+            mdb_cursor_close(c);
+            return NS_ERR_CORRUPT;
+        }
+        memcpy(&lk, v.mv_data, sizeof lk);
+        if (lk.state == NS_LOCK_LOCKED)
+            *sum += lk.amount;
+    }
+    mdb_cursor_close(c);
+    return mrc == MDB_SUCCESS || mrc == MDB_NOTFOUND ? NS_OK
+                                                     : ns_lstore_rc(s, mrc);
+}
+
+int ns_lstore_undo_get(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
+                       ns_undo_rec_t *u, ns_undo_release_t *rel, uint32_t max)
+{
+    if (!s->has_undo)
+        return NS_ERR_NOTFOUND;
+    MDB_val key = {NS_HASH_BYTES, s_unconst(id)}, val;
+    int rc = mdb_get(t, s->undo, &key, &val);
+    if (rc != MDB_SUCCESS)
+        return ns_lstore_rc(s, rc);
+    if (val.mv_size < sizeof *u)
+        return NS_ERR_CORRUPT;
+    memcpy(u, val.mv_data, sizeof *u);
+    if (u->n_released > max || u->n_released > NS_MAX_REFS ||
+        val.mv_size != sizeof *u + u->n_released * sizeof *rel)
+        return NS_ERR_CORRUPT;
+    if (u->n_released)
+        memcpy(rel, (const uint8_t *)val.mv_data + sizeof *u,
+               u->n_released * sizeof *rel);
+    return NS_OK;
+}
+
+int ns_lstore_undo_put(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
+                       const ns_undo_rec_t *u, const ns_undo_release_t *rel)
+{
+    if (!s->has_undo || u->n_released > NS_MAX_REFS)
+        return NS_ERR_STATE;
+    uint8_t buf[sizeof *u + NS_MAX_REFS * sizeof *rel];
+    memcpy(buf, u, sizeof *u);
+    if (u->n_released)
+        memcpy(buf + sizeof *u, rel, u->n_released * sizeof *rel);
+    return s_put(s, t, s->undo, id, NS_HASH_BYTES, buf,
+                 sizeof *u + u->n_released * sizeof *rel);
+}
+
+int ns_lstore_undo_del(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id)
+{
+    return s->has_undo ? s_del(s, t, s->undo, id, NS_HASH_BYTES) : NS_OK;
 }
 
 /* A chain record: the entry id, then the author's account before it (a
@@ -640,6 +728,16 @@ int ns_lstore_open(ns_lstore_t *s, const char *dir, bool readonly,
                      dbs[i].name, mdb_strerror(mrc));
             return r;
         }
+    /* undo came later: a read-only view of an older ledger goes without
+     * (it never voids anything) */
+    mrc = mdb_dbi_open(*t, "undo", readonly ? 0 : MDB_CREATE, &s->undo);
+    s->has_undo = mrc == MDB_SUCCESS;
+    if (mrc != MDB_SUCCESS && !(readonly && mrc == MDB_NOTFOUND)) {
+        r = ns_lstore_rc(s, mrc);
+        snprintf(err, errlen, "ledger %s: database undo: %s", dir,
+                 mdb_strerror(mrc));
+        return r;
+    }
     return NS_OK;
 }
 

@@ -12,6 +12,9 @@
  *   jobs      job id -> ns_ledger_job_t (requester's side)
  *   forkentries: id -> encoded entry (the second of a fork, and the
  *             entries a fork voided)
+ *   undo      entry id -> ns_undo_rec_t and its released locks: what a
+ *             job entry changed outside its author's account (forks
+ *             take it back)
  *   prestate  author || seq (u64 BE) -> ns_account_t: the account
  *             before an entry, in ledgers written before chain held it
  *             (read, never written)
@@ -54,7 +57,8 @@ typedef struct {
 typedef struct {
     MDB_env *env;
     MDB_dbi entries, chain, accounts, credits, locks, pjobs, jobs, forks,
-        forkentries, prestate, meta;
+        forkentries, prestate, meta, undo;
+    bool has_undo; /* false: a read-only view of a ledger without it */
     ns_hash_t network_id;     /* entries are parsed for this network */
     int last_rc;              /* LMDB or errno code of the last storage error */
     char last_error[128];     /* its text (mdb_strerror); "" if none */
@@ -119,6 +123,25 @@ int ns_lstore_pjob_get(ns_lstore_t *s, MDB_txn *t, const uint8_t *provider,
 int ns_lstore_pjob_put(ns_lstore_t *s, MDB_txn *t, const uint8_t *provider,
                        const ns_hash_t award,
                        const ns_pjob_rec_t *p) NS_MUST_CHECK;
+int ns_lstore_lock_del(ns_lstore_t *s, MDB_txn *t, const uint8_t *provider,
+                       const ns_hash_t award) NS_MUST_CHECK;
+int ns_lstore_pjob_del(ns_lstore_t *s, MDB_txn *t, const uint8_t *provider,
+                       const ns_hash_t award) NS_MUST_CHECK;
+/* Sum of the amounts of provider's locks still LOCKED: its
+ * locked_collateral (every change to one changes the other). */
+int ns_lstore_locked_sum(ns_lstore_t *s, MDB_txn *t, const uint8_t *provider,
+                         uint64_t *sum) NS_MUST_CHECK;
+/* The undo record of entry id (ledger_records.h): u and up to max
+ * released locks into rel (*n_rel: how many). NS_ERR_NOTFOUND when the
+ * entry has none. */
+int ns_lstore_undo_get(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
+                       ns_undo_rec_t *u, ns_undo_release_t *rel,
+                       uint32_t max) NS_MUST_CHECK;
+int ns_lstore_undo_put(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
+                       const ns_undo_rec_t *u,
+                       const ns_undo_release_t *rel) NS_MUST_CHECK;
+int ns_lstore_undo_del(ns_lstore_t *s, MDB_txn *t,
+                       const ns_hash_t id) NS_MUST_CHECK;
 /* Id of the entry (author, seq). */
 int ns_lstore_chain_get(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
                         uint64_t seq, ns_hash_t id) NS_MUST_CHECK;

@@ -1060,37 +1060,44 @@ out:
     return true;
 }
 
-/* The seq of who's last job entry past JOB (AWARD to CANCEL), 0 if none:
- * a range holding one is kept by a fork (a JOB never awarded is undone
- * with its branch, so it does not keep one). */
-static uint64_t s_last_job_seq(uint32_t who)
+/* The seq of who's last entry that another account's entry names (a
+ * claim of its credit, an ACCEPT of its AWARD, a SETTLE or SLASH of its
+ * RESULT, a CANCEL of its ACCEPT), 0 if none: someone built on it, so a
+ * fork at or before it is kept (the void cannot take it back; a range
+ * nobody built on is taken back, job entries and all: test_fork_jobs.c
+ * and test_bans.c test that). */
+static uint64_t s_last_named_seq(uint32_t who)
 {
-    for (int32_t i = s_last[who]; i >= 0; i--) {
-        ns_entry_t e;
-        if (s_log[i].who == who &&
-            ns_entry_parse(s_log[i].bytes, s_log[i].len,
-                           s_fx.genesis.network_id, &e) == NS_OK &&
-            e.type > NS_ENTRY_JOB)
-            return e.seq;
+    uint64_t best = 0;
+    for (uint32_t i = 0; i < s_n_log; i++) {
+        if (s_log[i].who == who)
+            continue;
+        for (uint32_t d = 0; d < s_log[i].n_deps; d++) {
+            int32_t x = s_log[i].deps[d];
+            ns_entry_t e;
+            if (x < 0 || s_log[x].who != who ||
+                ns_entry_parse(s_log[x].bytes, s_log[x].len,
+                               s_fx.genesis.network_id, &e) != NS_OK)
+                continue;
+            if (e.seq > best)
+                best = e.seq;
+        }
     }
-    return 0;
+    return best;
 }
 
 /* A second entry at a seq the author already used. It goes at or before
- * the author's last job entry past JOB: a fork voids the author's entries
- * from the forked seq on only when they are all TRANSFER, STAKE, UNSTAKE
- * or a JOB never awarded, with credits nobody took in (test_bans.c tests
- * that); here the chain is kept and the model stays as it is, the author
- * banned. */
+ * the author's last entry that another account built on: the fork keeps
+ * the chain as it is, and the model stays as it is, the author banned. */
 static bool g_fork(void)
 {
     int who = s_pick_active();
     if (who < 0 || s_fx.acct[who].seq == 0 || s_n_forks == MAX_FORKS)
         return false;
-    uint64_t last_job = s_last_job_seq((uint32_t)who);
-    if (last_job == 0)
+    uint64_t named = s_last_named_seq((uint32_t)who);
+    if (named == 0)
         return false;
-    uint64_t seq = 1 + s_below(last_job);
+    uint64_t seq = 1 + s_below(named);
     /* The author's own entry at seq, signed again one ms later: a valid
      * entry at that place (the same body and claims against the same
      * account), so a fork proof. */
