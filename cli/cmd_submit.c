@@ -43,6 +43,7 @@ typedef struct s_submit {
     ns_reqs_t reqs;
     int json;
     int no_wait; /* --no-wait: fail at once when no provider can take it */
+    int fault_fork_award; /* --fault fork-award (test networks) */
     /* the job */
     ns_jobspec_t spec;
     char out_paths[NS_MAX_ARGS][PATH_MAX]; /* --resume: from the jobdir */
@@ -140,6 +141,9 @@ static const char s_usage[] =
     "  --no-wait             fail at once when no provider can take the\n"
     "                        job (default: wait for one, up to the\n"
     "                        deadline, saying why none can meanwhile)\n"
+    "  --fault fork-award    test networks only: fork our chain at the\n"
+    "                        award (a TRANSFER at its seq, sent to half of\n"
+    "                        the peers), to test fork resolution\n"
     "  --json                one JSON document: job, provider, price, refund,\n"
     "                        status (settled|failed), error, checks,\n"
     "                        timings_ms {match, run, verify, total}\n"
@@ -195,7 +199,13 @@ static int s_parse(s_submit_t *q, int argc, char **argv)
             i++;
             continue;
         }
-        if (v && strcmp(a, "--datadir") == 0) {
+        if (v && strcmp(a, "--fault") == 0) {
+            if (strcmp(v, "fork-award") != 0) {
+                ns_cli_error("submit", "--fault: only fork-award");
+                return 2;
+            }
+            q->fault_fork_award = 1;
+        } else if (v && strcmp(a, "--datadir") == 0) {
             q->datadir = v;
         } else if (v && strcmp(a, "--bootstrap") == 0) {
             if (q->n_bootstrap < NS_MAX_BOOTSTRAP)
@@ -240,6 +250,11 @@ static int s_parse(s_submit_t *q, int argc, char **argv)
             return -rc;
         }
         i += 2;
+    }
+    if (q->fault_fork_award && q->node) {
+        ns_cli_error("submit", "--fault fork-award: a light peer's job only "
+                               "(not with --node)");
+        return 2;
     }
     if (q->node && (q->datadir || q->n_bootstrap || q->resume)) {
         ns_cli_error("submit", "--node D uses that node's key, ledger and "
@@ -461,6 +476,11 @@ pack:;
     if (w.err != NS_OK) {
         ns_cli_error("submit", "cannot encode the job");
         return 1;
+    }
+    if (q->spec.shards > 1 && q->fault_fork_award) {
+        ns_cli_error("submit", "--fault fork-award: a whole job only (not "
+                               "shards)");
+        return 2;
     }
     if (q->spec.shards > 1) {
         char err[512];
@@ -1060,6 +1080,12 @@ static int s_submit_one(s_submit_t *q, ns_node_t *node)
     o.out_paths = q->spec.out_paths; /* written by the requester */
     o.max_price = q->max_price;
     o.no_wait = q->no_wait != 0;
+    o.fault_fork_award = q->fault_fork_award != 0;
+    if (o.fault_fork_award && !ns_node_genesis(node)->test_network) {
+        ns_cli_error("submit", "--fault is refused: the genesis does not mark "
+                               "this network as a test network");
+        return 2;
+    }
     o.collateral = q->collateral      ? q->collateral
                    : q->max_price / 2 ? q->max_price / 2
                                       : 1;

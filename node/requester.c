@@ -5,6 +5,7 @@
 #include "nightshift/cancel.h"
 #include "nightshift/challenger.h"
 #include "nightshift/join.h"
+#include "nightshift/ledger_sync.h"
 #include "nightshift/log.h"
 #include "nightshift/policy.h"
 #include "nightshift/preflight.h"
@@ -676,6 +677,87 @@ static void s_start_fetch(ns_requester_t *q)
 }
 
 /* Award the job to bid (AWARD entry, AWARDED message). */
+/* ns_requester_opts_t.fault_fork_award: each other live peer but the
+ * winner gets, straight, one of the two entries at the award's seq in
+ * turn (the TRANSFER first: two of three). */
+typedef struct {
+    ns_requester_t *q;
+    const ns_buf_t *entry[2];
+    uint32_t i, sent[2];
+} s_fork_t;
+
+static bool s_fork_send(void *u, const uint8_t *id, const ns_heartbeat_t *hb)
+{
+    (void)hb;
+    s_fork_t *f = u;
+    if (memcmp(id, f->q->winner.provider, NS_ID_BYTES) == 0)
+        return false;
+    uint32_t k = f->i++ % 2;
+    if (f->q->io->send(f->q->io->user, id, NS_MSG_ENTRY, f->entry[k]->data,
+                       f->entry[k]->len) == NS_OK)
+        f->sent[k]++;
+    return false;
+}
+
+/* The award of a requester forking its chain (test networks): the AWARD
+ * signed here and taken into our ledger without gossip, the winner told
+ * (AWARDED, which carries it), then a TRANSFER at the same seq to half of
+ * the other peers and the AWARD to the rest, straight: the network splits
+ * on which one it holds first, as when an attacker injects two entries
+ * at two nodes at once. NS_OK, or why not (the AWARDED's send). */
+static int s_fault_award(ns_requester_t *q, const ns_entry_body_t *award,
+                         ns_hash_t award_id)
+{
+    static const ns_hash_t zero;
+    ns_account_t me;
+    ns_entry_body_t pay;
+    ns_buf_t body, e[2];
+    ns_hash_t id;
+    ns_buf_init(&body);
+    ns_buf_init(&e[0]);
+    ns_buf_init(&e[1]);
+    memset(&pay, 0, sizeof pay);
+    memcpy(pay.to, q->winner.provider, NS_ID_BYTES);
+    pay.amount = 1;
+    uint64_t now = q->io->now_ms(q->io->user);
+    int rc = ns_ledger_account(q->ledger, ns_identity_pk(q->me), &me);
+    const uint8_t *prev = me.seq ? me.head : zero;
+    if (rc == NS_OK)
+        rc = ns_entry_body_encode(NS_ENTRY_TRANSFER, &pay, &body);
+    if (rc == NS_OK)
+        rc = ns_entry_encode(q->me, q->network_id, me.seq + 1, prev,
+                             NS_ENTRY_TRANSFER, body.data, body.len, NULL, 0,
+                             now, &e[0], id);
+    body.len = 0;
+    if (rc == NS_OK)
+        rc = ns_entry_body_encode(NS_ENTRY_AWARD, award, &body);
+    if (rc == NS_OK)
+        rc = ns_entry_encode(q->me, q->network_id, me.seq + 1, prev,
+                             NS_ENTRY_AWARD, body.data, body.len, NULL, 0, now,
+                             &e[1], award_id);
+    if (rc == NS_OK)
+        rc = ns_ledger_ingest(q->ledger, e[1].data, e[1].len, NULL, NULL);
+    if (rc == NS_OK)
+        rc = ns_ledger_commit(q->ledger);
+    if (rc == NS_OK) {
+        int sent = s_send_awarded(q);
+        s_fork_t f = {q, {&e[0], &e[1]}, 0, {0, 0}};
+        q->io->visit_peers(q->io->user, s_fork_send, &f);
+        ns_warn(NS_MOD_MARKET,
+                "event=fault_fork_award job=%.16s seq=%llu transfer_to=%u "
+                "award_to=%u",
+                q->job_hex, (unsigned long long)(me.seq + 1), f.sent[0],
+                f.sent[1] + (sent == NS_OK));
+        rc = sent == NS_ERR_CORRUPT ? NS_ERR_STATE : sent;
+    } else {
+        rc = NS_ERR_STATE;
+    }
+    ns_buf_release(&body);
+    ns_buf_release(&e[0]);
+    ns_buf_release(&e[1]);
+    return rc;
+}
+
 static void s_award_to(ns_requester_t *q, const ns_bid_t *bid)
 {
     q->winner = *bid;
@@ -685,11 +767,19 @@ static void s_award_to(ns_requester_t *q, const ns_bid_t *bid)
     memset(&b, 0, sizeof b);
     memcpy(b.job_id, q->o.job_id, NS_HASH_BYTES);
     b.bid = q->winner;
-    if (s_append(q, NS_ENTRY_AWARD, &b, award_id) != NS_OK) {
-        s_fail(q, "the ledger refused the award");
-        return;
+    int rc;
+    if (q->o.fault_fork_award) {
+        if ((rc = s_fault_award(q, &b, award_id)) == NS_ERR_STATE) {
+            s_fail(q, "the ledger refused the award");
+            return;
+        }
+    } else {
+        if (s_append(q, NS_ENTRY_AWARD, &b, award_id) != NS_OK) {
+            s_fail(q, "the ledger refused the award");
+            return;
+        }
+        rc = s_send_awarded(q);
     }
-    int rc = s_send_awarded(q);
     if (rc == NS_ERR_CORRUPT) {
         s_fail(q, "cannot read our own entries back");
         return;

@@ -71,6 +71,12 @@ typedef struct {
     /* Skip the unit sampling before posting (preflight.h). Only for tests
      * that need a job to fail on the provider and nowhere else. */
     bool no_preflight;
+    /* Test networks only (`submit --fault fork-award`): a second entry at
+     * the AWARD's seq, a TRANSFER, and each of the two sent straight to
+     * half of the other peers, the AWARD to the winner: a requester
+     * forking its chain at its award, for the tests of fork resolution
+     * (docs/PROTOCOL.md, "Forks"). */
+    bool fault_fork_award;
     /* Fail at once when no provider can take the job, instead of waiting
      * for one (a provider joining, a busy one becoming free) up to the
      * deadline. */
