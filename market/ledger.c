@@ -65,6 +65,8 @@ struct ns_ledger {
     void *on_stored_user;
     ns_ledger_fork_fn on_fork;
     void *on_fork_user;
+    ns_ledger_want_fn on_want; /* ns_ledger_set_on_want */
+    void *on_want_user;
     uint64_t fork_proofs;   /* stored since open */
     ns_hash_t last_fork[2]; /* ids: first, second */
     /* The last commit failed (disk full, read-only, map full): nothing is
@@ -1340,6 +1342,21 @@ void ns_ledger_set_on_stored(ns_ledger_t *l, ns_ledger_stored_fn fn, void *user)
 {
     l->on_stored = fn;
     l->on_stored_user = user;
+}
+
+ns_confirm_state ns_ledger_confirmation(ns_ledger_t *l, const ns_hash_t id)
+{
+    ns_confirm_state st =
+        l->confirm ? l->confirm(l->confirm_user, id) : NS_CONFIRM_NONE;
+    if (st == NS_CONFIRM_NO && l->on_want)
+        l->on_want(l->on_want_user, id);
+    return st;
+}
+
+void ns_ledger_set_on_want(ns_ledger_t *l, ns_ledger_want_fn fn, void *user)
+{
+    l->on_want = fn;
+    l->on_want_user = user;
 }
 
 void ns_ledger_set_on_fork(ns_ledger_t *l, ns_ledger_fork_fn fn, void *user)

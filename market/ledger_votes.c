@@ -348,28 +348,40 @@ static int s_on_vote_req(void *user, const ns_envelope_t *env,
                                env->sender);
 }
 
+/* Ask for votes on id every round for a while (S_WATCH_MS more from
+ * now), until it is decided. */
+static void s_watch(ns_votes_t *v, const ns_hash_t id, uint64_t now)
+{
+    uint32_t slot = 0;
+    for (uint32_t i = 0; i < S_WATCH; i++) {
+        if (v->watch[i].until_ms &&
+            memcmp(v->watch[i].id, id, NS_HASH_BYTES) == 0) {
+            slot = i; /* watched already: for longer now */
+            break;
+        }
+        if (v->watch[i].until_ms < v->watch[slot].until_ms)
+            slot = i; /* a free one, or the one given up soonest */
+    }
+    memcpy(v->watch[slot].id, id, NS_HASH_BYTES);
+    v->watch[slot].until_ms = now + S_WATCH_MS;
+}
+
 /* A fork: both branches' first entries are watched, so that the votes a
  * partition kept from us are asked for once it heals. */
 static void s_on_fork(void *u, const ns_hash_t first, const ns_hash_t second)
 {
     ns_votes_t *v = u;
     v->stake_moved = true; /* the void may have undone a STAKE */
-    const uint8_t *ids[2] = {first, second};
     uint64_t now = ns_mono_ms();
-    for (int k = 0; k < 2; k++) {
-        uint32_t slot = 0;
-        for (uint32_t i = 0; i < S_WATCH; i++) {
-            if (v->watch[i].until_ms &&
-                memcmp(v->watch[i].id, ids[k], NS_HASH_BYTES) == 0) {
-                slot = i; /* watched already: for longer now */
-                break;
-            }
-            if (v->watch[i].until_ms < v->watch[slot].until_ms)
-                slot = i; /* a free one, or the one given up soonest */
-        }
-        memcpy(v->watch[slot].id, ids[k], NS_HASH_BYTES);
-        v->watch[slot].until_ms = now + S_WATCH_MS;
-    }
+    s_watch(v, first, now);
+    s_watch(v, second, now);
+}
+
+/* A provider waits on an AWARD, a requester on a RESULT: their votes are
+ * asked for too, in case some were missed. */
+static void s_on_want(void *u, const ns_hash_t id)
+{
+    s_watch(u, id, ns_mono_ms());
 }
 
 /* Credits of ours that wait for a confirmation we may have missed (a
@@ -471,6 +483,7 @@ ns_votes_t *ns_votes_new(ns_p2p_t *p, ns_ledger_t *l,
     ns_ledger_set_confirm(l, s_confirm_hook, v);
     ns_ledger_set_on_stored(l, s_on_stored, v);
     ns_ledger_set_on_fork(l, s_on_fork, v);
+    ns_ledger_set_on_want(l, s_on_want, v);
     return v;
 }
 
@@ -483,6 +496,7 @@ void ns_votes_destroy(ns_votes_t **pv)
         ns_ledger_set_confirm(v->ledger, NULL, NULL);
         ns_ledger_set_on_stored(v->ledger, NULL, NULL);
         ns_ledger_set_on_fork(v->ledger, NULL, NULL);
+        ns_ledger_set_on_want(v->ledger, NULL, NULL);
     }
     if (v->p2p) {
         (void)ns_p2p_unregister(v->p2p, NS_MSG_VOTE);

@@ -38,8 +38,10 @@ typedef struct {
     uint64_t since_ms; /* monotonic, entered the state */
     ns_hash_t award_id, accept_id;
     bool have_award;        /* award_id is the ledger's award to us */
-    bool award_wait;        /* AWARDED came before the ledger could show it */
+    bool award_wait;        /* AWARDED came before the ledger could show it,
+                               or the stake has not confirmed it yet */
     uint64_t award_wait_ms; /* monotonic: give up waiting then */
+    uint64_t confirm_ms;    /* monotonic: accept unconfirmed from then */
     ns_fetch_t fetch; /* descriptor, then the inputs, from the requester */
     /* Inputs received into the blob store (ns_blobs_partial): the locked
      * partial file while it fills, then the blob mapped read-only. */
@@ -487,8 +489,49 @@ static void s_fetch_more(ns_provider_t *p, s_job_t *j)
         ns_debug(NS_MOD_MARKET, "event=fetch_send_failed");
 }
 
+/* A requester that forked its chain (banned) may void its AWARD: the job
+ * is given up (true). */
+static bool s_requester_forked(ns_provider_t *p, s_job_t *j)
+{
+    ns_account_t req;
+    if (ns_ledger_account(p->o.ledger, j->ann.requester, &req) != NS_OK ||
+        !req.banned)
+        return false;
+    j->award_wait = false;
+    s_fail(p, j, "its requester forked its chain: award not accepted");
+    return true;
+}
+
+/* Whether to accept the AWARD award_id now: once the stake confirmed it
+ * (docs/PROTOCOL.md, "Confirmation"; at once where nobody can vote), so
+ * that a requester forking its chain can never void an AWARD our ACCEPT
+ * names and leave our chain stuck behind it on part of the network. Not
+ * at all when the requester forked (banned); unconfirmed after
+ * NS_POLICY_CONFIRM_WAIT_MS (the stake offline), anyway. */
+static bool s_award_confirmed(ns_provider_t *p, s_job_t *j,
+                              const ns_hash_t award_id, uint64_t now)
+{
+    if (ns_ledger_confirmation(p->o.ledger, award_id) != NS_CONFIRM_NO)
+        return true;
+    if (s_requester_forked(p, j))
+        return false;
+    if (!j->confirm_ms)
+        j->confirm_ms = now + NS_POLICY_CONFIRM_WAIT_MS;
+    if (now < j->confirm_ms) {
+        j->award_wait = true; /* the tick asks again */
+        return false;
+    }
+    char jid[17];
+    s_job_hex(jid, j->ann.job_id);
+    ns_warn(NS_MOD_MARKET,
+            "event=award_unconfirmed job=%s waited_ms=%u action=accept", jid,
+            NS_POLICY_CONFIRM_WAIT_MS);
+    return true;
+}
+
 /* Accept the award once the ledger shows it, waiting for it a moment
- * (NS_POLICY_AWARD_WAIT_MS) when the requester's chain is behind here. */
+ * (NS_POLICY_AWARD_WAIT_MS) when the requester's chain is behind here,
+ * and for the stake to confirm it. */
 static void s_try_accept(ns_provider_t *p, s_job_t *j, uint64_t now)
 {
     int rc;
@@ -498,8 +541,11 @@ static void s_try_accept(ns_provider_t *p, s_job_t *j, uint64_t now)
         memcmp(lj.provider, p->self, NS_ID_BYTES)) {
         /* The requester's chain may lack entries we have not had yet (a
          * provider that just joined, several jobs of one requester in a
-         * row): gossip and sync bring them within moments. */
-        if (!j->award_wait) {
+         * row): gossip and sync bring them within moments. Or a fork of
+         * the requester's voided the AWARD. */
+        if (s_requester_forked(p, j))
+            return;
+        if (!j->award_wait || !j->award_wait_ms) {
             j->award_wait = true;
             j->award_wait_ms = now + NS_POLICY_AWARD_WAIT_MS;
         } else if (now >= j->award_wait_ms) {
@@ -508,6 +554,8 @@ static void s_try_accept(ns_provider_t *p, s_job_t *j, uint64_t now)
         }
         return;
     }
+    if (!s_award_confirmed(p, j, lj.award_id, now))
+        return;
     j->award_wait = false;
     p->stats.awards++;
     memcpy(j->award_id, lj.award_id, NS_HASH_BYTES);

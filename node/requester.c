@@ -1201,6 +1201,34 @@ static void s_verify(ns_requester_t *q)
     }
 }
 
+/* Whether to check, then settle or slash, the RESULT now: once the
+ * stake confirmed it (docs/PROTOCOL.md, "Confirmation"; at once where
+ * nobody can vote), so that a provider forking its chain can never void
+ * the RESULT our SETTLE or SLASH names and leave our chain stuck behind
+ * it on part of the network. A provider that forked meanwhile (banned)
+ * is cancelled and the job moves on; unconfirmed after
+ * NS_POLICY_CONFIRM_WAIT_MS (the stake offline), anyway. */
+static bool s_result_confirmed(ns_requester_t *q, uint64_t now)
+{
+    ns_ledger_job_t lj;
+    if (ns_ledger_job(q->ledger, q->o.job_id, &lj) != NS_OK ||
+        ns_ledger_confirmation(q->ledger, lj.result_id) != NS_CONFIRM_NO)
+        return true; /* s_verify says what is wrong with the job */
+    ns_account_t prov;
+    if (ns_ledger_account(q->ledger, q->winner.provider, &prov) == NS_OK &&
+        prov.banned) {
+        s_cancel(q, NULL, true);
+        s_restart(q, "forked its chain");
+        return false;
+    }
+    if (now - q->phase_ms < NS_POLICY_CONFIRM_WAIT_MS)
+        return false;
+    ns_warn(NS_MOD_MARKET,
+            "event=result_unconfirmed job=%.16s waited_ms=%u action=check",
+            q->job_hex, NS_POLICY_CONFIRM_WAIT_MS);
+    return true;
+}
+
 /* At least one peer, and our ledger agreeing with one of them (or a few
  * seconds of sync). */
 static void s_join(ns_requester_t *q, uint64_t now)
@@ -1479,7 +1507,8 @@ void ns_requester_tick(ns_requester_t *q, uint64_t now)
         }
         break;
     case NS_RQ_VERIFY:
-        s_verify(q);
+        if (s_result_confirmed(q, now))
+            s_verify(q);
         break;
     case NS_RQ_DONE:
     case NS_RQ_FAILED:

@@ -245,6 +245,13 @@ typedef ns_confirm_state (*ns_ledger_confirm_fn)(void *u, const ns_hash_t id);
  * the rest; and a confirmed entry of a banned author is applied in
  * place of an unconfirmed one (the branch the stake voted for wins). */
 void ns_ledger_set_confirm(ns_ledger_t *l, ns_ledger_confirm_fn fn, void *user);
+/* Whether the stake voted for entry id: the confirmation hook's answer,
+ * NS_CONFIRM_NONE without one. On NS_CONFIRM_NO the want hook (the votes
+ * module) hears of it, to ask peers for their votes on id while the
+ * caller waits (a provider's AWARD, a requester's RESULT). */
+ns_confirm_state ns_ledger_confirmation(ns_ledger_t *l, const ns_hash_t id);
+typedef void (*ns_ledger_want_fn)(void *u, const ns_hash_t id);
+void ns_ledger_set_on_want(ns_ledger_t *l, ns_ledger_want_fn fn, void *user);
 /* Called once for each entry stored (ingested, retried or appended),
  * inside the batch: what ledger_votes.c votes for. */
 typedef void (*ns_ledger_stored_fn)(void *u, const ns_entry_t *e);

@@ -79,6 +79,15 @@
  * earlier entries are still on their way) waits this long for them
  * before it refuses; well inside NS_POLICY_ACCEPT_MS. */
 #define NS_POLICY_AWARD_WAIT_MS 2000
+/* Building on another chain's job entry waits for the stake to confirm
+ * it (docs/PROTOCOL.md, "Confirmation"): a provider ACCEPTs an AWARD,
+ * and a requester settles or slashes a RESULT, once more than half of
+ * the stake voted for it (tens of ms), so that a fork of the other party
+ * can never void what its own chain names. It waits at most this long
+ * (the stake may be offline: then nothing confirms, and the market goes
+ * on unconfirmed); one whose counterpart forked meanwhile (banned) gives
+ * the job up. Well inside NS_POLICY_ACCEPT_MS. */
+#define NS_POLICY_CONFIRM_WAIT_MS 2500
 /* Outputs must arrive within this once the RESULT is on record. */
 #define NS_POLICY_FETCH_MS 60000
 /* A hardware challenge's answer (under a MiB) must arrive within this
