@@ -51,8 +51,11 @@ struct ns_votes {
     uint64_t self_stake;
     ns_hash_t *outbox; /* our votes waiting for the flush */
     uint32_t n_out;
-    ns_hash_t *adopt; /* ids confirmed since the last flush */
+    ns_hash_t *adopt; /* ids confirmed since the adopt timer last ran */
     uint32_t n_adopt;
+    uint32_t adopt_timer;
+    ns_votes_confirmed_fn on_confirmed;
+    void *on_confirmed_user;
     struct {
         ns_hash_t id;
         uint64_t until_ms; /* ns_mono_ms; 0: free */
@@ -199,6 +202,13 @@ static void s_count(ns_votes_t *v, const uint8_t voter[NS_ID_BYTES],
     }
 }
 
+void ns_votes_set_on_confirmed(ns_votes_t *v, ns_votes_confirmed_fn fn,
+                               void *user)
+{
+    v->on_confirmed = fn;
+    v->on_confirmed_user = user;
+}
+
 ns_confirm_state ns_votes_state(ns_votes_t *v, const ns_hash_t id)
 {
     s_refresh_stake(v);
@@ -229,11 +239,44 @@ static void s_arm_flush(ns_votes_t *v)
         v->flush_timer = 0;
 }
 
+/* Our votes on an entry somebody waits on (a provider its AWARD, a
+ * requester its RESULT) go out now, not at the next batch. */
+static void s_flush_soon(ns_votes_t *v)
+{
+    if (v->flush_timer) {
+        (void)ns_p2p_timer_cancel(v->p2p, v->flush_timer);
+        v->flush_timer = 0;
+    }
+    if (ns_p2p_timer_start(v->p2p, 0, false, s_on_flush, v, &v->flush_timer) !=
+        NS_OK)
+        v->flush_timer = 0;
+}
+
+/* Entries just confirmed: those a fork voided here go back in place, and
+ * whoever waits on a confirmation hears of it, once this loop turn's
+ * messages are in (not from inside the tally). */
+static void s_on_adopt(void *user, uint64_t now)
+{
+    (void)now;
+    ns_votes_t *v = user;
+    v->adopt_timer = 0;
+    uint32_t n = v->n_adopt;
+    v->n_adopt = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (ns_ledger_reconsider(v->ledger, v->adopt[i]) == NS_OK)
+            v->stats.adopted++;
+    for (uint32_t i = 0; v->on_confirmed && i < n; i++)
+        v->on_confirmed(v->on_confirmed_user, v->adopt[i]);
+}
+
 static void s_queue_adopt(ns_votes_t *v, const ns_hash_t id)
 {
     if (v->n_adopt < NS_VOTE_IDS_MAX)
         memcpy(v->adopt[v->n_adopt++], id, NS_HASH_BYTES);
-    s_arm_flush(v);
+    if (!v->adopt_timer &&
+        ns_p2p_timer_start(v->p2p, 0, false, s_on_adopt, v, &v->adopt_timer) !=
+            NS_OK)
+        v->adopt_timer = 0;
 }
 
 /* The ledger stored e: our vote, when we hold stake. */
@@ -255,7 +298,10 @@ static void s_on_stored(void *u, const ns_entry_t *e)
     if (v->n_out == NS_VOTE_IDS_MAX) /* a full batch: out it goes now */
         s_on_flush(v, 0);
     memcpy(v->outbox[v->n_out++], e->id, NS_HASH_BYTES);
-    s_arm_flush(v);
+    if (e->type == NS_ENTRY_AWARD || e->type == NS_ENTRY_RESULT)
+        s_flush_soon(v); /* a provider, a requester waits on it */
+    else
+        s_arm_flush(v);
 }
 
 static int s_pack_ids(ns_buf_t *b, const ns_hash_t *ids, uint32_t n)
@@ -276,12 +322,6 @@ static void s_on_flush(void *user, uint64_t now)
         ns_p2p_publish(v->p2p, NS_MSG_VOTE, v->body.data, v->body.len) == NS_OK)
         v->stats.sent += v->n_out;
     v->n_out = 0;
-    /* Confirmed entries a fork voided here go back in place. */
-    uint32_t n = v->n_adopt;
-    v->n_adopt = 0;
-    for (uint32_t i = 0; i < n; i++)
-        if (ns_ledger_reconsider(v->ledger, v->adopt[i]) == NS_OK)
-            v->stats.adopted++;
 }
 
 /* ---- messages ------------------------------------------------------------ */
@@ -503,6 +543,8 @@ void ns_votes_destroy(ns_votes_t **pv)
         (void)ns_p2p_unregister(v->p2p, NS_MSG_VOTE_REQ);
         if (v->flush_timer)
             (void)ns_p2p_timer_cancel(v->p2p, v->flush_timer);
+        if (v->adopt_timer)
+            (void)ns_p2p_timer_cancel(v->p2p, v->adopt_timer);
         if (v->ask_timer)
             (void)ns_p2p_timer_cancel(v->p2p, v->ask_timer);
     }

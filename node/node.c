@@ -211,6 +211,18 @@ static int s_on_market(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
 
 static void s_on_provider_tick(void *user, uint64_t now);
 
+/* An entry was confirmed: the provider may accept an award now. */
+static void s_on_confirmed(void *user, const ns_hash_t id)
+{
+    (void)id;
+    ns_node_t *n = user;
+    if (!n->provider)
+        return;
+    ns_provider_on_confirmed(n->provider, ns_mono_ms());
+    s_watch_worker(n);
+    s_arm(n);
+}
+
 /* The fast tick runs only while there is work: an idle node wakes for its
  * heartbeats and its claims, not 40 times a second. */
 static void s_arm(ns_node_t *n)
@@ -444,6 +456,7 @@ static int s_start_market(ns_node_t *n, char *err, size_t errlen)
     if (!n->votes)
         return s_err(err, errlen, "cannot start ledger votes: %s",
                      ns_strerror(rc));
+    ns_votes_set_on_confirmed(n->votes, s_on_confirmed, n);
     /* The peer table favours keys with stake in our ledger. */
     ns_p2p_set_stake_fn(n->p2p, s_stake_of, n);
     /* SLASH proofs are re-run before the ledger applies them: in a

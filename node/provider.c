@@ -1206,6 +1206,13 @@ static int s_on_chal(ns_provider_t *p, const ns_node_msg_t *m)
     return NS_OK;
 }
 
+void ns_provider_on_confirmed(ns_provider_t *p, uint64_t now)
+{
+    for (int i = 0; i < S_MAX_JOBS; i++)
+        if (p->jobs[i].state == PJ_BID && p->jobs[i].award_wait)
+            s_try_accept(p, &p->jobs[i], now);
+}
+
 bool ns_provider_active(const ns_provider_t *p)
 {
     if (ns_prover_busy(&p->prover))

@@ -50,6 +50,13 @@ void ns_votes_destroy(ns_votes_t **v);
 
 ns_confirm_state ns_votes_state(ns_votes_t *v, const ns_hash_t id);
 
+/* fn(user, id) for each entry once it is confirmed here, soon after (a
+ * zero-delay timer: never from inside a message), so that who waits on
+ * a confirmation (a provider its AWARD) need not poll. NULL: none. */
+typedef void (*ns_votes_confirmed_fn)(void *user, const ns_hash_t id);
+void ns_votes_set_on_confirmed(ns_votes_t *v, ns_votes_confirmed_fn fn,
+                               void *user);
+
 /* Counters for status --json: a map. */
 void ns_votes_pack_status(ns_votes_t *v, msgpack_packer *pk);
 

@@ -63,6 +63,9 @@ int ns_provider_on_msg(ns_provider_t *p, const ns_node_msg_t *m);
  * held results, forget served jobs. now = io->mono_ms. Call every
  * NS_POLICY_PROVIDER_TICK_MS. */
 void ns_provider_tick(ns_provider_t *p, uint64_t now);
+/* An entry was just confirmed (ledger_votes.h): an award waiting on its
+ * confirmation is accepted now rather than at the next tick. */
+void ns_provider_on_confirmed(ns_provider_t *p, uint64_t now);
 
 /* Whether anything needs the fast tick: a job fetching, running or held,
  * a challenge or the warm-up in the worker. An idle provider is ticked
