@@ -82,7 +82,8 @@
 /* Building on another chain's job entry waits for the stake to confirm
  * it (docs/PROTOCOL.md, "Confirmation"): a provider ACCEPTs an AWARD,
  * and a requester settles or slashes a RESULT, once more than half of
- * the stake voted for it (tens of ms), so that a fork of the other party
+ * the stake voted for it (a few ms:
+ * their votes go out at once), so that a fork of the other party
  * can never void what its own chain names. It waits at most this long
  * (the stake may be offline: then nothing confirms, and the market goes
  * on unconfirmed); one whose counterpart forked meanwhile (banned) gives
