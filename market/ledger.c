@@ -358,7 +358,8 @@ int ns_ledger_probe_write(ns_ledger_t *l)
 /* A parsed copy of a stored entry: what LMDB returns is valid only until
  * the transaction's next write. */
 static int s_entry_copy(ns_ledger_t *l, MDB_txn *t, const ns_hash_t id,
-                        uint8_t **copy, ns_entry_t *e, ns_entry_body_t *b)
+                        uint8_t **copy, size_t *copy_len, ns_entry_t *e,
+                        ns_entry_body_t *b)
 {
     const uint8_t *buf;
     size_t len;
@@ -368,6 +369,7 @@ static int s_entry_copy(ns_ledger_t *l, MDB_txn *t, const ns_hash_t id,
     if (!(*copy = malloc(len)))
         return NS_ERR_NOMEM;
     memcpy(*copy, buf, len);
+    *copy_len = len;
     if (ns_entry_parse(*copy, len, l->store.network_id, e) != NS_OK ||
         ns_entry_body_decode(e, b) != NS_OK)
         return NS_ERR_CORRUPT;
@@ -380,25 +382,77 @@ static bool s_confirmed(const ns_ledger_t *l, const ns_hash_t id)
     return l->confirm && l->confirm(l->confirm_user, id) == NS_CONFIRM_YES;
 }
 
-/* Accounts whose locks a void moved: their locked_collateral is summed
- * from their locks again once the void is done. */
+/* One void (a fork's), across every chain it takes entries back from
+ * (docs/PROTOCOL.md, "Forks"). */
+#define S_VOID_BUDGET 256 /* entries of other chains one void takes back */
+#define S_VOID_DEPTH 8    /* chains deep */
+#define S_VOID_SCAN 4096  /* entries read looking for who built on one */
 typedef struct {
-    uint8_t id[2 * NS_MAX_REFS + 8][NS_ID_BYTES];
-    uint32_t n;
+    const uint8_t *forked; /* the forked author */
+    /* Accounts whose locks moved: their locked_collateral is summed from
+     * their locks again once the void is done. */
+    uint8_t touched[2 * NS_MAX_REFS + 8][NS_ID_BYTES];
+    uint32_t n_touched;
     bool full;
-} s_touched_t;
+    uint32_t budget, depth;
+    /* Entries of other chains taken back, in chain order per chain: into
+     * the out-of-order buffer once the void commits, the first of each
+     * chain waiting for the voided entry it named, the rest for it. */
+    struct s_later {
+        uint8_t *bytes;
+        size_t len;
+        ns_hash_t missing;
+        bool has_missing;
+    } *later;
+    uint32_t n_later, cap_later;
+} s_void_t;
 
-static void s_touch(s_touched_t *w, const uint8_t *id)
+static void s_touch(s_void_t *v, const uint8_t *id)
 {
-    for (uint32_t i = 0; i < w->n; i++)
-        if (memcmp(w->id[i], id, NS_ID_BYTES) == 0)
+    for (uint32_t i = 0; i < v->n_touched; i++)
+        if (memcmp(v->touched[i], id, NS_ID_BYTES) == 0)
             return;
-    if (w->n == sizeof w->id / sizeof w->id[0]) {
-        w->full = true;
+    if (v->n_touched == sizeof v->touched / sizeof v->touched[0]) {
+        v->full = true;
         return;
     }
-    memcpy(w->id[w->n++], id, NS_ID_BYTES);
+    memcpy(v->touched[v->n_touched++], id, NS_ID_BYTES);
 }
+
+static void s_void_release(s_void_t *v)
+{
+    for (uint32_t i = 0; i < v->n_later; i++)
+        free(v->later[i].bytes);
+    free(v->later);
+    v->later = NULL;
+    v->n_later = v->cap_later = 0;
+}
+
+/* Keep a copy of an entry taken back from another chain (takes buf). */
+static int s_later_add(s_void_t *v, uint8_t *buf, size_t len,
+                       const uint8_t *missing)
+{
+    if (v->n_later == v->cap_later) {
+        uint32_t cap = v->cap_later ? 2 * v->cap_later : 16;
+        struct s_later *grown = realloc(v->later, cap * sizeof *grown);
+        if (!grown) {
+            free(buf);
+            return NS_ERR_NOMEM;
+        }
+        v->later = grown;
+        v->cap_later = cap;
+    }
+    struct s_later *x = &v->later[v->n_later++];
+    x->bytes = buf;
+    x->len = len;
+    x->has_missing = missing != NULL;
+    if (missing)
+        memcpy(x->missing, missing, NS_HASH_BYTES);
+    return NS_OK;
+}
+
+static int s_unwind(ns_ledger_t *l, MDB_txn *t, const uint8_t *author,
+                    uint64_t from, const ns_hash_t cause, s_void_t *v);
 
 /* A record an entry wrote, taken back: it must still be what the entry
  * left (`post`), or someone built on it since (NS_ERR_STATE). */
@@ -440,33 +494,151 @@ static int s_job_refresh(ns_ledger_t *l, MDB_txn *t, ns_ledger_job_t *j)
     return NS_OK;
 }
 
+/* The entry of author's chain from its head down that names id in its
+ * refs (*seq: its seq; 0 if none within S_VOID_SCAN entries). */
+static int s_find_claim(ns_ledger_t *l, MDB_txn *t, const uint8_t *author,
+                        const ns_hash_t id, uint64_t *seq)
+{
+    ns_account_t a;
+    *seq = 0;
+    int rc = ns_lstore_account_get(&l->store, t, author, &a);
+    for (uint64_t s = a.seq; rc == NS_OK && s > 0 && a.seq - s < S_VOID_SCAN;
+         s--) {
+        ns_hash_t x;
+        ns_entry_t e;
+        if ((rc = ns_lstore_chain_get(&l->store, t, author, s, x)) != NS_OK ||
+            (rc = ns_lstore_entry_load(&l->store, t, x, &e, NULL)) != NS_OK)
+            return rc == NS_ERR_NOTFOUND ? NS_ERR_CORRUPT : rc;
+        for (uint32_t i = 0; i < e.n_refs; i++)
+            if (memcmp(e.refs + (size_t)i * NS_HASH_BYTES, id,
+                       NS_HASH_BYTES) == 0) {
+                *seq = s;
+                return NS_OK;
+            }
+    }
+    return rc;
+}
+
+/* The requester's entry past its AWARD award_seq that names id (a
+ * SETTLE or SLASH of a RESULT, a CANCEL of an ACCEPT): *seq, 0 if none. */
+static int s_find_judge(ns_ledger_t *l, MDB_txn *t, const uint8_t *requester,
+                        uint64_t award_seq, const ns_hash_t id, uint64_t *seq)
+{
+    ns_account_t a;
+    *seq = 0;
+    int rc = ns_lstore_account_get(&l->store, t, requester, &a);
+    for (uint64_t s = award_seq + 1;
+         rc == NS_OK && s <= a.seq && s - award_seq <= S_VOID_SCAN; s++) {
+        ns_hash_t x;
+        ns_entry_t e;
+        ns_entry_body_t b;
+        if ((rc = ns_lstore_chain_get(&l->store, t, requester, s, x)) != NS_OK ||
+            (rc = ns_lstore_entry_load(&l->store, t, x, &e, &b)) != NS_OK)
+            return rc == NS_ERR_NOTFOUND ? NS_ERR_CORRUPT : rc;
+        if ((e.type == NS_ENTRY_SETTLE || e.type == NS_ENTRY_SLASH ||
+             e.type == NS_ENTRY_CANCEL) &&
+            memcmp(b.ref_id, id, NS_HASH_BYTES) == 0) {
+            *seq = s;
+            return NS_OK;
+        }
+    }
+    return rc;
+}
+
+/* Other chains' entries built on e go back to the buffer first (e is
+ * about to be taken back: they would name what is not there):
+ *  - the claim of e's credit (its recipient's entry from there on);
+ *  - the ACCEPT of e, an AWARD (the provider's chain from its ACCEPT);
+ *  - the requester's SETTLE or SLASH of e, a RESULT, or CANCEL of e, an
+ *    ACCEPT (the requester's chain from there).
+ * Each goes with everything after it on its chain (s_unwind). */
+static int s_built_on(ns_ledger_t *l, MDB_txn *t, const ns_entry_t *e,
+                      const ns_entry_body_t *b, const ns_undo_rec_t *u,
+                      s_void_t *v)
+{
+    ns_lstore_t *st = &l->store;
+    uint64_t seq = 0;
+    int rc = NS_OK;
+    if (u->flags & NS_UNDO_CREDIT) {
+        ns_credit_rec_t c;
+        rc = ns_lstore_credit_get(st, t, e->id, u->credit_to, &c);
+        if (rc == NS_OK && c.state == NS_CREDIT_CLAIMED &&
+            (rc = s_find_claim(l, t, u->credit_to, e->id, &seq)) == NS_OK) {
+            if (seq == 0)
+                return NS_ERR_STATE;
+            rc = s_unwind(l, t, u->credit_to, seq, e->id, v);
+        }
+        if (rc != NS_OK && rc != NS_ERR_NOTFOUND)
+            return rc;
+        rc = NS_OK;
+    }
+    if (e->type == NS_ENTRY_AWARD) {
+        ns_pjob_rec_t pj;
+        ns_entry_t acc;
+        rc = ns_lstore_pjob_get(st, t, b->bid.provider, e->id, &pj);
+        if (rc == NS_ERR_NOTFOUND)
+            return NS_OK;
+        if (rc == NS_OK &&
+            (rc = ns_lstore_entry_load(st, t, pj.accept_id, &acc, NULL)) ==
+                NS_OK)
+            rc = s_unwind(l, t, b->bid.provider, acc.seq, e->id, v);
+        return rc == NS_ERR_NOTFOUND ? NS_ERR_CORRUPT : rc;
+    }
+    if (e->type != NS_ENTRY_ACCEPT && e->type != NS_ENTRY_RESULT)
+        return rc;
+    /* e's award: the ACCEPT's ref, or the ACCEPT's behind a RESULT */
+    ns_entry_t acc, award;
+    ns_entry_body_t ab;
+    ns_ledger_job_t job;
+    const uint8_t *award_id = b->ref_id;
+    if (e->type == NS_ENTRY_RESULT) {
+        if ((rc = ns_lstore_entry_load(st, t, b->ref_id, &acc, &ab)) != NS_OK)
+            return rc == NS_ERR_NOTFOUND ? NS_ERR_CORRUPT : rc;
+        award_id = ab.ref_id;
+    }
+    if ((rc = ns_lstore_entry_load(st, t, award_id, &award, NULL)) != NS_OK ||
+        (rc = ns_lstore_job_get(st, t, b->job_id, &job)) != NS_OK)
+        return rc == NS_ERR_NOTFOUND ? NS_ERR_CORRUPT : rc;
+    if ((rc = s_find_judge(l, t, job.requester, award.seq, e->id, &seq)) !=
+            NS_OK ||
+        seq == 0)
+        return rc;
+    return s_unwind(l, t, job.requester, seq, e->id, v);
+}
+
 /* Take back entry e (body b), the last one on its author's chain: what it
  * changed outside its author's account goes back to what it was before
  * (its undo record, ledger_records.h): the credit it made (unless taken
  * in), the job, lock and provider's record it wrote, the provider's
  * counters and the burned total it moved, and the credits it took in
- * (open again, their released locks locked again). NS_ERR_STATE when
- * another entry built on it since (an ACCEPT of an AWARD, a claim of its
- * credit, a later entry of another chain on the same job), or when it
- * was stored before undo records were kept. Writes in t only. */
+ * (open again, their released locks locked again). What another chain
+ * built on it (a claim of its credit, an ACCEPT of an AWARD, a SETTLE,
+ * SLASH or CANCEL after an ACCEPT or RESULT) is taken back first, from
+ * that entry to that chain's head (s_built_on). NS_ERR_STATE when that
+ * cannot be done (a confirmed entry, more than the void's budget), or
+ * when e was stored before undo records were kept. Writes in t only. */
 static int s_undo_entry(ns_ledger_t *l, MDB_txn *t, const ns_entry_t *e,
-                        const ns_entry_body_t *b, s_touched_t *touched)
+                        const ns_entry_body_t *b, s_void_t *v)
 {
     ns_lstore_t *st = &l->store;
     ns_undo_rec_t u;
     ns_undo_release_t rel[NS_MAX_REFS];
     int rc = ns_lstore_undo_get(st, t, e->id, &u, rel, NS_MAX_REFS);
+    const bool have_rec = rc == NS_OK;
     if (rc == NS_ERR_NOTFOUND) {
         if (e->type >= NS_ENTRY_JOB)
             return NS_ERR_STATE; /* stored before undo records */
         memset(&u, 0, sizeof u);
-        if (e->type == NS_ENTRY_TRANSFER) {
-            u.flags = NS_UNDO_CREDIT;
-            memcpy(u.credit_to, b->to, NS_ID_BYTES);
-        }
     } else if (rc != NS_OK) {
         return rc;
     }
+    if (e->type == NS_ENTRY_TRANSFER) { /* its credit, from its body */
+        u.flags |= NS_UNDO_CREDIT;
+        memcpy(u.credit_to, b->to, NS_ID_BYTES);
+    }
+    /* what other chains built on it goes first, back to the buffer */
+    if ((rc = s_built_on(l, t, e, b, &u, v)) != NS_OK)
+        return rc;
     if (u.flags & NS_UNDO_CREDIT) {
         ns_credit_rec_t c;
         rc = ns_lstore_credit_get(st, t, e->id, u.credit_to, &c);
@@ -494,7 +666,13 @@ static int s_undo_entry(ns_ledger_t *l, MDB_txn *t, const ns_entry_t *e,
         if (rc != NS_ERR_NOTFOUND)
             return rc;
     }
-    if (u.flags & NS_UNDO_JOB) {
+    /* A provider's ACCEPT or RESULT wrote the job only for the award it
+     * belongs to, and only what the provider's record says (accept,
+     * result): that is read again once the record is back (below), for
+     * the job may have been withdrawn, or put back, since. */
+    const bool provider_entry =
+        e->type == NS_ENTRY_ACCEPT || e->type == NS_ENTRY_RESULT;
+    if ((u.flags & NS_UNDO_JOB) && !provider_entry) {
         ns_ledger_job_t now;
         rc = ns_lstore_job_get(st, t, u.job_post.job_id, &now);
         if ((rc = S_UNDO_CHECK(rc, now, u.job_post)) != NS_OK)
@@ -520,7 +698,7 @@ static int s_undo_entry(ns_ledger_t *l, MDB_txn *t, const ns_entry_t *e,
                                       &u.lock_pre);
         if (rc != NS_OK)
             return rc;
-        s_touch(touched, u.key_provider);
+        s_touch(v, u.key_provider);
     }
     if (u.flags & NS_UNDO_PJOB) {
         ns_pjob_rec_t now;
@@ -532,6 +710,16 @@ static int s_undo_entry(ns_ledger_t *l, MDB_txn *t, const ns_entry_t *e,
                  : ns_lstore_pjob_put(st, t, u.key_provider, u.key_award,
                                       &u.pjob_pre);
         if (rc != NS_OK)
+            return rc;
+    }
+    if (provider_entry) {
+        ns_ledger_job_t j;
+        rc = ns_lstore_job_get(st, t, b->job_id, &j);
+        if (rc == NS_OK && j.state == NS_JOB_AWARDED &&
+            memcmp(j.award_id, u.key_award, NS_HASH_BYTES) == 0 &&
+            (rc = s_job_refresh(l, t, &j)) == NS_OK)
+            rc = ns_lstore_job_put(st, t, &j);
+        if (rc != NS_OK && rc != NS_ERR_NOTFOUND)
             return rc;
     }
     if (u.flags & NS_UNDO_PROV) {
@@ -546,7 +734,7 @@ static int s_undo_entry(ns_ledger_t *l, MDB_txn *t, const ns_entry_t *e,
         p.jobs_cancelled -= u.d_cancelled;
         if ((rc = ns_lstore_account_put(st, t, &p)) != NS_OK)
             return rc;
-        s_touch(touched, u.prov);
+        s_touch(v, u.prov);
     }
     if (l->totals.burned < u.burned)
         return NS_ERR_CORRUPT;
@@ -564,9 +752,11 @@ static int s_undo_entry(ns_ledger_t *l, MDB_txn *t, const ns_entry_t *e,
             while (k < u.n_released &&
                    memcmp(rel[k].award, c.release_award, NS_HASH_BYTES))
                 k++;
-            if (k == u.n_released)
-                return NS_ERR_STATE; /* stored before undo records */
-            if (!restored[k]) {
+            /* none: the claim left the lock as it was (released or
+             * burned already), or it was stored before undo records */
+            if (k == u.n_released && !have_rec)
+                return NS_ERR_STATE;
+            if (k < u.n_released && !restored[k]) {
                 restored[k] = true;
                 rc = rel[k].pre.state == 0
                          ? ns_lstore_lock_del(st, t, e->author, rel[k].award)
@@ -602,48 +792,96 @@ static int s_relock(ns_ledger_t *l, MDB_txn *t, const uint8_t *id)
     return ns_lstore_account_put(&l->store, t, &p);
 }
 
-/* A fork at seq `from` voids the forked author's entries from there to
- * its head, whichever branch they are on (docs/PROTOCOL.md, "Forks"),
- * the last first, each taken back by s_undo_entry; the entries move to
- * forkentries. Then its account goes back to what its own entries made
- * it before `from` (the stored pre-state), keeping what other chains
- * did to it meanwhile (a SLASH or a penalty on its collateral, its
- * counters as a provider). a: the author's account, rewound here.
- * NS_ERR_STATE when an entry cannot be taken back: the caller keeps the
- * chain as it is. */
-static int s_void_from(ns_ledger_t *l, MDB_txn *t, ns_account_t *a,
-                       uint64_t from)
+/* Take author a's entries from seq `from` to its head back, the last
+ * first (s_undo_entry); forked: into forkentries as the fork's proof,
+ * banned; otherwise (an author that built on a forked one's entries,
+ * cause: the entry it named) kept in v for the buffer. Then a goes back
+ * to what its own entries made it before `from` (the stored pre-state),
+ * keeping what other chains did to it meanwhile (a SLASH or a penalty
+ * on its collateral, its counters as a provider). A confirmed entry of
+ * another chain is never taken back (NS_ERR_STATE). */
+static int s_take_back(ns_ledger_t *l, MDB_txn *t, ns_account_t *a,
+                       uint64_t from, bool forked, const ns_hash_t cause,
+                       s_void_t *v)
 {
     ns_account_t pre;
-    s_touched_t touched;
-    touched.n = 0;
-    touched.full = false;
     int rc = ns_lstore_prestate_get(&l->store, t, a->id, from, &pre);
-    for (uint64_t seq = a->seq; rc == NS_OK && seq >= from; seq--) {
+    for (uint64_t seq = a->seq; rc == NS_OK && seq >= from && seq > 0; seq--) {
         ns_hash_t id;
         ns_entry_t e;
         ns_entry_body_t b;
         uint8_t *copy = NULL;
-        if ((rc = ns_lstore_chain_get(&l->store, t, a->id, seq, id)) == NS_OK)
-            rc = s_entry_copy(l, t, id, &copy, &e, &b);
-        if (rc == NS_OK)
-            rc = s_undo_entry(l, t, &e, &b, &touched);
-        if (rc == NS_OK)
-            rc = ns_lstore_entry_void(&l->store, t, a->id, seq, id);
-        free(copy);
-        if (seq == 0)
+        size_t len = 0;
+        if ((rc = ns_lstore_chain_get(&l->store, t, a->id, seq, id)) != NS_OK)
             break;
+        if (!forked && (s_confirmed(l, id) || v->budget == 0)) {
+            rc = NS_ERR_STATE;
+            break;
+        }
+        if (!forked)
+            v->budget--;
+        rc = s_entry_copy(l, t, id, &copy, &len, &e, &b);
+        if (rc == NS_OK)
+            rc = s_undo_entry(l, t, &e, &b, v);
+        if (rc == NS_OK)
+            rc = forked ? ns_lstore_entry_void(&l->store, t, a->id, seq, id)
+                        : ns_lstore_entry_forget(&l->store, t, a->id, seq, id);
+        if (rc == NS_OK && !forked) {
+            rc = s_later_add(v, copy, len, seq == from ? cause : NULL);
+            copy = NULL;
+        }
+        free(copy);
     }
-    if (rc == NS_OK && touched.full)
-        rc = NS_ERR_STATE; /* more accounts than one void may move */
+    /* the account as the undone entries of other chains left it (a SETTLE
+     * taken back takes its counter back) */
     uint64_t locked = 0;
+    bool banned = a->banned;
+    if (rc == NS_OK)
+        rc = ns_lstore_account_get(&l->store, t, a->id, a);
+    a->banned |= banned;
     if (rc == NS_OK)
         rc = ns_lstore_locked_sum(&l->store, t, a->id, &locked);
-    for (uint32_t i = 0; rc == NS_OK && i < touched.n; i++)
-        if (memcmp(touched.id[i], a->id, NS_ID_BYTES))
-            rc = s_relock(l, t, touched.id[i]);
     if (rc == NS_OK)
-        ns_rule_rewind(a, &pre, locked, &l->totals);
+        ns_rule_rewind(a, &pre, locked, forked, &l->totals);
+    return rc;
+}
+
+/* Author's entries from seq `from` on built on an entry a fork takes
+ * back (cause): they go back to the out-of-order buffer, to wait for it
+ * as they would on a node that saw the fork first (docs/PROTOCOL.md,
+ * "Forks"). */
+static int s_unwind(ns_ledger_t *l, MDB_txn *t, const uint8_t *author,
+                    uint64_t from, const ns_hash_t cause, s_void_t *v)
+{
+    ns_account_t a;
+    if (memcmp(author, v->forked, NS_ID_BYTES) == 0 ||
+        v->depth >= S_VOID_DEPTH)
+        return NS_ERR_STATE;
+    int rc = ns_lstore_account_get(&l->store, t, author, &a);
+    if (rc != NS_OK || from > a.seq)
+        return rc;
+    v->depth++;
+    rc = s_take_back(l, t, &a, from, false, cause, v);
+    v->depth--;
+    if (rc == NS_OK)
+        rc = ns_lstore_account_put(&l->store, t, &a);
+    return rc;
+}
+
+/* A fork at seq `from` voids the forked author's entries from there to
+ * its head, whichever branch they are on (docs/PROTOCOL.md, "Forks"),
+ * and what other chains built on them goes back to the buffer. a: the
+ * author's account, rewound here (banned). NS_ERR_STATE when an entry
+ * cannot be taken back: the caller keeps the chains as they are. */
+static int s_void_from(ns_ledger_t *l, MDB_txn *t, ns_account_t *a,
+                       uint64_t from, s_void_t *v)
+{
+    int rc = s_take_back(l, t, a, from, true, NULL, v);
+    if (rc == NS_OK && v->full)
+        rc = NS_ERR_STATE; /* more accounts than one void may move */
+    for (uint32_t i = 0; rc == NS_OK && i < v->n_touched; i++)
+        if (memcmp(v->touched[i], a->id, NS_ID_BYTES))
+            rc = s_relock(l, t, v->touched[i]);
     return rc;
 }
 
@@ -659,6 +897,30 @@ static void s_batch_lost(ns_ledger_t *l, int rc)
     l->totals = l->committed;
     ns_error(NS_MOD_LEDGER, "event=batch_lost err=%s entries=%u detail=\"%s\"",
              ns_errname(rc), lost, l->store.last_error);
+}
+
+static void s_buffer(ns_ledger_t *l, const uint8_t *buf, size_t len,
+                     const ns_entry_t *e, int why);
+
+/* The entries of other chains a void took back wait in the buffer again,
+ * as on a node that saw the fork first: the first of each chain for the
+ * voided entry it named, the others for it (sync fetches what the buffer
+ * cannot keep). Releases v. */
+static void s_rebuffer(ns_ledger_t *l, s_void_t *v)
+{
+    for (uint32_t i = 0; i < v->n_later; i++) {
+        ns_entry_t e;
+        const struct s_later *x = &v->later[i];
+        if (ns_entry_parse(x->bytes, x->len, l->store.network_id, &e) != NS_OK)
+            continue;
+        if (x->has_missing)
+            memcpy(l->missing, x->missing, NS_HASH_BYTES);
+        s_buffer(l, x->bytes, x->len, &e,
+                 x->has_missing ? NS_ERR_MISSING : NS_ERR_GAP);
+    }
+    if (v->n_later)
+        ns_info(NS_MOD_LEDGER, "event=fork_unwound entries=%u", v->n_later);
+    s_void_release(v);
 }
 
 /* e proved its author forked (NS_ERR_FORK from the apply step, which
@@ -712,11 +974,15 @@ static int s_fork(ns_ledger_t *l, const uint8_t *buf, size_t len,
         ns_account_t kept = a;
         uint64_t head_seq = a.seq;
         MDB_txn *undo = NULL;
+        s_void_t v;
+        memset(&v, 0, sizeof v);
+        v.forked = e->author;
+        v.budget = S_VOID_BUDGET;
         int vrc = from > a.seq
                       ? NS_OK
                       : ns_lstore_begin(&l->store, child, false, &undo);
         if (vrc == NS_OK && undo) {
-            vrc = s_void_from(l, undo, &a, from);
+            vrc = s_void_from(l, undo, &a, from, &v);
             if (vrc == NS_OK)
                 vrc = ns_lstore_commit(&l->store, undo);
             else
@@ -725,12 +991,14 @@ static int s_fork(ns_ledger_t *l, const uint8_t *buf, size_t len,
         if (vrc != NS_OK) {
             l->totals = before_void;
             a = kept;
+            s_void_release(&v);
         }
         if (ns_lstore_account_put(&l->store, child, &a) == NS_OK &&
             ns_lstore_fork_put(&l->store, child, e->author, &f, buf, len) ==
                 NS_OK &&
             ns_lstore_commit(&l->store, child) == NS_OK) {
             s_dirty(l, len);
+            s_rebuffer(l, &v);
             if (new_proof) { /* not a proof we had already */
                 l->fork_proofs++;
                 memcpy(l->last_fork[0], f.first, NS_HASH_BYTES);
@@ -764,6 +1032,7 @@ static int s_fork(ns_ledger_t *l, const uint8_t *buf, size_t len,
                         (unsigned long long)head_seq, ns_errname(vrc));
             return NS_ERR_FORK;
         }
+        s_void_release(&v);
     }
     mdb_txn_abort(child);
     l->totals = saved;

@@ -31,6 +31,7 @@ typedef struct {
         ns_lock_rec_t lock;
     } locks[NS_MAX_REFS];
     ns_undo_release_t rel[NS_MAX_REFS]; /* locks[i] as it was before */
+    bool releases; /* a credit taken in releases a lock (changed or not) */
 } s_refs_t;
 
 /* The author's lock of award as the refs left it, or NULL. */
@@ -176,6 +177,7 @@ static int s_apply_refs(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
                    !sodium_is_zero(c.credit.release_award, NS_HASH_BYTES)) {
             c.lock_rc = s_lock_get(ap, t, e, w, e->author,
                                    c.credit.release_award, &c.lock);
+            w->releases = true;
         }
         ns_lock_rec_t before;
         memset(&before, 0, sizeof before); /* none */
@@ -389,6 +391,7 @@ int ns_lapply_entry(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
     ns_rule_io_t io;
     ns_undo_rec_t u;
     w.n_credits = w.n_locks = 0;
+    w.releases = false;
     if ((rc = s_apply_refs(ap, t, e, &a, &w)) != NS_OK ||
         (rc = s_apply_body(ap, t, e, &a, &w, &b, &io, &u)) != NS_OK)
         return rc;
@@ -404,7 +407,7 @@ int ns_lapply_entry(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
              ns_lstore_chain_put(ap->store, t, e->author, e->seq, e->id, &pre)))
         return rc;
     /* what a fork needs to take the entry back (ledger.c) */
-    if ((e->type >= NS_ENTRY_JOB || u.n_released) &&
+    if ((e->type >= NS_ENTRY_JOB || w.releases) &&
         (rc = ns_lstore_undo_put(ap->store, t, e->id, &u, w.rel)) != NS_OK)
         return rc;
     return NS_OK;

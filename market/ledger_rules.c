@@ -75,7 +75,8 @@ void ns_rule_digest_move(ns_hash_t digest, const uint8_t *author,
 }
 
 void ns_rule_rewind(ns_account_t *a, const ns_account_t *pre,
-                    uint64_t locked_collateral, ns_ledger_totals_t *totals)
+                    uint64_t locked_collateral, bool ban,
+                    ns_ledger_totals_t *totals)
 {
     if (a->seq)
         s_digest_step(totals->digest, a->id, a->seq, a->head);
@@ -88,12 +89,13 @@ void ns_rule_rewind(ns_account_t *a, const ns_account_t *pre,
      * node saw the entries in */
     const uint32_t settled = a->jobs_settled, slashed = a->jobs_slashed,
                    cancelled = a->jobs_cancelled;
+    const bool banned = a->banned;
     *a = *pre;
     a->jobs_settled = settled;
     a->jobs_slashed = slashed;
     a->jobs_cancelled = cancelled;
     a->locked_collateral = locked_collateral;
-    a->banned = true;
+    a->banned = ban || banned;
 }
 
 int ns_rule_ref_distinct(const ns_entry_t *e, uint32_t i)

@@ -86,14 +86,17 @@ void ns_rule_digest_move(ns_hash_t digest, const uint8_t *author,
                          uint64_t from_seq, const ns_hash_t from_head,
                          uint64_t to_seq, const ns_hash_t to_head);
 
-/* A forked author goes back to pre, its account just before the forked
- * seq, banned; the digest follows (its chain now ends at pre's head).
+/* An author goes back to pre, its account just before a seq (banned
+ * when ban: a forked author; kept as it is otherwise: an author whose
+ * entries built on a forked one's); the digest follows (its chain now
+ * ends at pre's head).
  * What only other chains change stays as it is now (its counters as a
  * provider); locked_collateral is the sum of its locks still locked
  * (a SLASH or a penalty of another chain may have taken part of it
  * after the pre-state was taken, or before: nodes differ). */
 void ns_rule_rewind(ns_account_t *a, const ns_account_t *pre,
-                    uint64_t locked_collateral, ns_ledger_totals_t *totals);
+                    uint64_t locked_collateral, bool ban,
+                    ns_ledger_totals_t *totals);
 
 /* Taking in the credit e->refs[i] (ref) for its author. */
 typedef struct {

@@ -543,15 +543,28 @@ int ns_lstore_job_del(ns_lstore_t *s, MDB_txn *t, const ns_hash_t job_id)
     return s_del(s, t, s->jobs, job_id, NS_HASH_BYTES);
 }
 
+int ns_lstore_entry_forget(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
+                           uint64_t seq, const ns_hash_t id)
+{
+    uint8_t ck[40];
+    if (s->put_entries.n || s->put_chain.n || s->put_credits.n)
+        return NS_ERR_STATE; /* ns_lstore_flush first */
+    ns_ledger_chain_key(ck, author, seq);
+    int rc = s_del(s, t, s->entries, id, NS_HASH_BYTES);
+    if (rc == NS_OK)
+        rc = s_del(s, t, s->chain, ck, sizeof ck);
+    if (rc == NS_OK)
+        rc = s_del(s, t, s->prestate, ck, sizeof ck);
+    return rc;
+}
+
 int ns_lstore_entry_void(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
                          uint64_t seq, const ns_hash_t id)
 {
-    uint8_t ck[40];
     const uint8_t *buf = NULL;
     size_t len = 0;
     if (s->put_entries.n || s->put_chain.n || s->put_credits.n)
         return NS_ERR_STATE; /* ns_lstore_flush first */
-    ns_ledger_chain_key(ck, author, seq);
     uint8_t *copy = NULL; /* buf is in the map: not valid across a put */
     int rc = ns_lstore_entry_bytes(s, t, id, &buf, &len);
     if (rc == NS_OK && !(copy = malloc(len)))
@@ -561,13 +574,7 @@ int ns_lstore_entry_void(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
         rc = s_put(s, t, s->forkentries, id, NS_HASH_BYTES, copy, len);
     }
     free(copy);
-    if (rc == NS_OK)
-        rc = s_del(s, t, s->entries, id, NS_HASH_BYTES);
-    if (rc == NS_OK)
-        rc = s_del(s, t, s->chain, ck, sizeof ck);
-    if (rc == NS_OK)
-        rc = s_del(s, t, s->prestate, ck, sizeof ck);
-    return rc;
+    return rc == NS_OK ? ns_lstore_entry_forget(s, t, author, seq, id) : rc;
 }
 
 int ns_lstore_fork_entry_bytes(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,

@@ -157,6 +157,11 @@ int ns_lstore_credit_del(ns_lstore_t *s, MDB_txn *t, const ns_hash_t src,
                          const uint8_t *to) NS_MUST_CHECK;
 int ns_lstore_entry_void(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
                          uint64_t seq, const ns_hash_t id) NS_MUST_CHECK;
+/* The same without the proof: the entry's bytes, chain slot and
+ * pre-state are gone (an entry of another chain that a void takes back
+ * with what it built on: it waits in the out-of-order buffer again). */
+int ns_lstore_entry_forget(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
+                           uint64_t seq, const ns_hash_t id) NS_MUST_CHECK;
 /* Whether id is an entry voided by a fork or kept as a fork's proof. */
 bool ns_lstore_fork_entry_known(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id);
 /* The author's account as it was before its entry at seq was applied

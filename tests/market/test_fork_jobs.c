@@ -6,9 +6,11 @@
  * (docs/PROTOCOL.md, "Forks"). Job entries (JOB to CANCEL) change records
  * outside their author's account: the job, the provider's lock and
  * record, the provider's counters, the burned total. A void takes those
- * back from each entry's undo record, unless another chain built on the
- * entry since (an ACCEPT of an AWARD, a claim of a SETTLE's credit): then
- * the chain is kept as it is. And what other chains did to the forked
+ * back from each entry's undo record. What another chain built on such an
+ * entry (a claim of its credit, an ACCEPT of an AWARD, a SETTLE of a
+ * RESULT: colluders that did not wait for confirmation) goes back to the
+ * out-of-order buffer with the rest of that chain, as on a node that saw
+ * the fork first and never applied it. And what other chains did to the forked
  * author meanwhile (a SLASH of its collateral) stays, on a node that saw
  * the SLASH before the forked entry as on one that saw it after.
  *
@@ -367,24 +369,114 @@ TEST(cancel_fork_resolves)
     CHECK_EQ_INT(s_first.job.state, NS_JOB_AWARDED);
 }
 
-/* The limit: an AWARD that P accepted is P's chain's too, and is not
- * taken back (providers accept only confirmed awards, so an honest one
- * never builds on an AWARD a fork can void): R's chain is kept, and
- * every order still ends in one state when the AWARD came first. */
-TEST(accepted_award_is_kept)
+/* Colluders: P accepted R's AWARD without waiting for its confirmation,
+ * then went on (RESULT, a payment to X). The void takes R's AWARD back
+ * and P's entries from its ACCEPT on go back to the buffer, waiting for
+ * the AWARD: on a node that saw the fork first they never applied. One
+ * state in every order: R at its JOB, P at its stake, the job open. */
+TEST(accepted_award_unwinds)
+{
+    ns_hash_t r[4], p[4];
+    s_set_free();
+    s_flow(4, r, p);
+    ns_entry_body_t b = fx_transfer(s_fx.acct[X].pk, 7);
+    s_add("P4 to X", P, 4, p[2], NS_ENTRY_TRANSFER, &b, NULL, 0, NULL);
+    b = fx_transfer(s_fx.acct[X].pk, 50);
+    s_add("R2' to X", R, 2, r[0], NS_ENTRY_TRANSFER, &b, NULL, 0, NULL);
+    if (!s_many_orders("accepted award"))
+        return;
+    CHECK(s_first.a[R].banned);
+    CHECK_EQ_INT(s_first.a[R].seq, 1);
+    CHECK(!s_first.a[P].banned);
+    CHECK_EQ_INT(s_first.a[P].seq, 1);
+    CHECK_EQ_INT(s_first.a[P].staked, 500);
+    CHECK_EQ_INT(s_first.a[P].locked_collateral, 0);
+    CHECK_EQ_INT(s_first.job.state, NS_JOB_OPEN);
+    CHECK_EQ_INT(s_first.snap.pending, 0);
+}
+
+/* Colluders the other way: P forks at its RESULT (a RESULT, and an
+ * UNSTAKE), and R settled the RESULT at once, then took X's payment in.
+ * R's SETTLE and what follows go back to the buffer; P's pay never was. */
+TEST(settled_result_unwinds)
+{
+    ns_hash_t r[4], p[4], xpay, settle;
+    s_set_free();
+    s_flow(4, r, p);
+    ns_entry_body_t b = fx_amount(10);
+    s_add("P3' unstake", P, 3, p[1], NS_ENTRY_UNSTAKE, &b, NULL, 0, NULL);
+    b = fx_ref(s_job, p[2]);
+    s_add("R3 settle", R, 3, r[1], NS_ENTRY_SETTLE, &b, NULL, 0, settle);
+    b = fx_transfer(s_fx.acct[R].pk, 3);
+    s_add("X1 pays R", X, 1, NULL, NS_ENTRY_TRANSFER, &b, NULL, 0, xpay);
+    b = fx_amount(0);
+    s_add("R4 takes X's pay", R, 4, settle, NS_ENTRY_STAKE, &b, xpay, 1,
+          NULL);
+    if (!s_many_orders("settled result"))
+        return;
+    CHECK(s_first.a[P].banned);
+    CHECK_EQ_INT(s_first.a[P].seq, 2);
+    CHECK(!s_first.a[R].banned);
+    CHECK_EQ_INT(s_first.a[R].seq, 2);
+    CHECK_EQ_INT(s_first.a[R].locked_escrow, 500);
+    CHECK_EQ_INT(s_first.a[P].jobs_settled, 0);
+    CHECK_EQ_INT(s_first.job.state, NS_JOB_AWARDED);
+    CHECK_EQ_INT(s_first.snap.pending, 3); /* X's pay, not taken in */
+}
+
+/* An honest requester withdraws the award from a provider that went
+ * silent (a CANCEL naming no ACCEPT), and the provider forks at its
+ * ACCEPT. The CANCEL does not build on the ACCEPT: it stays on R's chain
+ * in every order (it must never wait on what a fork voided), the ACCEPT
+ * is taken back. */
+TEST(withdrawn_award_then_accept_fork)
 {
     ns_hash_t r[4], p[4];
     s_set_free();
     s_flow(3, r, p);
-    ns_entry_body_t b = fx_transfer(s_fx.acct[X].pk, 50);
-    s_add("R2' to X", R, 2, r[0], NS_ENTRY_TRANSFER, &b, NULL, 0, NULL);
-    s_rng = s_seed;
-    if (!CHECK(s_run_order(0, &s_first)))
+    ns_entry_body_t b = fx_cancel(s_job, NULL, false, 0);
+    s_add("R3 cancel", R, 3, r[1], NS_ENTRY_CANCEL, &b, NULL, 0, NULL);
+    b = fx_amount(100);
+    s_add("P2' unstake", P, 2, p[0], NS_ENTRY_UNSTAKE, &b, NULL, 0, NULL);
+    if (!s_many_orders("withdrawn award"))
+        return;
+    CHECK(!s_first.a[R].banned);
+    CHECK_EQ_INT(s_first.a[R].seq, 3);
+    CHECK_EQ_INT(s_first.a[R].locked_escrow, 0);
+    CHECK(s_first.a[P].banned);
+    CHECK_EQ_INT(s_first.a[P].seq, 1);
+    CHECK_EQ_INT(s_first.a[P].staked, 500);
+    CHECK_EQ_INT(s_first.a[P].locked_collateral, 0);
+    CHECK_EQ_INT(s_first.job.state, NS_JOB_CANCELLED);
+}
+
+/* A chain of colluders: R pays X on one branch, X takes it in at once and
+ * pays P, who takes that in at once too. Both go back to the buffer. */
+TEST(claims_unwind_in_chain)
+{
+    ns_hash_t r1, pay, x1, x2;
+    s_set_free();
+    ns_entry_body_t b = fx_transfer(s_fx.acct[P].pk, 1);
+    s_add("R1 to P", R, 1, NULL, NS_ENTRY_TRANSFER, &b, NULL, 0, r1);
+    b = fx_transfer(s_fx.acct[X].pk, 40);
+    s_add("R2 to X", R, 2, r1, NS_ENTRY_TRANSFER, &b, NULL, 0, pay);
+    b = fx_amount(30);
+    s_add("R2' stake", R, 2, r1, NS_ENTRY_STAKE, &b, NULL, 0, NULL);
+    b = fx_transfer(s_fx.acct[P].pk, 120);
+    s_add("X1 to P, with R's pay", X, 1, NULL, NS_ENTRY_TRANSFER, &b, pay, 1,
+          x1);
+    b = fx_amount(0);
+    s_add("P1 takes X's pay", P, 1, NULL, NS_ENTRY_STAKE, &b, x1, 1, NULL);
+    b = fx_transfer(s_fx.acct[R].pk, 2);
+    s_add("X2", X, 2, x1, NS_ENTRY_TRANSFER, &b, NULL, 0, x2);
+    if (!s_many_orders("claims in a chain"))
         return;
     CHECK(s_first.a[R].banned);
-    CHECK_EQ_INT(s_first.a[R].seq, 2);
-    CHECK_EQ_INT(s_first.a[P].locked_collateral, 200);
-    CHECK_EQ_INT(s_first.job.state, NS_JOB_AWARDED);
+    CHECK_EQ_INT(s_first.a[R].seq, 1);
+    CHECK_EQ_INT(s_first.a[X].seq, 0);
+    CHECK_EQ_INT(s_first.a[P].seq, 0);
+    CHECK_EQ_INT(s_first.a[X].free, 100);
+    CHECK_EQ_INT(s_first.snap.pending, 1); /* R1's, never claimed */
 }
 
 int main(void)
@@ -408,7 +500,10 @@ int main(void)
     RUN(settle_fork_resolves);
     RUN(accept_fork_resolves);
     RUN(cancel_fork_resolves);
-    RUN(accepted_award_is_kept);
+    RUN(accepted_award_unwinds);
+    RUN(settled_result_unwinds);
+    RUN(claims_unwind_in_chain);
+    RUN(withdrawn_award_then_accept_fork);
     s_set_free();
     fx_free(&s_fx);
     return ns_test_finish("market_fork_jobs");

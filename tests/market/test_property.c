@@ -118,6 +118,7 @@ typedef struct {
     uint32_t who;
     uint32_t n_deps;
     int32_t deps[NS_MAX_REFS + 2]; /* log indexes it names */
+    bool voided;                   /* taken back by a fork (g_fork) */
 } s_log_t;
 
 static s_log_t s_log[MAX_LOG];
@@ -541,6 +542,8 @@ static void s_log_add(const s_op_t *op, const ns_buf_t *raw, const ns_hash_t id)
     s_n_log++;
 }
 
+static void s_snap_save(void);
+
 /* Sign op as who's next entry, ingest it, check the outcome and the
  * state against the model. */
 static void s_exec(s_op_t *op)
@@ -570,6 +573,7 @@ static void s_exec(s_op_t *op)
                ns_errname(rc), ns_errname(op->want));
     } else if (rc == NS_OK) {
         fx_advance(&s_fx, op->who, id, ts);
+        s_snap_save();
         s_model_apply(op, id);
         s_log_add(op, &raw, id);
         s_count_ok++;
@@ -727,6 +731,8 @@ static bool g_bad_claim(void)
         if (s_n_log == 0)
             return false;
         const s_log_t *e = &s_log[s_below(s_n_log)];
+        if (e->voided) /* a claim of it waits: it may come back */
+            return false;
         for (uint32_t i = 0; i < M.n_credits; i++)
             if (M.credit[i].to == (uint32_t)who &&
                 memcmp(M.credit[i].src, e->id, NS_HASH_BYTES) == 0)
@@ -1009,7 +1015,8 @@ static bool g_replay(void)
     if (s_n_log == 0)
         return false;
     const s_log_t *e = &s_log[s_below(s_n_log)];
-    s_exec_bytes(e->bytes, e->len, NS_ERR_DUPLICATE);
+    s_exec_bytes(e->bytes, e->len,
+                 e->voided ? NS_ERR_BANNED : NS_ERR_DUPLICATE);
     return true;
 }
 
@@ -1060,69 +1067,93 @@ out:
     return true;
 }
 
-/* The seq of who's last entry that another account's entry names (a
- * claim of its credit, an ACCEPT of its AWARD, a SETTLE or SLASH of its
- * RESULT, a CANCEL of its ACCEPT), 0 if none: someone built on it, so a
- * fork at or before it is kept (the void cannot take it back; a range
- * nobody built on is taken back, job entries and all: test_fork_jobs.c
- * and test_bans.c test that). */
-static uint64_t s_last_named_seq(uint32_t who)
+/* The model as it was before the last stored entry (s_snap_of: its log
+ * index), so that a fork of that entry can take the model back too: the
+ * used part of each table. */
+static struct {
+    m_acct_t a[NA];
+    m_job_t job[MAX_JOBS];
+    uint32_t n_jobs;
+    m_award_t award[MAX_AWARDS];
+    uint32_t n_awards;
+    m_credit_t credit[MAX_CREDITS];
+    uint32_t n_credits;
+    uint64_t burned, pending, entries, forks;
+} s_snap;
+static int32_t s_snap_of = -1;
+
+static void s_snap_save(void)
 {
-    uint64_t best = 0;
-    for (uint32_t i = 0; i < s_n_log; i++) {
-        if (s_log[i].who == who)
-            continue;
-        for (uint32_t d = 0; d < s_log[i].n_deps; d++) {
-            int32_t x = s_log[i].deps[d];
-            ns_entry_t e;
-            if (x < 0 || s_log[x].who != who ||
-                ns_entry_parse(s_log[x].bytes, s_log[x].len,
-                               s_fx.genesis.network_id, &e) != NS_OK)
-                continue;
-            if (e.seq > best)
-                best = e.seq;
-        }
-    }
-    return best;
+    memcpy(s_snap.a, M.a, sizeof M.a);
+    memcpy(s_snap.job, M.job, M.n_jobs * sizeof M.job[0]);
+    memcpy(s_snap.award, M.award, M.n_awards * sizeof M.award[0]);
+    memcpy(s_snap.credit, M.credit, M.n_credits * sizeof M.credit[0]);
+    s_snap.n_jobs = M.n_jobs;
+    s_snap.n_awards = M.n_awards;
+    s_snap.n_credits = M.n_credits;
+    s_snap.burned = M.burned;
+    s_snap.pending = M.pending;
+    s_snap.entries = M.entries;
+    s_snap.forks = M.forks;
+    s_snap_of = (int32_t)s_n_log;
 }
 
-/* A second entry at a seq the author already used. It goes at or before
- * the author's last entry that another account built on: the fork keeps
- * the chain as it is, and the model stays as it is, the author banned. */
+static void s_snap_restore(void)
+{
+    memcpy(M.a, s_snap.a, sizeof M.a);
+    memcpy(M.job, s_snap.job, s_snap.n_jobs * sizeof M.job[0]);
+    memcpy(M.award, s_snap.award, s_snap.n_awards * sizeof M.award[0]);
+    memcpy(M.credit, s_snap.credit, s_snap.n_credits * sizeof M.credit[0]);
+    M.n_jobs = s_snap.n_jobs;
+    M.n_awards = s_snap.n_awards;
+    M.n_credits = s_snap.n_credits;
+    M.burned = s_snap.burned;
+    M.pending = s_snap.pending;
+    M.entries = s_snap.entries;
+    M.forks = s_snap.forks;
+    s_snap_of = -1;
+}
+
+/* A second entry at the seq of the last entry stored: its author's own,
+ * signed again one ms later (a valid entry at that place, so a fork
+ * proof). Nothing built on it yet, so the void takes it back whole,
+ * whatever its type (test_fork_jobs.c tests forks that others built on,
+ * and many delivery orders): the model goes back to before it, the author
+ * banned. */
 static bool g_fork(void)
 {
-    int who = s_pick_active();
-    if (who < 0 || s_fx.acct[who].seq == 0 || s_n_forks == MAX_FORKS)
+    if (s_n_log == 0 || s_snap_of != (int32_t)s_n_log - 1 ||
+        s_n_forks == MAX_FORKS)
         return false;
-    uint64_t named = s_last_named_seq((uint32_t)who);
-    if (named == 0)
-        return false;
-    uint64_t seq = 1 + s_below(named);
-    /* The author's own entry at seq, signed again one ms later: a valid
-     * entry at that place (the same body and claims against the same
-     * account), so a fork proof. */
-    uint8_t *buf = NULL;
-    size_t len = 0;
+    uint32_t who = s_log[s_n_log - 1].who;
+    uint64_t seq = s_fx.acct[who].seq;
     ns_entry_t e;
-    if (ns_ledger_get(s_fx.l, s_fx.acct[who].pk, seq, &buf, &len) != NS_OK ||
-        ns_entry_decode(buf, len, s_fx.genesis.network_id, &e) != NS_OK) {
-        free(buf);
-        s_fail("cannot read back entry %" PRIu64, seq);
-        return true;
-    }
+    if (M.a[who].banned ||
+        ns_entry_decode(s_log[s_n_log - 1].bytes, s_log[s_n_log - 1].len,
+                        s_fx.genesis.network_id, &e) != NS_OK ||
+        e.seq != seq)
+        return false;
     ns_buf_t *raw = &s_forks[s_n_forks];
     ns_hash_t id;
     ns_buf_init(raw);
-    int rc = ns_entry_encode(s_fx.acct[who].id, s_fx.genesis.network_id, seq,
-                             e.prev, e.type, e.body, e.body_len, e.refs,
-                             e.n_refs, e.timestamp_ms + 1, raw, id);
-    free(buf);
-    if (rc != NS_OK)
+    if (ns_entry_encode(s_fx.acct[who].id, s_fx.genesis.network_id, seq,
+                        e.prev, e.type, e.body, e.body_len, e.refs, e.n_refs,
+                        e.timestamp_ms + 1, raw, id) != NS_OK)
         return false;
     s_n_forks++;
+    if (getenv("NS_DEBUG_FORK"))
+        fprintf(stderr, "fork of %s by %u at seq %llu, %u refs\n",
+                ns_entry_type_name(e.type), who, (unsigned long long)seq,
+                e.n_refs);
+    s_log[s_n_log - 1].voided = true;
+    s_snap_restore();
     M.a[who].banned = true;
     M.forks++;
+    /* its chain ends one entry earlier now */
+    s_fx.acct[who].seq = seq - 1;
+    memcpy(s_fx.acct[who].head, e.prev, NS_HASH_BYTES);
     s_exec_bytes(raw->data, raw->len, NS_ERR_FORK);
+    fx_sync(&s_fx, who);
     return true;
 }
 
@@ -1370,7 +1401,7 @@ static void s_compare(ns_ledger_t *l, const char *what)
             jobs_differ++;
             continue;
         }
-        jobs_differ +=
+        bool differ =
             x.state != y.state || x.round != y.round ||
             memcmp(x.award_id, y.award_id, NS_HASH_BYTES) ||
             memcmp(x.accept_id, y.accept_id, NS_HASH_BYTES) ||
@@ -1382,6 +1413,17 @@ static void s_compare(ns_ledger_t *l, const char *what)
             x.escrow != y.escrow || x.max_price != y.max_price ||
             x.collateral != y.collateral || x.deadline_ms != y.deadline_ms ||
             x.slashed != y.slashed;
+        if (differ && jobs_differ++ < 3)
+            fprintf(stderr,
+                    "  %s: job %u: state %u/%u round %u/%u accept %d/%d "
+                    "result %d/%d deadline %llu/%llu\n",
+                    what, i, x.state, y.state, x.round, y.round,
+                    !sodium_is_zero(x.accept_id, NS_HASH_BYTES),
+                    !sodium_is_zero(y.accept_id, NS_HASH_BYTES),
+                    !sodium_is_zero(x.result_id, NS_HASH_BYTES),
+                    !sodium_is_zero(y.result_id, NS_HASH_BYTES),
+                    (unsigned long long)x.deadline_ms,
+                    (unsigned long long)y.deadline_ms);
     }
     for (uint32_t i = 0; i < M.n_credits; i++) {
         uint64_t a1 = 0, a2 = 0;
