@@ -403,7 +403,7 @@ typedef struct {
         size_t len;
         ns_hash_t missing;
         bool has_missing;
-    } *later;
+    } * later;
     uint32_t n_later, cap_later;
 } s_void_t;
 
@@ -457,8 +457,8 @@ static int s_unwind(ns_ledger_t *l, MDB_txn *t, const uint8_t *author,
 /* A record an entry wrote, taken back: it must still be what the entry
  * left (`post`), or someone built on it since (NS_ERR_STATE). */
 #define S_UNDO_CHECK(rc, now, post)                                            \
-    ((rc) == NS_ERR_NOTFOUND ? NS_ERR_STATE                                    \
-     : (rc) != NS_OK         ? (rc)                                            \
+    ((rc) == NS_ERR_NOTFOUND                ? NS_ERR_STATE                     \
+     : (rc) != NS_OK                        ? (rc)                             \
      : memcmp(&(now), &(post), sizeof(now)) ? NS_ERR_STATE                     \
                                             : NS_OK)
 
@@ -510,8 +510,8 @@ static int s_find_claim(ns_ledger_t *l, MDB_txn *t, const uint8_t *author,
             (rc = ns_lstore_entry_load(&l->store, t, x, &e, NULL)) != NS_OK)
             return rc == NS_ERR_NOTFOUND ? NS_ERR_CORRUPT : rc;
         for (uint32_t i = 0; i < e.n_refs; i++)
-            if (memcmp(e.refs + (size_t)i * NS_HASH_BYTES, id,
-                       NS_HASH_BYTES) == 0) {
+            if (memcmp(e.refs + (size_t)i * NS_HASH_BYTES, id, NS_HASH_BYTES) ==
+                0) {
                 *seq = s;
                 return NS_OK;
             }
@@ -532,7 +532,8 @@ static int s_find_judge(ns_ledger_t *l, MDB_txn *t, const uint8_t *requester,
         ns_hash_t x;
         ns_entry_t e;
         ns_entry_body_t b;
-        if ((rc = ns_lstore_chain_get(&l->store, t, requester, s, x)) != NS_OK ||
+        if ((rc = ns_lstore_chain_get(&l->store, t, requester, s, x)) !=
+                NS_OK ||
             (rc = ns_lstore_entry_load(&l->store, t, x, &e, &b)) != NS_OK)
             return rc == NS_ERR_NOTFOUND ? NS_ERR_CORRUPT : rc;
         if ((e.type == NS_ENTRY_SETTLE || e.type == NS_ENTRY_SLASH ||
@@ -578,9 +579,8 @@ static int s_built_on(ns_ledger_t *l, MDB_txn *t, const ns_entry_t *e,
         rc = ns_lstore_pjob_get(st, t, b->bid.provider, e->id, &pj);
         if (rc == NS_ERR_NOTFOUND)
             return NS_OK;
-        if (rc == NS_OK &&
-            (rc = ns_lstore_entry_load(st, t, pj.accept_id, &acc, NULL)) ==
-                NS_OK)
+        if (rc == NS_OK && (rc = ns_lstore_entry_load(st, t, pj.accept_id, &acc,
+                                                      NULL)) == NS_OK)
             rc = s_unwind(l, t, b->bid.provider, acc.seq, e->id, v);
         return rc == NS_ERR_NOTFOUND ? NS_ERR_CORRUPT : rc;
     }
@@ -854,8 +854,7 @@ static int s_unwind(ns_ledger_t *l, MDB_txn *t, const uint8_t *author,
                     uint64_t from, const ns_hash_t cause, s_void_t *v)
 {
     ns_account_t a;
-    if (memcmp(author, v->forked, NS_ID_BYTES) == 0 ||
-        v->depth >= S_VOID_DEPTH)
+    if (memcmp(author, v->forked, NS_ID_BYTES) == 0 || v->depth >= S_VOID_DEPTH)
         return NS_ERR_STATE;
     int rc = ns_lstore_account_get(&l->store, t, author, &a);
     if (rc != NS_OK || from > a.seq)

@@ -246,12 +246,14 @@ static int s_apply_body(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
     memcpy(u->key_provider, io->key_provider, NS_ID_BYTES);
     memcpy(u->key_award, io->key_award, NS_HASH_BYTES);
     if (io->put_lock) {
-        u->flags |= NS_UNDO_LOCK | (io->lock_rc == NS_OK ? 0 : NS_UNDO_LOCK_NEW);
+        u->flags |=
+            NS_UNDO_LOCK | (io->lock_rc == NS_OK ? 0 : NS_UNDO_LOCK_NEW);
         u->lock_pre = lock_pre;
         u->lock_post = io->lock;
     }
     if (io->put_pjob) {
-        u->flags |= NS_UNDO_PJOB | (io->pjob_rc == NS_OK ? 0 : NS_UNDO_PJOB_NEW);
+        u->flags |=
+            NS_UNDO_PJOB | (io->pjob_rc == NS_OK ? 0 : NS_UNDO_PJOB_NEW);
         u->pjob_pre = pjob_pre;
         u->pjob_post = io->pjob;
     }
@@ -259,7 +261,8 @@ static int s_apply_body(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
         u->flags |= NS_UNDO_CREDIT;
         memcpy(u->credit_to, io->credit_to, NS_ID_BYTES);
     }
-    if (io->put_prov || io->prov.locked_collateral != prov_pre.locked_collateral) {
+    if (io->put_prov ||
+        io->prov.locked_collateral != prov_pre.locked_collateral) {
         u->flags |= NS_UNDO_PROV;
         memcpy(u->prov, io->prov.id, NS_ID_BYTES);
         u->d_settled = io->prov.jobs_settled - prov_pre.jobs_settled;

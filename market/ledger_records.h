@@ -51,14 +51,14 @@ typedef struct {
  * the body). A record another entry changed since (its current value is
  * not `post`) means someone built on the entry: it is not taken back. */
 enum {
-    NS_UNDO_JOB = 1u << 0,       /* job_pre / job_post */
-    NS_UNDO_JOB_NEW = 1u << 1,   /* the entry created the job */
-    NS_UNDO_LOCK = 1u << 2,      /* lock (key_provider, key_award) */
-    NS_UNDO_LOCK_NEW = 1u << 3,  /* ... created by the entry */
-    NS_UNDO_PJOB = 1u << 4,      /* pjob (key_provider, key_award) */
-    NS_UNDO_PJOB_NEW = 1u << 5,  /* ... created by the entry */
-    NS_UNDO_CREDIT = 1u << 6,    /* a credit (entry id, credit_to) */
-    NS_UNDO_PROV = 1u << 7,      /* counters of account prov moved */
+    NS_UNDO_JOB = 1u << 0,      /* job_pre / job_post */
+    NS_UNDO_JOB_NEW = 1u << 1,  /* the entry created the job */
+    NS_UNDO_LOCK = 1u << 2,     /* lock (key_provider, key_award) */
+    NS_UNDO_LOCK_NEW = 1u << 3, /* ... created by the entry */
+    NS_UNDO_PJOB = 1u << 4,     /* pjob (key_provider, key_award) */
+    NS_UNDO_PJOB_NEW = 1u << 5, /* ... created by the entry */
+    NS_UNDO_CREDIT = 1u << 6,   /* a credit (entry id, credit_to) */
+    NS_UNDO_PROV = 1u << 7,     /* counters of account prov moved */
 };
 
 typedef struct {

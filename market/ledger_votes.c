@@ -273,9 +273,8 @@ static void s_queue_adopt(ns_votes_t *v, const ns_hash_t id)
 {
     if (v->n_adopt < NS_VOTE_IDS_MAX)
         memcpy(v->adopt[v->n_adopt++], id, NS_HASH_BYTES);
-    if (!v->adopt_timer &&
-        ns_p2p_timer_start(v->p2p, 0, false, s_on_adopt, v, &v->adopt_timer) !=
-            NS_OK)
+    if (!v->adopt_timer && ns_p2p_timer_start(v->p2p, 0, false, s_on_adopt, v,
+                                              &v->adopt_timer) != NS_OK)
         v->adopt_timer = 0;
 }
 

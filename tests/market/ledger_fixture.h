@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define FX_MAX_ACCOUNTS 64
@@ -46,6 +47,32 @@ typedef struct {
     uint64_t now; /* fixture clock, ms; every entry takes a later tick */
     char err[256];
 } fx_t;
+
+/* ---- random -------------------------------------------------------------- */
+
+/* The seed of a randomised test: NS_TEST_SEED, or one from the clock and
+ * the pid; printed, with the line that repeats the run. */
+static inline uint64_t fx_seed(const char *test)
+{
+    const char *env = getenv("NS_TEST_SEED");
+    uint64_t seed = env && *env
+                        ? strtoull(env, NULL, 10)
+                        : ((uint64_t)time(NULL) << 16) ^ (uint64_t)getpid();
+    printf("%s: seed %llu (NS_TEST_SEED=%llu repeats this run)\n", test,
+           (unsigned long long)seed, (unsigned long long)seed);
+    fflush(stdout);
+    return seed;
+}
+
+/* A number below n (0 when n is 0) from the splitmix64 stream *state. */
+static inline uint64_t fx_below(uint64_t *state, uint64_t n)
+{
+    uint64_t z = (*state += UINT64_C(0x9e3779b97f4a7c15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    z ^= z >> 31;
+    return n ? z % n : 0;
+}
 
 /* ---- files ------------------------------------------------------------- */
 
@@ -394,6 +421,20 @@ static inline void fx_job_id(ns_hash_t out, uint32_t n)
     uint8_t buf[12] = {'t', 'e', 's', 't', '-', 'j', 'o', 'b'};
     memcpy(buf + 8, &n, 4);
     ns_hash(out, buf, sizeof buf);
+}
+
+/* A SLASH verifier for ledger tests: a proof that starts with byte 1
+ * checks, any other does not (the real check, a re-run in the worker, is
+ * node/slash.c's and tested there). */
+static inline int fx_slash_verifier(void *user, const ns_ledger_job_t *job,
+                                    const uint8_t *provider,
+                                    const ns_hash_t root, uint64_t n_items,
+                                    const uint8_t *proof, size_t len,
+                                    uint8_t missing[NS_HASH_BYTES])
+{
+    (void)user, (void)job, (void)provider, (void)root, (void)n_items;
+    (void)missing;
+    return len > 0 && proof[0] == 1 ? NS_OK : NS_ERR_PROOF;
 }
 
 /* ---- snapshots ----------------------------------------------------------- */

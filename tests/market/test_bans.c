@@ -29,11 +29,7 @@ static uint64_t s_rng, s_seed;
 
 static uint64_t s_below(uint64_t n)
 {
-    uint64_t z = (s_rng += UINT64_C(0x9e3779b97f4a7c15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    z ^= z >> 31;
-    return n ? z % n : 0;
+    return fx_below(&s_rng, n);
 }
 
 typedef struct {
@@ -767,13 +763,8 @@ int main(void)
 {
     if (sodium_init() < 0)
         return 1;
-    const char *env = getenv("NS_TEST_SEED");
-    s_seed = env && *env ? strtoull(env, NULL, 10)
-                         : ((uint64_t)time(NULL) << 16) ^ (uint64_t)getpid();
+    s_seed = fx_seed("market_bans");
     s_rng = s_seed;
-    printf("market_bans: seed %" PRIu64 " (NS_TEST_SEED=%" PRIu64
-           " repeats this run)\n",
-           s_seed, s_seed);
     static const uint64_t credits[NA] = {1000, 100, 100, 100};
     if (fx_init(&s_fx, "bans", NA, credits) != NS_OK) {
         fprintf(stderr, "fixture: %s\n", s_fx.err);

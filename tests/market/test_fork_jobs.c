@@ -39,23 +39,7 @@ static fx_t s_fx;
 
 static uint64_t s_below(uint64_t n)
 {
-    uint64_t z = (s_rng += UINT64_C(0x9e3779b97f4a7c15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    z ^= z >> 31;
-    return n ? z % n : 0;
-}
-
-/* A SLASH's proof checks when it starts with 1 (the real check, a
- * re-run in the worker, is node/slash.c's and tested there). */
-static int s_verifier(void *user, const ns_ledger_job_t *job,
-                      const uint8_t *provider, const ns_hash_t root,
-                      uint64_t n_items, const uint8_t *proof, size_t len,
-                      uint8_t missing[NS_HASH_BYTES])
-{
-    (void)user, (void)job, (void)provider, (void)root, (void)n_items;
-    (void)missing;
-    return len > 0 && proof[0] == 1 ? NS_OK : NS_ERR_PROOF;
+    return fx_below(&s_rng, n);
 }
 
 /* Confirmation: the ids listed here are confirmed (more than half of
@@ -170,7 +154,7 @@ static bool s_run_order(uint32_t k, s_end_t *end)
     ns_ledger_t *l = fx_open_other(&s_fx, name);
     if (!CHECK(l != NULL))
         return false;
-    ns_ledger_set_verifier(l, s_verifier, NULL);
+    ns_ledger_set_verifier(l, fx_slash_verifier, NULL);
     ns_ledger_set_confirm(l, s_conf_fn, NULL);
     for (uint32_t i = 0; i < m; i++)
         (void)ns_ledger_ingest(l, s_set.raw[order[i]].data,
@@ -230,7 +214,8 @@ static bool s_many_orders(const char *scenario)
     return true;
 }
 
-/* ---- scenarios ------------------------------------------------------------ */
+/* ---- scenarios ------------------------------------------------------------
+ */
 
 /* P is slashed (its collateral burned), then forks with two TRANSFERs.
  * A node that stored P's TRANSFER before the SLASH kept an account
@@ -410,8 +395,7 @@ TEST(settled_result_unwinds)
     b = fx_transfer(s_fx.acct[R].pk, 3);
     s_add("X1 pays R", X, 1, NULL, NS_ENTRY_TRANSFER, &b, NULL, 0, xpay);
     b = fx_amount(0);
-    s_add("R4 takes X's pay", R, 4, settle, NS_ENTRY_STAKE, &b, xpay, 1,
-          NULL);
+    s_add("R4 takes X's pay", R, 4, settle, NS_ENTRY_STAKE, &b, xpay, 1, NULL);
     if (!s_many_orders("settled result"))
         return;
     CHECK(s_first.a[P].banned);
@@ -483,13 +467,8 @@ int main(void)
 {
     if (sodium_init() < 0)
         return 1;
-    const char *env = getenv("NS_TEST_SEED");
-    s_seed = env && *env ? strtoull(env, NULL, 10)
-                         : ((uint64_t)time(NULL) << 16) ^ (uint64_t)getpid();
+    s_seed = fx_seed("market_fork_jobs");
     s_rng = s_seed;
-    printf("market_fork_jobs: seed %" PRIu64 " (NS_TEST_SEED=%" PRIu64
-           " repeats this run)\n",
-           s_seed, s_seed);
     static const uint64_t credits[NA] = {1000, 1000, 100};
     if (fx_init(&s_fx, "forkjobs", NA, credits) != NS_OK) {
         fprintf(stderr, "fixture: %s\n", s_fx.err);

@@ -97,7 +97,7 @@ typedef struct {
     bool claimed;
 } m_credit_t;
 
-static struct {
+typedef struct {
     m_acct_t a[NA];
     m_job_t job[MAX_JOBS];
     uint32_t n_jobs;
@@ -106,7 +106,9 @@ static struct {
     m_credit_t credit[MAX_CREDITS];
     uint32_t n_credits;
     uint64_t burned, pending, entries, forks;
-} M;
+} m_model_t;
+
+static m_model_t M;
 
 /* ---- the log of valid entries (for the other two ledgers) -----------------
  */
@@ -166,21 +168,6 @@ static uint32_t s_job_counter;
 static uint64_t s_total;
 static uint32_t s_count_ok, s_count_refused;
 static uint32_t s_kind_ok[NS_ENTRY_TYPE_MAX + 1];
-
-/* Slash proofs: the verifier accepts a proof that starts with 1. */
-static int s_verifier(void *user, const ns_ledger_job_t *job,
-                      const uint8_t *provider, const ns_hash_t root,
-                      uint64_t n_items, const uint8_t *proof, size_t len,
-                      uint8_t missing[NS_HASH_BYTES])
-{
-    (void)missing;
-    (void)user;
-    (void)job;
-    (void)provider;
-    (void)root;
-    (void)n_items;
-    return len > 0 && proof[0] == 1 ? NS_OK : NS_ERR_PROOF;
-}
 
 __attribute__((format(printf, 1, 2))) static void s_fail(const char *fmt, ...)
 {
@@ -1070,47 +1057,34 @@ out:
 /* The model as it was before the last stored entry (s_snap_of: its log
  * index), so that a fork of that entry can take the model back too: the
  * used part of each table. */
-static struct {
-    m_acct_t a[NA];
-    m_job_t job[MAX_JOBS];
-    uint32_t n_jobs;
-    m_award_t award[MAX_AWARDS];
-    uint32_t n_awards;
-    m_credit_t credit[MAX_CREDITS];
-    uint32_t n_credits;
-    uint64_t burned, pending, entries, forks;
-} s_snap;
+static m_model_t s_snap;
 static int32_t s_snap_of = -1;
+
+/* The used part of each table of src into dst. */
+static void s_model_copy(m_model_t *dst, const m_model_t *src)
+{
+    memcpy(dst->a, src->a, sizeof src->a);
+    memcpy(dst->job, src->job, src->n_jobs * sizeof src->job[0]);
+    memcpy(dst->award, src->award, src->n_awards * sizeof src->award[0]);
+    memcpy(dst->credit, src->credit, src->n_credits * sizeof src->credit[0]);
+    dst->n_jobs = src->n_jobs;
+    dst->n_awards = src->n_awards;
+    dst->n_credits = src->n_credits;
+    dst->burned = src->burned;
+    dst->pending = src->pending;
+    dst->entries = src->entries;
+    dst->forks = src->forks;
+}
 
 static void s_snap_save(void)
 {
-    memcpy(s_snap.a, M.a, sizeof M.a);
-    memcpy(s_snap.job, M.job, M.n_jobs * sizeof M.job[0]);
-    memcpy(s_snap.award, M.award, M.n_awards * sizeof M.award[0]);
-    memcpy(s_snap.credit, M.credit, M.n_credits * sizeof M.credit[0]);
-    s_snap.n_jobs = M.n_jobs;
-    s_snap.n_awards = M.n_awards;
-    s_snap.n_credits = M.n_credits;
-    s_snap.burned = M.burned;
-    s_snap.pending = M.pending;
-    s_snap.entries = M.entries;
-    s_snap.forks = M.forks;
+    s_model_copy(&s_snap, &M);
     s_snap_of = (int32_t)s_n_log;
 }
 
 static void s_snap_restore(void)
 {
-    memcpy(M.a, s_snap.a, sizeof M.a);
-    memcpy(M.job, s_snap.job, s_snap.n_jobs * sizeof M.job[0]);
-    memcpy(M.award, s_snap.award, s_snap.n_awards * sizeof M.award[0]);
-    memcpy(M.credit, s_snap.credit, s_snap.n_credits * sizeof M.credit[0]);
-    M.n_jobs = s_snap.n_jobs;
-    M.n_awards = s_snap.n_awards;
-    M.n_credits = s_snap.n_credits;
-    M.burned = s_snap.burned;
-    M.pending = s_snap.pending;
-    M.entries = s_snap.entries;
-    M.forks = s_snap.forks;
+    s_model_copy(&M, &s_snap);
     s_snap_of = -1;
 }
 
@@ -1136,8 +1110,8 @@ static bool g_fork(void)
     ns_buf_t *raw = &s_forks[s_n_forks];
     ns_hash_t id;
     ns_buf_init(raw);
-    if (ns_entry_encode(s_fx.acct[who].id, s_fx.genesis.network_id, seq,
-                        e.prev, e.type, e.body, e.body_len, e.refs, e.n_refs,
+    if (ns_entry_encode(s_fx.acct[who].id, s_fx.genesis.network_id, seq, e.prev,
+                        e.type, e.body, e.body_len, e.refs, e.n_refs,
                         e.timestamp_ms + 1, raw, id) != NS_OK)
         return false;
     s_n_forks++;
@@ -1299,7 +1273,7 @@ static bool s_setup(void)
         fprintf(stderr, "fixture: %s (%s)\n", ns_strerror(rc), s_fx.err);
         return false;
     }
-    ns_ledger_set_verifier(s_fx.l, s_verifier, NULL);
+    ns_ledger_set_verifier(s_fx.l, fx_slash_verifier, NULL);
     memset(&M, 0, sizeof M);
     s_total = 0;
     for (uint32_t i = 0; i < NA; i++) {
@@ -1457,7 +1431,7 @@ TEST(any_causal_order_same_state)
     ns_ledger_t *l = fx_open_other(&s_fx, "causal");
     if (!CHECK(l != NULL))
         return;
-    ns_ledger_set_verifier(l, s_verifier, NULL);
+    ns_ledger_set_verifier(l, fx_slash_verifier, NULL);
     uint32_t *indeg = calloc(s_n_log, sizeof *indeg);
     uint32_t *n_child = calloc(s_n_log, sizeof *n_child);
     uint32_t *off = calloc(s_n_log + 1, sizeof *off);
@@ -1527,7 +1501,7 @@ TEST(shuffled_windows_same_state)
     ns_ledger_t *l = fx_open_other(&s_fx, "shuffled");
     if (!CHECK(l != NULL))
         return;
-    ns_ledger_set_verifier(l, s_verifier, NULL);
+    ns_ledger_set_verifier(l, fx_slash_verifier, NULL);
     uint32_t *order = calloc(s_n_log, sizeof *order);
     if (!CHECK(order != NULL)) {
         ns_ledger_close(&l);
@@ -1598,7 +1572,7 @@ TEST(reopen_after_random_operations)
     fx_snap_of(s_fx.l, &after);
     if (!CHECK(fx_snap_same(&before, &after, why, sizeof why)))
         fprintf(stderr, "  after reopen: %s\n", why);
-    ns_ledger_set_verifier(s_fx.l, s_verifier, NULL);
+    ns_ledger_set_verifier(s_fx.l, fx_slash_verifier, NULL);
     s_op_name = "after reopen";
     CHECK(s_check_model(NULL));
 }
@@ -1607,14 +1581,8 @@ int main(void)
 {
     if (sodium_init() < 0)
         return 1;
-    const char *env = getenv("NS_TEST_SEED");
-    s_seed = env && *env ? strtoull(env, NULL, 10)
-                         : ((uint64_t)time(NULL) << 16) ^ (uint64_t)getpid();
+    s_seed = fx_seed("market_property");
     s_rng = s_seed;
-    printf("market_property: seed %" PRIu64 " (NS_TEST_SEED=%" PRIu64
-           " repeats this run)\n",
-           s_seed, s_seed);
-    fflush(stdout);
     RUN(random_operations);
     RUN(any_causal_order_same_state);
     RUN(shuffled_windows_same_state);
