@@ -641,9 +641,12 @@ static bool s_tie_better(const ns_bid_t *bids, const ns_bid_rank_t *rank,
         return held_i > held_b;
     if (rank[i].standing != rank[b].standing)
         return rank[i].standing > rank[b].standing;
+    /* A bid over a link made for it waited for the handshake too: its
+     * arrival is no round trip, and a light peer's bootstrap, linked
+     * before anyone else, would win every tie. */
     uint64_t ti = rank[i].arrival_us / NS_POLICY_RTT_BUCKET_US;
     uint64_t tb = rank[b].arrival_us / NS_POLICY_RTT_BUCKET_US;
-    if (ti != tb)
+    if (rank[i].linked && rank[b].linked && ti != tb)
         return ti < tb;
     uint8_t in[NS_HASH_BYTES + NS_ID_BYTES];
     ns_hash_t hi, hb;

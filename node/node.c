@@ -147,6 +147,12 @@ static uint32_t s_io_live(void *u)
     return ns_p2p_live_peers(n->p2p);
 }
 
+static uint32_t s_io_unheard(void *u)
+{
+    ns_node_t *n = u;
+    return ns_p2p_unheard_peers(n->p2p, NS_POLICY_UNHEARD_MS);
+}
+
 static uint64_t s_io_now(void *u)
 {
     (void)u;
@@ -607,7 +613,8 @@ ns_node_t *ns_node_open(const ns_node_conf_t *c, char *err, size_t errlen)
     n->io = (ns_node_io_t){n,          s_io_send,         s_io_publish,
                            s_io_dial,  s_io_append,       s_io_set_offer,
                            s_io_visit, s_io_live,         s_io_now,
-                           s_io_mono,  s_io_explain_join, s_io_contact};
+                           s_io_mono,  s_io_explain_join, s_io_contact,
+                           s_io_unheard};
     int rc;
     if (s_lock_datadir(n, err, errlen) != NS_OK ||
         s_load(n, err, errlen) != NS_OK)

@@ -47,6 +47,10 @@ struct ns_requester {
     uint64_t bid_held[NS_POLICY_MAX_BIDS]; /* input bytes proven held */
     int8_t bid_free[NS_POLICY_MAX_BIDS];   /* free slot when it bid: 1, 0, or
                                               -1 unknown (an older bidder) */
+    /* live peers when the job was announced (s_bid_rank: whose bid's
+     * arrival is a round trip) */
+    uint8_t linked[NS_POLICY_MAX_BIDS][NS_ID_BYTES];
+    uint32_t n_linked;
     uint32_t n_bids;
     uint64_t job_seq; /* our JOB entry's seq */
     ns_bid_t winner;
@@ -520,6 +524,24 @@ int ns_requester_on_msg(ns_requester_t *q, const ns_node_msg_t *m)
 
 /* ---- steps -------------------------------------------------------------- */
 
+static bool s_note_linked(void *u, const uint8_t *id, const ns_heartbeat_t *hb)
+{
+    (void)hb;
+    ns_requester_t *q = u;
+    if (q->n_linked == NS_POLICY_MAX_BIDS)
+        return true;
+    memcpy(q->linked[q->n_linked++], id, NS_ID_BYTES);
+    return false;
+}
+
+static bool s_was_linked(const ns_requester_t *q, const uint8_t *id)
+{
+    for (uint32_t i = 0; i < q->n_linked; i++)
+        if (memcmp(q->linked[i], id, NS_ID_BYTES) == 0)
+            return true;
+    return false;
+}
+
 static void s_announce(ns_requester_t *q)
 {
     q->ann.bid_window_ms =
@@ -530,6 +552,8 @@ static void s_announce(ns_requester_t *q)
     q->rc.rounds = q->round;
     q->ann.round = q->round;
     q->n_bids = 0;
+    q->n_linked = 0;
+    q->io->visit_peers(q->io->user, s_note_linked, q);
     if (q->io->contact) /* behind a router it follows our relay */
         snprintf(q->ann.endpoint, sizeof q->ann.endpoint, "%s",
                  q->io->contact(q->io->user));
@@ -949,6 +973,7 @@ static void s_award(ns_requester_t *q)
                 ? ns_standing(&a)
                 : 0;
         rank[i].arrival_us = q->bid_us[i];
+        rank[i].linked = s_was_linked(q, q->bids[i].provider);
         rank[i].held_bytes = q->bid_held[i];
         rank[i].free = true; /* until a heartbeat says otherwise */
     }
@@ -1449,12 +1474,15 @@ void ns_requester_tick(ns_requester_t *q, uint64_t now)
         s_post(q);
         break;
     case NS_RQ_BIDDING:
-        /* early once every qualified provider we know has bid, except
+        /* early once every qualified provider we know has bid (and we
+         * have heard from every peer we learned of lately), except
          * after a SLASH: that window is long on purpose, every node
          * re-runs the proof before it reads the announcement */
         if (now - q->phase_ms >= q->ann.bid_window_ms ||
             (q->n_bids > 0 && q->ann.bid_window_ms == q->o.bid_window_ms &&
-             q->n_bids >= s_qualified_known(q)))
+             q->n_bids >= s_qualified_known(q) &&
+             (!q->io->unheard_peers ||
+              q->io->unheard_peers(q->io->user) == 0)))
             s_award(q);
         break;
     case NS_RQ_WAITING:

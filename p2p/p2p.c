@@ -232,6 +232,18 @@ uint32_t ns_p2p_live_peers(const ns_p2p_t *p)
     return n;
 }
 
+uint32_t ns_p2p_unheard_peers(const ns_p2p_t *p, uint64_t within_ms)
+{
+    uint64_t now = ns_mono_ms();
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < p->n_peers; i++) {
+        const ns_peer_t *x = &p->peers[i];
+        n += x->state != NS_PEER_LIVE && x->vouched && !x->hb &&
+             now - x->added_ms < within_ms;
+    }
+    return n;
+}
+
 /* ---- sending ----------------------------------------------------------- */
 
 int ns_p2p_sign(ns_p2p_t *p, uint8_t type, const uint8_t *body, size_t len,

@@ -323,6 +323,9 @@ typedef struct {
     int64_t standing;    /* ns_standing of the provider */
     bool free;           /* no heartbeat of it said "no free slot" */
     uint64_t arrival_us; /* when the bid arrived (mono): the round trip */
+    bool linked;         /* a live peer of ours when the job was announced:
+                            only then is the arrival a round trip (a new
+                            link's bid also waited for its handshake) */
     uint64_t held_bytes; /* input bytes it proved it holds (ns_bid_ext_t) */
 } ns_bid_rank_t;
 
@@ -331,7 +334,8 @@ typedef struct {
  * to the one holding more of the job's input bytes (in whole
  * NS_POLICY_HELD_BUCKET_BYTES), then to the better standing, then to the
  * earlier bid (arrival in NS_POLICY_RTT_BUCKET_US buckets: a round trip, not
- * noise), then to the lowest H(job id || provider), which spreads equal
+ * noise; only between two bidders both linked to us before the
+ * announcement), then to the lowest H(job id || provider), which spreads equal
  * providers evenly over jobs. Excluded providers and bids over max_price never
  * win. */
 int ns_auction_pick(const ns_bid_t *bids, const ns_bid_rank_t *rank, uint32_t n,

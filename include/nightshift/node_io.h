@@ -57,6 +57,9 @@ typedef struct {
      * ns_p2p_contact: an endpoint, a relay, or "" behind a router);
      * NULL: the endpoint the state machine was given. */
     const char *(*contact)(void *user);
+    /* Peers learned of lately and not heard from yet (p2p.h,
+     * ns_p2p_unheard_peers over NS_POLICY_UNHEARD_MS); NULL: none. */
+    uint32_t (*unheard_peers)(void *user);
 } ns_node_io_t;
 
 /* A message for a state machine: verified, from sender. reply answers

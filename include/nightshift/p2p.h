@@ -222,5 +222,10 @@ void ns_p2p_set_stake_fn(ns_p2p_t *p, ns_p2p_stake_fn fn, void *user);
 
 /* Number of peers we have a live heartbeat from (reachable ones only). */
 uint32_t ns_p2p_live_peers(const ns_p2p_t *p);
+/* Peers we learned of in the last within_ms, from someone we trust (a
+ * bootstrap, a reachable peer's list, a staked key), that we have not
+ * heard a heartbeat from yet: a node that just joined does not know yet
+ * what they offer. */
+uint32_t ns_p2p_unheard_peers(const ns_p2p_t *p, uint64_t within_ms);
 
 #endif

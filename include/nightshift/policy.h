@@ -73,6 +73,12 @@
  * peer's bootstrap answers over a connection already made, the others
  * after a CURVE handshake of a few ms, which is no round trip. */
 #define NS_POLICY_RTT_BUCKET_US 20000
+/* A requester closes its auction before the bid window only when every
+ * qualified provider it knows has bid and no peer it learned of in this
+ * long is still unheard (a light peer that just joined knows its
+ * bootstrap's heartbeat first: closing on that one bid gave the bootstrap
+ * every job). */
+#define NS_POLICY_UNHEARD_MS 5000
 /* An awarded provider must accept (its ACCEPT entry) within this. */
 #define NS_POLICY_ACCEPT_MS 5000
 /* A provider awarded a job its ledger cannot show yet (the requester's

@@ -467,6 +467,7 @@ TEST(auction_ranks_and_spreads)
         bids[i].price = 1000;
         rank[i].free = true;
         rank[i].arrival_us = 1000000 + (uint64_t)i * 100; /* one bucket */
+        rank[i].linked = true;
     }
     /* a cheaper bid (beyond 1%) wins whatever else */
     bids[5].price = 980;
@@ -497,6 +498,24 @@ TEST(auction_ranks_and_spreads)
     for (int i = 0; i < P; i++)
         rank[i].standing = 0;
     rank[6].arrival_us = 1000000 - NS_POLICY_RTT_BUCKET_US;
+    CHECK_EQ_INT(ns_auction_pick(bids, rank, P, 1000, &a), 6);
+    /* but only between bidders linked to us before the announcement: a
+     * bid over a link made for it also waited for the handshake, and the
+     * bootstrap of a light peer would win every tie */
+    rank[0].arrival_us = 1000000 - 3 * NS_POLICY_RTT_BUCKET_US;
+    rank[0].linked = true;
+    for (int i = 1; i < P; i++)
+        rank[i].linked = false;
+    uint32_t first = 0;
+    for (uint32_t j = 0; j < 100; j++) {
+        memcpy(a.job_id, &j, sizeof j);
+        first += ns_auction_pick(bids, rank, P, 1000, &a) == 0;
+    }
+    CHECK(first < 40); /* about 1 in 8, not every time */
+    rank[0].arrival_us = 1000000;
+    memset(a.job_id, 0, sizeof a.job_id);
+    for (int i = 0; i < P; i++)
+        rank[i].linked = true;
     CHECK_EQ_INT(ns_auction_pick(bids, rank, P, 1000, &a), 6);
     /* excluded providers never win */
     a.n_excluded = 1;
