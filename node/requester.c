@@ -77,6 +77,8 @@ struct ns_requester {
     char history[600];     /* why each earlier round's provider was dropped */
     char wait_why[640];    /* NS_RQ_WAITING: the reason last said */
     bool slash_by_ref;     /* a SLASH whose inputs peers fetch from us */
+    bool fetch_resumed;    /* outputs taken up from part files (--resume) */
+    bool refetch;          /* those did not match: fetch them whole */
     ns_challenger_t chal;  /* the winner's hardware challenge */
     ns_bid_t chal_bid;     /* the bid that wins if it passes */
     bool chal_waiting;     /* for the node's challenge lease (said once) */
@@ -612,6 +614,53 @@ static void s_out_unmap(ns_requester_t *q)
         }
 }
 
+/* Which RESULT an output's part file holds bytes of: PATH.<job>.part.from
+ * (the RESULT id in hex), written when its fetch starts, so that `submit
+ * --resume` takes the part up only for the same result (the job may have
+ * moved on to another provider since). */
+static void s_from_path(const ns_requester_t *q, uint32_t i, char *out,
+                        size_t cap)
+{
+    snprintf(out, cap, "%s.from", q->out_tmp[i]);
+}
+
+static bool s_part_is_from(const ns_requester_t *q, uint32_t i,
+                           const ns_hash_t result)
+{
+    char path[PATH_MAX], hex[2 * NS_HASH_BYTES + 1], got[2 * NS_HASH_BYTES + 2];
+    s_from_path(q, i, path, sizeof path);
+    ns_hex(hex, result, NS_HASH_BYTES);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    bool same = fgets(got, sizeof got, f) && strcmp(got, hex) == 0;
+    fclose(f);
+    return same;
+}
+
+/* Not synced: a mark lost in a crash only means no resume, and a part
+ * that does not hold what its mark says is fetched whole again. */
+static void s_part_mark(const ns_requester_t *q, uint32_t i,
+                        const ns_hash_t result)
+{
+    char path[PATH_MAX], hex[2 * NS_HASH_BYTES + 1];
+    s_from_path(q, i, path, sizeof path);
+    ns_hex(hex, result, NS_HASH_BYTES);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    bool ok = fd >= 0 && write(fd, hex, strlen(hex)) == (ssize_t)strlen(hex);
+    if (fd >= 0)
+        close(fd);
+    if (!ok)
+        ns_debug(NS_MOD_MARKET, "event=part_mark_failed path=\"%s\"", path);
+}
+
+static void s_part_unmark(const ns_requester_t *q, uint32_t i)
+{
+    char path[PATH_MAX];
+    s_from_path(q, i, path, sizeof path);
+    (void)unlink(path);
+}
+
 /* The .part files closed, and removed unless they were renamed into
  * place (delivered). */
 static void s_out_close(ns_requester_t *q)
@@ -622,15 +671,19 @@ static void s_out_close(ns_requester_t *q)
         if (q->out_fd[i] >= 0)
             close(q->out_fd[i]);
         q->out_fd[i] = -1;
-        if (q->out_tmp[i])
+        if (q->out_tmp[i]) {
             (void)unlink(q->out_tmp[i]);
+            s_part_unmark(q, i);
+        }
         free(q->out_tmp[i]);
         q->out_tmp[i] = NULL;
     }
 }
 
-/* The .part file of OUT argument i (PATH.<job 16 hex>.part), open. */
-static int s_out_open(ns_requester_t *q, uint32_t i, char *err, size_t errlen)
+/* The .part file of OUT argument i (PATH.<job 16 hex>.part), open;
+ * emptied, unless keep (a resumed job: s_start_fetch decides). */
+static int s_out_open(ns_requester_t *q, uint32_t i, bool keep, char *err,
+                      size_t errlen)
 {
     const char *path = s_out_path(q, i);
     if (q->out_fd[i] >= 0)
@@ -642,8 +695,9 @@ static int s_out_open(ns_requester_t *q, uint32_t i, char *err, size_t errlen)
         return NS_ERR_NOMEM;
     }
     snprintf(q->out_tmp[i], cap, "%s.%.16s.part", path, q->job_hex);
-    q->out_fd[i] =
-        open(q->out_tmp[i], O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    q->out_fd[i] = open(q->out_tmp[i],
+                        O_RDWR | O_CREAT | (keep ? 0 : O_TRUNC) | O_CLOEXEC,
+                        0600);
     if (q->out_fd[i] < 0) {
         snprintf(err, errlen, "arg %u: cannot write the output '%s': %s", i,
                  path, strerror(errno));
@@ -669,6 +723,14 @@ static void s_start_fetch(ns_requester_t *q)
     int rc = q->leaves ? ns_fetch_add(&q->fetch, NS_BLOB_STATEMENT,
                                       q->statement, NS_SIG_BYTES, 0)
                        : NS_ERR_NOMEM;
+    /* A resumed job takes up the part files of a fetch that was cut, when
+     * they hold this very result's bytes (once: a prefix that does not
+     * hash right is fetched whole again, s_verify). */
+    ns_ledger_job_t lj;
+    bool resume = q->o.resume && !q->refetch &&
+                  ns_ledger_job(q->ledger, q->o.job_id, &lj) == NS_OK;
+    uint64_t resumed = 0;
+    q->fetch_resumed = false;
     for (uint32_t i = 0; rc == NS_OK && i < job->n_args; i++) {
         const ns_arg_t *a = &job->args[i];
         uint64_t leaf = 0;
@@ -679,12 +741,24 @@ static void s_start_fetch(ns_requester_t *q)
                               a->size, 0);
             continue;
         }
-        if (s_out_path(q, i))
-            rc = s_out_open(q, i, err, sizeof err);
+        bool keep = false;
+        if (s_out_path(q, i)) {
+            rc = s_out_open(q, i, resume, err, sizeof err);
+            keep = rc == NS_OK && resume && s_part_is_from(q, i, lj.result_id);
+        }
         if (rc == NS_OK)
             rc = ns_fetch_add_output(&q->fetch, NS_BLOB_OUTPUT(i), q->out_fd[i],
                                      q->o.outputs[i], a->size, i, q->o.desc_id,
-                                     q->leaves + leaf);
+                                     q->leaves + leaf, keep);
+        if (rc == NS_OK && q->out_fd[i] >= 0) {
+            const ns_fetch_blob_t *fb = ns_fetch_blob(&q->fetch,
+                                                      NS_BLOB_OUTPUT(i));
+            resumed += fb ? fb->resumed : 0;
+            /* worth resuming: outputs of several chunks */
+            if (!keep && a->size > 4 * (uint64_t)NS_CHUNK_BYTES &&
+                ns_ledger_job(q->ledger, q->o.job_id, &lj) == NS_OK)
+                s_part_mark(q, i, lj.result_id);
+        }
         /* the room on disk now, not a disk full half-way */
         if (rc == NS_OK && q->out_fd[i] >= 0 &&
             fallocate(q->out_fd[i], FALLOC_FL_KEEP_SIZE, 0, (off_t)a->size) &&
@@ -695,9 +769,16 @@ static void s_start_fetch(ns_requester_t *q)
             rc = NS_ERR_IO;
         }
     }
-    if (rc != NS_OK)
+    if (rc != NS_OK) {
         s_fail(q, "cannot fetch the outputs: %s",
                err[0] ? err : ns_strerror(rc));
+        return;
+    }
+    if (resumed) {
+        q->fetch_resumed = true;
+        s_say(q, "resuming the outputs: %llu bytes already here",
+              (unsigned long long)resumed);
+    }
 }
 
 /* Award the job to bid (AWARD entry, AWARDED message). */
@@ -1087,6 +1168,7 @@ static void s_settle(ns_requester_t *q, const ns_ledger_job_t *lj)
                    strerror(errno));
             return;
         }
+        s_part_unmark(q, i);
         free(q->out_tmp[i]); /* renamed: nothing to remove */
         q->out_tmp[i] = NULL;
     }
@@ -1208,6 +1290,18 @@ static void s_verify(ns_requester_t *q)
     q->rc.checked = q->check.checked;
     if (rc != NS_OK || q->check.mismatched == 0)
         s_out_unmap(q); /* a SLASH reads its chunk from them */
+    if (rc == NS_ERR_PROOF && q->fetch_resumed) {
+        /* The part files we took up may be what is wrong (a disk that
+         * lost a write): the whole outputs once more before judging. */
+        ns_warn(NS_MOD_MARKET, "event=outputs_refetched job=%.16s",
+                q->job_hex);
+        s_say(q, "the outputs taken up from part files do not match the "
+                 "commitment: fetching them whole again");
+        q->refetch = true;
+        s_phase(q, NS_RQ_FETCH);
+        s_start_fetch(q);
+        return;
+    }
     if (rc == NS_ERR_PROOF) {
         /* The outputs are not the ones it committed to. */
         s_cancel(q, NULL, true);
@@ -1327,7 +1421,8 @@ static void s_post(ns_requester_t *q)
      * unit by unit? */
     char err[PATH_MAX + 128];
     for (uint32_t i = 0; i < q->o.job->n_args; i++)
-        if (s_out_path(q, i) && s_out_open(q, i, err, sizeof err) != NS_OK) {
+        if (s_out_path(q, i) &&
+            s_out_open(q, i, false, err, sizeof err) != NS_OK) {
             s_fail(q, "%s", err);
             return;
         }

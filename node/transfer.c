@@ -197,6 +197,26 @@ int ns_fetch_add(ns_fetch_t *f, uint32_t blob, uint8_t *data, uint64_t total,
     return NS_OK;
 }
 
+/* Resume from the whole chunks already in b's file (its size rounded down
+ * to NS_CHUNK_BYTES, the last chunk always fetched again, so that
+ * completion and its checks come with a CHUNK): they count as received,
+ * are hashed from the file, and are not asked for. */
+static int s_resume_file(ns_fetch_blob_t *b)
+{
+    struct stat st;
+    if (fstat(b->fd, &st) != 0)
+        return NS_ERR_IO;
+    uint64_t have = (uint64_t)st.st_size < b->total ? (uint64_t)st.st_size
+                                                     : b->total - 1;
+    have -= have % NS_CHUNK_BYTES;
+    for (uint64_t k = 0; k < have / NS_CHUNK_BYTES; k++)
+        b->seen[k / 8] |= (uint8_t)(1u << (k % 8));
+    int rc = s_advance(b, NULL);
+    if (rc == NS_OK)
+        b->next = b->got = b->resumed = have;
+    return rc;
+}
+
 int ns_fetch_add_file(ns_fetch_t *f, uint32_t blob, int fd, uint64_t total,
                       const ns_hash_t want)
 {
@@ -204,9 +224,6 @@ int ns_fetch_add_file(ns_fetch_t *f, uint32_t blob, int fd, uint64_t total,
         return NS_ERR_INVAL;
     if (f->n_blobs >= NS_FETCH_MAX_BLOBS)
         return NS_ERR_TOOBIG;
-    struct stat st;
-    if (fstat(fd, &st) != 0)
-        return NS_ERR_IO;
     ns_fetch_blob_t *b = &f->blobs[f->n_blobs];
     memset(b, 0, sizeof *b);
     b->blob = blob;
@@ -215,35 +232,27 @@ int ns_fetch_add_file(ns_fetch_t *f, uint32_t blob, int fd, uint64_t total,
     b->check = true;
     memcpy(b->want, want, NS_HASH_BYTES);
     int rc = s_blob_size(b, total);
-    /* Resume: whole chunks already in the file, the last one always
-     * fetched (so that completion, and its check, come with a CHUNK). */
-    uint64_t have =
-        (uint64_t)st.st_size < total ? (uint64_t)st.st_size : total - 1;
-    have -= have % NS_CHUNK_BYTES;
-    for (uint64_t k = 0; rc == NS_OK && k < have / NS_CHUNK_BYTES; k++)
-        b->seen[k / 8] |= (uint8_t)(1u << (k % 8));
     if (rc == NS_OK)
-        rc = s_advance(b, NULL);
+        rc = s_resume_file(b);
     if (rc != NS_OK) {
         free(b->seen);
         free(b->hs);
         memset(b, 0, sizeof *b);
         return rc;
     }
-    b->next = b->got = b->resumed = have;
     f->n_blobs++;
     return NS_OK;
 }
 
 int ns_fetch_add_output(ns_fetch_t *f, uint32_t blob, int fd, uint8_t *data,
                         uint64_t total, uint32_t arg, const ns_hash_t job_id,
-                        ns_hash_t *leaves)
+                        ns_hash_t *leaves, bool resume)
 {
     if (total == 0 || !leaves || (fd < 0 && !data))
         return NS_ERR_INVAL;
     if (f->n_blobs >= NS_FETCH_MAX_BLOBS)
         return NS_ERR_TOOBIG;
-    if (fd >= 0 && ftruncate(fd, 0) != 0)
+    if (fd >= 0 && !resume && ftruncate(fd, 0) != 0)
         return NS_ERR_IO;
     ns_fetch_blob_t *b = &f->blobs[f->n_blobs];
     memset(b, 0, sizeof *b);
@@ -255,6 +264,8 @@ int ns_fetch_add_output(ns_fetch_t *f, uint32_t blob, int fd, uint8_t *data,
     b->arg = arg;
     memcpy(b->leaf_job, job_id, NS_HASH_BYTES);
     int rc = s_blob_size(b, total);
+    if (rc == NS_OK && fd >= 0 && resume)
+        rc = s_resume_file(b);
     if (rc != NS_OK) {
         free(b->seen);
         memset(b, 0, sizeof *b);

@@ -95,13 +95,16 @@ int ns_fetch_add_file(ns_fetch_t *f, uint32_t blob, int fd, uint64_t total,
  * NS_COMMIT_CHUNK of the blob (a CHUNK holds whole leaves, but for the
  * blob's last), so the root needs no second pass over the bytes. fd >= 0:
  * received into that file (opened read-write by the caller, who keeps
- * owning it; emptied here, nothing resumed), each chunk written at its
- * offset and never held; fd < 0: into data (total bytes, borrowed).
+ * owning it), each chunk written at its offset and never held; emptied
+ * here, or with resume the whole chunks already in it are taken as
+ * received (as ns_fetch_add_file does; the caller knows they belong to
+ * this result, and fetches whole again if the root does not match);
+ * fd < 0: into data (total bytes, borrowed).
  * leaves (ceil(total / NS_COMMIT_CHUNK) hashes) is borrowed and must
  * outlive f. NS_ERR_INVAL, NS_ERR_TOOBIG, NS_ERR_NOMEM, NS_ERR_IO. */
 int ns_fetch_add_output(ns_fetch_t *f, uint32_t blob, int fd, uint8_t *data,
                         uint64_t total, uint32_t arg, const ns_hash_t job_id,
-                        ns_hash_t *leaves) NS_MUST_CHECK;
+                        ns_hash_t *leaves, bool resume) NS_MUST_CHECK;
 
 /* Send FETCHes up to the window. A send error is returned (nothing
  * counted in flight for it). */

@@ -332,12 +332,13 @@ TEST(outputs_arrive_with_the_leaves_of_their_commitment)
     ns_fetch_t f;
     ns_fetch_init(&f, id, peer, 4);
     CHECK_RC(ns_fetch_add_output(&f, NS_BLOB_OUTPUT(1), fd, NULL,
-                                 job.args[1].size, 1, id, leaves),
+                                 job.args[1].size, 1, id, leaves, false),
              NS_OK);
     CHECK_RC(ns_fetch_add_output(&f, NS_BLOB_OUTPUT(2), -1, mem,
-                                 job.args[2].size, 2, id, leaves + first2),
+                                 job.args[2].size, 2, id, leaves + first2,
+                                 false),
              NS_OK);
-    CHECK_RC(ns_fetch_add_output(&f, 9, -1, NULL, 10, 2, id, leaves),
+    CHECK_RC(ns_fetch_add_output(&f, 9, -1, NULL, 10, 2, id, leaves, false),
              NS_ERR_INVAL); /* no sink */
     CHECK(ns_fetch_blob(&f, NS_BLOB_OUTPUT(1))->data == NULL);
     s_wire_t w = {0};
@@ -366,6 +367,54 @@ TEST(outputs_arrive_with_the_leaves_of_their_commitment)
     free(mem);
     free(data[1]);
     free(data[2]);
+    ns_job_release(&job);
+}
+
+/* An output whose part file holds 3 chunks and a half from a fetch that
+ * was cut (submit --resume): with resume, only the rest is asked for, the
+ * leaves of the prefix come from the file, the root is the whole's. */
+TEST(an_output_resumes_from_its_part_file)
+{
+    ns_job_t job;
+    ns_job_init(&job);
+    job.dims = 1;
+    job.global[0] = 64;
+    job.n_args = 1;
+    job.args[0].kind = NS_ARG_OUT;
+    job.args[0].size = 7 * NS_CHUNK_BYTES + 999;
+    uint64_t size = job.args[0].size, n_leaves = ns_commit_leaves(&job);
+    uint8_t *data = malloc(size);
+    ns_hash_t *leaves = calloc(n_leaves, sizeof *leaves);
+    randombytes_buf(data, size);
+    ns_hash_t id, want, got;
+    randombytes_buf(id, sizeof id);
+    CHECK_RC(ns_commit_root(&job, id, (uint8_t *const[]){data}, want), NS_OK);
+    char path[256];
+    int fd = s_tmpfile(path, sizeof path);
+    CHECK(fd >= 0);
+    CHECK(pwrite(fd, data, 3 * NS_CHUNK_BYTES + 500, 0) ==
+          (ssize_t)(3 * NS_CHUNK_BYTES + 500));
+    uint8_t peer[NS_ID_BYTES] = {7};
+    ns_fetch_t f;
+    ns_fetch_init(&f, id, peer, 16);
+    CHECK_RC(ns_fetch_add_output(&f, NS_BLOB_OUTPUT(0), fd, NULL, size, 0, id,
+                                 leaves, true),
+             NS_OK);
+    s_wire_t w = {0};
+    int done = -1;
+    CHECK_RC(ns_fetch_pump(&f, s_send, &w), NS_OK);
+    CHECK_EQ_INT(w.n, 5); /* chunks 3..7 */
+    CHECK_RC(s_serve_reversed(&w, &f, data, size, UINT64_MAX, &done), NS_OK);
+    CHECK(ns_fetch_done(&f));
+    CHECK_RC(ns_merkle_root_of(got, (const ns_hash_t *)leaves, n_leaves),
+             NS_OK);
+    CHECK(memcmp(got, want, NS_HASH_BYTES) == 0);
+    CHECK_EQ_INT(s_file_size(fd), size);
+    ns_fetch_release(&f);
+    close(fd);
+    unlink(path);
+    free(leaves);
+    free(data);
     ns_job_release(&job);
 }
 
@@ -659,6 +708,7 @@ int main(void)
     RUN(a_blob_is_received_into_a_file_and_hashed_as_it_arrives);
     RUN(outputs_arrive_with_the_leaves_of_their_commitment);
     RUN(a_cut_transfer_resumes_from_the_chunks_in_its_file);
+    RUN(an_output_resumes_from_its_part_file);
     RUN(a_wrong_blob_is_refused_its_file_emptied_and_fetched_again);
     RUN(a_file_sink_takes_no_more_than_the_descriptor_allows);
     RUN(blob_store_partial_files_complete_map_and_lock);
