@@ -236,6 +236,10 @@ def bench_e2e(work, args):
     with Testnet(work, 4) as tn:
         subs = [submit(tn, 0, sgemm_flags(n, a, b, net_out))
                 for _ in range(args.reps)]
+        # the same through a running node (no join per job)
+        node0 = os.path.join(tn.dir, "node0")
+        via_node = [submit(tn, 0, sgemm_flags(n, a, b, net_out), node=node0)
+                    for _ in range(args.reps)]
         la = loadavg()
     ok = [s for s in subs if s.get("status") == "settled"]
     if not ok:
@@ -263,6 +267,18 @@ def bench_e2e(work, args):
     print(f"  ratio submit/run     {sub_wall / run_wall:.2f}x wall; "
           f"{no_join / run_wall:.2f}x without join + fetch "
           f"({no_join:.0f} ms); goal <= 1.1x + 100 ms = {goal:.0f} ms")
+    ok_n = [s for s in via_node if s.get("status") == "settled"]
+    if ok_n:
+        w = statistics.median(s["wall_ms"] for s in ok_n)
+        tn_ = {k: statistics.median(s["timings_ms"][k] for s in ok_n)
+               for k in ("match", "run", "verify", "total")}
+        print(f"  submit --node        wall {w:.0f} ms (receipt total "
+              f"{tn_['total']:.0f}: match {tn_['match']:.0f}, run "
+              f"{tn_['run']:.0f}, verify {tn_['verify']:.0f}); ratio "
+              f"{w / run_wall:.2f}x run's wall (goal <= 1.2x)")
+    else:
+        print(f"  submit --node        no job settled: "
+              f"{via_node[0].get('error')}")
     print(f"  {la}", flush=True)
 
 
