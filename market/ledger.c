@@ -67,6 +67,10 @@ struct ns_ledger {
     void *on_fork_user;
     ns_ledger_want_fn on_want; /* ns_ledger_set_on_want */
     void *on_want_user;
+    /* The void's own transaction while a fork runs (a child of the batch,
+     * which cannot be read while it has one): what the hooks read then
+     * (the confirmation hook weighs stake), s_read_txn. */
+    MDB_txn *voiding;
     uint64_t fork_proofs;   /* stored since open */
     ns_hash_t last_fork[2]; /* ids: first, second */
     /* The last commit failed (disk full, read-only, map full): nothing is
@@ -506,7 +510,14 @@ static int s_find_claim(ns_ledger_t *l, MDB_txn *t, const uint8_t *author,
          s--) {
         ns_hash_t x;
         ns_entry_t e;
-        if ((rc = ns_lstore_chain_get(&l->store, t, author, s, x)) != NS_OK ||
+        /* the top of a chain this void is taking back is gone already
+         * (its account is rewound only at the end) */
+        if ((rc = ns_lstore_chain_get(&l->store, t, author, s, x)) ==
+            NS_ERR_NOTFOUND) {
+            rc = NS_OK;
+            continue;
+        }
+        if (rc != NS_OK ||
             (rc = ns_lstore_entry_load(&l->store, t, x, &e, NULL)) != NS_OK)
             return rc == NS_ERR_NOTFOUND ? NS_ERR_CORRUPT : rc;
         for (uint32_t i = 0; i < e.n_refs; i++)
@@ -532,8 +543,11 @@ static int s_find_judge(ns_ledger_t *l, MDB_txn *t, const uint8_t *requester,
         ns_hash_t x;
         ns_entry_t e;
         ns_entry_body_t b;
-        if ((rc = ns_lstore_chain_get(&l->store, t, requester, s, x)) !=
-                NS_OK ||
+        /* past the part of the chain this void took back already */
+        if ((rc = ns_lstore_chain_get(&l->store, t, requester, s, x)) ==
+            NS_ERR_NOTFOUND)
+            return NS_OK;
+        if (rc != NS_OK ||
             (rc = ns_lstore_entry_load(&l->store, t, x, &e, &b)) != NS_OK)
             return rc == NS_ERR_NOTFOUND ? NS_ERR_CORRUPT : rc;
         if ((e.type == NS_ENTRY_SETTLE || e.type == NS_ENTRY_SLASH ||
@@ -981,7 +995,9 @@ static int s_fork(ns_ledger_t *l, const uint8_t *buf, size_t len,
                       ? NS_OK
                       : ns_lstore_begin(&l->store, child, false, &undo);
         if (vrc == NS_OK && undo) {
+            l->voiding = undo;
             vrc = s_void_from(l, undo, &a, from, &v);
+            l->voiding = NULL;
             if (vrc == NS_OK)
                 vrc = ns_lstore_commit(&l->store, undo);
             else
@@ -1287,6 +1303,11 @@ int ns_ledger_append(ns_ledger_t *l, const ns_identity_t *me, uint8_t type,
 
 static int s_read_txn(ns_ledger_t *l, MDB_txn **t, bool *own)
 {
+    if (l->voiding) { /* a hook, from inside a fork's void */
+        *t = l->voiding;
+        *own = false;
+        return NS_OK;
+    }
     if (l->batch) {
         *t = l->batch;
         *own = false;
