@@ -380,8 +380,14 @@ int ns_lapply_entry(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
         (rc = ns_lstore_chain_get(ap->store, t, e->author, e->seq, have)))
         return rc == NS_ERR_NOTFOUND ? NS_ERR_CORRUPT : rc;
     const bool banned = a.banned;
+    ns_fork_rec_t fork;
     if (ap->adopt)
         a.banned = false; /* the stake voted for e: it goes on the chain */
+    else if (a.banned && e->seq == a.seq + 1 &&
+             ns_lstore_fork_get(ap->store, t, e->author, &fork) == NS_OK &&
+             e->seq < fork.seq)
+        a.banned = false; /* below its fork: its history, which a void of
+                             another chain's sent back to the buffer */
     if ((rc = ns_rule_chain(&a, e, have)) != NS_OK) {
         a.banned = banned;
         return rc == NS_ERR_FORK ? s_fork_check(ap, t, e, &a) : rc;

@@ -652,6 +652,12 @@ int ns_lstore_entry_put(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
     return s_put(s, t, s->entries, id, NS_HASH_BYTES, buf, len);
 }
 
+int ns_lstore_fork_get(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
+                       ns_fork_rec_t *f)
+{
+    return s_get(s, t, s->forks, author, 32, f, sizeof *f);
+}
+
 int ns_lstore_fork_put(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
                        const ns_fork_rec_t *f, const uint8_t *buf, size_t len)
 {

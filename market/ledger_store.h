@@ -186,6 +186,9 @@ int ns_lstore_entry_put(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
 int ns_lstore_flush(ns_lstore_t *s) NS_MUST_CHECK;
 /* Forget the kept records (t aborted). */
 void ns_lstore_drop(ns_lstore_t *s);
+/* The author's fork record (the seq it forked at). NS_ERR_NOTFOUND. */
+int ns_lstore_fork_get(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
+                       ns_fork_rec_t *f) NS_MUST_CHECK;
 int ns_lstore_fork_put(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
                        const ns_fork_rec_t *f, const uint8_t *buf,
                        size_t len) NS_MUST_CHECK;
