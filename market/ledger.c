@@ -407,8 +407,12 @@ typedef struct {
         size_t len;
         ns_hash_t missing;
         bool has_missing;
-    } * later;
+    } *later;
     uint32_t n_later, cap_later;
+    /* every entry taken back (the forked author's and the others'): a
+     * fork proof that named one proves nothing now (s_unfork_named) */
+    ns_hash_t *gone;
+    uint32_t n_gone, cap_gone;
 } s_void_t;
 
 static void s_touch(s_void_t *v, const uint8_t *id)
@@ -430,6 +434,23 @@ static void s_void_release(s_void_t *v)
     free(v->later);
     v->later = NULL;
     v->n_later = v->cap_later = 0;
+    free(v->gone);
+    v->gone = NULL;
+    v->n_gone = v->cap_gone = 0;
+}
+
+static int s_gone_add(s_void_t *v, const ns_hash_t id)
+{
+    if (v->n_gone == v->cap_gone) {
+        uint32_t cap = v->cap_gone ? 2 * v->cap_gone : 16;
+        ns_hash_t *grown = realloc(v->gone, cap * sizeof *grown);
+        if (!grown)
+            return NS_ERR_NOMEM;
+        v->gone = grown;
+        v->cap_gone = cap;
+    }
+    memcpy(v->gone[v->n_gone++], id, NS_HASH_BYTES);
+    return NS_OK;
 }
 
 /* Keep a copy of an entry taken back from another chain (takes buf). */
@@ -838,6 +859,8 @@ static int s_take_back(ns_ledger_t *l, MDB_txn *t, ns_account_t *a,
         if (rc == NS_OK)
             rc = s_undo_entry(l, t, &e, &b, v);
         if (rc == NS_OK)
+            rc = s_gone_add(v, id);
+        if (rc == NS_OK)
             rc = forked ? ns_lstore_entry_void(&l->store, t, a->id, seq, id)
                         : ns_lstore_entry_forget(&l->store, t, a->id, seq, id);
         if (rc == NS_OK && !forked) {
@@ -936,6 +959,174 @@ static void s_rebuffer(ns_ledger_t *l, s_void_t *v)
     s_void_release(v);
 }
 
+/* s_unfork_named: the authors whose fork proof named an entry gone. */
+typedef struct {
+    ns_ledger_t *l;
+    const s_void_t *v;
+    const uint8_t *skip; /* the author just forked */
+    uint8_t who[8][NS_ID_BYTES];
+    uint32_t n;
+} s_unfork_t;
+
+static bool s_names_gone(const s_void_t *v, const uint8_t *buf, size_t len,
+                         const uint8_t *network_id)
+{
+    ns_entry_t e;
+    ns_entry_body_t b;
+    if (ns_entry_parse(buf, len, network_id, &e) != NS_OK)
+        return false;
+    bool body = ns_entry_body_decode(&e, &b) == NS_OK;
+    for (uint32_t g = 0; g < v->n_gone; g++) {
+        for (uint32_t i = 0; i < e.n_refs; i++)
+            if (memcmp(e.refs + (size_t)i * NS_HASH_BYTES, v->gone[g],
+                       NS_HASH_BYTES) == 0)
+                return true;
+        if (body && e.type >= NS_ENTRY_ACCEPT &&
+            memcmp(b.ref_id, v->gone[g], NS_HASH_BYTES) == 0)
+            return true;
+    }
+    return false;
+}
+
+static bool s_proof_names_gone(void *u, const uint8_t *author,
+                               const ns_fork_rec_t *f)
+{
+    s_unfork_t *x = u;
+    if (memcmp(author, x->skip, NS_ID_BYTES) == 0)
+        return true;
+    const uint8_t *ids[2] = {f->first, f->second};
+    for (int k = 0; k < 2; k++) {
+        const uint8_t *buf;
+        size_t len;
+        if ((ns_lstore_entry_bytes(&x->l->store, x->l->batch, ids[k], &buf,
+                                   &len) == NS_OK ||
+             ns_lstore_fork_entry_bytes(&x->l->store, x->l->batch, ids[k],
+                                        &buf, &len) == NS_OK) &&
+            s_names_gone(x->v, buf, len, x->l->store.network_id)) {
+            memcpy(x->who[x->n++], author, NS_ID_BYTES);
+            return x->n < 8;
+        }
+    }
+    return true;
+}
+
+/* One author's entries kept in forkentries, copied out. */
+typedef struct {
+    uint8_t *bytes;
+    size_t len;
+    uint64_t seq;
+    ns_hash_t id;
+} s_kept_entry_t;
+
+typedef struct {
+    const uint8_t *author;
+    const uint8_t *network_id;
+    s_kept_entry_t *e;
+    uint32_t n, cap;
+    bool nomem;
+} s_kept_t;
+
+static bool s_collect_kept(void *u, const uint8_t *id, const uint8_t *buf,
+                           size_t len)
+{
+    s_kept_t *k = u;
+    ns_entry_t e;
+    if (ns_entry_parse(buf, len, k->network_id, &e) != NS_OK ||
+        memcmp(e.author, k->author, NS_ID_BYTES))
+        return true;
+    if (k->n == k->cap) {
+        uint32_t cap = k->cap ? 2 * k->cap : 8;
+        s_kept_entry_t *grown = realloc(k->e, cap * sizeof *grown);
+        if (!grown) {
+            k->nomem = true;
+            return false;
+        }
+        k->e = grown;
+        k->cap = cap;
+    }
+    s_kept_entry_t *x = &k->e[k->n];
+    if (!(x->bytes = malloc(len))) {
+        k->nomem = true;
+        return false;
+    }
+    memcpy(x->bytes, buf, len);
+    x->len = len;
+    x->seq = e.seq;
+    memcpy(x->id, id, NS_HASH_BYTES);
+    k->n++;
+    return true;
+}
+
+static int s_ingest_one(ns_ledger_t *l, const uint8_t *buf, size_t len,
+                        uint8_t *missing_author, uint64_t *missing_seq,
+                        ns_entry_t *e);
+
+/* Take author's fork record, ban and kept entries away (one transaction):
+ * k's entries, copied out first. */
+static int s_unban(ns_ledger_t *l, const uint8_t *author, const s_kept_t *k)
+{
+    MDB_txn *t = NULL;
+    ns_account_t a;
+    int rc = ns_lstore_begin(&l->store, l->batch, false, &t);
+    if (rc != NS_OK)
+        return rc;
+    if ((rc = ns_lstore_account_get(&l->store, t, author, &a)) == NS_OK) {
+        a.banned = false;
+        rc = ns_lstore_account_put(&l->store, t, &a);
+    }
+    if (rc == NS_OK)
+        rc = ns_lstore_fork_del(&l->store, t, author);
+    for (uint32_t j = 0; rc == NS_OK && j < k->n; j++)
+        rc = ns_lstore_fork_entry_del(&l->store, t, k->e[j].id);
+    if (rc == NS_OK)
+        return ns_lstore_commit(&l->store, t);
+    mdb_txn_abort(t);
+    return rc;
+}
+
+/* A fork proof is two valid entries at one seq. One that named an entry
+ * a void has just taken back is not valid now: on a node that saw the
+ * void first it waited in the buffer and proved nothing (docs/PROTOCOL.md,
+ * "Forks"). So its author is banned no more: its fork record goes, and
+ * each of its entries kept as proof or voided goes through ingest again,
+ * lowest seq first (what is valid applies, what names the voided entry
+ * waits, a fork that still holds is found again). */
+static void s_unfork_named(ns_ledger_t *l, const s_void_t *v,
+                           const uint8_t *forked)
+{
+    if (v->n_gone == 0)
+        return;
+    s_unfork_t x = {l, v, forked, {{0}}, 0};
+    ns_lstore_each_fork(&l->store, l->batch, s_proof_names_gone, &x);
+    for (uint32_t i = 0; i < x.n; i++) {
+        s_kept_t k = {x.who[i], l->store.network_id, NULL, 0, 0, false};
+        ns_lstore_each_fork_entry(&l->store, l->batch, s_collect_kept, &k);
+        int rc = k.nomem ? NS_ERR_NOMEM : s_unban(l, x.who[i], &k);
+        if (rc == NS_OK) {
+            if (l->totals.forks)
+                l->totals.forks--;
+            char who[2 * NS_ID_BYTES + 1];
+            ns_hex(who, x.who[i], NS_ID_BYTES);
+            ns_info(NS_MOD_LEDGER, "event=fork_unproven author=%s entries=%u",
+                    who, k.n);
+            for (uint32_t a1 = 1; a1 < k.n; a1++)
+                for (uint32_t b1 = a1; b1 > 0 && k.e[b1 - 1].seq > k.e[b1].seq;
+                     b1--) {
+                    s_kept_entry_t tmp = k.e[b1];
+                    k.e[b1] = k.e[b1 - 1];
+                    k.e[b1 - 1] = tmp;
+                }
+            for (uint32_t j = 0; j < k.n; j++) {
+                ns_entry_t e;
+                (void)s_ingest_one(l, k.e[j].bytes, k.e[j].len, NULL, NULL, &e);
+            }
+        }
+        for (uint32_t j = 0; j < k.n; j++)
+            free(k.e[j].bytes);
+        free(k.e);
+    }
+}
+
 /* e proved its author forked (NS_ERR_FORK from the apply step, which
  * wrote nothing): keep the proof and ban the author, in a child
  * transaction of the batch (forks are rare; the void may stop half-way
@@ -1013,6 +1204,7 @@ static int s_fork(ns_ledger_t *l, const uint8_t *buf, size_t len,
                 NS_OK &&
             ns_lstore_commit(&l->store, child) == NS_OK) {
             s_dirty(l, len);
+            s_unfork_named(l, &v, e->author);
             s_rebuffer(l, &v);
             if (new_proof) { /* not a proof we had already */
                 l->fork_proofs++;

@@ -652,6 +652,54 @@ int ns_lstore_entry_put(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
     return s_put(s, t, s->entries, id, NS_HASH_BYTES, buf, len);
 }
 
+void ns_lstore_each_fork(ns_lstore_t *s, MDB_txn *t,
+                         bool (*fn)(void *u, const uint8_t *author,
+                                    const ns_fork_rec_t *f),
+                         void *u)
+{
+    MDB_cursor *c = NULL;
+    if (mdb_cursor_open(t, s->forks, &c) != MDB_SUCCESS)
+        return;
+    MDB_val k, v;
+    for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == MDB_SUCCESS;
+         rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        ns_fork_rec_t f;
+        if (k.mv_size != NS_ID_BYTES || v.mv_size != sizeof f)
+            continue;
+        memcpy(&f, v.mv_data, sizeof f);
+        if (!fn(u, k.mv_data, &f))
+            break;
+    }
+    mdb_cursor_close(c);
+}
+
+void ns_lstore_each_fork_entry(ns_lstore_t *s, MDB_txn *t,
+                               bool (*fn)(void *u, const uint8_t *id,
+                                          const uint8_t *buf, size_t len),
+                               void *u)
+{
+    MDB_cursor *c = NULL;
+    if (mdb_cursor_open(t, s->forkentries, &c) != MDB_SUCCESS)
+        return;
+    MDB_val k, v;
+    for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == MDB_SUCCESS;
+         rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
+        if (k.mv_size == NS_HASH_BYTES && !fn(u, k.mv_data, v.mv_data,
+                                               v.mv_size))
+            break;
+    mdb_cursor_close(c);
+}
+
+int ns_lstore_fork_del(ns_lstore_t *s, MDB_txn *t, const uint8_t *author)
+{
+    return s_del(s, t, s->forks, author, NS_ID_BYTES);
+}
+
+int ns_lstore_fork_entry_del(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id)
+{
+    return s_del(s, t, s->forkentries, id, NS_HASH_BYTES);
+}
+
 int ns_lstore_fork_get(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
                        ns_fork_rec_t *f)
 {

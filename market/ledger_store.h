@@ -186,6 +186,21 @@ int ns_lstore_entry_put(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
 int ns_lstore_flush(ns_lstore_t *s) NS_MUST_CHECK;
 /* Forget the kept records (t aborted). */
 void ns_lstore_drop(ns_lstore_t *s);
+/* Every fork record (author, record) / every entry kept in forkentries
+ * (id, bytes in t's memory), until fn returns false. */
+void ns_lstore_each_fork(ns_lstore_t *s, MDB_txn *t,
+                         bool (*fn)(void *u, const uint8_t *author,
+                                    const ns_fork_rec_t *f),
+                         void *u);
+void ns_lstore_each_fork_entry(ns_lstore_t *s, MDB_txn *t,
+                               bool (*fn)(void *u, const uint8_t *id,
+                                          const uint8_t *buf, size_t len),
+                               void *u);
+/* Forget a fork record / an entry kept in forkentries. */
+int ns_lstore_fork_del(ns_lstore_t *s, MDB_txn *t,
+                       const uint8_t *author) NS_MUST_CHECK;
+int ns_lstore_fork_entry_del(ns_lstore_t *s, MDB_txn *t,
+                             const ns_hash_t id) NS_MUST_CHECK;
 /* The author's fork record (the seq it forked at). NS_ERR_NOTFOUND. */
 int ns_lstore_fork_get(ns_lstore_t *s, MDB_txn *t, const uint8_t *author,
                        ns_fork_rec_t *f) NS_MUST_CHECK;
