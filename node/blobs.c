@@ -6,9 +6,12 @@
 #include "nightshift/log.h"
 #include "nightshift/util.h"
 
+#include <sodium.h>
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,6 +87,28 @@ static int s_scan(ns_blobs_t *b, uint64_t need)
     }
 }
 
+#define S_COPY_PREFIX ".in-" /* ns_blobs_add_file's files being written */
+
+/* Remove the copies a crash left (nobody holds their lock). */
+static void s_sweep_copies(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, S_COPY_PREFIX, strlen(S_COPY_PREFIX)))
+            continue;
+        int f = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (f < 0)
+            continue;
+        if (flock(f, LOCK_EX | LOCK_NB) == 0)
+            (void)unlinkat(dirfd(d), e->d_name, 0);
+        close(f);
+    }
+    closedir(d);
+}
+
 ns_blobs_t *ns_blobs_open(const char *dir, uint64_t cap_bytes, int *err)
 {
     ns_blobs_t *b = calloc(1, sizeof *b);
@@ -98,6 +123,7 @@ ns_blobs_t *ns_blobs_open(const char *dir, uint64_t cap_bytes, int *err)
         return NULL;
     }
     b->cap = cap_bytes ? cap_bytes : NS_BLOBS_DEFAULT_CAP;
+    s_sweep_copies(dir);
     return b;
 }
 
@@ -360,6 +386,178 @@ int ns_blobs_read(ns_blobs_t *b, const ns_hash_t id, uint64_t offset,
     if (rc == NS_OK)
         *total = (uint64_t)st.st_size;
     return rc;
+}
+
+/* Write all of buf at the end of what fd holds (done bytes so far). */
+static int s_write_all(int fd, const uint8_t *buf, size_t len, uint64_t done)
+{
+    size_t off = 0;
+    while (off < len) {
+        ssize_t w = pwrite(fd, buf + off, len - off, (off_t)(done + off));
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            if (w == 0)
+                errno = ENOSPC;
+            return NS_ERR_IO;
+        }
+        off += (size_t)w;
+    }
+    return NS_OK;
+}
+
+/* The copy of ns_blobs_add_file: in (open on the user's file) into out,
+ * at most limit bytes, hashed into id. err names the failing side. */
+static int s_copy(const ns_blobs_t *b, const char *path, int in, int out,
+                  uint64_t limit, ns_hash_t id, uint64_t *size, char *err,
+                  size_t errlen)
+{
+    uint8_t *buf = malloc(NS_BLOBS_COPY_PIECE);
+    if (!buf) {
+        snprintf(err, errlen, "out of memory to copy '%s'", path);
+        return NS_ERR_NOMEM;
+    }
+    crypto_generichash_state hs;
+    crypto_generichash_init(&hs, NULL, 0, NS_HASH_BYTES);
+    uint64_t done = 0;
+    int rc = NS_OK;
+    for (;;) {
+        ssize_t r = read(in, buf, NS_BLOBS_COPY_PIECE);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            snprintf(err, errlen, "cannot read '%s': %s", path,
+                     strerror(errno));
+            rc = NS_ERR_IO;
+            break;
+        }
+        if (r == 0)
+            break;
+        if ((uint64_t)r > limit - done) {
+            snprintf(err, errlen,
+                     "'%s' grew past %" PRIu64 " bytes while it was read", path,
+                     limit);
+            rc = NS_ERR_TOOBIG;
+            break;
+        }
+        crypto_generichash_update(&hs, buf, (size_t)r);
+        if (s_write_all(out, buf, (size_t)r, done) != NS_OK) {
+            snprintf(err, errlen, "cannot copy '%s' into the blob store %s: %s",
+                     path, b->dir, strerror(errno));
+            rc = NS_ERR_IO;
+            break;
+        }
+        done += (uint64_t)r;
+    }
+    free(buf);
+    if (rc == NS_OK && done == 0) {
+        snprintf(err, errlen, "input file '%s' is empty", path);
+        rc = NS_ERR_INVAL;
+    }
+    crypto_generichash_final(&hs, id, NS_HASH_BYTES);
+    *size = rc == NS_OK ? done : 0;
+    return rc;
+}
+
+int ns_blobs_add_file(ns_blobs_t *b, const char *path, uint64_t max_bytes,
+                      ns_hash_t id, uint64_t *size, int *fd, char *err,
+                      size_t errlen)
+{
+    char tmp[PATH_MAX + 16] = "", name[PATH_MAX + 80];
+    int out = -1, rc = NS_ERR_IO;
+    *fd = -1;
+    *size = 0;
+    int in = open(path, O_RDONLY | O_CLOEXEC);
+    if (in < 0) {
+        int e = errno;
+        if (e == ENOENT)
+            snprintf(err, errlen, "input file '%s' not found", path);
+        else
+            snprintf(err, errlen, "cannot read '%s': %s", path, strerror(e));
+        return e == ENOENT ? NS_ERR_NOTFOUND : NS_ERR_IO;
+    }
+    struct stat st;
+    if (fstat(in, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "input file '%s' is not a regular file", path);
+        rc = NS_ERR_INVAL;
+        goto out;
+    }
+    uint64_t want = (uint64_t)st.st_size,
+             limit = max_bytes < b->cap ? max_bytes : b->cap;
+    if (want > max_bytes) {
+        snprintf(err, errlen,
+                 "input file '%s' is over the %" PRIu64 "-byte limit", path,
+                 max_bytes);
+        rc = NS_ERR_TOOBIG;
+        goto out;
+    }
+    if (want > b->cap) {
+        snprintf(err, errlen,
+                 "input file '%s' (%" PRIu64 " bytes) does not fit the blob "
+                 "store %s (%" PRIu64 " bytes, node.input_cache_bytes)",
+                 path, want, b->dir, b->cap);
+        rc = NS_ERR_TOOBIG;
+        goto out;
+    }
+    /* room first: the LRU blobs go, then the space is reserved */
+    if (snprintf(tmp, sizeof tmp, "%s/" S_COPY_PREFIX "XXXXXX", b->dir) >=
+            (int)sizeof tmp ||
+        s_scan(b, want) != NS_OK || (out = mkostemp(tmp, O_CLOEXEC)) < 0 ||
+        flock(out, LOCK_EX | LOCK_NB) != 0 ||
+        (want && fallocate(out, FALLOC_FL_KEEP_SIZE, 0, (off_t)want) != 0 &&
+         errno != EOPNOTSUPP && errno != ENOSYS)) {
+        snprintf(err, errlen, "cannot copy '%s' into the blob store %s: %s",
+                 path, b->dir, strerror(errno));
+        if (out < 0)
+            tmp[0] = '\0';
+        rc = NS_ERR_IO;
+        goto out;
+    }
+    rc = s_copy(b, path, in, out, limit, id, size, err, errlen);
+    if (rc == NS_OK) {
+        s_path(b, id, name, sizeof name);
+        /* the room past a file that shrank while read goes back */
+        if (ftruncate(out, (off_t)*size) != 0 ||
+            ns_file_commit(out, tmp, name, 0600) != NS_OK) {
+            snprintf(err, errlen, "cannot copy '%s' into the blob store %s: %s",
+                     path, b->dir, strerror(errno));
+            rc = NS_ERR_IO;
+        }
+    }
+    if (rc == NS_OK) {
+        tmp[0] = '\0'; /* renamed */
+        b->bytes += *size;
+        *fd = out;
+        out = -1;
+    }
+out:
+    if (tmp[0])
+        (void)unlink(tmp);
+    if (out >= 0)
+        close(out);
+    close(in);
+    return rc;
+}
+
+int ns_blobs_link(ns_blobs_t *b, const ns_hash_t id, const char *path)
+{
+    char name[PATH_MAX + 80];
+    s_path(b, id, name, sizeof name);
+    if (link(name, path) == 0)
+        return NS_OK;
+    if (errno == EEXIST && unlink(path) == 0 && link(name, path) == 0)
+        return NS_OK;
+    return errno == ENOENT ? NS_ERR_NOTFOUND : NS_ERR_IO;
+}
+
+const char *ns_blobs_dir(const ns_blobs_t *b)
+{
+    return b->dir;
+}
+
+uint64_t ns_blobs_cap(const ns_blobs_t *b)
+{
+    return b->cap;
 }
 
 uint64_t ns_blobs_bytes(const ns_blobs_t *b)

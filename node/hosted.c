@@ -1,20 +1,25 @@
 /* hosted.c - jobs submitted through the control socket (hosted.h). */
 #include "hosted.h"
 
+#include "nightshift/blobs.h"
 #include "nightshift/mp.h"
 #include "nightshift/util.h"
 
+#include <errno.h>
+#include <inttypes.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct ns_hosted {
     ns_hash_t job_id;
     ns_job_t job;
     uint8_t *packed;
     size_t packed_len;
-    uint8_t *in_bufs[NS_MAX_ARGS];
+    /* the inputs: copies in the node's blob store, mapped read-only */
+    const uint8_t *mapped[NS_MAX_ARGS];
     ns_input_t inputs[NS_MAX_ARGS];
     uint8_t *outputs[NS_MAX_ARGS]; /* OUT arguments without a path */
     char out_path[NS_MAX_ARGS][NS_CTL_MAX_PATH];
@@ -41,9 +46,40 @@ static void s_progress(void *user, const char *line)
     h->n_lines++;
 }
 
-static int s_read_inputs(ns_hosted_t *h, const ns_ctl_req_t *r, char *err,
-                         size_t errlen)
+/* The job's distinct inputs (by hash) fit the store together: one must
+ * not evict another. */
+static int s_inputs_fit(const ns_job_t *job, const ns_blobs_t *blobs, char *err,
+                        size_t errlen)
 {
+    uint64_t total = 0;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < job->n_args; i++) {
+        bool again = false;
+        for (uint32_t k = 0; k < i && !again; k++)
+            again = job->args[k].kind == NS_ARG_IN &&
+                    memcmp(job->args[k].hash, job->args[i].hash,
+                           NS_HASH_BYTES) == 0;
+        if (job->args[i].kind == NS_ARG_IN && !again) {
+            total += job->args[i].size;
+            n++;
+        }
+    }
+    /* one input too large is named by ns_blobs_add_file */
+    if (n < 2 || total <= ns_blobs_cap(blobs))
+        return NS_OK;
+    snprintf(err, errlen,
+             "the job's inputs (%" PRIu64 " bytes together) do not fit the "
+             "blob store %s (%" PRIu64 " bytes, node.input_cache_bytes)",
+             total, ns_blobs_dir(blobs), ns_blobs_cap(blobs));
+    return NS_ERR_TOOBIG;
+}
+
+static int s_read_inputs(ns_hosted_t *h, const ns_ctl_req_t *r,
+                         ns_blobs_t *blobs, char *err, size_t errlen)
+{
+    int fits = s_inputs_fit(&h->job, blobs, err, errlen);
+    if (fits != NS_OK)
+        return fits;
     for (uint32_t i = 0; i < h->job.n_args; i++) {
         const ns_arg_t *a = &h->job.args[i];
         if (a->kind == NS_ARG_OUT) {
@@ -61,33 +97,45 @@ static int s_read_inputs(ns_hosted_t *h, const ns_ctl_req_t *r, char *err,
         }
         if (a->kind != NS_ARG_IN)
             continue;
-        size_t len = 0;
-        int rc = r->in_path[i][0] ? ns_file_read(r->in_path[i], NS_MAX_BUFFER,
-                                                 &h->in_bufs[i], &len)
-                                  : NS_ERR_NOTFOUND;
+        /* the node's own copy, made in pieces: what the job serves and
+         * checks stays what was submitted, whatever happens to the file */
+        char why[NS_CTL_MAX_PATH + 200];
+        ns_hash_t id;
+        uint64_t size = 0;
+        int fd = -1;
+        int rc = r->in_path[i][0]
+                     ? ns_blobs_add_file(blobs, r->in_path[i], a->size, id,
+                                         &size, &fd, why, sizeof why)
+                     : NS_ERR_NOTFOUND;
+        if (rc == NS_OK &&
+            (size != a->size || memcmp(id, a->hash, NS_HASH_BYTES))) {
+            snprintf(why, sizeof why,
+                     "'%s' changed since the job was made (size or hash "
+                     "differs)",
+                     r->in_path[i]);
+            rc = NS_ERR_CORRUPT;
+        }
+        if (rc == NS_OK &&
+            (rc = ns_blobs_map_fd(fd, (size_t)size, &h->mapped[i])) != NS_OK)
+            snprintf(why, sizeof why, "cannot map the node's copy: %s",
+                     strerror(errno));
+        if (fd >= 0)
+            close(fd);
         if (rc != NS_OK) {
-            snprintf(err, errlen, "arg %u: cannot read '%s': %s", i,
-                     r->in_path[i], ns_strerror(rc));
+            snprintf(err, errlen, "arg %u: %s", i,
+                     r->in_path[i][0] ? why : "no input file given");
             return rc;
         }
-        ns_hash_t hh;
-        ns_hash(hh, h->in_bufs[i], len);
-        if (len != a->size || memcmp(hh, a->hash, NS_HASH_BYTES)) {
-            snprintf(err, errlen,
-                     "arg %u: '%s' changed since the job was made (size or "
-                     "hash differs)",
-                     i, r->in_path[i]);
-            return NS_ERR_CORRUPT;
-        }
-        h->inputs[i].data = h->in_bufs[i];
-        h->inputs[i].len = len;
+        h->inputs[i].data = h->mapped[i];
+        h->inputs[i].len = (size_t)size;
         h->inputs[i].verified = true;
     }
     return NS_OK;
 }
 
 ns_hosted_t *ns_hosted_new(const ns_ctl_req_t *r, const uint8_t me[32],
-                           ns_requester_opts_t *o, char *err, size_t errlen)
+                           ns_blobs_t *blobs, ns_requester_opts_t *o, char *err,
+                           size_t errlen)
 {
     ns_hosted_t *h = calloc(1, sizeof *h);
     char why[256];
@@ -119,7 +167,7 @@ ns_hosted_t *ns_hosted_new(const ns_ctl_req_t *r, const uint8_t me[32],
     }
     memcpy(h->packed, r->desc, r->desc_len);
     h->packed_len = r->desc_len;
-    if (s_read_inputs(h, r, err, errlen) != NS_OK)
+    if (s_read_inputs(h, r, blobs, err, errlen) != NS_OK)
         goto fail;
     memset(o, 0, sizeof *o);
     o->job = &h->job;
@@ -159,7 +207,7 @@ void ns_hosted_destroy(ns_hosted_t **hp)
         return;
     ns_hosted_t *h = *hp;
     for (uint32_t i = 0; i < NS_MAX_ARGS; i++) {
-        free(h->in_bufs[i]);
+        ns_blobs_unmap(h->mapped[i], h->inputs[i].len);
         free(h->outputs[i]);
     }
     free(h->packed);

@@ -845,7 +845,8 @@ int ns_node_submit(ns_node_t *n, const ns_ctl_req_t *r, ns_hash_t job_id,
         return NS_ERR_TOOBIG;
     }
     ns_requester_opts_t o;
-    ns_hosted_t *h = ns_hosted_new(r, ns_identity_pk(n->me), &o, err, errlen);
+    ns_hosted_t *h =
+        ns_hosted_new(r, ns_identity_pk(n->me), n->blobs, &o, err, errlen);
     if (!h)
         return NS_ERR_INVAL;
     /* The pre-flight (preflight.h), once per descriptor. */
@@ -865,7 +866,7 @@ int ns_node_submit(ns_node_t *n, const ns_ctl_req_t *r, ns_hash_t job_id,
     char hex[2 * NS_HASH_BYTES + 1];
     ns_hex(hex, o.job_id, NS_HASH_BYTES);
     if ((rc = ns_jobdir_save(n->c.datadir, hex, o.packed, o.packed_len, o.job,
-                             o.inputs, NULL)) != NS_OK) {
+                             n->blobs, NULL)) != NS_OK) {
         snprintf(err, errlen, "cannot save the job under %s/jobs: %s",
                  n->c.datadir, ns_strerror(rc));
         ns_hosted_destroy(&h);

@@ -15,6 +15,14 @@
  * bytes go to disk as they arrive, and a partial file left by a transfer
  * that was cut is resumed by the next fetch of the same blob. Partial
  * files count against the cap and are evicted like blobs.
+ *
+ * A requester's own inputs come in from the user's files
+ * (ns_blobs_add_file): copied in pieces into <dir>/.in-XXXXXX (locked
+ * while it is written; one left by a crash is removed by the next
+ * ns_blobs_open), hashed on the way, renamed to their name. Blob files are
+ * never written in place: a mapping of one stays what it was whatever
+ * happens to the user's file or to the store (an evicted blob's pages live
+ * on while mapped).
  */
 #ifndef NIGHTSHIFT_BLOBS_H
 #define NIGHTSHIFT_BLOBS_H
@@ -94,6 +102,36 @@ int ns_blobs_keep(ns_blobs_t *b, const uint8_t *data, size_t len,
 int ns_blobs_read(ns_blobs_t *b, const ns_hash_t id, uint64_t offset,
                   uint8_t *buf, size_t cap, size_t *got,
                   uint64_t *total) NS_MUST_CHECK;
+
+/* Piece of a file copied at a time (ns_blobs_add_file): its only heap. */
+#define NS_BLOBS_COPY_PIECE (1u << 20)
+
+/* Copy the regular file at path into the store, NS_BLOBS_COPY_PIECE bytes
+ * at a time, hashing them on the way: *id and *size are those of the bytes
+ * read (what the blob holds: the user's later edits to path change
+ * nothing), *fd the stored blob open read-only (the caller maps it with
+ * ns_blobs_map_fd and closes it). Room is made first (LRU eviction, space
+ * reserved on disk); the blob is synced before it is renamed into place.
+ * Errors, with one line in err naming the file and the cause:
+ * NS_ERR_NOTFOUND (no such file), NS_ERR_INVAL (not a regular file, or
+ * empty), NS_ERR_TOOBIG (over max_bytes, or larger than the store's cap),
+ * NS_ERR_IO (the file cannot be read, or the store cannot be written: disk
+ * full, read-only, permissions), NS_ERR_NOMEM. Nothing is left in the
+ * store on an error. */
+int ns_blobs_add_file(ns_blobs_t *b, const char *path, uint64_t max_bytes,
+                      ns_hash_t id, uint64_t *size, int *fd, char *err,
+                      size_t errlen) NS_MUST_CHECK;
+
+/* A second name for blob id at path (a hard link: no copy, and the bytes
+ * stay on disk under path when the store evicts the blob). An existing
+ * file at path is replaced. NS_ERR_NOTFOUND, NS_ERR_IO (another
+ * filesystem, or links refused). */
+int ns_blobs_link(ns_blobs_t *b, const ns_hash_t id,
+                  const char *path) NS_MUST_CHECK;
+
+/* The store's directory and cap, for messages. */
+const char *ns_blobs_dir(const ns_blobs_t *b);
+uint64_t ns_blobs_cap(const ns_blobs_t *b);
 
 /* Bytes held now. */
 uint64_t ns_blobs_bytes(const ns_blobs_t *b);

@@ -10,6 +10,14 @@ only; skipped with the reason elsewhere); the job's input is 6 MiB:
      settles with the right output;
   2. read-only (the tmpfs remounted ro): the same, with its cause;
   3. p still answers status, and no part file was left on the store.
+
+The requester's side: a light peer copies its inputs into its own blob
+store before anything is posted (its blobs on a 4 MiB tmpfs of its own):
+
+  4. full: submit fails with one line naming the input file and the
+     cause (No space left on device), no escrow, nothing left on the
+     store;
+  5. read-only: the same, with its cause (Read-only file system).
 """
 import json
 import os
@@ -86,6 +94,40 @@ def test(net):
     p.status()
     check_eq([f for f in os.listdir(blobs) if f.endswith(".part")], [],
              "part files on the store")
+
+    # 4, 5. the requester's own store cannot take its input
+    mine = os.path.join(req.datadir, "blobs")
+    os.makedirs(mine, exist_ok=True)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs",
+                        mine], capture_output=True, text=True)
+    check(r.returncode == 0, f"mount: {r.stderr.strip()}")
+    net.at_exit(lambda: subprocess.run(["umount", "-l", mine]))
+    x = os.path.join(net.dir, "x-requester.bin")
+    with open(x, "wb") as f:
+        f.write(os.urandom(SIZE))
+
+    def refused(tag, cause):
+        out = os.path.join(net.dir, f"out-{tag}.bin")
+        r = nstest.cli("submit", "--datadir", req.datadir, "--bootstrap",
+                       p.addr, "--kernel", src, "--entry", "pick",
+                       "--global", str(n_out), "--arg", f"in:{x}", "--arg",
+                       f"out:{n_out}:{out}", "--arg", f"u32:{STRIDE}",
+                       "--max-price", "10", timeout=120)
+        err = r.stderr.strip()
+        check(r.returncode == 1, f"{tag}: submit did not fail ({r.returncode})"
+              f": {err[-400:]}")
+        check("escrow of" not in err, f"{tag}: credits moved: {err[-400:]}")
+        last = err.splitlines()[-1] if err else ""
+        check(x in last and cause in last,
+              f"{tag}: the error does not name the file and {cause!r}: {last}")
+        check_eq(os.listdir(mine), [], f"{tag}: files left on the store")
+        log(f"requester, {tag}: {last}")
+
+    refused("requester-full", "No space left on device")
+    r = subprocess.run(["mount", "-o", "remount,ro", mine],
+                       capture_output=True, text=True)
+    check(r.returncode == 0, f"remount ro: {r.stderr.strip()}")
+    refused("requester-read-only", "Read-only file system")
 
 
 nstest.main(test, "blob_store_faults")
