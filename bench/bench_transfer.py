@@ -31,8 +31,9 @@ received into a file as they arrive, leaves hashed on the way), in
 alternation, --rounds times. Each line: the fetch time (from "result
 committed" to "outputs received" in submit's progress), the check and
 settle time after it, the submit process's peak RSS over its whole life
-(wait4; it includes the pre-flight, which takes four output-sized buffers
-in both builds) and its peak from the escrow on (VmHWM reset by
+(wait4; it includes the pre-flight, which takes output-sized buffers in
+both builds: four and a byte map before, two and two bitmaps since) and
+its peak from the escrow on (VmHWM reset by
 /proc/PID/clear_refs once the escrow line is printed, so it covers the
 fetch, the check and the writing of the output), with `nightshift run` of
 the job first as the reference.

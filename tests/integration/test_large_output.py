@@ -19,8 +19,8 @@ its input (4 KiB): each work-item writes a word derived from the input.
   4. a destination in a missing directory: the light peer fails before
      the escrow, naming the file.
 
-The pre-flight before the escrow (exec/preflight.c) still takes four
-full-size output buffers and a byte map: it is left out of the peaks.
+The pre-flight before the escrow (exec/preflight.c) still takes two
+full-size output sets and two bitmaps: it is left out of the peaks.
 """
 import hashlib
 import json
@@ -136,8 +136,8 @@ def test(net):
         os.unlink(ref)  # leave the page cache and disk to the others
 
     # 2. the light peer. Its pre-flight (before the escrow) runs sample
-    # units on full-size output buffers of its own (exec/preflight.c, four
-    # fills and a byte map): the peak is taken from the escrow on, which
+    # units on full-size output buffers of its own (exec/preflight.c, two
+    # sets and two bitmaps): the peak is taken from the escrow on, which
     # covers the fetch, the check and the rename.
     base = {}
 
