@@ -190,18 +190,9 @@ static int s_store_input(ns_jobspec_t *spec, uint32_t k, ns_hash_t id,
                          char *err, size_t errlen)
 {
     uint64_t size = 0;
-    int fd = -1;
-    int rc = ns_blobs_add_file(spec->store, spec->in_paths[k], NS_MAX_BUFFER,
-                               id, &size, &fd, err, errlen);
-    if (rc == NS_OK) {
-        rc = ns_blobs_map_fd(fd, (size_t)size, &spec->mapped[k]);
-        if (rc != NS_OK)
-            snprintf(err, errlen, "cannot map the stored copy of '%s': %s",
-                     spec->in_paths[k], strerror(errno));
-        close(fd);
-    }
-    if (rc == NS_OK)
-        spec->mapped_len[k] = (size_t)size;
+    int rc = ns_blobs_add_map(spec->store, spec->in_paths[k], NS_MAX_BUFFER, id,
+                              &spec->mapped[k], &size, err, errlen);
+    spec->mapped_len[k] = (size_t)size;
     return rc;
 }
 

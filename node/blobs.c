@@ -1,5 +1,5 @@
 /* blobs.c - content-addressed blobs on disk, LRU-bounded (blobs.h). */
-#define _GNU_SOURCE /* fallocate */
+#define _GNU_SOURCE /* fallocate, sync_file_range */
 #include "nightshift/blobs.h"
 
 #include "nightshift/job.h"
@@ -8,6 +8,7 @@
 
 #include <sodium.h>
 
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -87,7 +88,7 @@ static int s_scan(ns_blobs_t *b, uint64_t need)
     }
 }
 
-#define S_COPY_PREFIX ".in-" /* ns_blobs_add_file's files being written */
+#define S_COPY_PREFIX ".in-" /* copies being written (ns_blobs_copy_t) */
 
 /* Remove the copies a crash left (nobody holds their lock). */
 static void s_sweep_copies(const char *dir)
@@ -406,136 +407,193 @@ static int s_write_all(int fd, const uint8_t *buf, size_t len, uint64_t done)
     return NS_OK;
 }
 
-/* The copy of ns_blobs_add_file: in (open on the user's file) into out,
- * at most limit bytes, hashed into id. err names the failing side. */
-static int s_copy(const ns_blobs_t *b, const char *path, int in, int out,
-                  uint64_t limit, ns_hash_t id, uint64_t *size, char *err,
-                  size_t errlen)
-{
-    uint8_t *buf = malloc(NS_BLOBS_COPY_PIECE);
-    if (!buf) {
-        snprintf(err, errlen, "out of memory to copy '%s'", path);
-        return NS_ERR_NOMEM;
-    }
+struct ns_blobs_copy {
+    ns_blobs_t *b;
+    char path[PATH_MAX];     /* the user's file, for messages */
+    char tmp[PATH_MAX + 16]; /* the copy being written; "" once renamed */
+    int in, out;             /* the user's file, the copy */
+    uint64_t limit;          /* bytes at most: max_bytes, the store's cap */
+    uint64_t done;           /* bytes copied and hashed so far */
     crypto_generichash_state hs;
-    crypto_generichash_init(&hs, NULL, 0, NS_HASH_BYTES);
-    uint64_t done = 0;
-    int rc = NS_OK;
-    for (;;) {
-        ssize_t r = read(in, buf, NS_BLOBS_COPY_PIECE);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            snprintf(err, errlen, "cannot read '%s': %s", path,
-                     strerror(errno));
-            rc = NS_ERR_IO;
-            break;
-        }
-        if (r == 0)
-            break;
-        if ((uint64_t)r > limit - done) {
-            snprintf(err, errlen,
-                     "'%s' grew past %" PRIu64 " bytes while it was read", path,
-                     limit);
-            rc = NS_ERR_TOOBIG;
-            break;
-        }
-        crypto_generichash_update(&hs, buf, (size_t)r);
-        if (s_write_all(out, buf, (size_t)r, done) != NS_OK) {
-            snprintf(err, errlen, "cannot copy '%s' into the blob store %s: %s",
-                     path, b->dir, strerror(errno));
-            rc = NS_ERR_IO;
-            break;
-        }
-        done += (uint64_t)r;
-    }
-    free(buf);
-    if (rc == NS_OK && done == 0) {
-        snprintf(err, errlen, "input file '%s' is empty", path);
-        rc = NS_ERR_INVAL;
-    }
-    crypto_generichash_final(&hs, id, NS_HASH_BYTES);
-    *size = rc == NS_OK ? done : 0;
-    return rc;
+    uint8_t *piece; /* NS_BLOBS_COPY_PIECE bytes */
+    bool finished;  /* renamed into place: id is its name */
+    ns_hash_t id;
+};
+
+void ns_blobs_copy_free(ns_blobs_copy_t **cp)
+{
+    if (!cp || !*cp)
+        return;
+    ns_blobs_copy_t *c = *cp;
+    if (c->tmp[0])
+        (void)unlink(c->tmp);
+    if (c->out >= 0)
+        close(c->out);
+    if (c->in >= 0)
+        close(c->in);
+    free(c->piece);
+    free(c);
+    *cp = NULL;
 }
 
-int ns_blobs_add_file(ns_blobs_t *b, const char *path, uint64_t max_bytes,
-                      ns_hash_t id, uint64_t *size, int *fd, char *err,
-                      size_t errlen)
+/* A failure of the store's side: err names the file, the store, errno. */
+static int s_copy_fail(const ns_blobs_copy_t *c, char *err, size_t errlen)
 {
-    char tmp[PATH_MAX + 16] = "", name[PATH_MAX + 80];
-    int out = -1, rc = NS_ERR_IO;
-    *fd = -1;
-    *size = 0;
-    int in = open(path, O_RDONLY | O_CLOEXEC);
-    if (in < 0) {
-        int e = errno;
-        if (e == ENOENT)
+    snprintf(err, errlen, "cannot copy '%s' into the blob store %s: %s",
+             c->path, c->b->dir, strerror(errno));
+    return NS_ERR_IO;
+}
+
+ns_blobs_copy_t *ns_blobs_copy_start(ns_blobs_t *b, const char *path,
+                                     uint64_t max_bytes, int *rc, char *err,
+                                     size_t errlen)
+{
+    ns_blobs_copy_t *c = calloc(1, sizeof *c);
+    if (!c || !(c->piece = malloc(NS_BLOBS_COPY_PIECE))) {
+        free(c);
+        snprintf(err, errlen, "out of memory to copy '%s'", path);
+        *rc = NS_ERR_NOMEM;
+        return NULL;
+    }
+    c->b = b;
+    c->out = -1;
+    snprintf(c->path, sizeof c->path, "%s", path);
+    crypto_generichash_init(&c->hs, NULL, 0, NS_HASH_BYTES);
+    struct stat st;
+    uint64_t want = 0;
+    c->limit = max_bytes < b->cap ? max_bytes : b->cap;
+    *rc = NS_OK;
+    if ((c->in = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+        *rc = errno == ENOENT ? NS_ERR_NOTFOUND : NS_ERR_IO;
+        if (*rc == NS_ERR_NOTFOUND)
             snprintf(err, errlen, "input file '%s' not found", path);
         else
-            snprintf(err, errlen, "cannot read '%s': %s", path, strerror(e));
-        return e == ENOENT ? NS_ERR_NOTFOUND : NS_ERR_IO;
-    }
-    struct stat st;
-    if (fstat(in, &st) != 0 || !S_ISREG(st.st_mode)) {
+            snprintf(err, errlen, "cannot read '%s': %s", path,
+                     strerror(errno));
+    } else if (fstat(c->in, &st) != 0 || !S_ISREG(st.st_mode)) {
         snprintf(err, errlen, "input file '%s' is not a regular file", path);
-        rc = NS_ERR_INVAL;
-        goto out;
-    }
-    uint64_t want = (uint64_t)st.st_size,
-             limit = max_bytes < b->cap ? max_bytes : b->cap;
-    if (want > max_bytes) {
+        *rc = NS_ERR_INVAL;
+    } else if ((want = (uint64_t)st.st_size) > max_bytes) {
         snprintf(err, errlen,
                  "input file '%s' is over the %" PRIu64 "-byte limit", path,
                  max_bytes);
-        rc = NS_ERR_TOOBIG;
-        goto out;
-    }
-    if (want > b->cap) {
+        *rc = NS_ERR_TOOBIG;
+    } else if (want > b->cap) {
         snprintf(err, errlen,
                  "input file '%s' (%" PRIu64 " bytes) does not fit the blob "
                  "store %s (%" PRIu64 " bytes, node.input_cache_bytes)",
                  path, want, b->dir, b->cap);
-        rc = NS_ERR_TOOBIG;
-        goto out;
+        *rc = NS_ERR_TOOBIG;
+    } else if (snprintf(c->tmp, sizeof c->tmp, "%s/" S_COPY_PREFIX "XXXXXX",
+                        b->dir) >= (int)sizeof c->tmp ||
+               s_scan(b, want) != NS_OK ||
+               (c->out = mkostemp(c->tmp, O_CLOEXEC)) < 0) {
+        /* room first: the LRU blobs go, then the space is reserved */
+        *rc = s_copy_fail(c, err, errlen);
+        c->tmp[0] = '\0'; /* no file made */
+    } else if (flock(c->out, LOCK_EX | LOCK_NB) != 0 ||
+               (want &&
+                fallocate(c->out, FALLOC_FL_KEEP_SIZE, 0, (off_t)want) != 0 &&
+                errno != EOPNOTSUPP && errno != ENOSYS)) {
+        *rc = s_copy_fail(c, err, errlen);
     }
-    /* room first: the LRU blobs go, then the space is reserved */
-    if (snprintf(tmp, sizeof tmp, "%s/" S_COPY_PREFIX "XXXXXX", b->dir) >=
-            (int)sizeof tmp ||
-        s_scan(b, want) != NS_OK || (out = mkostemp(tmp, O_CLOEXEC)) < 0 ||
-        flock(out, LOCK_EX | LOCK_NB) != 0 ||
-        (want && fallocate(out, FALLOC_FL_KEEP_SIZE, 0, (off_t)want) != 0 &&
-         errno != EOPNOTSUPP && errno != ENOSYS)) {
-        snprintf(err, errlen, "cannot copy '%s' into the blob store %s: %s",
-                 path, b->dir, strerror(errno));
-        if (out < 0)
-            tmp[0] = '\0';
-        rc = NS_ERR_IO;
-        goto out;
+    if (*rc != NS_OK)
+        ns_blobs_copy_free(&c);
+    return c;
+}
+
+/* The whole file is copied: hash, sync, rename to the hash. */
+static int s_copy_finish(ns_blobs_copy_t *c, char *err, size_t errlen)
+{
+    char name[PATH_MAX + 80];
+    if (c->done == 0) {
+        snprintf(err, errlen, "input file '%s' is empty", c->path);
+        return NS_ERR_INVAL;
     }
-    rc = s_copy(b, path, in, out, limit, id, size, err, errlen);
-    if (rc == NS_OK) {
-        s_path(b, id, name, sizeof name);
-        /* the room past a file that shrank while read goes back */
-        if (ftruncate(out, (off_t)*size) != 0 ||
-            ns_file_commit(out, tmp, name, 0600) != NS_OK) {
-            snprintf(err, errlen, "cannot copy '%s' into the blob store %s: %s",
-                     path, b->dir, strerror(errno));
-            rc = NS_ERR_IO;
+    crypto_generichash_final(&c->hs, c->id, NS_HASH_BYTES);
+    s_path(c->b, c->id, name, sizeof name);
+    /* the room past a file that shrank while read goes back */
+    if (ftruncate(c->out, (off_t)c->done) != 0 ||
+        ns_file_commit(c->out, c->tmp, name, 0600) != NS_OK)
+        return s_copy_fail(c, err, errlen);
+    c->tmp[0] = '\0';
+    c->b->bytes += c->done;
+    c->finished = true;
+    return NS_OK;
+}
+
+int ns_blobs_copy_step(ns_blobs_copy_t *c, uint64_t budget, bool *done,
+                       char *err, size_t errlen)
+{
+    *done = c->finished;
+    for (uint64_t moved = 0; !c->finished && moved < budget;) {
+        ssize_t r = read(c->in, c->piece, NS_BLOBS_COPY_PIECE);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            snprintf(err, errlen, "cannot read '%s': %s", c->path,
+                     strerror(errno));
+            return NS_ERR_IO;
         }
+        if (r == 0) {
+            int rc = s_copy_finish(c, err, errlen);
+            *done = rc == NS_OK;
+            return rc;
+        }
+        if ((uint64_t)r > c->limit - c->done) {
+            snprintf(err, errlen,
+                     "'%s' grew past %" PRIu64 " bytes while it was read",
+                     c->path, c->limit);
+            return NS_ERR_TOOBIG;
+        }
+        crypto_generichash_update(&c->hs, c->piece, (size_t)r);
+        if (s_write_all(c->out, c->piece, (size_t)r, c->done) != NS_OK)
+            return s_copy_fail(c, err, errlen);
+        /* its writeback starts now, so the sync at the end has little
+         * left to wait for */
+        (void)sync_file_range(c->out, (off_t)c->done, r, SYNC_FILE_RANGE_WRITE);
+        c->done += (uint64_t)r;
+        moved += (uint64_t)r;
     }
-    if (rc == NS_OK) {
-        tmp[0] = '\0'; /* renamed */
-        b->bytes += *size;
-        *fd = out;
-        out = -1;
+    return NS_OK;
+}
+
+uint64_t ns_blobs_copy_bytes(const ns_blobs_copy_t *c)
+{
+    return c->done;
+}
+
+int ns_blobs_copy_map(const ns_blobs_copy_t *c, ns_hash_t id,
+                      const uint8_t **data, uint64_t *size, char *err,
+                      size_t errlen)
+{
+    assert(c->finished);
+    memcpy(id, c->id, NS_HASH_BYTES);
+    *size = c->done;
+    int rc = ns_blobs_map_fd(c->out, (size_t)c->done, data);
+    if (rc != NS_OK) {
+        snprintf(err, errlen, "cannot map the stored copy of '%s': %s", c->path,
+                 strerror(errno));
+        *size = 0;
     }
-out:
-    if (tmp[0])
-        (void)unlink(tmp);
-    if (out >= 0)
-        close(out);
-    close(in);
+    return rc;
+}
+
+int ns_blobs_add_map(ns_blobs_t *b, const char *path, uint64_t max_bytes,
+                     ns_hash_t id, const uint8_t **data, uint64_t *size,
+                     char *err, size_t errlen)
+{
+    int rc = NS_OK;
+    bool done = false;
+    *data = NULL;
+    *size = 0;
+    ns_blobs_copy_t *c =
+        ns_blobs_copy_start(b, path, max_bytes, &rc, err, errlen);
+    if (c)
+        rc = ns_blobs_copy_step(c, UINT64_MAX, &done, err, errlen);
+    if (c && rc == NS_OK)
+        rc = ns_blobs_copy_map(c, id, data, size, err, errlen);
+    ns_blobs_copy_free(&c);
     return rc;
 }
 

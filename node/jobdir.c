@@ -65,20 +65,17 @@ static int s_load_input(const char *dir, const ns_arg_t *a, uint32_t i,
     snprintf(path, sizeof path, "%s/in%u.bin", dir, i);
     ns_hash_t id;
     uint64_t size = 0;
-    int fd = -1;
     char why[PATH_MAX + 200];
-    rc = ns_blobs_add_file(blobs, path, a->size, id, &size, &fd, why,
-                           sizeof why);
+    rc = ns_blobs_add_map(blobs, path, a->size, id, data, &size, why,
+                          sizeof why);
     if (rc == NS_OK &&
         (size != a->size || memcmp(id, a->hash, NS_HASH_BYTES))) {
         snprintf(why, sizeof why, "%s does not hash to the descriptor's input",
                  path);
+        ns_blobs_unmap(*data, (size_t)size);
+        *data = NULL;
         rc = NS_ERR_CORRUPT;
     }
-    if (rc == NS_OK && (rc = ns_blobs_map_fd(fd, (size_t)size, data)) != NS_OK)
-        snprintf(why, sizeof why, "cannot map it: %s", strerror(errno));
-    if (fd >= 0)
-        close(fd);
     if (rc != NS_OK) {
         snprintf(err, errlen,
                  "input %u (blob %s) is not in %s any more and cannot be "

@@ -4,7 +4,7 @@
  * hard link to its blob in the blob store, no copy of the bytes) and
  * out<i>.path (where output i goes). job.msgpack and out<i>.path are
  * written atomically (ns_file_write_atomic); the blobs are synced by the
- * store (ns_blobs_add_file). */
+ * store (ns_blobs_copy_t). */
 #ifndef NIGHTSHIFT_JOBDIR_H
 #define NIGHTSHIFT_JOBDIR_H
 

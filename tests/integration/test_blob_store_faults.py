@@ -59,17 +59,20 @@ def test(net):
         f.write(KERNEL)
     n_out = SIZE // STRIDE
 
+    def submit(x, tag, *more):
+        out = os.path.join(net.dir, f"out-{tag}.bin")
+        return out, nstest.cli(
+            "submit", "--datadir", req.datadir, "--bootstrap", p.addr,
+            "--kernel", src, "--entry", "pick", "--global", str(n_out),
+            "--arg", f"in:{x}", "--arg", f"out:{n_out}:{out}", "--arg",
+            f"u32:{STRIDE}", "--max-price", "10", *more, timeout=120)
+
     def job(tag, cause):
         data = os.urandom(SIZE)
         x = os.path.join(net.dir, f"x-{tag}.bin")
-        out = os.path.join(net.dir, f"out-{tag}.bin")
         with open(x, "wb") as f:
             f.write(data)
-        r = nstest.cli("submit", "--datadir", req.datadir, "--bootstrap",
-                       p.addr, "--kernel", src, "--entry", "pick",
-                       "--global", str(n_out), "--arg", f"in:{x}", "--arg",
-                       f"out:{n_out}:{out}", "--arg", f"u32:{STRIDE}",
-                       "--max-price", "10", "--json", timeout=120)
+        out, r = submit(x, tag, "--json")
         check(r.returncode == 0, f"{tag}: submit failed: "
               f"{r.stderr.strip()[-600:]} {r.stdout.strip()[-600:]}")
         check_eq(json.loads(r.stdout)["status"], "settled", f"{tag}: status")
@@ -82,12 +85,15 @@ def test(net):
               f"{p.log_tail(8)}")
         log(f"{tag}: settled; p said: {lines[-1].split('level=')[1]}")
 
+    def read_only(path):
+        r = subprocess.run(["mount", "-o", "remount,ro", path],
+                           capture_output=True, text=True)
+        check(r.returncode == 0, f"remount ro: {r.stderr.strip()}")
+
     # 1. full
     job("full", "No space left on device")
     # 2. read-only
-    r = subprocess.run(["mount", "-o", "remount,ro", blobs],
-                       capture_output=True, text=True)
-    check(r.returncode == 0, f"remount ro: {r.stderr.strip()}")
+    read_only(blobs)
     job("read-only", "Read-only file system")
     # 3. the node is fine, nothing half-written left behind
     check(p.running(), "p stopped")
@@ -107,12 +113,7 @@ def test(net):
         f.write(os.urandom(SIZE))
 
     def refused(tag, cause):
-        out = os.path.join(net.dir, f"out-{tag}.bin")
-        r = nstest.cli("submit", "--datadir", req.datadir, "--bootstrap",
-                       p.addr, "--kernel", src, "--entry", "pick",
-                       "--global", str(n_out), "--arg", f"in:{x}", "--arg",
-                       f"out:{n_out}:{out}", "--arg", f"u32:{STRIDE}",
-                       "--max-price", "10", timeout=120)
+        _, r = submit(x, tag)
         err = r.stderr.strip()
         check(r.returncode == 1, f"{tag}: submit did not fail ({r.returncode})"
               f": {err[-400:]}")
@@ -124,9 +125,7 @@ def test(net):
         log(f"requester, {tag}: {last}")
 
     refused("requester-full", "No space left on device")
-    r = subprocess.run(["mount", "-o", "remount,ro", mine],
-                       capture_output=True, text=True)
-    check(r.returncode == 0, f"remount ro: {r.stderr.strip()}")
+    read_only(mine)
     refused("requester-read-only", "Read-only file system")
 
 

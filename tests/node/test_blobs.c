@@ -1,9 +1,10 @@
 /* test_blobs.c - a requester's inputs into the blob store (blobs.h,
- * ns_blobs_add_file) and a saved job's inputs by hash (jobdir.h), on real
+ * ns_blobs_copy_t) and a saved job's inputs by hash (jobdir.h), on real
  * files in a temporary directory:
  *
- *  - a file of several copy pieces is stored under the BLAKE2b-256 of its
- *    bytes, the mapping holds them, nothing but the blob is left; editing
+ *  - a file of several copy pieces is copied a piece per step (nothing
+ *    under a blob's name until the end), stored under the BLAKE2b-256 of
+ *    its bytes, the mapping holds them, nothing but the blob is left; editing
  *    or deleting the user's file afterwards changes nothing mapped or
  *    stored;
  *  - each way a file or the store can fail is its own error with one line
@@ -49,6 +50,25 @@ static int s_write(const char *path, const uint8_t *data, size_t len)
     return ns_file_write_atomic(path, data, len, 0600);
 }
 
+/* len random bytes (malloc'd) written to the file src, and a store at
+ * dir of cap bytes: NULL (and nothing to free) when either fails. */
+static uint8_t *s_file_and_store(const char *src, size_t len, const char *dir,
+                                 uint64_t cap, ns_blobs_t **b)
+{
+    int e = 0;
+    uint8_t *data = malloc(len);
+    if (data) {
+        randombytes_buf(data, len);
+        if (s_write(src, data, len) == NS_OK)
+            *b = ns_blobs_open(dir, cap, &e);
+    }
+    if (!data || !*b) {
+        free(data);
+        return NULL;
+    }
+    return data;
+}
+
 /* Entries of dir other than . and ..; first one that starts with prefix
  * into found (when given). */
 static int s_count(const char *dir, const char *prefix, char *found, size_t cap)
@@ -76,28 +96,40 @@ TEST(a_file_is_copied_by_pieces_and_stays_as_stored)
     s_path(dir, sizeof dir, "store1");
     s_path(src, sizeof src, "in1.bin");
     size_t len = 3 * NS_BLOBS_COPY_PIECE + 12345; /* pieces and a rest */
-    uint8_t *data = malloc(len);
+    ns_blobs_t *b = NULL;
+    uint8_t *data = s_file_and_store(src, len, dir, 64u << 20, &b);
     if (!CHECK(data != NULL))
         return;
-    randombytes_buf(data, len);
-    CHECK_RC(s_write(src, data, len), NS_OK);
-    int e = 0;
-    ns_blobs_t *b = ns_blobs_open(dir, 64u << 20, &e);
-    if (!CHECK(b != NULL)) {
-        free(data);
-        return;
-    }
     ns_hash_t id, want;
     ns_hash(want, data, len);
     uint64_t size = 0;
-    int fd = -1;
     char err[512] = "";
-    CHECK_RC(
-        ns_blobs_add_file(b, src, UINT64_MAX, id, &size, &fd, err, sizeof err),
-        NS_OK);
+    int rc = NS_OK;
+    /* a piece at a time: nothing under a blob's name until the end */
+    ns_blobs_copy_t *c =
+        ns_blobs_copy_start(b, src, UINT64_MAX, &rc, err, sizeof err);
+    if (!CHECK(c != NULL)) {
+        fprintf(stderr, "  err: %s\n", err);
+        return;
+    }
+    bool done = false;
+    int steps = 0;
+    while (!done &&
+           CHECK_RC(ns_blobs_copy_step(c, 1, &done, err, sizeof err), NS_OK)) {
+        steps++;
+        if (!done) {
+            uint64_t whole = (uint64_t)steps * NS_BLOBS_COPY_PIECE;
+            CHECK_EQ_INT(ns_blobs_copy_bytes(c), whole < len ? whole : len);
+            CHECK_EQ_INT(s_count(dir, ".in-", NULL, 0), 1);
+            CHECK_EQ_INT(s_count(dir, NULL, NULL, 0), 1);
+        }
+    }
+    CHECK_EQ_INT(steps, 5); /* 3 whole pieces, the rest, the end */
+    const uint8_t *map = NULL;
+    CHECK_RC(ns_blobs_copy_map(c, id, &map, &size, err, sizeof err), NS_OK);
+    ns_blobs_copy_free(&c);
     CHECK_MEM(id, want, NS_HASH_BYTES);
     CHECK_EQ_INT(size, len);
-    CHECK(fd >= 0);
     CHECK(ns_blobs_has(b, id));
     CHECK_EQ_INT(ns_blobs_bytes(b), len);
     ns_hex(hex, id, NS_HASH_BYTES);
@@ -105,9 +137,6 @@ TEST(a_file_is_copied_by_pieces_and_stays_as_stored)
     struct stat st;
     CHECK(stat(blob, &st) == 0 && (st.st_mode & 0777) == 0600);
     CHECK_EQ_INT(s_count(dir, NULL, NULL, 0), 1); /* the blob alone */
-    const uint8_t *map = NULL;
-    CHECK_RC(ns_blobs_map_fd(fd, len, &map), NS_OK);
-    close(fd);
     /* the user overwrites and then deletes the file: the copy is the
      * bytes as they were read */
     uint8_t *other = malloc(len);
@@ -128,10 +157,11 @@ TEST(a_file_is_copied_by_pieces_and_stays_as_stored)
     ns_blobs_unmap(again, again_len);
     /* the same bytes again: the same blob, still one file */
     CHECK_RC(s_write(src, data, len), NS_OK);
-    CHECK_RC(
-        ns_blobs_add_file(b, src, UINT64_MAX, id, &size, &fd, err, sizeof err),
-        NS_OK);
-    close(fd);
+    const uint8_t *second = NULL;
+    CHECK_RC(ns_blobs_add_map(b, src, UINT64_MAX, id, &second, &size, err,
+                              sizeof err),
+             NS_OK);
+    ns_blobs_unmap(second, size);
     CHECK_EQ_INT(s_count(dir, NULL, NULL, 0), 1);
     /* an evicted blob: a mapping keeps its pages */
     CHECK(unlink(blob) == 0);
@@ -150,11 +180,11 @@ static void s_fails(ns_blobs_t *b, const char *dir, const char *path,
 {
     ns_hash_t id;
     uint64_t size = 1;
-    int fd = 7;
+    const uint8_t *data = (const uint8_t *)"x";
     char err[512] = "";
-    CHECK_RC(ns_blobs_add_file(b, path, max, id, &size, &fd, err, sizeof err),
+    CHECK_RC(ns_blobs_add_map(b, path, max, id, &data, &size, err, sizeof err),
              want_rc);
-    CHECK_EQ_INT(fd, -1);
+    CHECK(data == NULL);
     CHECK_EQ_INT(size, 0);
     if (!CHECK(strstr(err, path) != NULL && strstr(err, want_text) != NULL &&
                !strchr(err, '\n')))
@@ -288,24 +318,17 @@ TEST(a_saved_job_finds_its_inputs_by_hash)
     snprintf(store, sizeof store, "%s/blobs", dd);
     s_path(src, sizeof src, "in4.bin");
     size_t len = NS_BLOBS_COPY_PIECE + 77;
-    uint8_t *data = malloc(len);
+    ns_blobs_t *b = NULL;
+    uint8_t *data = s_file_and_store(src, len, store, 0, &b);
     if (!CHECK(data != NULL))
         return;
-    randombytes_buf(data, len);
-    CHECK_RC(s_write(src, data, len), NS_OK);
-    int e = 0;
-    ns_blobs_t *b = ns_blobs_open(store, 0, &e);
-    if (!CHECK(b != NULL)) {
-        free(data);
-        return;
-    }
     ns_hash_t id;
     uint64_t size = 0;
-    int fd = -1;
+    const uint8_t *map = NULL;
     CHECK_RC(
-        ns_blobs_add_file(b, src, UINT64_MAX, id, &size, &fd, err, sizeof err),
+        ns_blobs_add_map(b, src, UINT64_MAX, id, &map, &size, err, sizeof err),
         NS_OK);
-    close(fd);
+    ns_blobs_unmap(map, size);
     ns_job_t job;
     ns_buf_t packed;
     s_job(&job, &packed, data, len);
