@@ -448,7 +448,11 @@ ns_blobs_copy_t *ns_blobs_copy_start(ns_blobs_t *b, const char *path,
                                      uint64_t max_bytes, int *rc, char *err,
                                      size_t errlen)
 {
-    ns_blobs_copy_t *c = calloc(1, sizeof *c);
+    /* the hash state wants 64-byte alignment (libsodium's CRYPTO_ALIGN) */
+    size_t bytes = (sizeof(ns_blobs_copy_t) + 63) / 64 * 64;
+    ns_blobs_copy_t *c = aligned_alloc(64, bytes);
+    if (c)
+        memset(c, 0, bytes);
     if (!c || !(c->piece = malloc(NS_BLOBS_COPY_PIECE))) {
         free(c);
         snprintf(err, errlen, "out of memory to copy '%s'", path);
