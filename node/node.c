@@ -314,6 +314,10 @@ static void s_count_outcome(ns_node_t *n, const ns_receipt_t *r)
 static void s_on_requester_tick(void *user, uint64_t now)
 {
     ns_node_t *n = user;
+    /* the clock now, not the pass's: a requester started by a timer
+     * earlier in this pass (s_on_copy_tick) began after the pass did, and
+     * its start must not be in the future of the now it is ticked with */
+    now = ns_mono_ms();
     if (n->c.light)
         ns_content_tick(n->content, now);
     bool all_done = n->n_req > 0;

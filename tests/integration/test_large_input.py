@@ -8,7 +8,9 @@ the job runs changes nothing that is served or checked.
 One provider p, a node n beside it, a light peer's datadir req. The job
 reads one byte of every 4 KiB of an input of IN_MIB MiB (random bytes),
 so its output is small and the time is the transfer's; the baseline job
-is the same launch over a 4 MiB input (one byte of every 64):
+is the same launch over a 4 MiB input (one byte of every 64). p keeps no
+large input in its store, so each job fetches its input from the
+requester's copy:
 
   1. `nightshift run` of the job: the reference output;
   2. the light peer (`submit --datadir req`), first with the baseline
@@ -90,9 +92,12 @@ def submit(args, on_line=None, watch=None):
 
 def test(net):
     p, n, req = net.named_nodes("p", "n", "req")
-    # inputs of 1 GiB (--long) must fit the stores
+    # inputs of 1 GiB (--long) must fit the requesters' stores; the
+    # provider keeps none (it takes them in its heap), so that every job
+    # fetches its input from the requester, which serves it from its copy
     cap = ("--set", f"node.input_cache_bytes={(IN_MIB + 64) << 20}")
-    p.start(extra=("--set", "node.stake=100000", *cap))
+    p.start(extra=("--set", "node.stake=100000", "--set",
+                   f"node.input_cache_bytes={2 * SMALL_MIB << 20}"))
     n.start(bootstrap=[p], extra=cap)
     conf = os.path.join(req.datadir, "config.ini")
     with open(conf) as f:
