@@ -10,6 +10,7 @@
 #include "jobspec.h"
 #include "shards.h"
 
+#include "nightshift/blobs.h"
 #include "nightshift/jobdir.h"
 #include "nightshift/log.h"
 #include "nightshift/node.h"
@@ -17,6 +18,7 @@
 #include "nightshift/preflight.h"
 #include "nightshift/util.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <signal.h>
 #include <sodium.h>
@@ -45,6 +47,7 @@ typedef struct s_submit {
     int no_wait; /* --no-wait: fail at once when no provider can take it */
     int fault_fork_award; /* --fault fork-award (test networks) */
     /* the job */
+    ns_blobs_t *store; /* light peer: <datadir>/blobs, the inputs' copies */
     ns_jobspec_t spec;
     char out_paths[NS_MAX_ARGS][PATH_MAX]; /* --resume: from the jobdir */
     ns_buf_t packed;
@@ -379,21 +382,31 @@ static void s_print_receipt(s_submit_t *q, const ns_receipt_t *rc,
 
 /* The light peer's settings: an ephemeral port, frequent heartbeats, no
  * job slots, the bootstrap peers given. */
-static int s_config(s_submit_t *q, ns_config_t *cfg)
+/* The datadir's config.ini (defaults where it has none or it does not
+ * read: the node on that datadir says why). */
+static void s_datadir_config(const s_submit_t *q, ns_config_t *dd)
 {
     char err[256], path[PATH_MAX];
-    ns_config_defaults(cfg);
-    /* The datadir's [jobs] settings: how long its jobs/ keeps finished
-     * jobs (pruned when the light peer opens). The rest of config.ini is
-     * a node's and does not apply here. */
-    ns_config_t dd;
-    ns_config_defaults(&dd);
+    ns_config_defaults(dd);
     if (ns_path_join(path, sizeof path, q->datadir, "config.ini") == NS_OK &&
         access(path, F_OK) == 0 &&
-        ns_config_load(&dd, path, err, sizeof err) == NS_OK) {
-        cfg->jobs_retention_days = dd.jobs_retention_days;
-        cfg->jobs_max_bytes = dd.jobs_max_bytes;
-    }
+        ns_config_load(dd, path, err, sizeof err) != NS_OK)
+        ns_config_defaults(dd);
+}
+
+static int s_config(s_submit_t *q, ns_config_t *cfg)
+{
+    char err[256];
+    ns_config_defaults(cfg);
+    /* The datadir's [jobs] settings: how long its jobs/ keeps finished
+     * jobs (pruned when the light peer opens), and the cap of its blob
+     * store (where the inputs are). The rest of config.ini is a node's
+     * and does not apply here. */
+    ns_config_t dd;
+    s_datadir_config(q, &dd);
+    cfg->jobs_retention_days = dd.jobs_retention_days;
+    cfg->jobs_max_bytes = dd.jobs_max_bytes;
+    cfg->blob_cache_bytes = dd.blob_cache_bytes;
     snprintf(cfg->listen, sizeof cfg->listen, "%s",
              q->listen ? q->listen : "tcp://127.0.0.1:0");
     cfg->heartbeat_interval_ms = 1000;
@@ -434,12 +447,15 @@ static int s_job(s_submit_t *q, bool prepared)
             ns_cli_error("submit", "--resume wants a job id (64 hex digits)");
             return 1;
         }
-        if (ns_jobdir_load(q->datadir, q->resume, &q->spec.job, q->spec.in_bufs,
-                           q->spec.inputs, q->out_paths, err,
+        if (ns_jobdir_load(q->datadir, q->resume, &q->spec.job, q->store,
+                           q->spec.mapped, q->spec.inputs, q->out_paths, err,
                            sizeof err) != NS_OK) {
             ns_cli_error("submit", "%s", err);
             return 1;
         }
+        for (uint32_t i = 0; i < NS_MAX_ARGS; i++)
+            q->spec.mapped_len[i] =
+                q->spec.mapped[i] ? q->spec.inputs[i].len : 0;
         for (uint32_t i = 0; i < NS_MAX_ARGS; i++)
             q->spec.out_paths[i] = q->out_paths[i][0] ? q->out_paths[i] : NULL;
     } else {
@@ -1118,7 +1134,7 @@ static int s_submit_one(s_submit_t *q, ns_node_t *node)
     ns_hex(job_hex, o.job_id, NS_HASH_BYTES);
     if (!q->resume &&
         ns_jobdir_save(q->datadir, job_hex, q->packed.data, q->packed.len,
-                       &q->spec.job, q->spec.inputs,
+                       &q->spec.job, q->store,
                        (const char *const *)q->spec.out_paths) != NS_OK) {
         ns_cli_error("submit", "cannot save the job under %s/jobs", q->datadir);
         return status;
@@ -1187,11 +1203,38 @@ static bool s_next_step(s_submit_t *q, int *status)
     return true;
 }
 
+/* The light peer's inputs go into its datadir's blob store, which must
+ * take them before anything is posted; submit --node maps the files only
+ * to hash them (the node stores them). 0, or an exit status with the
+ * error printed. */
+static int s_open_store(s_submit_t *q)
+{
+    char path[PATH_MAX];
+    ns_config_t dd;
+    int rc = 0;
+    if (q->node) {
+        q->spec.map_inputs = true;
+        return 0;
+    }
+    s_datadir_config(q, &dd);
+    if (ns_path_join(path, sizeof path, q->datadir, "blobs") != NS_OK ||
+        !(q->store = ns_blobs_open(path, dd.blob_cache_bytes, &rc))) {
+        ns_cli_error("submit", "cannot use the blob store %s/blobs: %s",
+                     q->datadir, strerror(errno));
+        return 1;
+    }
+    q->spec.store = q->store;
+    return 0;
+}
+
 static int s_submit(s_submit_t *q)
 {
     ns_config_t cfg;
     char err[512];
-    int status = s_job(q, false);
+    int status = s_open_store(q);
+    if (status)
+        return status;
+    status = s_job(q, false);
     int steps = ns_jobspec_steps(&q->spec);
     if (status)
         return status;
@@ -1261,6 +1304,7 @@ int ns_cmd_submit(int argc, char **argv)
     }
     ns_shardset_release(&q->set);
     ns_jobspec_release(&q->spec);
+    ns_blobs_close(&q->store);
     ns_buf_release(&q->packed);
     free(q);
     return status;

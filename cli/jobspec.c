@@ -5,12 +5,17 @@
 #include "jobfile.h"
 #include "jobflags.h"
 
+#include "nightshift/blobs.h"
 #include "nightshift/util.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 void ns_jobspec_init(ns_jobspec_t *spec)
 {
@@ -18,12 +23,23 @@ void ns_jobspec_init(ns_jobspec_t *spec)
     ns_job_init(&spec->job);
 }
 
-void ns_jobspec_release(ns_jobspec_t *spec)
+void ns_jobspec_drop_inputs(ns_jobspec_t *spec)
 {
     for (uint32_t k = 0; k < NS_MAX_ARGS; k++) {
         free(spec->in_bufs[k]);
-        free(spec->outputs[k]);
+        ns_blobs_unmap(spec->mapped[k], spec->mapped_len[k]);
+        spec->in_bufs[k] = NULL;
+        spec->mapped[k] = NULL;
+        spec->mapped_len[k] = 0;
+        memset(&spec->inputs[k], 0, sizeof spec->inputs[k]);
     }
+}
+
+void ns_jobspec_release(ns_jobspec_t *spec)
+{
+    ns_jobspec_drop_inputs(spec);
+    for (uint32_t k = 0; k < NS_MAX_ARGS; k++)
+        free(spec->outputs[k]);
     ns_job_release(&spec->job);
     ns_jobfile_free(&spec->jobfile);
     memset(spec, 0, sizeof *spec);
@@ -168,40 +184,137 @@ static int s_resolve_builtin(ns_jobspec_t *spec, const char *cmd)
     return 0;
 }
 
+/* Input k copied into the blob store (store) and the copy mapped: its
+ * bytes, hash and size are the copy's. err says why not. */
+static int s_store_input(ns_jobspec_t *spec, uint32_t k, ns_hash_t id,
+                         char *err, size_t errlen)
+{
+    uint64_t size = 0;
+    int rc = ns_blobs_add_map(spec->store, spec->in_paths[k], NS_MAX_BUFFER, id,
+                              &spec->mapped[k], &size, err, errlen);
+    spec->mapped_len[k] = (size_t)size;
+    return rc;
+}
+
+/* Input k mapped from the user's file (map_inputs) and hashed. */
+static int s_map_input(ns_jobspec_t *spec, uint32_t k, ns_hash_t id, char *err,
+                       size_t errlen)
+{
+    const char *path = spec->in_paths[k];
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC), rc = NS_OK;
+    if (fd < 0) {
+        rc = errno == ENOENT ? NS_ERR_NOTFOUND : NS_ERR_IO;
+        if (rc == NS_ERR_NOTFOUND)
+            snprintf(err, errlen, "input file '%s' not found", path);
+        else
+            snprintf(err, errlen, "cannot read '%s': %s", path,
+                     strerror(errno));
+    } else if (fstat(fd, &st) != 0) {
+        snprintf(err, errlen, "cannot read '%s': %s", path, strerror(errno));
+        rc = NS_ERR_IO;
+    } else if (!S_ISREG(st.st_mode) || st.st_size == 0) {
+        snprintf(err, errlen, "input file '%s' is %s", path,
+                 st.st_size == 0 ? "empty" : "not a regular file");
+        rc = NS_ERR_INVAL;
+    } else if ((uint64_t)st.st_size > NS_MAX_BUFFER) {
+        snprintf(err, errlen,
+                 "input file '%s' is over the %" PRIu64 "-byte buffer limit",
+                 path, (uint64_t)NS_MAX_BUFFER);
+        rc = NS_ERR_TOOBIG;
+    } else if ((rc = ns_blobs_map_fd(fd, (size_t)st.st_size,
+                                     &spec->mapped[k])) != NS_OK) {
+        snprintf(err, errlen, "cannot map '%s': %s", path, strerror(errno));
+    } else {
+        spec->mapped_len[k] = (size_t)st.st_size;
+        ns_hash(id, spec->mapped[k], spec->mapped_len[k]);
+    }
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+/* Input k read whole into in_bufs (run). */
+static int s_read_input(ns_jobspec_t *spec, uint32_t k, ns_hash_t id, char *err,
+                        size_t errlen)
+{
+    const char *path = spec->in_paths[k];
+    size_t len = 0;
+    int rc = ns_file_read(path, (size_t)NS_MAX_BUFFER, &spec->in_bufs[k], &len);
+    if (rc == NS_OK && len == 0) {
+        snprintf(err, errlen, "input file '%s' is empty", path);
+        return NS_ERR_INVAL;
+    }
+    if (rc == NS_ERR_NOTFOUND)
+        snprintf(err, errlen, "input file '%s' not found", path);
+    else if (rc == NS_ERR_TOOBIG)
+        snprintf(err, errlen,
+                 "input file '%s' is over the %" PRIu64 "-byte buffer limit",
+                 path, (uint64_t)NS_MAX_BUFFER);
+    else if (rc != NS_OK)
+        snprintf(err, errlen, "cannot read '%s': %s", path, ns_strerror(rc));
+    if (rc == NS_OK) {
+        ns_hash(id, spec->in_bufs[k], len);
+        spec->inputs[k].data = spec->in_bufs[k];
+        spec->inputs[k].len = len;
+    }
+    return rc;
+}
+
+/* The store must hold all the job's inputs at once (one would evict
+ * another): their files' sizes together, each file once, within its cap.
+ * A file that cannot be looked at is left to s_store_input to name. */
+static int s_inputs_fit(const ns_jobspec_t *spec, const char *cmd)
+{
+    struct stat seen[NS_MAX_ARGS];
+    uint32_t n = 0;
+    uint64_t total = 0;
+    for (uint32_t k = 0; k < spec->job.n_args; k++) {
+        struct stat st;
+        if (spec->job.args[k].kind != NS_ARG_IN || !spec->in_paths[k] ||
+            stat(spec->in_paths[k], &st) != 0)
+            continue;
+        bool again = false;
+        for (uint32_t i = 0; i < n && !again; i++)
+            again = seen[i].st_dev == st.st_dev && seen[i].st_ino == st.st_ino;
+        if (again)
+            continue;
+        seen[n++] = st;
+        total += (uint64_t)st.st_size;
+    }
+    if (n < 2 || total <= ns_blobs_cap(spec->store))
+        return 0;
+    ns_cli_error(
+        cmd,
+        "the %u input files (%" PRIu64 " bytes together) do not fit "
+        "the blob store %s (%" PRIu64 " bytes, node.input_cache_bytes)",
+        n, total, ns_blobs_dir(spec->store), ns_blobs_cap(spec->store));
+    return 1;
+}
+
 static int s_read_inputs(ns_jobspec_t *spec, const char *cmd)
 {
+    char err[PATH_MAX + 256];
+    if (spec->store && s_inputs_fit(spec, cmd))
+        return 1;
     for (uint32_t k = 0; k < spec->job.n_args; k++) {
         if (spec->job.args[k].kind != NS_ARG_IN || !spec->in_paths[k])
             continue;
-        size_t len = 0;
-        int rc = ns_file_read(spec->in_paths[k], (size_t)NS_MAX_BUFFER,
-                              &spec->in_bufs[k], &len);
-        if (rc == NS_ERR_NOTFOUND) {
-            ns_cli_error(cmd, "arg %" PRIu32 ": input file '%s' not found", k,
-                         spec->in_paths[k]);
-            return 1;
-        }
-        if (rc == NS_ERR_TOOBIG) {
-            ns_cli_error(cmd,
-                         "arg %" PRIu32 ": input file '%s' is over the "
-                         "%" PRIu64 "-byte buffer limit",
-                         k, spec->in_paths[k], (uint64_t)NS_MAX_BUFFER);
-            return 1;
-        }
+        ns_arg_t *a = &spec->job.args[k];
+        int rc = spec->store ? s_store_input(spec, k, a->hash, err, sizeof err)
+                 : spec->map_inputs
+                     ? s_map_input(spec, k, a->hash, err, sizeof err)
+                     : s_read_input(spec, k, a->hash, err, sizeof err);
         if (rc != NS_OK) {
-            ns_cli_error(cmd, "arg %" PRIu32 ": cannot read '%s': %s", k,
-                         spec->in_paths[k], ns_strerror(rc));
-            return 1;
+            ns_cli_error(cmd, "arg %" PRIu32 ": %s", k, err);
+            /* an empty file or a FIFO is the command's fault */
+            return rc == NS_ERR_INVAL ? 2 : 1;
         }
-        if (len == 0) {
-            ns_cli_error(cmd, "arg %" PRIu32 ": input file '%s' is empty", k,
-                         spec->in_paths[k]);
-            return 2;
+        if (spec->mapped[k]) {
+            spec->inputs[k].data = spec->mapped[k];
+            spec->inputs[k].len = spec->mapped_len[k];
         }
-        spec->job.args[k].size = len;
-        ns_hash(spec->job.args[k].hash, spec->in_bufs[k], len);
-        spec->inputs[k].data = spec->in_bufs[k];
-        spec->inputs[k].len = len;
+        a->size = spec->inputs[k].len;
     }
     return 0;
 }
@@ -247,7 +360,7 @@ int ns_jobspec_prepare(ns_jobspec_t *spec, const char *cmd)
         }
     }
     for (uint32_t k = 0; k < spec->job.n_args; k++)
-        spec->inputs[k].verified = spec->in_bufs[k] != NULL;
+        spec->inputs[k].verified = spec->inputs[k].data != NULL;
     return 0;
 }
 
@@ -295,12 +408,11 @@ int ns_jobspec_next_step(ns_jobspec_t *spec, const char *cmd)
     if (!jf || spec->step + 1 >= jf->n_steps)
         return -1;
     /* a fresh spec but for the job file and the command line's flags */
+    ns_jobspec_drop_inputs(spec);
     for (uint32_t k = 0; k < NS_MAX_ARGS; k++) {
-        free(spec->in_bufs[k]);
         free(spec->outputs[k]);
-        spec->in_bufs[k] = spec->outputs[k] = NULL;
+        spec->outputs[k] = NULL;
         spec->in_paths[k] = spec->out_paths[k] = NULL;
-        memset(&spec->inputs[k], 0, sizeof spec->inputs[k]);
     }
     ns_job_release(&spec->job);
     spec->kernel_path = NULL;

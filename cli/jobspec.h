@@ -6,6 +6,7 @@
 #include "nightshift/job.h"
 #include "nightshift/runner.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -16,10 +17,24 @@ typedef struct {
     const char *in_paths[NS_MAX_ARGS];  /* in:FILE, by argument */
     const char *out_paths[NS_MAX_ARGS]; /* out:BYTES:FILE, by argument */
     const char *kernel_path;            /* --kernel FILE, for summaries */
-    ns_input_t inputs[NS_MAX_ARGS];     /* views of in_bufs */
-    uint8_t *in_bufs[NS_MAX_ARGS];      /* input contents, owned */
-    uint8_t *outputs[NS_MAX_ARGS];      /* output contents, owned */
-    struct ns_jobfile_s *jobfile;       /* --job FILE.json, owned */
+    ns_input_t inputs[NS_MAX_ARGS];     /* views of in_bufs or mapped */
+    uint8_t *in_bufs[NS_MAX_ARGS];      /* input contents, owned (run) */
+    /* Inputs mapped read-only (unmapped by release): the blob store's
+     * copies (store set), or the user's files (map_inputs) */
+    const uint8_t *mapped[NS_MAX_ARGS];
+    size_t mapped_len[NS_MAX_ARGS];
+    /* Where the inputs come from, set before ns_jobspec_prepare: with
+     * store (borrowed; `submit` as a light peer), each input file is
+     * copied into the blob store in pieces and the stored copy mapped, so
+     * that no input is ever whole in the heap and the user editing a file
+     * changes nothing the job serves or checks; with map_inputs (`submit
+     * --node`: the node copies the files into its own store and checks
+     * them against the descriptor), each file is mapped only to be hashed;
+     * otherwise (`run`) each file is read into in_bufs. */
+    struct ns_blobs *store;
+    bool map_inputs;
+    uint8_t *outputs[NS_MAX_ARGS]; /* output contents, owned */
+    struct ns_jobfile_s *jobfile;  /* --job FILE.json, owned */
     uint32_t shards; /* --shards N ("shards" in a job file); 0: not given */
     int step;        /* the job file's step now in the spec */
     /* JOB-FLAGS from the command line beside --job, applied again to each
@@ -30,6 +45,8 @@ typedef struct {
 
 void ns_jobspec_init(ns_jobspec_t *spec);
 void ns_jobspec_release(ns_jobspec_t *spec);
+/* Free or unmap what the inputs hold (by the next step, and release). */
+void ns_jobspec_drop_inputs(ns_jobspec_t *spec);
 
 /* One JOB-FLAG at argv[*i]: 1 consumed (and *i advanced), 0 not a job
  * flag, -1 / -2 an error already printed (exit status 1 / 2). `--job
@@ -39,9 +56,9 @@ void ns_jobspec_release(ns_jobspec_t *spec);
 int ns_jobspec_flag(ns_jobspec_t *spec, const char *cmd, int argc, char **argv,
                     int *i);
 
-/* After the flags: built-in source and entry, input files read and
- * hashed, descriptor finalised and validated. Returns an exit status
- * (0 ok), the error printed. */
+/* After the flags: built-in source and entry, input files read (or stored,
+ * or mapped: store, map_inputs) and hashed, descriptor finalised and
+ * validated. Returns an exit status (0 ok), the error printed. */
 int ns_jobspec_prepare(ns_jobspec_t *spec, const char *cmd);
 
 /* A job file of several steps (a pipeline, jobfile.h) is run one step

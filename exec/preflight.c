@@ -275,64 +275,200 @@ out:
 
 /* ---- sampling units ------------------------------------------------------ */
 
-#define S_SAMPLE_MAX 8 /* units sampled at most */
+#define S_SAMPLE_MAX 8  /* units sampled at most */
+#define S_FILL_MID 0x5A /* the third fill, between 0x00 and 0xFF */
 
+/* A unit's runs are compared as they come, so two output-sized sets are
+ * held, not one per run: `first` keeps the run over 0x00 and `run` takes
+ * each later run in turn (0x00 again, 0xFF, 0x5A). Two bitmaps per output
+ * stand for what else the comparison needs: the bytes this unit writes
+ * (the same value after its runs over 0x00 and 0xFF) and those an earlier
+ * sampled unit wrote. */
 typedef struct {
-    uint8_t *out[NS_MAX_ARGS]; /* full-size output buffers */
-} s_bufs_t;
+    uint8_t *first[NS_MAX_ARGS]; /* OUT i after the run over 0x00 */
+    uint8_t *run[NS_MAX_ARGS];   /* OUT i after the run now */
+    uint8_t *mine[NS_MAX_ARGS];  /* bit p: this unit writes byte p */
+    uint8_t *taken[NS_MAX_ARGS]; /* bit p: an earlier sampled unit does */
+} s_sample_t;
 
-static void s_bufs_release(const ns_job_t *job, s_bufs_t *b)
+#define S_BIT(map, p) ((map)[(p) >> 3] >> ((p)&7) & 1)
+#define S_SET(map, p) ((map)[(p) >> 3] |= (uint8_t)(1u << ((p)&7)))
+
+static void s_sample_release(const ns_job_t *job, s_sample_t *b)
 {
-    for (uint32_t i = 0; i < job->n_args; i++)
-        free(b->out[i]);
+    for (uint32_t i = 0; i < job->n_args; i++) {
+        free(b->first[i]);
+        free(b->run[i]);
+        free(b->mine[i]);
+        free(b->taken[i]);
+    }
     memset(b, 0, sizeof *b);
 }
 
-static int s_bufs_alloc(const ns_job_t *job, s_bufs_t *b)
+static int s_sample_alloc(const ns_job_t *job, s_sample_t *b)
 {
     memset(b, 0, sizeof *b);
-    for (uint32_t i = 0; i < job->n_args; i++)
-        if (job->args[i].kind == NS_ARG_OUT &&
-            !(b->out[i] = malloc(job->args[i].size))) {
-            s_bufs_release(job, b);
+    for (uint32_t i = 0; i < job->n_args; i++) {
+        uint64_t size = job->args[i].size;
+        if (job->args[i].kind != NS_ARG_OUT)
+            continue;
+        if (!(b->first[i] = malloc(size)) || !(b->run[i] = malloc(size)) ||
+            !(b->mine[i] = calloc(1, size / 8 + 1)) ||
+            !(b->taken[i] = calloc(1, size / 8 + 1))) {
+            s_sample_release(job, b);
             return NS_ERR_NOMEM;
         }
+    }
     return NS_OK;
 }
 
-static void s_fill(const ns_job_t *job, s_bufs_t *b, int byte)
+static void s_fill(const ns_job_t *job, uint8_t **out, int byte)
 {
     for (uint32_t i = 0; i < job->n_args; i++)
-        if (b->out[i])
-            memset(b->out[i], byte, job->args[i].size);
+        if (out[i])
+            memset(out[i], byte, job->args[i].size);
 }
 
-#define S_FILL_MID 0x5A /* the third fill, between 0x00 and 0xFF */
+/* A byte of an output: the first one found wrong, in argument order. */
+typedef struct {
+    bool found;
+    uint32_t arg;
+    uint64_t pos;
+} s_at_t;
 
-/* The first byte whose value after the run depends on the old content:
- * it changed from its fill in some run, but the three runs (fills 0x00,
- * 0xFF, 0x5A) do not agree on it. A byte the unit writes has the same
- * value after all three; one it leaves alone keeps each fill. */
-static bool s_depends(const ns_job_t *job, const s_bufs_t *zero,
-                      const s_bufs_t *ones, const s_bufs_t *mid, uint32_t *arg,
-                      uint64_t *pos)
+static bool s_before(const s_at_t *at, uint32_t arg, uint64_t pos)
 {
-    for (uint32_t i = 0; i < job->n_args; i++) {
-        if (!zero->out[i])
+    return !at->found || arg < at->arg || (arg == at->arg && pos < at->pos);
+}
+
+/* After the run over 0xFF: mark the bytes that kept their value of the run
+ * over 0x00 (written); the first byte that is neither that nor left at
+ * both fills goes to bad (what the run over 0x5A finds can only come
+ * earlier, s_after_mid). A byte the unit writes has one value after every
+ * run; one it does not keeps each fill. */
+static void s_after_ones(const ns_job_t *job, s_sample_t *b, s_at_t *bad)
+{
+    for (uint32_t i = 0; i < job->n_args && !bad->found; i++) {
+        if (!b->first[i])
             continue;
-        for (uint64_t p = 0; p < job->args[i].size; p++) {
-            uint8_t z = zero->out[i][p], o = ones->out[i][p],
-                    m = mid->out[i][p];
-            bool written = z == o && o == m;
-            bool untouched = z == 0x00 && o == 0xFF && m == S_FILL_MID;
-            if (!written && !untouched) {
-                *arg = i;
-                *pos = p;
-                return true;
+        uint64_t size = job->args[i].size;
+        memset(b->mine[i], 0, size / 8 + 1);
+        for (uint64_t p = 0; p < size; p++) {
+            uint8_t z = b->first[i][p], o = b->run[i][p];
+            if (z == o) {
+                S_SET(b->mine[i], p);
+            } else if (z != 0x00 || o != 0xFF) {
+                *bad = (s_at_t){true, i, p};
+                break;
             }
         }
     }
-    return false;
+}
+
+/* After the run over 0x5A: a written byte must keep its value, one left
+ * alone must hold the fill; the first that does not, if it comes before
+ * bad, is bad. */
+static void s_after_mid(const ns_job_t *job, const s_sample_t *b, s_at_t *bad)
+{
+    for (uint32_t i = 0; i < job->n_args && s_before(bad, i, 0); i++) {
+        if (!b->first[i])
+            continue;
+        for (uint64_t p = 0; p < job->args[i].size && s_before(bad, i, p);
+             p++) {
+            uint8_t z = b->first[i][p], m = b->run[i][p];
+            if (S_BIT(b->mine[i], p) ? m != z : z != 0x00 || m != S_FILL_MID) {
+                *bad = (s_at_t){true, i, p};
+                return;
+            }
+        }
+    }
+}
+
+/* The unit of sample s out of k over the job's n units. */
+static uint64_t s_sampled_unit(const ns_job_t *job, uint64_t n, uint32_t k,
+                               uint32_t s)
+{
+    return ns_job_shard_unit(job, k == 1 ? 0 : (n - 1) * s / (k - 1));
+}
+
+/* Which of the sampled units before s writes byte pos of output arg: each
+ * runs again over 0x00 and 0xFF into b's sets (it passed its checks: a
+ * byte it writes keeps one value). UINT32_MAX when none does (the runner
+ * failed). For the message of a race only: the bitmap of taken bytes does
+ * not say whose they are. */
+static uint32_t s_writer(ns_runner_t *r, const ns_job_t *job,
+                         const ns_input_t *inputs, s_sample_t *b, uint64_t n,
+                         uint32_t k, uint32_t s, uint32_t arg, uint64_t pos)
+{
+    char err[256];
+    for (uint32_t t = 0; t < s; t++) {
+        uint64_t unit = s_sampled_unit(job, n, k, t);
+        s_fill(job, b->first, 0x00);
+        s_fill(job, b->run, 0xFF);
+        if (ns_runner_run_units(r, job, inputs, &unit, 1, b->first, NULL, err,
+                                sizeof err) != NS_OK ||
+            ns_runner_run_units(r, job, inputs, &unit, 1, b->run, NULL, err,
+                                sizeof err) != NS_OK)
+            return UINT32_MAX;
+        if (b->first[arg][pos] == b->run[arg][pos])
+            return t;
+    }
+    return UINT32_MAX;
+}
+
+/* The bytes sample s writes (its runs agreed): inside its row's slice of
+ * every output for a shard, and none an earlier sampled unit writes;
+ * they are taken from now on. */
+static int s_claim(ns_runner_t *r, const ns_job_t *job,
+                   const ns_input_t *inputs, s_sample_t *b, uint64_t n,
+                   uint32_t k, uint32_t s, char *err, size_t errlen)
+{
+    uint64_t unit = s_sampled_unit(job, n, k, s), rows = ns_job_rows(job);
+    for (uint32_t i = 0; i < job->n_args; i++) {
+        if (!b->first[i])
+            continue;
+        uint64_t size = job->args[i].size, row = ns_job_unit_row(job, unit);
+        for (uint64_t p = 0; p < size; p++) {
+            if (!b->mine[i][p >> 3]) {
+                p |= 7; /* none of these 8 */
+                continue;
+            }
+            if (!S_BIT(b->mine[i], p))
+                continue;
+            if (job->shard_rows &&
+                (p < size * row / rows || p >= size * (row + 1) / rows)) {
+                ns_cl_errf(err, errlen,
+                           "unit %llu of kernel '%s' (row %llu) writes "
+                           "byte %llu of argument %u, outside its row's "
+                           "slice (bytes %llu..%llu): a job cut into "
+                           "shards needs each row's outputs (row = the "
+                           "unit's index along global[%u]) in its own "
+                           "slice of every output",
+                           (unsigned long long)unit, job->entry,
+                           (unsigned long long)row, (unsigned long long)p, i,
+                           (unsigned long long)(size * row / rows),
+                           (unsigned long long)(size * (row + 1) / rows - 1),
+                           job->shard_dim);
+                return NS_ERR_INVAL;
+            }
+            if (S_BIT(b->taken[i], p)) {
+                uint32_t t = s_writer(r, job, inputs, b, n, k, s, i, p);
+                char other[64] = "an earlier sampled unit";
+                if (t != UINT32_MAX)
+                    snprintf(other, sizeof other, "%llu",
+                             (unsigned long long)s_sampled_unit(job, n, k, t));
+                ns_cl_errf(err, errlen,
+                           "units %s and %llu of kernel '%s' both write byte "
+                           "%llu of argument %u: in the full launch they "
+                           "race, so the result is not defined",
+                           other, (unsigned long long)unit, job->entry,
+                           (unsigned long long)p, i);
+                return NS_ERR_INVAL;
+            }
+            S_SET(b->taken[i], p);
+        }
+    }
+    return NS_OK;
 }
 
 int ns_preflight_sample(ns_runner_t *r, const ns_job_t *job,
@@ -344,76 +480,62 @@ int ns_preflight_sample(ns_runner_t *r, const ns_job_t *job,
     if (unit_run_ns)
         *unit_run_ns = 0;
     uint64_t n = ns_job_shard_units(job); /* a shard samples its own */
-    uint64_t rows = ns_job_rows(job);
     if (n == 0)
         return NS_ERR_INVAL;
     if (k > S_SAMPLE_MAX)
         k = S_SAMPLE_MAX;
     if (k > n)
         k = (uint32_t)n;
-    s_bufs_t zero, again, ones, mid;
-    uint8_t *owner[NS_MAX_ARGS];
-    memset(owner, 0, sizeof owner);
-    int rc = s_bufs_alloc(job, &zero);
-    if (rc == NS_OK && (rc = s_bufs_alloc(job, &again)) != NS_OK)
-        s_bufs_release(job, &zero);
-    if (rc == NS_OK && (rc = s_bufs_alloc(job, &ones)) != NS_OK) {
-        s_bufs_release(job, &zero);
-        s_bufs_release(job, &again);
-    }
-    if (rc == NS_OK && (rc = s_bufs_alloc(job, &mid)) != NS_OK) {
-        s_bufs_release(job, &zero);
-        s_bufs_release(job, &again);
-        s_bufs_release(job, &ones);
-    }
+    s_sample_t b;
+    int rc = s_sample_alloc(job, &b);
     if (rc != NS_OK) {
         ns_cl_errf(err, errlen, "out of memory for the pre-flight");
         return rc;
     }
-    /* which sampled unit wrote each byte: one bit-free byte map per
-     * output, unit index + 1 (k <= 8) */
-    for (uint32_t i = 0; i < job->n_args && rc == NS_OK; i++)
-        if (zero.out[i] && !(owner[i] = calloc(1, job->args[i].size)))
-            rc = NS_ERR_NOMEM;
     for (uint32_t s = 0; s < k && rc == NS_OK; s++) {
-        uint64_t unit =
-            ns_job_shard_unit(job, k == 1 ? 0 : (n - 1) * s / (k - 1));
-        s_fill(job, &zero, 0x00);
-        s_fill(job, &again, 0x00);
-        s_fill(job, &ones, 0xFF);
-        s_fill(job, &mid, S_FILL_MID);
+        uint64_t unit = s_sampled_unit(job, n, k, s);
         ns_timings_t t[4];
         memset(t, 0, sizeof t);
-        if ((rc = ns_runner_run_units(r, job, inputs, &unit, 1, zero.out, &t[0],
+        /* the four runs, each compared with the first as it comes; a
+         * runner error in any of them is what is reported */
+        uint32_t differs = UINT32_MAX; /* the second run: first such arg */
+        s_at_t bad = {false, 0, 0};
+        s_fill(job, b.first, 0x00);
+        s_fill(job, b.run, 0x00);
+        if ((rc = ns_runner_run_units(r, job, inputs, &unit, 1, b.first, &t[0],
                                       err, errlen)) != NS_OK ||
-            (rc = ns_runner_run_units(r, job, inputs, &unit, 1, again.out,
-                                      &t[1], err, errlen)) != NS_OK ||
-            (rc = ns_runner_run_units(r, job, inputs, &unit, 1, ones.out, &t[2],
-                                      err, errlen)) != NS_OK ||
-            (rc = ns_runner_run_units(r, job, inputs, &unit, 1, mid.out, &t[3],
+            (rc = ns_runner_run_units(r, job, inputs, &unit, 1, b.run, &t[1],
                                       err, errlen)) != NS_OK)
             break;
+        for (uint32_t i = 0; i < job->n_args && differs == UINT32_MAX; i++)
+            if (b.first[i] && memcmp(b.first[i], b.run[i], job->args[i].size))
+                differs = i;
+        s_fill(job, b.run, 0xFF);
+        if ((rc = ns_runner_run_units(r, job, inputs, &unit, 1, b.run, &t[2],
+                                      err, errlen)) != NS_OK)
+            break;
+        s_after_ones(job, &b, &bad);
+        s_fill(job, b.run, S_FILL_MID);
+        if ((rc = ns_runner_run_units(r, job, inputs, &unit, 1, b.run, &t[3],
+                                      err, errlen)) != NS_OK)
+            break;
+        s_after_mid(job, &b, &bad);
         uint64_t best = t[0].run_us;
         for (int x = 1; x < 4; x++)
             if (t[x].run_us < best)
                 best = t[x].run_us;
         best_sum_us += best;
         timed++;
-        uint32_t arg = 0;
-        uint64_t pos = 0;
-        for (uint32_t i = 0; i < job->n_args && rc == NS_OK; i++)
-            if (zero.out[i] &&
-                memcmp(zero.out[i], again.out[i], job->args[i].size)) {
-                ns_cl_errf(err, errlen,
-                           "unit %llu of kernel '%s' wrote other bytes to "
-                           "argument %u in a second identical run: the "
-                           "kernel is not deterministic (a race, or memory "
-                           "it reads before writing), so its results "
-                           "cannot be checked",
-                           (unsigned long long)unit, job->entry, i);
-                rc = NS_ERR_INVAL;
-            }
-        if (rc == NS_OK && s_depends(job, &zero, &ones, &mid, &arg, &pos)) {
+        if (differs != UINT32_MAX) {
+            ns_cl_errf(err, errlen,
+                       "unit %llu of kernel '%s' wrote other bytes to "
+                       "argument %u in a second identical run: the "
+                       "kernel is not deterministic (a race, or memory "
+                       "it reads before writing), so its results "
+                       "cannot be checked",
+                       (unsigned long long)unit, job->entry, differs);
+            rc = NS_ERR_INVAL;
+        } else if (bad.found) {
             ns_cl_errf(err, errlen,
                        "unit %llu of kernel '%s' writes byte %llu of "
                        "argument %u from what the output held before (it "
@@ -421,62 +543,14 @@ int ns_preflight_sample(ns_runner_t *r, const ns_job_t *job,
                        "a total across work-groups): its units cannot be "
                        "checked one by one",
                        (unsigned long long)unit, job->entry,
-                       (unsigned long long)pos, arg);
+                       (unsigned long long)bad.pos, bad.arg);
             rc = NS_ERR_INVAL;
-        }
-        /* bytes this unit writes: the same value over every fill */
-        for (uint32_t i = 0; i < job->n_args && rc == NS_OK; i++) {
-            if (!zero.out[i])
-                continue;
-            for (uint64_t p = 0; p < job->args[i].size; p++) {
-                if (zero.out[i][p] != ones.out[i][p] ||
-                    ones.out[i][p] != mid.out[i][p])
-                    continue;
-                uint64_t size = job->args[i].size,
-                         row = ns_job_unit_row(job, unit);
-                if (job->shard_rows &&
-                    (p < size * row / rows || p >= size * (row + 1) / rows)) {
-                    ns_cl_errf(
-                        err, errlen,
-                        "unit %llu of kernel '%s' (row %llu) writes "
-                        "byte %llu of argument %u, outside its row's "
-                        "slice (bytes %llu..%llu): a job cut into "
-                        "shards needs each row's outputs (row = the "
-                        "unit's index along global[%u]) in its own "
-                        "slice of every output",
-                        (unsigned long long)unit, job->entry,
-                        (unsigned long long)row, (unsigned long long)p, i,
-                        (unsigned long long)(size * row / rows),
-                        (unsigned long long)(size * (row + 1) / rows - 1),
-                        job->shard_dim);
-                    rc = NS_ERR_INVAL;
-                    break;
-                }
-                if (owner[i][p]) {
-                    ns_cl_errf(
-                        err, errlen,
-                        "units %llu and %llu of kernel '%s' both write byte "
-                        "%llu of argument %u: in the full launch they race, "
-                        "so the result is not defined",
-                        (unsigned long long)ns_job_shard_unit(
-                            job,
-                            (n - 1) * (owner[i][p] - 1) / (k > 1 ? k - 1 : 1)),
-                        (unsigned long long)unit, job->entry,
-                        (unsigned long long)p, i);
-                    rc = NS_ERR_INVAL;
-                    break;
-                }
-                owner[i][p] = (uint8_t)(s + 1);
-            }
+        } else {
+            rc = s_claim(r, job, inputs, &b, n, k, s, err, errlen);
         }
     }
     if (rc == NS_OK && unit_run_ns && timed)
         *unit_run_ns = best_sum_us * 1000 / timed;
-    for (uint32_t i = 0; i < job->n_args; i++)
-        free(owner[i]);
-    s_bufs_release(job, &zero);
-    s_bufs_release(job, &again);
-    s_bufs_release(job, &ones);
-    s_bufs_release(job, &mid);
+    s_sample_release(job, &b);
     return rc;
 }

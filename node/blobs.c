@@ -1,14 +1,18 @@
 /* blobs.c - content-addressed blobs on disk, LRU-bounded (blobs.h). */
-#define _GNU_SOURCE /* fallocate */
+#define _GNU_SOURCE /* fallocate, sync_file_range */
 #include "nightshift/blobs.h"
 
 #include "nightshift/job.h"
 #include "nightshift/log.h"
 #include "nightshift/util.h"
 
+#include <sodium.h>
+
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,6 +88,28 @@ static int s_scan(ns_blobs_t *b, uint64_t need)
     }
 }
 
+#define S_COPY_PREFIX ".in-" /* copies being written (ns_blobs_copy_t) */
+
+/* Remove the copies a crash left (nobody holds their lock). */
+static void s_sweep_copies(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, S_COPY_PREFIX, strlen(S_COPY_PREFIX)))
+            continue;
+        int f = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (f < 0)
+            continue;
+        if (flock(f, LOCK_EX | LOCK_NB) == 0)
+            (void)unlinkat(dirfd(d), e->d_name, 0);
+        close(f);
+    }
+    closedir(d);
+}
+
 ns_blobs_t *ns_blobs_open(const char *dir, uint64_t cap_bytes, int *err)
 {
     ns_blobs_t *b = calloc(1, sizeof *b);
@@ -98,6 +124,7 @@ ns_blobs_t *ns_blobs_open(const char *dir, uint64_t cap_bytes, int *err)
         return NULL;
     }
     b->cap = cap_bytes ? cap_bytes : NS_BLOBS_DEFAULT_CAP;
+    s_sweep_copies(dir);
     return b;
 }
 
@@ -360,6 +387,239 @@ int ns_blobs_read(ns_blobs_t *b, const ns_hash_t id, uint64_t offset,
     if (rc == NS_OK)
         *total = (uint64_t)st.st_size;
     return rc;
+}
+
+/* Write all of buf at the end of what fd holds (done bytes so far). */
+static int s_write_all(int fd, const uint8_t *buf, size_t len, uint64_t done)
+{
+    size_t off = 0;
+    while (off < len) {
+        ssize_t w = pwrite(fd, buf + off, len - off, (off_t)(done + off));
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            if (w == 0)
+                errno = ENOSPC;
+            return NS_ERR_IO;
+        }
+        off += (size_t)w;
+    }
+    return NS_OK;
+}
+
+struct ns_blobs_copy {
+    ns_blobs_t *b;
+    char path[PATH_MAX];     /* the user's file, for messages */
+    char tmp[PATH_MAX + 16]; /* the copy being written; "" once renamed */
+    int in, out;             /* the user's file, the copy */
+    uint64_t limit;          /* bytes at most: max_bytes, the store's cap */
+    uint64_t done;           /* bytes copied and hashed so far */
+    crypto_generichash_state hs;
+    uint8_t *piece; /* NS_BLOBS_COPY_PIECE bytes */
+    bool finished;  /* renamed into place: id is its name */
+    ns_hash_t id;
+};
+
+void ns_blobs_copy_free(ns_blobs_copy_t **cp)
+{
+    if (!cp || !*cp)
+        return;
+    ns_blobs_copy_t *c = *cp;
+    if (c->tmp[0])
+        (void)unlink(c->tmp);
+    if (c->out >= 0)
+        close(c->out);
+    if (c->in >= 0)
+        close(c->in);
+    free(c->piece);
+    free(c);
+    *cp = NULL;
+}
+
+/* A failure of the store's side: err names the file, the store, errno. */
+static int s_copy_fail(const ns_blobs_copy_t *c, char *err, size_t errlen)
+{
+    snprintf(err, errlen, "cannot copy '%s' into the blob store %s: %s",
+             c->path, c->b->dir, strerror(errno));
+    return NS_ERR_IO;
+}
+
+ns_blobs_copy_t *ns_blobs_copy_start(ns_blobs_t *b, const char *path,
+                                     uint64_t max_bytes, int *rc, char *err,
+                                     size_t errlen)
+{
+    /* the hash state wants 64-byte alignment (libsodium's CRYPTO_ALIGN) */
+    size_t bytes = (sizeof(ns_blobs_copy_t) + 63) / 64 * 64;
+    ns_blobs_copy_t *c = aligned_alloc(64, bytes);
+    if (c)
+        memset(c, 0, bytes);
+    if (!c || !(c->piece = malloc(NS_BLOBS_COPY_PIECE))) {
+        free(c);
+        snprintf(err, errlen, "out of memory to copy '%s'", path);
+        *rc = NS_ERR_NOMEM;
+        return NULL;
+    }
+    c->b = b;
+    c->out = -1;
+    snprintf(c->path, sizeof c->path, "%s", path);
+    crypto_generichash_init(&c->hs, NULL, 0, NS_HASH_BYTES);
+    struct stat st;
+    uint64_t want = 0;
+    c->limit = max_bytes < b->cap ? max_bytes : b->cap;
+    *rc = NS_OK;
+    if ((c->in = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+        *rc = errno == ENOENT ? NS_ERR_NOTFOUND : NS_ERR_IO;
+        if (*rc == NS_ERR_NOTFOUND)
+            snprintf(err, errlen, "input file '%s' not found", path);
+        else
+            snprintf(err, errlen, "cannot read '%s': %s", path,
+                     strerror(errno));
+    } else if (fstat(c->in, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "input file '%s' is not a regular file", path);
+        *rc = NS_ERR_INVAL;
+    } else if ((want = (uint64_t)st.st_size) > max_bytes) {
+        snprintf(err, errlen,
+                 "input file '%s' is over the %" PRIu64 "-byte limit", path,
+                 max_bytes);
+        *rc = NS_ERR_TOOBIG;
+    } else if (want > b->cap) {
+        snprintf(err, errlen,
+                 "input file '%s' (%" PRIu64 " bytes) does not fit the blob "
+                 "store %s (%" PRIu64 " bytes, node.input_cache_bytes)",
+                 path, want, b->dir, b->cap);
+        *rc = NS_ERR_TOOBIG;
+    } else if (snprintf(c->tmp, sizeof c->tmp, "%s/" S_COPY_PREFIX "XXXXXX",
+                        b->dir) >= (int)sizeof c->tmp ||
+               s_scan(b, want) != NS_OK ||
+               (c->out = mkostemp(c->tmp, O_CLOEXEC)) < 0) {
+        /* room first: the LRU blobs go, then the space is reserved */
+        *rc = s_copy_fail(c, err, errlen);
+        c->tmp[0] = '\0'; /* no file made */
+    } else if (flock(c->out, LOCK_EX | LOCK_NB) != 0 ||
+               (want &&
+                fallocate(c->out, FALLOC_FL_KEEP_SIZE, 0, (off_t)want) != 0 &&
+                errno != EOPNOTSUPP && errno != ENOSYS)) {
+        *rc = s_copy_fail(c, err, errlen);
+    }
+    if (*rc != NS_OK)
+        ns_blobs_copy_free(&c);
+    return c;
+}
+
+/* The whole file is copied: hash, sync, rename to the hash. */
+static int s_copy_finish(ns_blobs_copy_t *c, char *err, size_t errlen)
+{
+    char name[PATH_MAX + 80];
+    if (c->done == 0) {
+        snprintf(err, errlen, "input file '%s' is empty", c->path);
+        return NS_ERR_INVAL;
+    }
+    crypto_generichash_final(&c->hs, c->id, NS_HASH_BYTES);
+    s_path(c->b, c->id, name, sizeof name);
+    /* the room past a file that shrank while read goes back */
+    if (ftruncate(c->out, (off_t)c->done) != 0 ||
+        ns_file_commit(c->out, c->tmp, name, 0600) != NS_OK)
+        return s_copy_fail(c, err, errlen);
+    c->tmp[0] = '\0';
+    c->b->bytes += c->done;
+    c->finished = true;
+    return NS_OK;
+}
+
+int ns_blobs_copy_step(ns_blobs_copy_t *c, uint64_t budget, bool *done,
+                       char *err, size_t errlen)
+{
+    *done = c->finished;
+    for (uint64_t moved = 0; !c->finished && moved < budget;) {
+        ssize_t r = read(c->in, c->piece, NS_BLOBS_COPY_PIECE);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            snprintf(err, errlen, "cannot read '%s': %s", c->path,
+                     strerror(errno));
+            return NS_ERR_IO;
+        }
+        if (r == 0) {
+            int rc = s_copy_finish(c, err, errlen);
+            *done = rc == NS_OK;
+            return rc;
+        }
+        if ((uint64_t)r > c->limit - c->done) {
+            snprintf(err, errlen,
+                     "'%s' grew past %" PRIu64 " bytes while it was read",
+                     c->path, c->limit);
+            return NS_ERR_TOOBIG;
+        }
+        crypto_generichash_update(&c->hs, c->piece, (size_t)r);
+        if (s_write_all(c->out, c->piece, (size_t)r, c->done) != NS_OK)
+            return s_copy_fail(c, err, errlen);
+        /* its writeback starts now, so the sync at the end has little
+         * left to wait for */
+        (void)sync_file_range(c->out, (off_t)c->done, r, SYNC_FILE_RANGE_WRITE);
+        c->done += (uint64_t)r;
+        moved += (uint64_t)r;
+    }
+    return NS_OK;
+}
+
+uint64_t ns_blobs_copy_bytes(const ns_blobs_copy_t *c)
+{
+    return c->done;
+}
+
+int ns_blobs_copy_map(const ns_blobs_copy_t *c, ns_hash_t id,
+                      const uint8_t **data, uint64_t *size, char *err,
+                      size_t errlen)
+{
+    assert(c->finished);
+    memcpy(id, c->id, NS_HASH_BYTES);
+    *size = c->done;
+    int rc = ns_blobs_map_fd(c->out, (size_t)c->done, data);
+    if (rc != NS_OK) {
+        snprintf(err, errlen, "cannot map the stored copy of '%s': %s", c->path,
+                 strerror(errno));
+        *size = 0;
+    }
+    return rc;
+}
+
+int ns_blobs_add_map(ns_blobs_t *b, const char *path, uint64_t max_bytes,
+                     ns_hash_t id, const uint8_t **data, uint64_t *size,
+                     char *err, size_t errlen)
+{
+    int rc = NS_OK;
+    bool done = false;
+    *data = NULL;
+    *size = 0;
+    ns_blobs_copy_t *c =
+        ns_blobs_copy_start(b, path, max_bytes, &rc, err, errlen);
+    if (c)
+        rc = ns_blobs_copy_step(c, UINT64_MAX, &done, err, errlen);
+    if (c && rc == NS_OK)
+        rc = ns_blobs_copy_map(c, id, data, size, err, errlen);
+    ns_blobs_copy_free(&c);
+    return rc;
+}
+
+int ns_blobs_link(ns_blobs_t *b, const ns_hash_t id, const char *path)
+{
+    char name[PATH_MAX + 80];
+    s_path(b, id, name, sizeof name);
+    if (link(name, path) == 0)
+        return NS_OK;
+    if (errno == EEXIST && unlink(path) == 0 && link(name, path) == 0)
+        return NS_OK;
+    return errno == ENOENT ? NS_ERR_NOTFOUND : NS_ERR_IO;
+}
+
+const char *ns_blobs_dir(const ns_blobs_t *b)
+{
+    return b->dir;
+}
+
+uint64_t ns_blobs_cap(const ns_blobs_t *b)
+{
+    return b->cap;
 }
 
 uint64_t ns_blobs_bytes(const ns_blobs_t *b)

@@ -1,10 +1,13 @@
 /* hosted.c - jobs submitted through the control socket (hosted.h). */
 #include "hosted.h"
 
+#include "nightshift/blobs.h"
 #include "nightshift/mp.h"
 #include "nightshift/util.h"
 
+#include <inttypes.h>
 #include <sodium.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,8 +17,14 @@ struct ns_hosted {
     ns_job_t job;
     uint8_t *packed;
     size_t packed_len;
-    uint8_t *in_bufs[NS_MAX_ARGS];
+    /* the inputs: copied into the node's blob store a budget at a time
+     * (ns_hosted_copy, from the node's loop), then mapped read-only */
+    ns_blobs_copy_t *copy[NS_MAX_ARGS];
+    const uint8_t *mapped[NS_MAX_ARGS];
     ns_input_t inputs[NS_MAX_ARGS];
+    uint64_t copy_bytes;   /* the inputs' bytes together, for the lines */
+    ns_requester_opts_t o; /* the job, for its requester */
+    ns_receipt_t rc;       /* before there is a requester: JOIN or FAILED */
     uint8_t *outputs[NS_MAX_ARGS]; /* OUT arguments without a path */
     char out_path[NS_MAX_ARGS][NS_CTL_MAX_PATH];
     /* by argument: out_path, or NULL; the requester receives the output
@@ -41,9 +50,53 @@ static void s_progress(void *user, const char *line)
     h->n_lines++;
 }
 
-static int s_read_inputs(ns_hosted_t *h, const ns_ctl_req_t *r, char *err,
-                         size_t errlen)
+__attribute__((format(printf, 2, 3))) static void
+s_progress_f(ns_hosted_t *h, const char *fmt, ...)
 {
+    char line[NS_CTL_LINE_MAX + 1];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    s_progress(h, line);
+}
+
+/* The job's distinct inputs (by hash) fit the store together: one must
+ * not evict another. */
+static int s_inputs_fit(const ns_job_t *job, const ns_blobs_t *blobs, char *err,
+                        size_t errlen)
+{
+    uint64_t total = 0;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < job->n_args; i++) {
+        bool again = false;
+        for (uint32_t k = 0; k < i && !again; k++)
+            again = job->args[k].kind == NS_ARG_IN &&
+                    memcmp(job->args[k].hash, job->args[i].hash,
+                           NS_HASH_BYTES) == 0;
+        if (job->args[i].kind == NS_ARG_IN && !again) {
+            total += job->args[i].size;
+            n++;
+        }
+    }
+    /* one input too large is named by ns_blobs_copy_start */
+    if (n < 2 || total <= ns_blobs_cap(blobs))
+        return NS_OK;
+    snprintf(err, errlen,
+             "the job's inputs (%" PRIu64 " bytes together) do not fit the "
+             "blob store %s (%" PRIu64 " bytes, node.input_cache_bytes)",
+             total, ns_blobs_dir(blobs), ns_blobs_cap(blobs));
+    return NS_ERR_TOOBIG;
+}
+
+/* The outputs' places, and a copy started for each input: a file that
+ * is missing, unreadable or larger than the store is refused here. */
+static int s_prepare_args(ns_hosted_t *h, const ns_ctl_req_t *r,
+                          ns_blobs_t *blobs, char *err, size_t errlen)
+{
+    int fits = s_inputs_fit(&h->job, blobs, err, errlen);
+    if (fits != NS_OK)
+        return fits;
     for (uint32_t i = 0; i < h->job.n_args; i++) {
         const ns_arg_t *a = &h->job.args[i];
         if (a->kind == NS_ARG_OUT) {
@@ -61,33 +114,93 @@ static int s_read_inputs(ns_hosted_t *h, const ns_ctl_req_t *r, char *err,
         }
         if (a->kind != NS_ARG_IN)
             continue;
-        size_t len = 0;
-        int rc = r->in_path[i][0] ? ns_file_read(r->in_path[i], NS_MAX_BUFFER,
-                                                 &h->in_bufs[i], &len)
-                                  : NS_ERR_NOTFOUND;
-        if (rc != NS_OK) {
-            snprintf(err, errlen, "arg %u: cannot read '%s': %s", i,
-                     r->in_path[i], ns_strerror(rc));
+        /* the node's own copy, made in pieces: what the job serves and
+         * checks stays what was submitted, whatever happens to the file */
+        char why[NS_CTL_MAX_PATH + 200];
+        int rc = NS_ERR_NOTFOUND;
+        if (r->in_path[i][0])
+            h->copy[i] = ns_blobs_copy_start(blobs, r->in_path[i], a->size, &rc,
+                                             why, sizeof why);
+        if (!h->copy[i]) {
+            snprintf(err, errlen, "arg %u: %s", i,
+                     r->in_path[i][0] ? why : "no input file given");
             return rc;
         }
-        ns_hash_t hh;
-        ns_hash(hh, h->in_bufs[i], len);
-        if (len != a->size || memcmp(hh, a->hash, NS_HASH_BYTES)) {
-            snprintf(err, errlen,
-                     "arg %u: '%s' changed since the job was made (size or "
-                     "hash differs)",
-                     i, r->in_path[i]);
-            return NS_ERR_CORRUPT;
-        }
-        h->inputs[i].data = h->in_bufs[i];
-        h->inputs[i].len = len;
-        h->inputs[i].verified = true;
+        h->copy_bytes += a->size;
     }
     return NS_OK;
 }
 
+bool ns_hosted_copying(const ns_hosted_t *h)
+{
+    if (h->rc.phase == NS_RQ_FAILED)
+        return false;
+    for (uint32_t i = 0; i < h->job.n_args; i++)
+        if (h->copy[i])
+            return true;
+    return false;
+}
+
+void ns_hosted_fail(ns_hosted_t *h, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(h->rc.error, sizeof h->rc.error, fmt, ap);
+    va_end(ap);
+    h->rc.phase = NS_RQ_FAILED;
+    for (uint32_t i = 0; i < h->job.n_args; i++)
+        ns_blobs_copy_free(&h->copy[i]);
+    s_progress(h, h->rc.error);
+}
+
+int ns_hosted_copy(ns_hosted_t *h, uint64_t budget, bool *ready)
+{
+    char why[NS_CTL_MAX_PATH + 200];
+    *ready = false;
+    for (uint32_t i = 0; i < h->job.n_args && budget; i++) {
+        const ns_arg_t *a = &h->job.args[i];
+        bool done = false;
+        if (!h->copy[i])
+            continue;
+        uint64_t before = ns_blobs_copy_bytes(h->copy[i]);
+        int rc = ns_blobs_copy_step(h->copy[i], budget, &done, why, sizeof why);
+        uint64_t moved = ns_blobs_copy_bytes(h->copy[i]) - before;
+        budget -= moved < budget ? moved : budget;
+        ns_hash_t id;
+        uint64_t size = 0;
+        if (rc == NS_OK && done)
+            rc = ns_blobs_copy_map(h->copy[i], id, &h->mapped[i], &size, why,
+                                   sizeof why);
+        if (rc == NS_OK && done &&
+            (size != a->size || memcmp(id, a->hash, NS_HASH_BYTES))) {
+            snprintf(why, sizeof why,
+                     "the input file changed since the job was made (size or "
+                     "hash differs)");
+            ns_blobs_unmap(h->mapped[i], (size_t)size);
+            h->mapped[i] = NULL;
+            rc = NS_ERR_CORRUPT;
+        }
+        if (rc != NS_OK) {
+            ns_hosted_fail(h, "arg %u: %s", i, why);
+            return rc;
+        }
+        if (!done)
+            return NS_OK; /* the budget is spent */
+        ns_blobs_copy_free(&h->copy[i]);
+        h->inputs[i].data = h->mapped[i];
+        h->inputs[i].len = (size_t)size;
+        h->inputs[i].verified = true;
+    }
+    *ready = !ns_hosted_copying(h) && h->rc.phase != NS_RQ_FAILED;
+    if (*ready && h->copy_bytes)
+        s_progress_f(h, "inputs copied into the node's blob store (%.1f MiB)",
+                     (double)h->copy_bytes / (1 << 20));
+    return NS_OK;
+}
+
 ns_hosted_t *ns_hosted_new(const ns_ctl_req_t *r, const uint8_t me[32],
-                           ns_requester_opts_t *o, char *err, size_t errlen)
+                           ns_blobs_t *blobs, uint64_t now_ms, char *err,
+                           size_t errlen)
 {
     ns_hosted_t *h = calloc(1, sizeof *h);
     char why[256];
@@ -119,9 +232,11 @@ ns_hosted_t *ns_hosted_new(const ns_ctl_req_t *r, const uint8_t me[32],
     }
     memcpy(h->packed, r->desc, r->desc_len);
     h->packed_len = r->desc_len;
-    if (s_read_inputs(h, r, err, errlen) != NS_OK)
+    if (s_prepare_args(h, r, blobs, err, errlen) != NS_OK)
         goto fail;
-    memset(o, 0, sizeof *o);
+    h->started_ms = now_ms;
+    h->rc.phase = NS_RQ_JOIN;
+    ns_requester_opts_t *o = &h->o;
     o->job = &h->job;
     o->packed = h->packed;
     o->packed_len = h->packed_len;
@@ -159,7 +274,8 @@ void ns_hosted_destroy(ns_hosted_t **hp)
         return;
     ns_hosted_t *h = *hp;
     for (uint32_t i = 0; i < NS_MAX_ARGS; i++) {
-        free(h->in_bufs[i]);
+        ns_blobs_copy_free(&h->copy[i]);
+        ns_blobs_unmap(h->mapped[i], h->inputs[i].len);
         free(h->outputs[i]);
     }
     free(h->packed);
@@ -168,15 +284,30 @@ void ns_hosted_destroy(ns_hosted_t **hp)
     *hp = NULL;
 }
 
-void ns_hosted_attach(ns_hosted_t *h, ns_requester_t *q, uint64_t now_ms)
+ns_requester_opts_t *ns_hosted_opts(ns_hosted_t *h)
+{
+    return &h->o;
+}
+
+void ns_hosted_attach(ns_hosted_t *h, ns_requester_t *q)
 {
     h->req = q;
-    h->started_ms = now_ms;
+}
+
+/* The requester's receipt, or the job's own before it has one. */
+static const ns_receipt_t *s_receipt(const ns_hosted_t *h)
+{
+    return h->req ? ns_requester_receipt(h->req) : &h->rc;
+}
+
+static bool s_finished(const ns_hosted_t *h)
+{
+    return h->req ? ns_requester_finished(h->req) : h->rc.phase == NS_RQ_FAILED;
 }
 
 void ns_hosted_pack(ns_hosted_t *h, uint64_t now_ms, msgpack_packer *pk)
 {
-    const ns_receipt_t *r = ns_requester_receipt(h->req);
+    const ns_receipt_t *r = s_receipt(h);
     char hex[2 * NS_HASH_BYTES + 1], peer[NS_ID_TEXT_LEN + 1];
     static const uint8_t zero[NS_ID_BYTES];
     bool has_provider = memcmp(r->provider, zero, NS_ID_BYTES) != 0;
@@ -225,7 +356,7 @@ const uint8_t *ns_hosted_job_id(const ns_hosted_t *h)
 
 uint64_t ns_hosted_finished_ms(ns_hosted_t *h, uint64_t now_ms)
 {
-    if (!h->finished_ms && h->req && ns_requester_finished(h->req))
+    if (!h->finished_ms && s_finished(h))
         h->finished_ms = now_ms ? now_ms : 1;
     return h->finished_ms;
 }
@@ -233,9 +364,9 @@ uint64_t ns_hosted_finished_ms(ns_hosted_t *h, uint64_t now_ms)
 void ns_hosted_progress(const ns_hosted_t *h, uint32_t from, ns_ctl_job_t *j)
 {
     memset(j, 0, sizeof *j);
-    const ns_receipt_t *r = ns_requester_receipt(h->req);
+    const ns_receipt_t *r = s_receipt(h);
     j->phase = r->phase;
-    j->finished = ns_requester_finished(h->req);
+    j->finished = s_finished(h);
     uint32_t oldest =
         h->n_lines > NS_HOSTED_LINES ? h->n_lines - NS_HOSTED_LINES : 0;
     if (from < oldest)

@@ -1,10 +1,12 @@
 /* jobdir.c - submitted jobs on disk, for resuming (jobdir.h). */
 #include "nightshift/jobdir.h"
 
+#include "nightshift/log.h"
 #include "nightshift/mp.h"
 #include "nightshift/util.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +16,7 @@
 
 int ns_jobdir_save(const char *datadir, const char *job_hex,
                    const uint8_t *packed, size_t packed_len,
-                   const ns_job_t *job, const ns_input_t *inputs,
+                   const ns_job_t *job, ns_blobs_t *blobs,
                    const char *const *out_paths)
 {
     char dir[PATH_MAX], path[PATH_MAX + 32];
@@ -26,10 +28,14 @@ int ns_jobdir_save(const char *datadir, const char *job_hex,
     snprintf(path, sizeof path, "%s/job.msgpack", dir);
     int rc = ns_file_write_atomic(path, packed, packed_len, 0600);
     for (uint32_t i = 0; rc == NS_OK && i < job->n_args; i++) {
-        if (job->args[i].kind == NS_ARG_IN) {
+        if (job->args[i].kind == NS_ARG_IN && blobs) {
             snprintf(path, sizeof path, "%s/in%u.bin", dir, i);
-            rc =
-                ns_file_write_atomic(path, inputs[i].data, inputs[i].len, 0600);
+            if (ns_blobs_link(blobs, job->args[i].hash, path) != NS_OK)
+                ns_warn(NS_MOD_NODE,
+                        "event=jobdir_link_failed job=%.16s arg=%u "
+                        "error=\"%s\" effect=\"a resume needs the blob "
+                        "store to keep the input\"",
+                        job_hex, i, strerror(errno));
         } else if (job->args[i].kind == NS_ARG_OUT && out_paths &&
                    out_paths[i]) {
             char real[PATH_MAX];
@@ -41,9 +47,50 @@ int ns_jobdir_save(const char *datadir, const char *job_hex,
     return rc;
 }
 
+/* Input i of a saved job, mapped from the store; taken back in from the
+ * job directory's in<i>.bin when the store lost it. */
+static int s_load_input(const char *dir, const ns_arg_t *a, uint32_t i,
+                        ns_blobs_t *blobs, const uint8_t **data, size_t *len,
+                        char *err, size_t errlen)
+{
+    char path[PATH_MAX + 32], hex[17];
+    ns_hex(hex, a->hash, 8);
+    int rc = ns_blobs_map(blobs, a->hash, data, len);
+    if (rc != NS_ERR_NOTFOUND) {
+        if (rc != NS_OK)
+            snprintf(err, errlen, "cannot map input %u (blob %s) from %s: %s",
+                     i, hex, ns_blobs_dir(blobs), ns_strerror(rc));
+        return rc;
+    }
+    snprintf(path, sizeof path, "%s/in%u.bin", dir, i);
+    ns_hash_t id;
+    uint64_t size = 0;
+    char why[PATH_MAX + 200];
+    rc = ns_blobs_add_map(blobs, path, a->size, id, data, &size, why,
+                          sizeof why);
+    if (rc == NS_OK &&
+        (size != a->size || memcmp(id, a->hash, NS_HASH_BYTES))) {
+        snprintf(why, sizeof why, "%s does not hash to the descriptor's input",
+                 path);
+        ns_blobs_unmap(*data, (size_t)size);
+        *data = NULL;
+        rc = NS_ERR_CORRUPT;
+    }
+    if (rc != NS_OK) {
+        snprintf(err, errlen,
+                 "input %u (blob %s) is not in %s any more and cannot be "
+                 "taken back from the job's directory: %s",
+                 i, hex, ns_blobs_dir(blobs), why);
+        return rc;
+    }
+    *len = (size_t)size;
+    return NS_OK;
+}
+
 int ns_jobdir_load(const char *datadir, const char *job_hex, ns_job_t *job,
-                   uint8_t **in_bufs, ns_input_t *inputs,
-                   char (*out_paths)[PATH_MAX], char *err, size_t errlen)
+                   ns_blobs_t *blobs, const uint8_t **mapped,
+                   ns_input_t *inputs, char (*out_paths)[PATH_MAX], char *err,
+                   size_t errlen)
 {
     char dir[PATH_MAX], path[PATH_MAX + 32], why[256];
     snprintf(dir, sizeof dir, "%s/jobs/%s", datadir, job_hex);
@@ -65,15 +112,13 @@ int ns_jobdir_load(const char *datadir, const char *job_hex, ns_job_t *job,
     for (uint32_t i = 0; i < job->n_args; i++) {
         out_paths[i][0] = '\0';
         if (job->args[i].kind == NS_ARG_IN) {
-            snprintf(path, sizeof path, "%s/in%u.bin", dir, i);
-            if ((rc = ns_file_read(path, NS_MAX_BUFFER, &in_bufs[i], &len)) !=
-                NS_OK) {
-                snprintf(err, errlen, "cannot read %s: %s", path,
-                         ns_strerror(rc));
+            rc = s_load_input(dir, &job->args[i], i, blobs, &mapped[i], &len,
+                              err, errlen);
+            if (rc != NS_OK)
                 return rc;
-            }
-            inputs[i].data = in_bufs[i];
+            inputs[i].data = mapped[i];
             inputs[i].len = len;
+            inputs[i].verified = true;
         } else if (job->args[i].kind == NS_ARG_OUT) {
             uint8_t *p = NULL;
             snprintf(path, sizeof path, "%s/out%u.path", dir, i);

@@ -79,6 +79,7 @@ struct ns_node {
     ns_http_t *http; /* node.http: /metrics and the status page */
     ns_genesis_serve_t *genesis_serve;           /* full node: GENESIS_REQ */
     ns_hosted_t *hosted[NS_NODE_MAX_REQUESTERS]; /* submit --node jobs */
+    uint32_t copy_tick_id;      /* hosted jobs' inputs being copied */
     ns_hash_t preflight_ok[16]; /* jobs (descriptor ids) that passed */
     uint32_t n_preflight;
     /* ns_node_join */
@@ -331,6 +332,10 @@ static void s_count_outcome(ns_node_t *n, const ns_receipt_t *r)
 static void s_on_requester_tick(void *user, uint64_t now)
 {
     ns_node_t *n = user;
+    /* the clock now, not the pass's: a requester started by a timer
+     * earlier in this pass (s_on_copy_tick) began after the pass did, and
+     * its start must not be in the future of the now it is ticked with */
+    now = ns_mono_ms();
     if (n->c.light)
         ns_content_tick(n->content, now);
     bool all_done = n->n_req > 0;
@@ -847,6 +852,56 @@ static int s_hosted_slot(ns_node_t *n)
     return best;
 }
 
+/* A hosted job whose inputs are in the store: saved for --resume, then
+ * its requester. */
+static void s_hosted_start(ns_node_t *n, ns_hosted_t *h)
+{
+    ns_requester_opts_t *o = ns_hosted_opts(h);
+    char hex[2 * NS_HASH_BYTES + 1];
+    int rc;
+    ns_hex(hex, o->job_id, NS_HASH_BYTES);
+    if ((rc = ns_jobdir_save(n->c.datadir, hex, o->packed, o->packed_len,
+                             o->job, n->blobs, NULL)) != NS_OK) {
+        ns_hosted_fail(h, "cannot save the job under %s/jobs: %s", n->c.datadir,
+                       ns_strerror(rc));
+        return;
+    }
+    ns_requester_t *q = ns_node_add_requester(n, o, &rc);
+    if (!q) {
+        ns_hosted_fail(h, "cannot start the requester: %s", ns_strerror(rc));
+        return;
+    }
+    ns_hosted_attach(h, q);
+}
+
+/* Bytes of hosted jobs' inputs copied into the store a turn of the loop
+ * (about 10 ms of disk): the loop answers its peers between turns. */
+#define S_COPY_BYTES (UINT64_C(8) << 20)
+
+/* Hosted jobs' inputs into the store, S_COPY_BYTES a turn; the timer
+ * stops when none is left to copy. */
+static void s_on_copy_tick(void *user, uint64_t now)
+{
+    ns_node_t *n = user;
+    uint64_t budget = S_COPY_BYTES;
+    bool more = false;
+    (void)now;
+    for (int i = 0; i < NS_NODE_MAX_REQUESTERS; i++) {
+        ns_hosted_t *h = n->hosted[i];
+        bool ready = false;
+        if (!h || !ns_hosted_copying(h))
+            continue;
+        if (budget && ns_hosted_copy(h, budget, &ready) == NS_OK && ready)
+            s_hosted_start(n, h);
+        budget = 0; /* one job a turn: the first gets in first */
+        more |= ns_hosted_copying(h);
+    }
+    if (!more) {
+        (void)ns_p2p_timer_cancel(n->p2p, n->copy_tick_id);
+        n->copy_tick_id = 0;
+    }
+}
+
 int ns_node_submit(ns_node_t *n, const ns_ctl_req_t *r, ns_hash_t job_id,
                    char *err, size_t errlen)
 {
@@ -864,43 +919,38 @@ int ns_node_submit(ns_node_t *n, const ns_ctl_req_t *r, ns_hash_t job_id,
                  NS_NODE_MAX_REQUESTERS);
         return NS_ERR_TOOBIG;
     }
-    ns_requester_opts_t o;
-    ns_hosted_t *h = ns_hosted_new(r, ns_identity_pk(n->me), &o, err, errlen);
+    ns_hosted_t *h = ns_hosted_new(r, ns_identity_pk(n->me), n->blobs,
+                                   ns_mono_ms(), err, errlen);
     if (!h)
         return NS_ERR_INVAL;
+    ns_requester_opts_t *o = ns_hosted_opts(h);
     /* The pre-flight (preflight.h), once per descriptor. */
     bool known = false;
     for (uint32_t i = 0; i < n->n_preflight && i < 16 && !known; i++)
-        known = memcmp(n->preflight_ok[i], o.desc_id, NS_HASH_BYTES) == 0;
+        known = memcmp(n->preflight_ok[i], o->desc_id, NS_HASH_BYTES) == 0;
     ns_preflight_t pf;
     if (!known && (rc = ns_preflight_check(
-                       0, o.job, r->source_name[0] ? r->source_name : NULL, &pf,
-                       err, errlen)) != NS_OK) {
+                       0, o->job, r->source_name[0] ? r->source_name : NULL,
+                       &pf, err, errlen)) != NS_OK) {
         ns_hosted_destroy(&h);
         return rc;
     }
     if (!known)
-        memcpy(n->preflight_ok[n->n_preflight++ % 16], o.desc_id,
+        memcpy(n->preflight_ok[n->n_preflight++ % 16], o->desc_id,
                NS_HASH_BYTES);
-    char hex[2 * NS_HASH_BYTES + 1];
-    ns_hex(hex, o.job_id, NS_HASH_BYTES);
-    if ((rc = ns_jobdir_save(n->c.datadir, hex, o.packed, o.packed_len, o.job,
-                             o.inputs, NULL)) != NS_OK) {
-        snprintf(err, errlen, "cannot save the job under %s/jobs: %s",
-                 n->c.datadir, ns_strerror(rc));
+    /* The inputs are copied into the store from the loop, a budget at a
+     * time (s_on_copy_tick), so that the node keeps answering its peers;
+     * the requester starts once they are in. */
+    if (!n->copy_tick_id &&
+        (rc = ns_p2p_timer_start(n->p2p, 1, true, s_on_copy_tick, n,
+                                 &n->copy_tick_id)) != NS_OK) {
+        n->copy_tick_id = 0;
+        snprintf(err, errlen, "cannot start the job: %s", ns_strerror(rc));
         ns_hosted_destroy(&h);
         return rc;
     }
-    ns_requester_t *q = ns_node_add_requester(n, &o, &rc);
-    if (!q) {
-        snprintf(err, errlen, "cannot start the requester: %s",
-                 ns_strerror(rc));
-        ns_hosted_destroy(&h);
-        return rc;
-    }
-    ns_hosted_attach(h, q, ns_mono_ms());
     n->hosted[slot] = h;
-    memcpy(job_id, o.job_id, NS_HASH_BYTES);
+    memcpy(job_id, o->job_id, NS_HASH_BYTES);
     return NS_OK;
 }
 

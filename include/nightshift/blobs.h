@@ -15,6 +15,14 @@
  * bytes go to disk as they arrive, and a partial file left by a transfer
  * that was cut is resumed by the next fetch of the same blob. Partial
  * files count against the cap and are evicted like blobs.
+ *
+ * A requester's own inputs come in from the user's files
+ * (ns_blobs_copy_t): copied in pieces into <dir>/.in-XXXXXX (locked
+ * while it is written; one left by a crash is removed by the next
+ * ns_blobs_open), hashed on the way, renamed to their name. Blob files are
+ * never written in place: a mapping of one stays what it was whatever
+ * happens to the user's file or to the store (an evicted blob's pages live
+ * on while mapped).
  */
 #ifndef NIGHTSHIFT_BLOBS_H
 #define NIGHTSHIFT_BLOBS_H
@@ -94,6 +102,58 @@ int ns_blobs_keep(ns_blobs_t *b, const uint8_t *data, size_t len,
 int ns_blobs_read(ns_blobs_t *b, const ns_hash_t id, uint64_t offset,
                   uint8_t *buf, size_t cap, size_t *got,
                   uint64_t *total) NS_MUST_CHECK;
+
+/* Piece of a file copied at a time (ns_blobs_copy_t): its only heap. */
+#define NS_BLOBS_COPY_PIECE (1u << 20)
+
+/* A regular file copied into the store (a requester's input), a piece at
+ * a time, hashed on the way: the blob holds the bytes as they were read,
+ * and the user's later edits to the file change nothing stored. Room is
+ * made first (LRU eviction, space reserved on disk); the copy's writeback
+ * starts as it is written, and it is synced before it is renamed to its
+ * hash. Errors come with one line in err naming the file and the cause:
+ * NS_ERR_NOTFOUND (no such file), NS_ERR_INVAL (not a regular file, or
+ * empty), NS_ERR_TOOBIG (over max_bytes, or over the store's cap),
+ * NS_ERR_IO (the file cannot be read, or the store cannot be written:
+ * disk full, read-only, permissions), NS_ERR_NOMEM; nothing is left in
+ * the store after one. */
+typedef struct ns_blobs_copy ns_blobs_copy_t;
+
+/* Open path, check its size, make room and the copy's file. NULL with
+ * *rc and err on an error. */
+ns_blobs_copy_t *ns_blobs_copy_start(ns_blobs_t *b, const char *path,
+                                     uint64_t max_bytes, int *rc, char *err,
+                                     size_t errlen);
+/* Copy about budget more bytes (whole pieces): *done once the whole file
+ * is in the store under its hash. An error leaves the copy to be freed. */
+int ns_blobs_copy_step(ns_blobs_copy_t *c, uint64_t budget, bool *done,
+                       char *err, size_t errlen) NS_MUST_CHECK;
+/* Bytes copied so far. */
+uint64_t ns_blobs_copy_bytes(const ns_blobs_copy_t *c);
+/* A finished copy: its id and size, and the blob mapped read-only (*data
+ * until ns_blobs_unmap(*data, *size): file pages, not the heap; the
+ * mapping outlives the copy and the blob's eviction). NS_ERR_IO. */
+int ns_blobs_copy_map(const ns_blobs_copy_t *c, ns_hash_t id,
+                      const uint8_t **data, uint64_t *size, char *err,
+                      size_t errlen) NS_MUST_CHECK;
+/* NULL-safe; an unfinished copy's file is removed. */
+void ns_blobs_copy_free(ns_blobs_copy_t **c);
+
+/* The whole copy at once: start, step to the end, map. */
+int ns_blobs_add_map(ns_blobs_t *b, const char *path, uint64_t max_bytes,
+                     ns_hash_t id, const uint8_t **data, uint64_t *size,
+                     char *err, size_t errlen) NS_MUST_CHECK;
+
+/* A second name for blob id at path (a hard link: no copy, and the bytes
+ * stay on disk under path when the store evicts the blob). An existing
+ * file at path is replaced. NS_ERR_NOTFOUND, NS_ERR_IO (another
+ * filesystem, or links refused). */
+int ns_blobs_link(ns_blobs_t *b, const ns_hash_t id,
+                  const char *path) NS_MUST_CHECK;
+
+/* The store's directory and cap, for messages. */
+const char *ns_blobs_dir(const ns_blobs_t *b);
+uint64_t ns_blobs_cap(const ns_blobs_t *b);
 
 /* Bytes held now. */
 uint64_t ns_blobs_bytes(const ns_blobs_t *b);

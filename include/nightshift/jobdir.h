@@ -1,10 +1,14 @@
 /* jobdir.h - a submitted job kept on disk so that it can be resumed after
- * a crash: <datadir>/jobs/<job id>/ holds job.msgpack (the descriptor),
- * in<i>.bin (input i) and out<i>.path (where output i goes). Every file is
- * written atomically (ns_file_write_atomic). */
+ * a crash: <datadir>/jobs/<job id>/ holds job.msgpack (the descriptor,
+ * which names each input by its hash and size), in<i>.bin (input i: a
+ * hard link to its blob in the blob store, no copy of the bytes) and
+ * out<i>.path (where output i goes). job.msgpack and out<i>.path are
+ * written atomically (ns_file_write_atomic); the blobs are synced by the
+ * store (ns_blobs_copy_t). */
 #ifndef NIGHTSHIFT_JOBDIR_H
 #define NIGHTSHIFT_JOBDIR_H
 
+#include "nightshift/blobs.h"
 #include "nightshift/job.h"
 #include "nightshift/ledger.h"
 #include "nightshift/runner.h"
@@ -13,19 +17,27 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* out_paths: by argument, NULL where none (or NULL: none at all). */
+/* The job's inputs are in blobs already (the requester copied them there):
+ * each gets its link in<i>.bin, which keeps its bytes for a resume when
+ * the store evicts it (where links cannot be made, another filesystem,
+ * the resume needs the store to keep it; logged). blobs NULL: no links.
+ * out_paths: by argument, NULL where none (or NULL: none at all). */
 int ns_jobdir_save(const char *datadir, const char *job_hex,
                    const uint8_t *packed, size_t packed_len,
-                   const ns_job_t *job, const ns_input_t *inputs,
+                   const ns_job_t *job, ns_blobs_t *blobs,
                    const char *const *out_paths) NS_MUST_CHECK;
 
-/* Read a saved job back: the descriptor into job (ns_job_release it), each
- * input into in_bufs[i] (malloc'd, caller frees) with inputs[i] viewing
- * it, and out_paths[i] ("" where none). NS_ERR_NOTFOUND when no job is
- * saved under that id; otherwise the error and one line in err. */
+/* Read a saved job back: the descriptor into job (ns_job_release it),
+ * each input mapped read-only from blobs (checked against the
+ * descriptor's hash) into mapped[i] (ns_blobs_unmap(mapped[i],
+ * inputs[i].len)) with inputs[i] viewing it, and out_paths[i] ("" where
+ * none). An input the store no longer holds is copied back into it from
+ * in<i>.bin (its link, or the whole copy that job directories of earlier
+ * versions hold) and checked. NS_ERR_NOTFOUND when no job is saved under
+ * that id; otherwise the error and one line in err. */
 int ns_jobdir_load(const char *datadir, const char *job_hex, ns_job_t *job,
-                   uint8_t **in_bufs, ns_input_t *inputs,
-                   char (*out_paths)[PATH_MAX], char *err,
+                   ns_blobs_t *blobs, const uint8_t **mapped,
+                   ns_input_t *inputs, char (*out_paths)[PATH_MAX], char *err,
                    size_t errlen) NS_MUST_CHECK;
 
 /* How often a running node prunes (it also does at start). */

@@ -52,9 +52,13 @@ int ns_preflight_check(uint32_t device_index, const ns_job_t *job,
                        size_t errlen) NS_MUST_CHECK;
 
 /* Up to k units spread over the job (first, last, between), each run
- * alone three times as described above, on r. NS_ERR_INVAL with the
+ * alone four times as described above, on r. NS_ERR_INVAL with the
  * reason when the kernel cannot be verified unit by unit; runner errors
- * as they are. Costs 4 k unit runs and as many passes over the outputs.
+ * as they are. Costs 4 k unit runs and as many passes over the outputs
+ * (a race found re-runs the earlier sampled units to name the one it
+ * races with), and memory for two output-sized sets and two bitmaps
+ * (2.25 times the outputs): each run is compared with the first as it
+ * comes.
  * *unit_run_ns (may be NULL) gets the mean over the sampled units of each
  * one's fastest kernel time (0 when the runtime gave none): the job's
  * work estimate when the user gave none. */

@@ -8,6 +8,7 @@
 
 #include <sodium.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* A job over src's kernel `k` with the given argument kinds. */
@@ -218,6 +219,187 @@ TEST(sampled_units_refuse_what_cannot_be_checked)
     ns_runner_destroy(&r);
 }
 
+/* A job over src's kernel `k`: one float input and n_out float outputs
+ * of n items each; a shard (job.h) of `of` when of > 1. */
+static int s_sample_job(ns_runner_t *r, const char *src, uint32_t n,
+                        uint32_t n_out, uint32_t shard, uint32_t of, char *err,
+                        size_t errlen)
+{
+    ns_job_t whole, part;
+    uint8_t kinds[3] = {IN, OUT, OUT};
+    s_job(&whole, src, kinds, 1 + n_out);
+    ns_job_init(&part);
+    whole.global[0] = n;
+    float *in = calloc(n, sizeof *in);
+    for (uint32_t i = 0; in && i < n; i++)
+        in[i] = (float)i * 0.5f + 1.0f;
+    for (uint32_t i = 0; i < 1 + n_out; i++) {
+        whole.args[i].size = n * sizeof(float);
+        whole.args[i].item_bytes = 0;
+    }
+    ns_hash(whole.args[0].hash, in, n * sizeof(float));
+    const ns_job_t *j = &whole;
+    if (of > 1) {
+        if (ns_job_make_shard(&part, &whole, shard, of, 0) != NS_OK)
+            fprintf(stderr, "make_shard failed\n");
+        j = &part;
+    }
+    ns_input_t inputs[NS_MAX_ARGS] = {
+        {(const uint8_t *)in, n * sizeof(float), true}};
+    err[0] = '\0';
+    int rc = in ? ns_preflight_sample(r, j, inputs, 4, NULL, err, errlen)
+                : NS_ERR_NOMEM;
+    ns_job_release(&part);
+    ns_job_release(&whole);
+    free(in);
+    return rc;
+}
+
+#define S_READS(unit, byte, arg)                                               \
+    "unit " unit " of kernel 'k' writes byte " byte " of argument " arg        \
+    " from what the output held before (it reads its outputs, e.g. out[i] "    \
+    "+= ..., or adds to a total across work-groups): its units cannot be "     \
+    "checked one by one"
+#define S_RACE(a, b, byte, arg)                                                \
+    "units " a " and " b " of kernel 'k' both write byte " byte                \
+    " of argument " arg ": in the full launch they race, so the result is "    \
+    "not defined"
+
+/* Each refusal's exact words (the unit, the argument, the byte: the first
+ * byte in argument order that breaks the rule the earliest check makes),
+ * the same as the pre-flight that kept four full-size output sets and a
+ * byte map gave. */
+TEST(sampled_refusals_name_the_same_unit_and_byte)
+{
+    static const struct {
+        const char *src;
+        uint32_t n_out, shard, of;
+        const char *want; /* "" for NS_OK */
+    } cases[] = {
+        {"kernel void k(global const float *a, global float *o) "
+         "{ size_t i = get_global_id(0); o[i] = 0.0f; }",
+         1, 0, 1, ""},
+        {"kernel void k(global const float *a, global float *o) "
+         "{ size_t i = get_global_id(0); o[i] = as_float(0xffffffffu); }",
+         1, 0, 1, ""},
+        {"kernel void k(global const float *a, global float *o) "
+         "{ size_t i = get_global_id(0); o[i] += a[i]; }",
+         1, 0, 1, S_READS("0", "2", "1")},
+        {"kernel void k(global const float *a, global float *o) "
+         "{ size_t i = get_global_id(0); if (o[i] == 0.0f) o[i] = 1.0f; }",
+         1, 0, 1, S_READS("0", "2", "1")},
+        {"kernel void k(global const float *a, global float *o) "
+         "{ o[0] = 1.0f; o[get_global_id(0)] = a[0]; }",
+         1, 0, 1, S_RACE("0", "341", "0", "1")},
+        {"kernel void k(global const float *a, global float *o, "
+         "global float *p) { size_t i = get_global_id(0); o[i] = a[i]; "
+         "p[i & 1] = a[0]; }",
+         2, 0, 1, S_RACE("0", "682", "0", "2")},
+        /* a byte only the 0x5A fill shows before one only 0xFF shows */
+        {"kernel void k(global const float *a, global float *o) "
+         "{ size_t i = get_global_id(0); "
+         "o[i] = o[i] == as_float(0x5a5a5a5au) ? 2.0f : 1.0f; "
+         "if (i < 512) o[i + 512] = o[i + 512] == 0.0f ? 1.0f : 3.0f; }",
+         1, 0, 1, S_READS("0", "2", "1")},
+        {"kernel void k(global const float *a, global float *o) "
+         "{ size_t i = get_global_id(0); "
+         "if (i < 512) o[i + 512] = o[i + 512] == as_float(0x5a5a5a5au) ? "
+         "2.0f : 1.0f; o[i] = o[i] == 0.0f ? 1.0f : 3.0f; }",
+         1, 0, 1, S_READS("0", "2", "1")},
+        {"kernel void k(global const float *a, global float *o, "
+         "global float *p) { size_t i = get_global_id(0); o[0] = a[i]; "
+         "p[i] += 1.0f; }",
+         2, 0, 1, S_READS("0", "2", "2")},
+        {"kernel void k(global const float *a, global float *o) "
+         "{ size_t i = get_global_id(0); o[1023 - i] = a[i]; }",
+         1, 0, 2,
+         "unit 0 of kernel 'k' (row 0) writes byte 4092 of argument 1, "
+         "outside its row's slice (bytes 0..3): a job cut into shards needs "
+         "each row's outputs (row = the unit's index along global[0]) in its "
+         "own slice of every output"},
+        {"kernel void k(global const float *a, global float *o) "
+         "{ size_t i = get_global_id(0); o[i] = a[i]; }",
+         1, 1, 2, ""},
+    };
+    char err[512];
+    int rc;
+    ns_runner_t *r = ns_runner_new(0, NULL, &rc);
+    if (!CHECK(r != NULL))
+        return;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        rc = s_sample_job(r, cases[c].src, 1024, cases[c].n_out, cases[c].shard,
+                          cases[c].of, err, sizeof err);
+        if (!cases[c].want[0])
+            CHECK_RC(rc, NS_OK);
+        else if (CHECK_RC(rc, NS_ERR_INVAL) &&
+                 !CHECK(strcmp(err, cases[c].want) == 0))
+            fprintf(stderr, "  case %zu: %s\n  want: %s\n", c, err,
+                    cases[c].want);
+    }
+    ns_runner_destroy(&r);
+}
+
+/* KiB of key ("VmHWM", "VmRSS") in /proc/self/status; 0 if absent. */
+static long s_status_kib(const char *key)
+{
+    char line[256];
+    long v = 0;
+    FILE *f = fopen("/proc/self/status", "r");
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, key, strlen(key)) == 0 && line[strlen(key)] == ':')
+            v = atol(line + strlen(key) + 1);
+    if (f)
+        fclose(f);
+    return v;
+}
+
+/* The pre-flight over a 64 MiB output takes two output-sized sets and
+ * two bitmaps (2.25 times the output), not four sets and a byte map
+ * (4 to 5 times: +255 MiB here): the peak resident memory of the call, from a
+ * reset VmHWM. */
+TEST(sample_memory_is_two_output_sets)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    return; /* ASan's allocator and quarantine would count */
+#endif
+    const uint64_t n = UINT64_C(16) << 20, out = n * sizeof(float);
+    int rc;
+    ns_runner_t *r = ns_runner_new(0, NULL, &rc);
+    if (!CHECK(r != NULL))
+        return;
+    ns_job_t j;
+    const uint8_t kinds[] = {IN, OUT};
+    s_job(&j,
+          "kernel void k(global const float *a, global float *o) "
+          "{ size_t i = get_global_id(0); o[i] = a[i & 1023u]; }",
+          kinds, 2);
+    j.global[0] = n;
+    static float in[1024];
+    j.args[0].size = sizeof in;
+    ns_hash(j.args[0].hash, in, sizeof in);
+    j.args[1].size = out;
+    j.args[1].item_bytes = 0;
+    ns_input_t inputs[NS_MAX_ARGS] = {{(const uint8_t *)in, sizeof in, true}};
+    char err[512] = "";
+    /* warm: the kernel built, the runtime's own memory in place */
+    CHECK_RC(ns_preflight_sample(r, &j, inputs, 1, NULL, err, sizeof err),
+             NS_OK);
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    bool reset = f && fputs("5", f) >= 0;
+    if (f)
+        reset = fclose(f) == 0 && reset;
+    long before = s_status_kib("VmRSS");
+    CHECK_RC(ns_preflight_sample(r, &j, inputs, 4, NULL, err, sizeof err),
+             NS_OK);
+    long grew_mib = (s_status_kib("VmHWM") - before) >> 10;
+    fprintf(stderr, "    pre-flight of a %llu MiB output: +%ld MiB\n",
+            (unsigned long long)(out >> 20), grew_mib);
+    if (reset)
+        CHECK(grew_mib < (long)(out >> 20) * 5 / 2);
+    ns_job_release(&j);
+    ns_runner_destroy(&r);
+}
+
 TEST(log_rename)
 {
     char t[256];
@@ -240,6 +422,8 @@ int main(void)
     RUN(build_errors_name_the_users_file);
     RUN(argument_mismatches_are_named);
     RUN(sampled_units_refuse_what_cannot_be_checked);
+    RUN(sampled_refusals_name_the_same_unit_and_byte);
+    RUN(sample_memory_is_two_output_sets);
     RUN(log_rename);
     return ns_test_finish("exec_preflight");
 }

@@ -33,6 +33,7 @@ holding this file is used.
 
 import ctypes
 import fcntl
+import hashlib
 import json
 import os
 import random
@@ -42,6 +43,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 
@@ -147,6 +149,55 @@ def pid_cmdline(pid):
                     for a in f.read().split(b"\0") if a]
     except OSError:
         return []
+
+
+def proc_kib(pid, key):
+    """A figure of /proc/PID/status in KiB ("VmHWM", "RssAnon"); 0 when
+    the process does not show it."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+class PeakMem:
+    """Peak RssAnon (heap and other private memory) and RssFile (mapped
+    files: reclaimable) of pid in KiB, sampled every 5 ms on a thread
+    until stop(), which returns the peak RssAnon."""
+
+    def __init__(self, pid):
+        self.pid, self.anon, self.file, self.on = pid, 0, 0, True
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _run(self):
+        while self.on:
+            try:
+                self.anon = max(self.anon, proc_kib(self.pid, "RssAnon"))
+                self.file = max(self.file, proc_kib(self.pid, "RssFile"))
+            except (OSError, ValueError):
+                return
+            time.sleep(0.005)
+
+    def stop(self):
+        self.on = False
+        self.t.join()
+        return self.anon
+
+
+def file_digest(path, algo="sha256"):
+    """The hex digest of a file read in 1 MiB pieces (a test never holds a
+    large file whole: a child's wait4 peak starts from its parent's);
+    "blake2b" is BLAKE2b-256, as the blob store names blobs."""
+    h = (hashlib.blake2b(digest_size=32) if algo == "blake2b" else
+         hashlib.new(algo))
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(1 << 20)
+            if not b:
+                return h.hexdigest()
+            h.update(b)
 
 
 def error_lines(stderr):
@@ -427,6 +478,15 @@ class Net:
             args += ["--alloc", f"{n.id}={credits}"]
         cli_ok(*args)
         return path
+
+    def named_nodes(self, *names):
+        """Nodes of these names, init'ed, one new genesis funding them all
+        (not started)."""
+        nodes = [self.node(name).init() for name in names]
+        g = self.genesis(nodes)
+        for n in nodes:
+            cli_ok("init", "--datadir", n.datadir, "--genesis", g)
+        return nodes
 
     def make_nodes(self, count, prefix="node", genesis_name=None):
         """count init'ed nodes sharing one new genesis."""

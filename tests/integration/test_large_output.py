@@ -19,10 +19,9 @@ its input (4 KiB): each work-item writes a word derived from the input.
   4. a destination in a missing directory: the light peer fails before
      the escrow, naming the file.
 
-The pre-flight before the escrow (exec/preflight.c) still takes four
-full-size output buffers and a byte map: it is left out of the peaks.
+The pre-flight before the escrow (exec/preflight.c) still takes two
+full-size output sets and two bitmaps: it is left out of the peaks.
 """
-import hashlib
 import json
 import os
 import subprocess
@@ -52,24 +51,6 @@ kernel void spread(global const uint *seed, global uint *out)
     out[i] = seed[i & 1023u] * 2654435761u + i;
 }
 """
-
-
-def kib(pid, key):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    return 0
-
-
-def sha(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while True:
-            b = f.read(1 << 20)
-            if not b:
-                return h.hexdigest()
-            h.update(b)
 
 
 def reset_peak(pid):
@@ -104,12 +85,7 @@ def submit(args, on_line=None):
 
 
 def test(net):
-    p = net.node("p").init()
-    n = net.node("n").init()
-    req = net.node("req").init()
-    g = net.genesis([p, n, req])
-    for x in (p, n, req):
-        nstest.cli_ok("init", "--datadir", x.datadir, "--genesis", g)
+    p, n, req = net.named_nodes("p", "n", "req")
     p.start(extra=("--set", "node.stake=100000"))
     n.start(bootstrap=[p])
 
@@ -132,12 +108,12 @@ def test(net):
         r = nstest.cli("run", *job(ref, mib), "--timeout-ms", "300000",
                        timeout=300)
         check(r.returncode == 0, f"run: {r.stderr.strip()[-500:]}")
-        want[mib] = sha(ref)
+        want[mib] = nstest.file_digest(ref)
         os.unlink(ref)  # leave the page cache and disk to the others
 
     # 2. the light peer. Its pre-flight (before the escrow) runs sample
-    # units on full-size output buffers of its own (exec/preflight.c, four
-    # fills and a byte map): the peak is taken from the escrow on, which
+    # units on full-size output buffers of its own (exec/preflight.c, two
+    # sets and two bitmaps): the peak is taken from the escrow on, which
     # covers the fetch, the check and the rename.
     base = {}
 
@@ -145,7 +121,7 @@ def test(net):
         def on_line(proc, line):
             if "escrow of" in line:
                 reset_peak(pid or proc.pid)
-                base[pid] = kib(pid or proc.pid, "VmHWM") << 10
+                base[pid] = nstest.proc_kib(pid or proc.pid, "VmHWM") << 10
         return on_line
 
     light = os.path.join(net.dir, "light.bin")
@@ -155,7 +131,7 @@ def test(net):
         after_preflight(None))
     check(rc == 0, f"submit failed ({rc}): {err.strip()[-800:]}")
     check("escrow of" in err, f"no escrow line: {err[-400:]}")
-    check_eq(sha(light), want[OUT_MIB], "the light peer's output vs run's")
+    check_eq(nstest.file_digest(light), want[OUT_MIB], "the light peer's output vs run's")
     left = [f for f in os.listdir(net.dir) if f.endswith(".part")]
     check(not left, f"part files left beside the output: {left}")
     grew = rss - base[None]
@@ -174,8 +150,8 @@ def test(net):
          "--deadline-s", "240", "--timeout-s", "280"], after_preflight(n.pid))
     check(rc == 0, f"submit --node failed ({rc}): {err.strip()[-800:]}")
     check("escrow of" in err, f"no escrow line: {err[-400:]}")
-    check_eq(sha(via), want[NODE_OUT_MIB], "submit --node's output vs run's")
-    hwm = kib(n.pid, "VmHWM") << 10
+    check_eq(nstest.file_digest(via), want[NODE_OUT_MIB], "submit --node's output vs run's")
+    hwm = nstest.proc_kib(n.pid, "VmHWM") << 10
     grew = hwm - base[n.pid]
     log(f"submit --node: {NODE_OUT_MIB} MiB output identical to run's; n's "
         f"RSS {base[n.pid] >> 20} MiB at the escrow, peak {hwm >> 20} MiB "
