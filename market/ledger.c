@@ -994,6 +994,15 @@ static bool s_proof_names_gone(void *u, const uint8_t *author,
     s_unfork_t *x = u;
     if (memcmp(author, x->skip, NS_ID_BYTES) == 0)
         return true;
+    /* the chain below the fork went back to the buffer (a void of another
+     * chain's unwound it): neither entry stands at its place now */
+    ns_account_t a;
+    if (ns_lstore_account_get(&x->l->store, x->l->batch, author, &a) ==
+            NS_OK &&
+        a.seq + 1 < f->seq) {
+        memcpy(x->who[x->n++], author, NS_ID_BYTES);
+        return x->n < 8;
+    }
     const uint8_t *ids[2] = {f->first, f->second};
     for (int k = 0; k < 2; k++) {
         const uint8_t *buf;
