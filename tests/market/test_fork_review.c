@@ -26,11 +26,8 @@
  *
  * The seed is printed; NS_TEST_SEED=<n> repeats a run. By default the
  * random histories use seed 1 (a regression guard that cannot flake);
- * NS_LONG=1 draws a fresh seed and runs more histories and orders. Known
- * open: NS_TEST_SEED=4 (history 7: several authors forking at once, with
- * entries confirmed and adopted) still ends in two states, and a long
- * run finds about 3 histories in 200 like it (an author with no entry
- * left, banned in some orders and not in others).
+ * NS_LONG=1 draws a fresh seed and runs 200 histories in 40 orders each
+ * (about 67,000 checks, several minutes).
  */
 #include "check.h"
 #include "ledger_fixture.h"
