@@ -206,6 +206,14 @@ static int s_apply_refs(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
     return NS_OK;
 }
 
+static int s_body_rule(ns_lapply_t *ap, ns_rule_io_t *io)
+{
+    int rc = ns_rule_body(io);
+    if (rc == NS_ERR_MISSING)
+        memcpy(ap->missing, io->missing, NS_HASH_BYTES);
+    return rc;
+}
+
 /* Run the body rule of e into io (b: its decoded body): nothing is
  * written. */
 static int s_apply_body(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
@@ -226,21 +234,24 @@ static int s_apply_body(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
     io->ref.rc = io->accept.rc = NS_ERR_NOTFOUND;
     io->job_rc = io->prov_rc = io->lock_rc = io->pjob_rc = NS_ERR_NOTFOUND;
     s_load(ap, t, w, io);
-    /* what the rule may change outside the author's account, as it was */
+    /* A job entry: what the rule may change outside the author's account,
+     * as it was (the undo record; other entries need none, and the ingest
+     * of transfers copies nothing more) */
+    if (e->type < NS_ENTRY_JOB)
+        return s_body_rule(ap, io);
     memset(u, 0, sizeof *u);
-    const ns_ledger_job_t job_pre = io->job;
-    const ns_lock_rec_t lock_pre = io->lock;
-    const ns_pjob_rec_t pjob_pre = io->pjob;
-    const ns_account_t prov_pre = io->prov;
-    const uint64_t burned_pre = ap->totals->burned;
-    rc = ns_rule_body(io);
-    if (rc == NS_ERR_MISSING)
-        memcpy(ap->missing, io->missing, NS_HASH_BYTES);
-    if (rc != NS_OK || e->type < NS_ENTRY_JOB)
+    u->job_pre = io->job;
+    u->lock_pre = io->lock;
+    u->pjob_pre = io->pjob;
+    const uint32_t settled = io->prov.jobs_settled,
+                   slashed = io->prov.jobs_slashed,
+                   cancelled = io->prov.jobs_cancelled;
+    const uint64_t locked = io->prov.locked_collateral,
+                   burned = ap->totals->burned;
+    if ((rc = s_body_rule(ap, io)) != NS_OK)
         return rc;
     if (io->put_job) {
         u->flags |= NS_UNDO_JOB | (io->job_rc == NS_OK ? 0 : NS_UNDO_JOB_NEW);
-        u->job_pre = job_pre;
         u->job_post = io->job;
     }
     memcpy(u->key_provider, io->key_provider, NS_ID_BYTES);
@@ -248,28 +259,25 @@ static int s_apply_body(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
     if (io->put_lock) {
         u->flags |=
             NS_UNDO_LOCK | (io->lock_rc == NS_OK ? 0 : NS_UNDO_LOCK_NEW);
-        u->lock_pre = lock_pre;
         u->lock_post = io->lock;
     }
     if (io->put_pjob) {
         u->flags |=
             NS_UNDO_PJOB | (io->pjob_rc == NS_OK ? 0 : NS_UNDO_PJOB_NEW);
-        u->pjob_pre = pjob_pre;
         u->pjob_post = io->pjob;
     }
     if (io->put_credit) {
         u->flags |= NS_UNDO_CREDIT;
         memcpy(u->credit_to, io->credit_to, NS_ID_BYTES);
     }
-    if (io->put_prov ||
-        io->prov.locked_collateral != prov_pre.locked_collateral) {
+    if (io->put_prov || io->prov.locked_collateral != locked) {
         u->flags |= NS_UNDO_PROV;
         memcpy(u->prov, io->prov.id, NS_ID_BYTES);
-        u->d_settled = io->prov.jobs_settled - prov_pre.jobs_settled;
-        u->d_slashed = io->prov.jobs_slashed - prov_pre.jobs_slashed;
-        u->d_cancelled = io->prov.jobs_cancelled - prov_pre.jobs_cancelled;
+        u->d_settled = io->prov.jobs_settled - settled;
+        u->d_slashed = io->prov.jobs_slashed - slashed;
+        u->d_cancelled = io->prov.jobs_cancelled - cancelled;
     }
-    u->burned = ap->totals->burned - burned_pre;
+    u->burned = ap->totals->burned - burned;
     return NS_OK;
 }
 
@@ -416,6 +424,10 @@ int ns_lapply_entry(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
              ns_lstore_chain_put(ap->store, t, e->author, e->seq, e->id, &pre)))
         return rc;
     /* what a fork needs to take the entry back (ledger.c) */
+    if (e->type < NS_ENTRY_JOB && w.releases) {
+        memset(&u, 0, sizeof u);
+        u.n_released = w.n_locks;
+    }
     if ((e->type >= NS_ENTRY_JOB || w.releases) &&
         (rc = ns_lstore_undo_put(ap->store, t, e->id, &u, w.rel)) != NS_OK)
         return rc;
