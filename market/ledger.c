@@ -407,7 +407,7 @@ typedef struct {
         size_t len;
         ns_hash_t missing;
         bool has_missing;
-    } *later;
+    } * later;
     uint32_t n_later, cap_later;
     /* every entry taken back (the forked author's and the others'): a
      * fork proof that named one proves nothing now (s_unfork_named) */
@@ -997,8 +997,7 @@ static bool s_proof_names_gone(void *u, const uint8_t *author,
     /* the chain below the fork went back to the buffer (a void of another
      * chain's unwound it): neither entry stands at its place now */
     ns_account_t a;
-    if (ns_lstore_account_get(&x->l->store, x->l->batch, author, &a) ==
-            NS_OK &&
+    if (ns_lstore_account_get(&x->l->store, x->l->batch, author, &a) == NS_OK &&
         a.seq + 1 < f->seq) {
         memcpy(x->who[x->n++], author, NS_ID_BYTES);
         return x->n < 8;
@@ -1009,8 +1008,8 @@ static bool s_proof_names_gone(void *u, const uint8_t *author,
         size_t len;
         if ((ns_lstore_entry_bytes(&x->l->store, x->l->batch, ids[k], &buf,
                                    &len) == NS_OK ||
-             ns_lstore_fork_entry_bytes(&x->l->store, x->l->batch, ids[k],
-                                        &buf, &len) == NS_OK) &&
+             ns_lstore_fork_entry_bytes(&x->l->store, x->l->batch, ids[k], &buf,
+                                        &len) == NS_OK) &&
             s_names_gone(x->v, buf, len, x->l->store.network_id)) {
             memcpy(x->who[x->n++], author, NS_ID_BYTES);
             return x->n < 8;

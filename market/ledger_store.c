@@ -684,8 +684,8 @@ void ns_lstore_each_fork_entry(ns_lstore_t *s, MDB_txn *t,
     MDB_val k, v;
     for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == MDB_SUCCESS;
          rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
-        if (k.mv_size == NS_HASH_BYTES && !fn(u, k.mv_data, v.mv_data,
-                                               v.mv_size))
+        if (k.mv_size == NS_HASH_BYTES &&
+            !fn(u, k.mv_data, v.mv_data, v.mv_size))
             break;
     mdb_cursor_close(c);
 }

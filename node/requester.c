@@ -695,9 +695,9 @@ static int s_out_open(ns_requester_t *q, uint32_t i, bool keep, char *err,
         return NS_ERR_NOMEM;
     }
     snprintf(q->out_tmp[i], cap, "%s.%.16s.part", path, q->job_hex);
-    q->out_fd[i] = open(q->out_tmp[i],
-                        O_RDWR | O_CREAT | (keep ? 0 : O_TRUNC) | O_CLOEXEC,
-                        0600);
+    q->out_fd[i] =
+        open(q->out_tmp[i], O_RDWR | O_CREAT | (keep ? 0 : O_TRUNC) | O_CLOEXEC,
+             0600);
     if (q->out_fd[i] < 0) {
         snprintf(err, errlen, "arg %u: cannot write the output '%s': %s", i,
                  path, strerror(errno));
@@ -751,8 +751,8 @@ static void s_start_fetch(ns_requester_t *q)
                                      q->o.outputs[i], a->size, i, q->o.desc_id,
                                      q->leaves + leaf, keep);
         if (rc == NS_OK && q->out_fd[i] >= 0) {
-            const ns_fetch_blob_t *fb = ns_fetch_blob(&q->fetch,
-                                                      NS_BLOB_OUTPUT(i));
+            const ns_fetch_blob_t *fb =
+                ns_fetch_blob(&q->fetch, NS_BLOB_OUTPUT(i));
             resumed += fb ? fb->resumed : 0;
             /* worth resuming: outputs of several chunks */
             if (!keep && a->size > 4 * (uint64_t)NS_CHUNK_BYTES &&
@@ -1293,8 +1293,7 @@ static void s_verify(ns_requester_t *q)
     if (rc == NS_ERR_PROOF && q->fetch_resumed) {
         /* The part files we took up may be what is wrong (a disk that
          * lost a write): the whole outputs once more before judging. */
-        ns_warn(NS_MOD_MARKET, "event=outputs_refetched job=%.16s",
-                q->job_hex);
+        ns_warn(NS_MOD_MARKET, "event=outputs_refetched job=%.16s", q->job_hex);
         s_say(q, "the outputs taken up from part files do not match the "
                  "commitment: fetching them whole again");
         q->refetch = true;
@@ -1576,8 +1575,7 @@ void ns_requester_tick(ns_requester_t *q, uint64_t now)
         if (now - q->phase_ms >= q->ann.bid_window_ms ||
             (q->n_bids > 0 && q->ann.bid_window_ms == q->o.bid_window_ms &&
              q->n_bids >= s_qualified_known(q) &&
-             (!q->io->unheard_peers ||
-              q->io->unheard_peers(q->io->user) == 0)))
+             (!q->io->unheard_peers || q->io->unheard_peers(q->io->user) == 0)))
             s_award(q);
         break;
     case NS_RQ_WAITING:

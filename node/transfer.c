@@ -206,8 +206,8 @@ static int s_resume_file(ns_fetch_blob_t *b)
     struct stat st;
     if (fstat(b->fd, &st) != 0)
         return NS_ERR_IO;
-    uint64_t have = (uint64_t)st.st_size < b->total ? (uint64_t)st.st_size
-                                                     : b->total - 1;
+    uint64_t have =
+        (uint64_t)st.st_size < b->total ? (uint64_t)st.st_size : b->total - 1;
     have -= have % NS_CHUNK_BYTES;
     for (uint64_t k = 0; k < have / NS_CHUNK_BYTES; k++)
         b->seen[k / 8] |= (uint8_t)(1u << (k % 8));

@@ -74,6 +74,25 @@ static inline uint64_t fx_below(uint64_t *state, uint64_t n)
     return n ? z % n : 0;
 }
 
+/* A delivery order of n entries into order (room for 3 n): each entry
+ * once to three times, shuffled (a network that duplicates and reorders);
+ * with shuffle false, each once in order. Returns its length. */
+static inline uint32_t fx_order(uint32_t *order, uint32_t n, uint64_t *rng,
+                                bool shuffle)
+{
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t c = shuffle ? 1 + (uint32_t)fx_below(rng, 3) : 1; c > 0;
+             c--)
+            order[m++] = i;
+    for (uint32_t i = m ? m - 1 : 0; shuffle && i > 0; i--) {
+        uint32_t j = (uint32_t)fx_below(rng, i + 1), t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+    return m;
+}
+
 /* ---- files ------------------------------------------------------------- */
 
 /* rm -r of a test directory (only what the tests create: files, dirs). */

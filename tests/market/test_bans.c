@@ -27,11 +27,6 @@ enum { A = 0, B = 1, C = 2, D = 3 };
 
 static uint64_t s_rng, s_seed;
 
-static uint64_t s_below(uint64_t n)
-{
-    return fx_below(&s_rng, n);
-}
-
 typedef struct {
     ns_buf_t raw[MAX_SET];
     const char *what[MAX_SET];
@@ -138,15 +133,7 @@ static s_end_t s_first, s_this;
  * nothing may be left waiting in the buffer. */
 static bool s_run_order(uint32_t n, uint32_t k, bool all_settle, s_end_t *end)
 {
-    uint32_t order[MAX_SET * 3], m = 0;
-    for (uint32_t i = 0; i < n; i++)
-        for (uint32_t c = 1 + (uint32_t)s_below(3); c > 0; c--)
-            order[m++] = i;
-    for (uint32_t i = m - 1; i > 0; i--) {
-        uint32_t j = (uint32_t)s_below(i + 1), t = order[i];
-        order[i] = order[j];
-        order[j] = t;
-    }
+    uint32_t order[MAX_SET * 3], m = fx_order(order, n, &s_rng, true);
     char name[32], dir[700];
     snprintf(name, sizeof name, "order%u", k);
     snprintf(dir, sizeof dir, "%s/%s", s_fx.root, name);

@@ -18,8 +18,8 @@
  * included), delivered in many random orders, each entry once to three
  * times, to fresh ledgers; all must end with the same accounts, digest,
  * totals and job record, and conserve the genesis total. The seed is
- * printed; NS_TEST_SEED=<n> repeats a run; NS_LONG=1 runs 400 orders per
- * scenario instead of 30.
+ * printed; NS_TEST_SEED=<n> repeats a run; --long (or NS_LONG=1) runs 400
+ * orders per scenario instead of 30.
  */
 #include "check.h"
 #include "ledger_fixture.h"
@@ -36,11 +36,6 @@ enum { R = 0, P = 1, X = 2 }; /* requester, provider, bystander */
 
 static uint64_t s_rng, s_seed;
 static fx_t s_fx;
-
-static uint64_t s_below(uint64_t n)
-{
-    return fx_below(&s_rng, n);
-}
 
 /* Confirmation: the ids listed here are confirmed (more than half of
  * the stake voted for them); the others are not. */
@@ -139,15 +134,7 @@ static s_end_t s_first, s_this;
  * forgot), to a fresh ledger; what it ends with goes to end. */
 static bool s_run_order(uint32_t k, s_end_t *end)
 {
-    uint32_t order[MAX_SET * 3], m = 0;
-    for (uint32_t i = 0; i < s_set.n; i++)
-        for (uint32_t c = k ? 1 + (uint32_t)s_below(3) : 1; c > 0; c--)
-            order[m++] = i;
-    for (uint32_t i = m - 1; k && i > 0; i--) {
-        uint32_t j = (uint32_t)s_below(i + 1), t = order[i];
-        order[i] = order[j];
-        order[j] = t;
-    }
+    uint32_t order[MAX_SET * 3], m = fx_order(order, s_set.n, &s_rng, k > 0);
     char name[32], dir[700];
     snprintf(name, sizeof name, "order%u", k);
     snprintf(dir, sizeof dir, "%s/%s", s_fx.root, name);
@@ -463,10 +450,12 @@ TEST(claims_unwind_in_chain)
     CHECK_EQ_INT(s_first.snap.pending, 1); /* R1's, never claimed */
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     if (sodium_init() < 0)
         return 1;
+    if (argc > 1 && strcmp(argv[1], "--long") == 0)
+        setenv("NS_LONG", "1", 1); /* the long form, by hand */
     s_seed = fx_seed("market_fork_jobs");
     s_rng = s_seed;
     static const uint64_t credits[NA] = {1000, 1000, 100};

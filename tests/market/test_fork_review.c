@@ -26,7 +26,8 @@
  *
  * The seed is printed; NS_TEST_SEED=<n> repeats a run. By default the
  * random histories use seed 1 (a regression guard that cannot flake);
- * NS_LONG=1 draws a fresh seed and runs 200 histories in 40 orders each
+ * --long (or NS_LONG=1) draws a fresh seed and runs 200 histories in 40
+ * orders each
  * (about 67,000 checks, several minutes).
  */
 #include "check.h"
@@ -194,15 +195,7 @@ static void s_deliver_all(ns_ledger_t *l)
 static bool s_run_order(uint32_t k, bool late, s_end_t *end, const char *sc)
 {
     static uint32_t order[MAX_SET * 3];
-    uint32_t m = 0;
-    for (uint32_t i = 0; i < s_n; i++)
-        for (uint32_t c = k ? 1 + (uint32_t)s_below(3) : 1; c > 0; c--)
-            order[m++] = i;
-    for (uint32_t i = m - 1; k && i > 0; i--) {
-        uint32_t j = (uint32_t)s_below(i + 1), t = order[i];
-        order[i] = order[j];
-        order[j] = t;
-    }
+    uint32_t m = fx_order(order, s_n, &s_rng, k > 0);
     char name[32], dir[700];
     snprintf(name, sizeof name, "order%u%s", k, late ? "l" : "");
     snprintf(dir, sizeof dir, "%s/%s", s_fx.root, name);
@@ -865,10 +858,12 @@ TEST(colluder_fork_ban_x1_alt_first)
     s_colluder_fork(true);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     if (sodium_init() < 0)
         return 1;
+    if (argc > 1 && strcmp(argv[1], "--long") == 0)
+        setenv("NS_LONG", "1", 1); /* the long form, by hand */
     if (!getenv("NS_TEST_SEED") && !s_long())
         setenv("NS_TEST_SEED", "1", 0);
     s_seed = fx_seed("market_fork_review");
