@@ -26,7 +26,8 @@ The load average is printed with each set of figures: on a shared or small
 machine it explains much.
 
     bench/bench_market.py [--nodes 16] [--jobs 50] [--bid-window-ms 300]
-                          [--sgemm-n auto|N] [--reps 3]
+                          [--sgemm-n auto|N[,N...]] [--reps 3]
+                          [--sgemm-builtin sgemm|sgemm_gpu]
                           [--tp-nodes 8] [--tp-requesters 1,4]
                           [--tp-seconds 60] [--small-reps 10]
                           [--only match,e2e,tp,small]
@@ -118,8 +119,11 @@ def write_floats(path, n, seed):
         a.tofile(f)
 
 
+SGEMM = "sgemm"  # --sgemm-builtin: sgemm_gpu on GPUs (the same bytes)
+
+
 def sgemm_flags(n, a, b, out):
-    return ["--builtin", "sgemm", "--global", f"{n // 64},{n}",
+    return ["--builtin", SGEMM, "--global", f"{n // 64},{n}",
             "--local", "1,64", "--arg", f"in:{a}", "--arg", f"in:{b}",
             "--arg", f"out:{n * n * 4}:{out}", "--arg", f"u32:{n}",
             "--arg", f"u32:{n}", "--arg", f"u32:{n}"]
@@ -214,10 +218,12 @@ def bench_e2e(work, args):
     print("\n== end to end: SGEMM of about a second of compute ==",
           flush=True)
     # Size: the first N (multiple of 64) whose local kernel time is >= 0.7 s.
-    sizes = [int(args.sgemm_n)] if args.sgemm_n != "auto" else \
-        [512, 1024, 1536, 2048, 3072, 4096]
+    if args.sgemm_n != "auto":
+        for n in args.sgemm_n.split(","):
+            bench_e2e_n(work, args, int(n))
+        return
     chosen = None
-    for n in sizes:
+    for n in [512, 1024, 1536, 2048, 3072, 4096]:
         a = os.path.join(work, f"a{n}.bin")
         b = os.path.join(work, f"b{n}.bin")
         write_floats(a, n * n, 3)
@@ -225,10 +231,18 @@ def bench_e2e(work, args):
         d = local_run(sgemm_flags(n, a, b, os.path.join(work, f"cal{n}.bin")))
         kernel = d["timings_ms"]["run"]
         print(f"  sgemm {n}: kernel {kernel:.0f} ms locally", flush=True)
-        chosen = (n, a, b)
-        if kernel >= 700 or args.sgemm_n != "auto":
+        chosen = n
+        if kernel >= 700:
             break
-    n, a, b = chosen
+    bench_e2e_n(work, args, chosen)
+
+
+def bench_e2e_n(work, args, n):
+    a = os.path.join(work, f"a{n}.bin")
+    b = os.path.join(work, f"b{n}.bin")
+    if not os.path.exists(a):
+        write_floats(a, n * n, 3)
+        write_floats(b, n * n, 4)
     local_out = os.path.join(work, f"local{n}.bin")
     net_out = os.path.join(work, f"net{n}.bin")
     runs = [local_run(sgemm_flags(n, a, b, local_out))
@@ -406,7 +420,10 @@ def main():
     ap.add_argument("--nodes", type=int, default=16)
     ap.add_argument("--jobs", type=int, default=50)
     ap.add_argument("--bid-window-ms", type=int, default=300)
-    ap.add_argument("--sgemm-n", default="auto")
+    ap.add_argument("--sgemm-n", default="auto",
+                    help="auto, N or N1,N2,...: the end-to-end sizes")
+    ap.add_argument("--sgemm-builtin", default="sgemm",
+                    help="sgemm (tuned for CPUs) or sgemm_gpu")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--tp-nodes", type=int, default=8)
     ap.add_argument("--tp-requesters", default="1,4,16")
@@ -414,6 +431,8 @@ def main():
     ap.add_argument("--tp-seconds", type=int, default=60)
     ap.add_argument("--only", default="match,e2e,tp,small")
     args = ap.parse_args()
+    global SGEMM
+    SGEMM = args.sgemm_builtin
     parts = set(args.only.split(","))
     work = tempfile.mkdtemp(prefix="bench-market-")
     print(f"bench_market: {BIN}; work in {work}; {loadavg()}", flush=True)
