@@ -9,6 +9,7 @@
 #include "nightshift/job.h"
 #include "nightshift/log.h"
 #include "nightshift/mp.h"
+#include "nightshift/preflight.h"
 #include "nightshift/runner.h"
 #include "nightshift/util.h"
 #include "nightshift/worker.h"
@@ -355,6 +356,11 @@ int ns_cmd_run(int argc, char **argv)
         rc = ns_worker_run(w, &r->spec.job, r->spec.inputs, r->spec.outputs, &t,
                            r->error, sizeof r->error);
         uint64_t total_us = ns_mono_us() - t0;
+        if (rc != NS_OK && r->spec.kernel_path) { /* the user's file name */
+            const char *base = strrchr(r->spec.kernel_path, '/');
+            ns_build_log_rename(r->error, sizeof r->error,
+                                base ? base + 1 : r->spec.kernel_path);
+        }
         if (rc == NS_OK)
             rc = ns_jobspec_write_outputs(&r->spec, r->error, sizeof r->error);
         const ns_devinfo_t *dev = ns_worker_device(w);

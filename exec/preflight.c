@@ -38,7 +38,8 @@ void ns_build_log_rename(char *text, size_t cap, const char *name)
     const char *p = text;
     while (*p && o + 1 < cap) {
         /* a token that starts at a word boundary and ends in
-         * ".cl:LINE" or is "<source>:LINE" / "<stdin>:LINE" */
+         * ".cl:LINE" or is "<source>:LINE" / "<stdin>:LINE" (PoCL) or
+         * "<kernel>:LINE" (NVIDIA) */
         const char *end = p;
         while (*end && !isspace((unsigned char)*end) && *end != ':' &&
                *end != '\'' && *end != '"')
@@ -46,6 +47,7 @@ void ns_build_log_rename(char *text, size_t cap, const char *name)
         size_t tok = (size_t)(end - p);
         bool path = (tok >= 3 && memcmp(end - 3, ".cl", 3) == 0) ||
                     (tok == 8 && memcmp(p, "<source>", 8) == 0) ||
+                    (tok == 8 && memcmp(p, "<kernel>", 8) == 0) ||
                     (tok == 7 && memcmp(p, "<stdin>", 7) == 0);
         if (tok && path && s_colon_digits(end)) {
             for (size_t i = 0; i < nlen && o + 1 < cap; i++)
@@ -225,8 +227,11 @@ int ns_preflight_check(uint32_t device_index, const ns_job_t *job,
         if (log) {
             log[S_LOG_BYTES] = '\0';
             ns_build_log_rename(log, S_LOG_BYTES + 1, name);
-            /* the first error line is what the user needs */
+            /* the first error line is what the user needs, whole: PoCL
+             * writes "error: FILE:LINE: ...", NVIDIA "FILE:LINE: error:" */
             char *line = strstr(log, "error");
+            while (line && line > log && line[-1] != '\n')
+                line--;
             char *eol = line ? strchr(line, '\n') : NULL;
             if (eol)
                 *eol = '\0';
