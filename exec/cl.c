@@ -25,6 +25,8 @@ const char *ns_cl_errname(cl_int e)
         return "CL_MEM_OBJECT_ALLOCATION_FAILURE";
     case CL_OUT_OF_RESOURCES:
         return "CL_OUT_OF_RESOURCES";
+    case CL_INVALID_COMMAND_QUEUE:
+        return "CL_INVALID_COMMAND_QUEUE";
     case CL_OUT_OF_HOST_MEMORY:
         return "CL_OUT_OF_HOST_MEMORY";
     case CL_PROFILING_INFO_NOT_AVAILABLE:

@@ -36,7 +36,7 @@
 #define S_ITEM_BATCH 256                  /* item launches per clFinish */
 #define S_MAX_DIMS 16 /* work-item dimensions a device may report */
 /* build options of a re-run build: the job's and three -D sizes */
-#define S_MAX_OPTIONS (NS_MAX_OPTIONS + 3 * 40)
+#define S_MAX_OPTIONS (NS_MAX_OPTIONS + 3 * 40 + 48)
 
 struct ns_runner {
     ns_device_t dev;          /* what ns_devices_probe said about it */
@@ -54,6 +54,8 @@ struct ns_runner {
                                  (a job's full-run and re-run builds);
                                  owned */
     ns_hash_t slot_key[2];    /* their cache keys */
+    bool lost;                /* the context failed: ns_runner_lost() */
+    bool exact_div_sqrt;      /* CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT */
 };
 
 /* Everything one call creates; released by s_call_release. */
@@ -118,6 +120,10 @@ ns_runner_t *ns_runner_new(uint32_t device_index, const char *cache_dir,
     if (copy && strcmp(copy, "1") == 0)
         r->host_unified = false; /* the discrete-GPU path, for tests */
     r->local_mem_bytes = local_mem;
+    cl_device_fp_config fp32 = 0;
+    if (clGetDeviceInfo(r->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp32,
+                        &fp32, NULL) == CL_SUCCESS)
+        r->exact_div_sqrt = (fp32 & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
 
     /* The runner picks the queue entry point by the device's version (the
      * benchmark and the challenges go by the platform's). */
@@ -442,6 +448,18 @@ static const char s_prelude[] =
     "#define get_group_linear_id() ns_rerun_group_linear_id()\n"
     "#line 1\n";
 
+/* A failed call may have left the device's context unusable: on NVIDIA a
+ * kernel that writes out of bounds ends in CL_INVALID_COMMAND_QUEUE and
+ * every later call fails, builds included. A queue that no longer
+ * finishes says so on any device, and costs nothing on the happy path:
+ * callers ask only after a failure. */
+bool ns_runner_lost(ns_runner_t *r)
+{
+    if (r && !r->lost && clFinish(r->queue) != CL_SUCCESS)
+        r->lost = true;
+    return r && r->lost;
+}
+
 const char *ns_runner_prelude(void)
 {
     return s_prelude;
@@ -465,7 +483,15 @@ static int s_program(ns_runner_t *r, const ns_job_t *job, bool rerun,
     int rc = s_job_source(job, &src, &len, source_hash, err, errlen);
     if (rc != NS_OK)
         return rc;
-    snprintf(options, sizeof options, "%s", job->options);
+    /* An exact job's bytes must not depend on the device: OpenCL lets a
+     * device divide and take square roots within 2.5 and 3 ulp unless
+     * asked for the correctly rounded ones (NVIDIA's differ from PoCL's
+     * without it: bench/cross_device.py). */
+    const char *exact = job->det == NS_DET_EXACT && r->exact_div_sqrt
+                            ? "-cl-fp32-correctly-rounded-divide-sqrt"
+                            : "";
+    snprintf(options, sizeof options, "%s%s%s", job->options,
+             job->options[0] && exact[0] ? " " : "", exact);
     if (rerun) {
         uint64_t g[3];
         for (uint32_t d = 0; d < 3; d++)

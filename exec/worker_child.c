@@ -485,6 +485,12 @@ static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
                                          outputs, &t, err, sizeof err);
         }
     }
+    if (status != NS_OK && ns_runner_lost(runner)) {
+        /* No reply: the supervisor sees this worker end mid-job, as a
+         * crash, and the next job gets a new worker and context. */
+        rc = NS_ERR_OPENCL;
+        goto out;
+    }
     if (status != NS_OK && err[0] == '\0')
         snprintf(err, sizeof err, "%s", ns_strerror(status));
     rc = s_send_result(fd, status, err, &t);
@@ -610,7 +616,9 @@ int ns_worker_main(int argc, char **argv)
         rc = s_serve_one(a.fd, runner, &a, &prover, &eof);
         if (rc == NS_OK)
             continue;
-        status = eof ? 0 : 3;
+        status = eof                     ? 0
+                 : ns_runner_lost(runner) ? NS_WORKER_EXIT_LOST
+                                          : 3;
         break;
     }
 out:

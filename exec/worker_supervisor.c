@@ -282,6 +282,12 @@ static void s_on_death(ns_worker_t *w)
             s_finish(w, NS_ERR_NOMEM,
                      "the worker was killed (signal 9) while running the "
                      "job, most likely out of memory");
+        else if (st != -1 && WIFEXITED(st) &&
+                 WEXITSTATUS(st) == NS_WORKER_EXIT_LOST)
+            s_finish(w, NS_ERR_OPENCL,
+                     "the kernel crashed the OpenCL runtime (the device "
+                     "failed after the launch; a new worker takes the next "
+                     "job)");
         else if (st != -1 && WIFSIGNALED(st))
             s_finish(w, NS_ERR_OPENCL,
                      "the kernel crashed the OpenCL runtime (signal %d)",

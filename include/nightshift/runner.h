@@ -86,6 +86,12 @@ ns_runner_t *ns_runner_new(uint32_t device_index, const char *cache_dir,
 void ns_runner_destroy(ns_runner_t **r);
 const ns_device_t *ns_runner_device(const ns_runner_t *r);
 
+/* After a call failed: has the device's context stopped working (a kernel
+ * that faulted on a GPU poisons it, and every later call fails)? Such a
+ * runner only fails from then on: the worker process that holds it exits
+ * so that the next job gets a new one. */
+bool ns_runner_lost(ns_runner_t *r);
+
 /* Run the whole NDRange. outputs[i] (for each OUT argument i) must point to
  * args[i].size writable bytes; other entries are ignored. err gets the
  * build log's first lines on a compile error (NS_ERR_OPENCL). t may be

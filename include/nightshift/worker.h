@@ -248,7 +248,10 @@ void ns_worker_stats(const ns_worker_t *w, ns_worker_stats_t *out);
  * [--device I] [--cache-dir D] [--mem-limit BYTES|unlimited]
  * [--max-source BYTES] [--parent PID]. Serves requests until EOF on the
  * socket; returns the process exit status (0 after EOF, 1 if the device
- * cannot be opened, 2 on a usage error, 3 on a protocol violation). */
+ * cannot be opened, 2 on a usage error, 3 on a protocol violation,
+ * NS_WORKER_EXIT_LOST when a job left the device's context unusable:
+ * ns_runner_lost). */
+#define NS_WORKER_EXIT_LOST 4
 int ns_worker_main(int argc, char **argv);
 
 #endif
