@@ -938,6 +938,12 @@ int ns_node_submit(ns_node_t *n, const ns_ctl_req_t *r, ns_hash_t job_id,
     if (!known)
         memcpy(n->preflight_ok[n->n_preflight++ % 16], o->desc_id,
                NS_HASH_BYTES);
+    n->hosted[slot] = h;
+    memcpy(job_id, o->job_id, NS_HASH_BYTES);
+    if (!ns_hosted_copying(h)) { /* no inputs to copy: it starts now */
+        s_hosted_start(n, h);
+        return NS_OK;
+    }
     /* The inputs are copied into the store from the loop, a budget at a
      * time (s_on_copy_tick), so that the node keeps answering its peers;
      * the requester starts once they are in. */
@@ -946,11 +952,10 @@ int ns_node_submit(ns_node_t *n, const ns_ctl_req_t *r, ns_hash_t job_id,
                                  &n->copy_tick_id)) != NS_OK) {
         n->copy_tick_id = 0;
         snprintf(err, errlen, "cannot start the job: %s", ns_strerror(rc));
+        n->hosted[slot] = NULL;
         ns_hosted_destroy(&h);
         return rc;
     }
-    n->hosted[slot] = h;
-    memcpy(job_id, o->job_id, NS_HASH_BYTES);
     return NS_OK;
 }
 

@@ -112,6 +112,20 @@ def test(net):
             open(local, "rb") as g:
         check(f.read() == g.read(), "submit --job output differs from run")
 
+    # 1c. a job without inputs (it has nothing to copy into the store)
+    pi_local = os.path.join(net.dir, "pi-local.bin")
+    pi_out = os.path.join(net.dir, "pi-node.bin")
+    pi = ["--builtin", "montecarlo_pi", "--global", "256", "--arg",
+          "out:1024:{}", "--arg", "u64:7", "--arg", "u32:64"]
+    nstest.cli_ok("run", *[x.format(pi_local) for x in pi])
+    r = cli("submit", "--node", node0, *[x.format(pi_out) for x in pi],
+            "--max-price", 10, "--bid-window-ms", 50, timeout=60)
+    check(r.returncode == 0,
+          f"submit --node of a job without inputs: {r.stderr[-800:]}")
+    with open(pi_out, "rb") as f, open(pi_local, "rb") as g:
+        check(f.read() == g.read(), "no-input job's output differs from run")
+    n_node0_jobs += 1
+
     # 2. a kernel that does not build: caught before any credit moves
     bad = os.path.join(net.dir, "bad.cl")
     with open(bad, "w") as f:
