@@ -359,6 +359,21 @@ static void s_after_ones(const ns_job_t *job, s_sample_t *b, s_at_t *bad)
         uint64_t size = job->args[i].size;
         memset(b->mine[i], 0, size / 8 + 1);
         for (uint64_t p = 0; p < size; p++) {
+            /* 8 bytes (one bitmap byte) at a time where all agree */
+            if ((p & 7) == 0 && size - p >= 8) {
+                uint64_t z8, o8;
+                memcpy(&z8, b->first[i] + p, 8);
+                memcpy(&o8, b->run[i] + p, 8);
+                if (z8 == o8) {
+                    b->mine[i][p >> 3] = 0xFF;
+                    p += 7;
+                    continue;
+                }
+                if (z8 == 0 && o8 == UINT64_MAX) {
+                    p += 7;
+                    continue;
+                }
+            }
             uint8_t z = b->first[i][p], o = b->run[i][p];
             if (z == o) {
                 S_SET(b->mine[i], p);
@@ -378,8 +393,21 @@ static void s_after_mid(const ns_job_t *job, const s_sample_t *b, s_at_t *bad)
     for (uint32_t i = 0; i < job->n_args && s_before(bad, i, 0); i++) {
         if (!b->first[i])
             continue;
-        for (uint64_t p = 0; p < job->args[i].size && s_before(bad, i, p);
-             p++) {
+        uint64_t size = job->args[i].size;
+        for (uint64_t p = 0; p < size && s_before(bad, i, p); p++) {
+            /* 8 bytes (one bitmap byte) at a time where all are right */
+            if ((p & 7) == 0 && size - p >= 8) {
+                uint8_t m8 = b->mine[i][p >> 3];
+                uint64_t z8, r8;
+                memcpy(&z8, b->first[i] + p, 8);
+                memcpy(&r8, b->run[i] + p, 8);
+                if ((m8 == 0xFF && z8 == r8) ||
+                    (m8 == 0 && z8 == 0 &&
+                     r8 == UINT64_C(0x0101010101010101) * S_FILL_MID)) {
+                    p += 7;
+                    continue;
+                }
+            }
             uint8_t z = b->first[i][p], m = b->run[i][p];
             if (S_BIT(b->mine[i], p) ? m != z : z != 0x00 || m != S_FILL_MID) {
                 *bad = (s_at_t){true, i, p};
@@ -434,6 +462,14 @@ static int s_claim(ns_runner_t *r, const ns_job_t *job,
             continue;
         uint64_t size = job->args[i].size, row = ns_job_unit_row(job, unit);
         for (uint64_t p = 0; p < size; p++) {
+            if ((p & 63) == 0 && size - p >= 64) {
+                uint64_t m64;
+                memcpy(&m64, b->mine[i] + (p >> 3), 8);
+                if (!m64) {
+                    p += 63; /* none of these 64 */
+                    continue;
+                }
+            }
             if (!b->mine[i][p >> 3]) {
                 p |= 7; /* none of these 8 */
                 continue;
