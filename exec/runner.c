@@ -21,6 +21,7 @@
 #include "nightshift/util.h"
 
 #include <assert.h>
+#include <ctype.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +57,7 @@ struct ns_runner {
     ns_hash_t slot_key[2];    /* their cache keys */
     bool lost;                /* the context failed: ns_runner_lost() */
     bool exact_div_sqrt;      /* CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT */
+    int prelude_shift;        /* s_prelude_shift(); -1: not learnt yet */
 };
 
 /* Everything one call creates; released by s_call_release. */
@@ -120,6 +122,7 @@ ns_runner_t *ns_runner_new(uint32_t device_index, const char *cache_dir,
     if (copy && strcmp(copy, "1") == 0)
         r->host_unified = false; /* the discrete-GPU path, for tests */
     r->local_mem_bytes = local_mem;
+    r->prelude_shift = -1;
     cl_device_fp_config fp32 = 0;
     if (clGetDeviceInfo(r->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp32,
                         &fp32, NULL) == CL_SUCCESS)
@@ -465,6 +468,78 @@ const char *ns_runner_prelude(void)
     return s_prelude;
 }
 
+/* The first "LINE:COL" of a build log (0: none). */
+static unsigned long s_first_line(const char *log)
+{
+    for (const char *p = strchr(log, ':'); p; p = strchr(p + 1, ':')) {
+        char *end = NULL;
+        if (!isdigit((unsigned char)p[1]))
+            continue;
+        unsigned long line = strtoul(p + 1, &end, 10);
+        if (*end == ':' && isdigit((unsigned char)end[1]))
+            return line;
+    }
+    return 0;
+}
+
+/* How many lines the device's log counts before the user's first line
+ * of a re-run build: 0 where the prelude's #line is honoured (PoCL);
+ * NVIDIA's compiler numbers on from the prelude. Learnt once, on the
+ * first failed re-run build, from a probe that fails on its line 1. */
+static unsigned long s_prelude_shift(ns_runner_t *r, const char *options)
+{
+    if (r->prelude_shift >= 0)
+        return (unsigned long)r->prelude_shift;
+    static const char probe[] = "ns_probe_not_a_type x;\n";
+    char *text = malloc(sizeof s_prelude + sizeof probe);
+    r->prelude_shift = 0;
+    if (!text)
+        return 0;
+    memcpy(text, s_prelude, sizeof s_prelude - 1);
+    memcpy(text + sizeof s_prelude - 1, probe, sizeof probe);
+    const char *src = text;
+    cl_int e = CL_SUCCESS;
+    cl_program prog = clCreateProgramWithSource(r->ctx, 1, &src, NULL, &e);
+    if (prog && clBuildProgram(prog, 1, &r->device, options, NULL, NULL) ==
+                    CL_BUILD_PROGRAM_FAILURE) {
+        char log[1024] = "";
+        if (clGetProgramBuildInfo(prog, r->device, CL_PROGRAM_BUILD_LOG,
+                                  sizeof log - 1, log, NULL) == CL_SUCCESS) {
+            unsigned long first = s_first_line(log);
+            if (first > 1 && first < 1000)
+                r->prelude_shift = (int)(first - 1);
+        }
+    }
+    if (prog)
+        clReleaseProgram(prog);
+    free(text);
+    return (unsigned long)r->prelude_shift;
+}
+
+/* Every "LINE:COL" in err with LINE > shift becomes LINE - shift. */
+static void s_unshift_lines(char *err, unsigned long shift)
+{
+    if (!err || shift == 0)
+        return;
+    size_t len = strlen(err);
+    for (char *p = strchr(err, ':'); p; p = strchr(p + 1, ':')) {
+        char *end = NULL;
+        if (!isdigit((unsigned char)p[1]))
+            continue;
+        unsigned long line = strtoul(p + 1, &end, 10);
+        if (*end != ':' || !isdigit((unsigned char)end[1]) || line <= shift)
+            continue;
+        char num[24];
+        int n = snprintf(num, sizeof num, "%lu", line - shift);
+        size_t old = (size_t)(end - (p + 1));
+        /* the new number is never longer than the old */
+        memmove(p + 1 + n, end, len - (size_t)(end - err) + 1);
+        memcpy(p + 1, num, (size_t)n);
+        len -= old - (size_t)n;
+        p = p + n; /* on to the ':' after the number */
+    }
+}
+
 /* The program for this job (the full run's, or with rerun the re-run
  * build's) into r->prog: one of the two kept, loaded from the cache or
  * compiled. */
@@ -531,9 +606,11 @@ static int s_program(ns_runner_t *r, const ns_job_t *job, bool rerun,
         }
         e = clBuildProgram(prog, 1, &r->device, options, NULL, NULL);
         if (e != CL_SUCCESS) {
-            if (e == CL_BUILD_PROGRAM_FAILURE)
+            if (e == CL_BUILD_PROGRAM_FAILURE) {
                 s_build_log(r, prog, err, errlen);
-            else
+                if (rerun)
+                    s_unshift_lines(err, s_prelude_shift(r, options));
+            } else
                 ns_cl_fail(err, errlen, "clBuildProgram", e);
             ns_info(NS_MOD_EXEC, "event=build_failed cl_err=%d rerun=%d",
                     (int)e, (int)rerun);
