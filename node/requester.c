@@ -52,7 +52,8 @@ struct ns_requester {
     uint8_t linked[NS_POLICY_MAX_BIDS][NS_ID_BYTES];
     uint32_t n_linked;
     uint32_t n_bids;
-    uint64_t job_seq; /* our JOB entry's seq */
+    uint64_t job_seq;   /* our JOB entry's seq */
+    uint64_t award_seq; /* our AWARD entry's seq (current award) */
     ns_bid_t winner;
     /* outputs */
     uint8_t statement[NS_SIG_BYTES];
@@ -581,7 +582,8 @@ static int s_send_awarded(ns_requester_t *q)
     if (rc == NS_OK)
         rc = ns_ledger_get(q->ledger, self, q->job_seq, &je, &jl);
     if (rc == NS_OK)
-        rc = ns_ledger_get(q->ledger, self, me.seq, &ae, &al);
+        rc = ns_ledger_get(q->ledger, self, q->award_seq ? q->award_seq : me.seq,
+                           &ae, &al);
     if (rc != NS_OK) {
         free(je);
         return NS_ERR_CORRUPT;
@@ -883,6 +885,11 @@ static void s_award_to(ns_requester_t *q, const ns_bid_t *bid)
             s_fail(q, "the ledger refused the award");
             return;
         }
+        ns_account_t me;
+        q->award_seq =
+            ns_ledger_account(q->ledger, ns_identity_pk(q->me), &me) == NS_OK
+                ? me.seq
+                : 0;
         rc = s_send_awarded(q);
     }
     if (rc == NS_ERR_CORRUPT) {
@@ -1380,6 +1387,38 @@ static void s_join(ns_requester_t *q, uint64_t now)
 }
 
 /* A job that may be on record already: pick it up where the ledger says. */
+/* The seq of our latest entry of this type for this job, looked up in
+ * our own chain from the head down (a resumed requester did not write
+ * it); 0 if not within the last S_RESUME_SCAN entries. */
+#define S_RESUME_SCAN 4096
+static uint64_t s_find_own(ns_requester_t *q, uint8_t type)
+{
+    ns_account_t me;
+    const uint8_t *self = ns_identity_pk(q->me);
+    if (ns_ledger_account(q->ledger, self, &me) != NS_OK)
+        return 0;
+    for (uint64_t seq = me.seq; seq >= 1 && me.seq - seq < S_RESUME_SCAN;
+         seq--) {
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        ns_entry_t e;
+        ns_entry_body_t b;
+        if (ns_ledger_get(q->ledger, self, seq, &buf, &len) != NS_OK)
+            break;
+        bool hit = ns_entry_parse(buf, len, q->network_id, &e) == NS_OK &&
+                   e.type == type && ns_entry_body_decode(&e, &b) == NS_OK &&
+                   memcmp(b.job_id, q->o.job_id, NS_HASH_BYTES) == 0;
+        free(buf);
+        if (hit)
+            return seq;
+    }
+    return 0;
+}
+
+static bool s_estimate(ns_requester_t *q);
+
+/* --resume, once the ledger is caught up: the job's terms and our own
+ * entries from the ledger, then on from where the job stands. */
 static void s_resume(ns_requester_t *q)
 {
     ns_ledger_job_t lj;
@@ -1388,9 +1427,29 @@ static void s_resume(ns_requester_t *q)
         return;
     }
     q->ann.deadline_ms = lj.deadline_ms;
-    if (lj.state == NS_JOB_AWARDED) {
+    q->o.max_price = q->ann.max_price = lj.max_price;
+    q->o.collateral = q->ann.collateral = lj.collateral;
+    q->rc.rounds = lj.round;
+    if (lj.state == NS_JOB_OPEN || lj.state == NS_JOB_AWARDED)
+        q->job_seq = s_find_own(q, NS_ENTRY_JOB);
+    if (lj.state == NS_JOB_AWARDED &&
+        sodium_is_zero(lj.accept_id, NS_HASH_BYTES)) {
+        /* cut between our AWARD and the provider's ACCEPT: it may never
+         * have had the AWARDED message; send it again and wait as after
+         * an award (not accepted in time: cancel, a new round) */
         memcpy(q->winner.provider, lj.provider, NS_ID_BYTES);
         memcpy(q->rc.provider, lj.provider, NS_ID_BYTES);
+        q->award_seq = s_find_own(q, NS_ENTRY_AWARD);
+        if (!q->job_seq || !q->award_seq || s_send_awarded(q) == NS_ERR_CORRUPT) {
+            s_fail(q, "cannot read our own entries back");
+            return;
+        }
+        s_say(q, "resuming: job awarded, not accepted yet: award sent again");
+        s_phase(q, NS_RQ_ACCEPT);
+    } else if (lj.state == NS_JOB_AWARDED) {
+        memcpy(q->winner.provider, lj.provider, NS_ID_BYTES);
+        memcpy(q->rc.provider, lj.provider, NS_ID_BYTES);
+        q->award_seq = s_find_own(q, NS_ENTRY_AWARD);
         s_phase(q, NS_RQ_RUNNING);
         s_say(q, "resuming: job already awarded, waiting for its result");
     } else if (lj.state == NS_JOB_SETTLED) {
@@ -1404,9 +1463,45 @@ static void s_resume(ns_requester_t *q)
         q->finished = true;
     } else if (lj.state != NS_JOB_OPEN) {
         s_fail(q, "job %.16s is already cancelled", q->job_hex);
-    } else {
+    } else if (!q->job_seq) {
+        s_fail(q, "cannot read our own entries back");
+    } else if (s_estimate(q)) {
+        s_say(q, "resuming: job posted, not awarded yet: a new auction");
         s_announce(q);
     }
+}
+
+/* The pre-flight's sample runs (preflight.h): whether the job can be
+ * checked unit by unit, and without --work, its work estimate. false:
+ * failed (said). */
+static bool s_estimate(ns_requester_t *q)
+{
+    char err[PATH_MAX + 128];
+    uint64_t unit_ns = 0;
+    int rc = q->o.no_preflight
+                 ? NS_OK
+                 : ns_preflight_sample(q->runner, q->o.job, q->o.inputs,
+                                       NS_POLICY_PREFLIGHT_UNITS, &unit_ns, err,
+                                       sizeof err);
+    if (rc != NS_OK) {
+        s_fail(q, "%s", err);
+        return false;
+    }
+    /* No --work: the sampled units' time on our device, times the units,
+     * at our device's throughput, is the work providers price. */
+    if (!q->o.job->work_estimate && unit_ns) {
+        const ns_device_t *d = ns_runner_device(q->runner);
+        double gflops =
+            d && d->info.gflops > 0.1 ? d->info.gflops : NS_POLICY_REF_GFLOPS;
+        double flops = (double)unit_ns * 1e-9 *
+                       (double)ns_job_shard_units(q->o.job) * gflops * 1e9;
+        q->ann.work_flops = flops < 1 ? 1 : (uint64_t)flops;
+        s_say(q,
+              "work estimate from the pre-flight: %.3g GFLOP (%.1f us a "
+              "unit here)",
+              flops / 1e9, (double)unit_ns / 1000.0);
+    }
+    return true;
 }
 
 static void s_post(ns_requester_t *q)
@@ -1425,30 +1520,8 @@ static void s_post(ns_requester_t *q)
             s_fail(q, "%s", err);
             return;
         }
-    uint64_t unit_ns = 0;
-    int rc = q->o.no_preflight
-                 ? NS_OK
-                 : ns_preflight_sample(q->runner, q->o.job, q->o.inputs,
-                                       NS_POLICY_PREFLIGHT_UNITS, &unit_ns, err,
-                                       sizeof err);
-    if (rc != NS_OK) {
-        s_fail(q, "%s", err);
+    if (!s_estimate(q))
         return;
-    }
-    /* No --work: the sampled units' time on our device, times the units,
-     * at our device's throughput, is the work providers price. */
-    if (!q->o.job->work_estimate && unit_ns) {
-        const ns_device_t *d = ns_runner_device(q->runner);
-        double gflops =
-            d && d->info.gflops > 0.1 ? d->info.gflops : NS_POLICY_REF_GFLOPS;
-        double flops = (double)unit_ns * 1e-9 *
-                       (double)ns_job_shard_units(q->o.job) * gflops * 1e9;
-        q->ann.work_flops = flops < 1 ? 1 : (uint64_t)flops;
-        s_say(q,
-              "work estimate from the pre-flight: %.3g GFLOP (%.1f us a "
-              "unit here)",
-              flops / 1e9, (double)unit_ns / 1000.0);
-    }
     memset(&b, 0, sizeof b);
     memcpy(b.job_id, q->o.job_id, NS_HASH_BYTES);
     b.escrow = q->o.max_price;

@@ -1,0 +1,85 @@
+"""A light-peer submit killed mid-job, then `submit --resume JOB_ID`, on a
+3-node testnet:
+
+  1. killed right after its escrow is locked (the JOB entry stored, no
+     award yet): the resumed submit reads the job's terms and its own JOB
+     entry back from the ledger, runs a new auction and settles;
+  2. killed right after the award: it waits for the result and settles.
+
+Each time the output equals `nightshift run`'s, and the job has one JOB
+entry.
+"""
+import os
+import random
+import re
+import signal
+import struct
+import subprocess
+
+import nstest
+from nstest import check, check_eq, cli, log
+
+
+def script(name, *args, timeout=90):
+    env = {**os.environ, "NIGHTSHIFT_BIN": nstest.BIN}
+    return subprocess.run([os.path.join(nstest.REPO, "testnet", name),
+                           *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+
+
+def test(net):
+    tn = os.path.join(net.dir, "tn")
+    base, port_lock = nstest.reserve_ports(3)
+    net.at_exit(port_lock.close)
+    net.at_exit(lambda: script("stop.sh", "-d", tn, timeout=30))
+    r = script("run.sh", "-n", 3, "-d", tn, "-p", base, "-i", 500, "-t", 60)
+    check(r.returncode == 0, f"run.sh: {r.stdout}\n{r.stderr}")
+    with open(os.path.join(tn, "bootstrap")) as f:
+        boot = f.read().strip()
+    req = os.path.join(tn, "requester")
+    n = 4096
+    for name, seed in (("a", 1), ("b", 2)):
+        rng = random.Random(seed)
+        with open(os.path.join(net.dir, f"{name}.bin"), "wb") as f:
+            f.write(struct.pack(f"<{n}f",
+                                *(rng.uniform(-1, 1) for _ in range(n))))
+
+    def job(out):
+        return ["--builtin", "vector_add", "--global", str(n),
+                "--arg", f"in:{net.dir}/a.bin", "--arg", f"in:{net.dir}/b.bin",
+                "--arg", f"out:{4 * n}:{out}", "--arg", f"u32:{n}"]
+
+    ref = os.path.join(net.dir, "ref.bin")
+    nstest.cli_ok("run", *job(ref))
+    for case, cut, window in (("after the escrow", "escrow of", 3000),
+                              ("after the award", "awarded to", 300)):
+        out = os.path.join(net.dir, f"out-{window}.bin")
+        p = subprocess.Popen([nstest.BIN, "submit", "--datadir", req,
+                              "--bootstrap", boot, *job(out), "--max-price",
+                              "10", "--bid-window-ms", str(window)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             stdin=subprocess.DEVNULL, text=True)
+        short = None
+        for line in p.stderr:
+            m = re.search(r"job ([0-9a-f]{16})", line)
+            short = short or (m and m.group(1))
+            if cut in line:
+                p.send_signal(signal.SIGKILL)
+                break
+        p.wait(timeout=30)
+        check(short is not None, f"{case}: no job id in submit's progress")
+        full = [d for d in os.listdir(os.path.join(req, "jobs"))
+                if d.startswith(short or "-")]
+        check_eq(len(full), 1, f"{case}: the job's directory in the datadir")
+        r = cli("submit", "--datadir", req, "--bootstrap", boot, "--resume",
+                full[0], "--json", timeout=120)
+        log(f"{case}: resumed, exit {r.returncode}: "
+            f"{nstest.error_lines(r.stderr)}")
+        check_eq(r.returncode, 0, f"{case}: exit status of --resume "
+                 f"({r.stderr.strip()[-600:]})")
+        if r.returncode == 0:
+            with open(out, "rb") as f, open(ref, "rb") as g:
+                check(f.read() == g.read(), f"{case}: output differs from run's")
+
+
+nstest.main(test, "submit_resume")
