@@ -23,6 +23,7 @@
 #include <assert.h>
 #include <ctype.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,8 @@ struct ns_runner {
     bool lost;                /* the context failed: ns_runner_lost() */
     bool exact_div_sqrt;      /* CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT */
     int prelude_shift;        /* s_prelude_shift(); -1: not learnt yet */
+    pthread_mutex_t lock;     /* one call at a time (a requester runs its
+                                 checks on a thread of its own) */
 };
 
 /* Everything one call creates; released by s_call_release. */
@@ -95,6 +98,8 @@ ns_runner_t *ns_runner_new(uint32_t device_index, const char *cache_dir,
     int rc = NS_ERR_NOMEM;
 
     r = calloc(1, sizeof *r);
+    if (r)
+        pthread_mutex_init(&r->lock, NULL);
     if (!r)
         goto out;
     rc = ns_cl_device_at(device_index, &r->dev, &r->device, NULL);
@@ -171,6 +176,7 @@ void ns_runner_destroy(ns_runner_t **rp)
     if (r->ctx)
         clReleaseContext(r->ctx);
     free(r->cache_dir);
+    pthread_mutex_destroy(&r->lock);
     free(r);
     *rp = NULL;
 }
@@ -458,9 +464,14 @@ static const char s_prelude[] =
  * callers ask only after a failure. */
 bool ns_runner_lost(ns_runner_t *r)
 {
-    if (r && !r->lost && clFinish(r->queue) != CL_SUCCESS)
+    if (!r)
+        return false;
+    pthread_mutex_lock(&r->lock);
+    if (!r->lost && clFinish(r->queue) != CL_SUCCESS)
         r->lost = true;
-    return r && r->lost;
+    bool lost = r->lost;
+    pthread_mutex_unlock(&r->lock);
+    return lost;
 }
 
 const char *ns_runner_prelude(void)
@@ -1012,8 +1023,8 @@ static int s_read_back(ns_runner_t *r, const ns_job_t *job, uint8_t **outputs,
     return NS_OK;
 }
 
-int ns_runner_run(ns_runner_t *r, const ns_job_t *job, const ns_input_t *inputs,
-                  uint8_t **outputs, ns_timings_t *t, char *err, size_t errlen)
+static int s_run(ns_runner_t *r, const ns_job_t *job, const ns_input_t *inputs,
+                 uint8_t **outputs, ns_timings_t *t, char *err, size_t errlen)
 {
     ns_timings_t tt;
     s_call_t c;
@@ -1107,10 +1118,10 @@ static void s_unit_range(const ns_job_t *job, bool group, uint64_t idx,
     }
 }
 
-int ns_runner_run_units(ns_runner_t *r, const ns_job_t *job,
-                        const ns_input_t *inputs, const uint64_t *units,
-                        uint32_t n, uint8_t **outputs, ns_timings_t *t,
-                        char *err, size_t errlen)
+static int s_run_units(ns_runner_t *r, const ns_job_t *job,
+                       const ns_input_t *inputs, const uint64_t *units,
+                       uint32_t n, uint8_t **outputs, ns_timings_t *t,
+                       char *err, size_t errlen)
 {
     ns_timings_t tt;
     s_call_t c;
@@ -1219,4 +1230,26 @@ void *ns_buf_alloc(uint64_t n)
         (void)madvise(p, size, MADV_HUGEPAGE); /* advice only */
 #endif
     return p;
+}
+
+int ns_runner_run(ns_runner_t *r, const ns_job_t *job, const ns_input_t *inputs,
+                  uint8_t **outputs, ns_timings_t *t, char *err, size_t errlen)
+{
+    assert(r);
+    pthread_mutex_lock(&r->lock);
+    int rc = s_run(r, job, inputs, outputs, t, err, errlen);
+    pthread_mutex_unlock(&r->lock);
+    return rc;
+}
+
+int ns_runner_run_units(ns_runner_t *r, const ns_job_t *job,
+                        const ns_input_t *inputs, const uint64_t *units,
+                        uint32_t n, uint8_t **outputs, ns_timings_t *t,
+                        char *err, size_t errlen)
+{
+    assert(r);
+    pthread_mutex_lock(&r->lock);
+    int rc = s_run_units(r, job, inputs, units, n, outputs, t, err, errlen);
+    pthread_mutex_unlock(&r->lock);
+    return rc;
 }

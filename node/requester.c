@@ -18,13 +18,41 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <sodium.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
+/* Device work off the node's loop: the pre-flight's sample runs and the
+ * spot check take from a few ms (a small job on PoCL) to seconds (an
+ * SGEMM 4096 on an H100: every unit re-run is a launch of its own), and a
+ * loop held that long misses its heartbeats and its control socket's
+ * deadlines. One such piece at a time per requester, on a thread of its
+ * own; the tick takes its result once `done` is set. What the thread
+ * reads (the job, inputs, mapped outputs, q->runner, which takes turns
+ * between threads) nothing on the loop changes or frees meanwhile:
+ * s_bg_join comes first wherever it would. */
+typedef enum { S_BG_NONE, S_BG_SAMPLE, S_BG_CHECK } s_bg_kind;
+
+typedef struct {
+    pthread_t th;
+    bool thread;      /* th runs or has run, not joined */
+    int kind;         /* s_bg_kind: started, its result not taken */
+    atomic_bool done; /* the work is finished (its fields below set) */
+    int rc;
+    char err[512];
+    uint64_t unit_ns; /* SAMPLE: a unit's time on our device */
+    /* CHECK */
+    ns_hash_t root;
+    uint32_t k;
+    int fds[NS_MAX_ARGS];
+    uint64_t commit_us;
+} s_bg_t;
 
 struct ns_requester {
     ns_requester_opts_t o;
@@ -52,6 +80,7 @@ struct ns_requester {
     uint8_t linked[NS_POLICY_MAX_BIDS][NS_ID_BYTES];
     uint32_t n_linked;
     uint32_t n_bids;
+    s_bg_t bg;          /* device work off the loop (s_bg_start) */
     uint64_t job_seq;   /* our JOB entry's seq */
     uint64_t award_seq; /* our AWARD entry's seq (current award) */
     ns_bid_t winner;
@@ -126,10 +155,63 @@ static void s_phase(ns_requester_t *q, ns_rq_phase_t p)
 
 static void s_out_close(ns_requester_t *q);
 
+/* ---- device work off the loop (s_bg_t) ------------------------------------ */
+
+static void *s_bg_main(void *arg)
+{
+    ns_requester_t *q = arg;
+    s_bg_t *g = &q->bg;
+    if (g->kind == S_BG_SAMPLE)
+        g->rc = ns_preflight_sample(q->runner, q->o.job, q->o.inputs,
+                                    NS_POLICY_PREFLIGHT_UNITS, &g->unit_ns,
+                                    g->err, sizeof g->err);
+    else
+        g->rc = ns_spot_check_files(q->runner, q->o.job, q->o.desc_id,
+                                    q->o.inputs, q->out_view, g->fds, g->root,
+                                    q->secret, g->k, &q->check, g->err,
+                                    sizeof g->err);
+    atomic_store(&g->done, true);
+    return NULL;
+}
+
+static void s_bg_start(ns_requester_t *q, int kind)
+{
+    s_bg_t *g = &q->bg;
+    g->kind = kind;
+    g->rc = NS_OK;
+    g->err[0] = '\0';
+    atomic_store(&g->done, false);
+    g->thread = pthread_create(&g->th, NULL, s_bg_main, q) == 0;
+    if (!g->thread)
+        (void)s_bg_main(q); /* no thread to be had: here, as before */
+}
+
+/* Wait for the work started, if any; its result stays to be taken. */
+static void s_bg_join(ns_requester_t *q)
+{
+    if (q->bg.thread) {
+        pthread_join(q->bg.th, NULL);
+        q->bg.thread = false;
+    }
+}
+
+/* The kind of the work started, once it is finished (joined; its result
+ * in q->bg until the next start); S_BG_NONE while it runs or if none. */
+static int s_bg_take(ns_requester_t *q)
+{
+    if (q->bg.kind == S_BG_NONE || !atomic_load(&q->bg.done))
+        return S_BG_NONE;
+    s_bg_join(q);
+    int kind = q->bg.kind;
+    q->bg.kind = S_BG_NONE;
+    return kind;
+}
+
 static void s_fail(ns_requester_t *q, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static void s_fail(ns_requester_t *q, const char *fmt, ...)
 {
+    s_bg_join(q); /* before the files it may read are closed */
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(q->rc.error, sizeof q->rc.error, fmt, ap);
@@ -509,6 +591,10 @@ bool ns_requester_owns(const ns_requester_t *q, const ns_node_msg_t *m)
 
 int ns_requester_on_msg(ns_requester_t *q, const ns_node_msg_t *m)
 {
+    /* a message that may move the job on waits for the device work in
+     * flight (serving FETCHes reads only what stays) */
+    if (q->bg.thread && m->type != NS_MSG_MKT_FETCH)
+        s_bg_join(q);
     if (q->phase == NS_RQ_CHALLENGE && ns_challenger_owns(&q->chal, m))
         return ns_challenger_on_msg(&q->chal, q->io, m, s_mono(q));
     switch (m->type) {
@@ -609,6 +695,7 @@ static const char *s_out_path(const ns_requester_t *q, uint32_t i)
 
 static void s_out_unmap(ns_requester_t *q)
 {
+    s_bg_join(q); /* the check reads the mapped outputs */
     for (uint32_t i = 0; i < NS_MAX_ARGS; i++)
         if (q->out_map[i]) {
             munmap(q->out_map[i], (size_t)q->o.job->args[i].size);
@@ -1245,6 +1332,9 @@ static void s_slash(ns_requester_t *q, const ns_ledger_job_t *lj)
     s_restart(q, why);
 }
 
+static void s_checked(ns_requester_t *q, int rc, const char *err,
+                      uint64_t commit_us);
+
 static void s_verify(ns_requester_t *q)
 {
     ns_ledger_job_t lj;
@@ -1287,10 +1377,28 @@ static void s_verify(ns_requester_t *q)
         q->out_map[i] = q->out_view[i] = m;
     }
     uint64_t commit_us = ns_mono_us() - t0;
-    if (rc == NS_OK)
-        rc = ns_spot_check_files(q->runner, q->o.job, q->o.desc_id, q->o.inputs,
-                                 q->out_view, fds, lj.root, q->secret, k,
-                                 &q->check, err, sizeof err);
+    if (rc == NS_OK) {
+        /* the re-runs, on a thread of their own: taken in a later tick */
+        q->bg.k = k;
+        memcpy(q->bg.root, lj.root, NS_HASH_BYTES);
+        memcpy(q->bg.fds, fds, sizeof fds);
+        q->bg.commit_us = commit_us;
+        s_bg_start(q, S_BG_CHECK);
+        return;
+    }
+    s_checked(q, rc, err, commit_us);
+}
+
+/* The check's outcome (rc, err): settle, slash, fetch again or fail. */
+static void s_checked(ns_requester_t *q, int rc, const char *err,
+                      uint64_t commit_us)
+{
+    ns_ledger_job_t lj;
+    if (ns_ledger_job(q->ledger, q->o.job_id, &lj) != NS_OK) {
+        s_out_unmap(q);
+        s_fail(q, "job vanished from the ledger");
+        return;
+    }
     q->check.commit_us += commit_us;
     q->check.verify_us += commit_us;
     q->rc.verify_ms = q->check.verify_us / 1000;
@@ -1474,6 +1582,8 @@ static void s_resume(ns_requester_t *q)
 /* The pre-flight's sample runs (preflight.h): whether the job can be
  * checked unit by unit, and without --work, its work estimate. false:
  * failed (said). */
+static void s_take_estimate(ns_requester_t *q, uint64_t unit_ns);
+
 static bool s_estimate(ns_requester_t *q)
 {
     char err[PATH_MAX + 128];
@@ -1487,6 +1597,12 @@ static bool s_estimate(ns_requester_t *q)
         s_fail(q, "%s", err);
         return false;
     }
+    s_take_estimate(q, unit_ns);
+    return true;
+}
+
+static void s_take_estimate(ns_requester_t *q, uint64_t unit_ns)
+{
     /* No --work: the sampled units' time on our device, times the units,
      * at our device's throughput, is the work providers price. */
     if (!q->o.job->work_estimate && unit_ns) {
@@ -1501,7 +1617,6 @@ static bool s_estimate(ns_requester_t *q)
               "unit here)",
               flops / 1e9, (double)unit_ns / 1000.0);
     }
-    return true;
 }
 
 static void s_post(ns_requester_t *q)
@@ -1514,14 +1629,26 @@ static void s_post(ns_requester_t *q)
      * (their part files, kept for the fetch), and can the job be checked
      * unit by unit? */
     char err[PATH_MAX + 128];
-    for (uint32_t i = 0; i < q->o.job->n_args; i++)
-        if (s_out_path(q, i) &&
-            s_out_open(q, i, false, err, sizeof err) != NS_OK) {
-            s_fail(q, "%s", err);
+    if (q->bg.kind == S_BG_SAMPLE) {
+        if (s_bg_take(q) != S_BG_SAMPLE)
+            return; /* the sample still runs */
+        if (q->bg.rc != NS_OK) {
+            s_fail(q, "%s", q->bg.err);
             return;
         }
-    if (!s_estimate(q))
-        return;
+        s_take_estimate(q, q->bg.unit_ns);
+    } else {
+        for (uint32_t i = 0; i < q->o.job->n_args; i++)
+            if (s_out_path(q, i) &&
+                s_out_open(q, i, false, err, sizeof err) != NS_OK) {
+                s_fail(q, "%s", err);
+                return;
+            }
+        if (!q->o.no_preflight) {
+            s_bg_start(q, S_BG_SAMPLE); /* taken in a later tick */
+            return;
+        }
+    }
     memset(&b, 0, sizeof b);
     memcpy(b.job_id, q->o.job_id, NS_HASH_BYTES);
     b.escrow = q->o.max_price;
@@ -1701,8 +1828,12 @@ void ns_requester_tick(ns_requester_t *q, uint64_t now)
         }
         break;
     case NS_RQ_VERIFY:
-        if (s_result_confirmed(q, now))
+        if (q->bg.kind == S_BG_CHECK) {
+            if (s_bg_take(q) == S_BG_CHECK)
+                s_checked(q, q->bg.rc, q->bg.err, q->bg.commit_us);
+        } else if (s_result_confirmed(q, now)) {
             s_verify(q);
+        }
         break;
     case NS_RQ_DONE:
     case NS_RQ_FAILED:
@@ -1804,6 +1935,7 @@ void ns_requester_destroy(ns_requester_t **qp)
     if (!qp || !*qp)
         return;
     ns_requester_t *q = *qp;
+    s_bg_join(q);
     ns_fetch_release(&q->fetch);
     s_out_close(q);
     free(q->leaves);

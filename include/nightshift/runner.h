@@ -18,7 +18,8 @@
  * NS_RUNNER_COPY_BUFFERS=1 in the environment (read by ns_runner_new)
  * forces device buffers everywhere: the discrete-GPU path, for tests.
  *
- * A runner is not thread-safe: one thread at a time per runner.
+ * Calls on one runner from several threads take turns (a lock held for
+ * each ns_runner_run, ns_runner_run_units and ns_runner_lost).
  *
  * Errors of ns_runner_run and ns_runner_run_units, err saying why in one
  * line (a build failure: "build failed: " and the first lines of the log):
