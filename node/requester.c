@@ -1945,6 +1945,11 @@ void ns_requester_destroy(ns_requester_t **qp)
     *qp = NULL;
 }
 
+bool ns_requester_busy(const ns_requester_t *q)
+{
+    return q->bg.kind != S_BG_NONE && !atomic_load(&q->bg.done);
+}
+
 bool ns_requester_finished(const ns_requester_t *q)
 {
     return q->finished;

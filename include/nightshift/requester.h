@@ -143,6 +143,10 @@ int ns_requester_on_msg(ns_requester_t *q, const ns_node_msg_t *m);
  * now = io->mono_ms. Call every NS_POLICY_REQUESTER_TICK_MS. */
 void ns_requester_tick(ns_requester_t *q, uint64_t now);
 
+/* Device work (the pre-flight's sample, the spot check) runs on the
+ * requester's own thread and is not finished yet. */
+bool ns_requester_busy(const ns_requester_t *q);
+
 /* DONE or FAILED, and nothing left to wait for (the settle linger). */
 bool ns_requester_finished(const ns_requester_t *q);
 

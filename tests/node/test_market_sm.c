@@ -266,10 +266,14 @@ static void s_deliver(s_world_t *w)
 }
 
 /* One step: deliver, tick everybody at the fake time, let real time pass a
- * little for the worker. */
+ * little for the worker. The fake clock waits while a requester's device
+ * work runs on its thread (in real time, as in a node). */
 static void s_step(s_world_t *w, uint64_t advance_ms)
 {
     s_deliver(w);
+    for (uint32_t i = 0; i < W_PARTIES; i++)
+        if (w->p[i].requester && ns_requester_busy(w->p[i].requester))
+            advance_ms = 0;
     w->mono += advance_ms;
     for (uint32_t i = 0; i < W_PARTIES; i++) {
         if (w->p[i].provider) {
@@ -294,6 +298,16 @@ static bool s_run(s_world_t *w, uint32_t max_steps)
         s_step(w, 5);
     }
     return ns_requester_finished(w->p[0].requester);
+}
+
+/* Step until the requester has awarded its first round (its pre-flight,
+ * on a thread of its own, takes real time first). */
+static void s_until_awarded(s_world_t *w)
+{
+    for (int i = 0; i < 4000 && ns_requester_receipt(w->p[0].requester)->phase <
+                                    NS_RQ_ACCEPT;
+         i++)
+        s_step(w, 5);
 }
 
 /* ---- set-up ------------------------------------------------------------- */
@@ -585,6 +599,7 @@ TEST(accept_timeout_moves_on)
     for (int i = 0; i < 40 && w->p[1].drop_awarded != 0; i++)
         s_step(w, 5);
     /* run past the bid window and the award; then provider 2 comes up */
+    s_until_awarded(w);
     for (int i = 0; i < 40; i++)
         s_step(w, 5);
     w->p[2].offline = false;
@@ -612,6 +627,7 @@ TEST(lazy_provider_slashed_job_completed_elsewhere)
     if (!CHECK(w != NULL))
         return;
     w->p[2].offline = true; /* the lazy one wins the first round */
+    s_until_awarded(w);
     for (int i = 0; i < 40; i++)
         s_step(w, 5);
     w->p[2].offline = false;
@@ -784,6 +800,7 @@ TEST(provider_failure_moves_on_without_penalty)
     if (!CHECK(w != NULL))
         return;
     w->p[2].offline = true; /* the failing one wins the first round */
+    s_until_awarded(w);
     for (int i = 0; i < 40; i++)
         s_step(w, 5);
     w->p[2].offline = false;
