@@ -3,9 +3,11 @@
  * Envelope (docs/PROTOCOL.md, "Envelope"): a msgpack array of six
  *   [version u8, type u8, sender bin(32), timestamp_ms u64, body bin,
  *    signature bin(64)]
- * The signature is Ed25519 over NS_WIRE_DOMAIN followed by the exact bytes
- * of elements 1..5 as they appear on the wire (no re-encoding). The
- * message id is BLAKE2b-256 of those same signed bytes.
+ * The message id is BLAKE2b-256 of NS_WIRE_DOMAIN followed by the exact
+ * bytes of elements 1..5 as they appear on the wire (no re-encoding); the
+ * signature is Ed25519 over NS_WIRE_SIG_DOMAIN || id (version 2: signing
+ * the id rather than the bytes makes a 128 KiB CHUNK cost one hash, not
+ * two SHA-512 passes to sign and one to verify).
  *
  * Bodies are msgpack arrays with a fixed field order per type, carried as
  * the envelope's bin so that the envelope decodes without knowing them.
@@ -25,8 +27,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define NS_WIRE_VERSION 1
-#define NS_WIRE_DOMAIN "nightshift/msg/v1"
+#define NS_WIRE_VERSION 2
+#define NS_WIRE_DOMAIN "nightshift/msg/v2"        /* the id's */
+#define NS_WIRE_SIG_DOMAIN "nightshift/msgsig/v2" /* the signature's */
 #define NS_MAX_MSG (256 * 1024) /* whole envelope, bytes */
 /* The most an envelope adds to its body as ns_envelope_encode writes it:
  * array 1, version 1, type 1, sender 2 + 32, timestamp 9, body header 5,

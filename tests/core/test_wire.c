@@ -695,15 +695,12 @@ TEST(envelope_id)
     /* id = BLAKE2b-256(domain || signed bytes) */
     ns_hash2(want, NS_WIRE_DOMAIN, DOMAIN_LEN, env.signed_part, env.signed_len);
     CHECK_MEM(env.id, want, NS_HASH_BYTES);
-    /* ... and the signature is over the same bytes */
-    uint8_t *msg = malloc(DOMAIN_LEN + env.signed_len);
-    if (CHECK(msg != NULL)) {
-        memcpy(msg, NS_WIRE_DOMAIN, DOMAIN_LEN);
-        memcpy(msg + DOMAIN_LEN, env.signed_part, env.signed_len);
-        CHECK_RC(ns_sig_verify(env.sender, msg, DOMAIN_LEN + env.signed_len,
-                               env.sig),
-                 NS_OK);
-        free(msg);
+    /* ... and the signature is over sig domain || id */
+    {
+        uint8_t msg[sizeof(NS_WIRE_SIG_DOMAIN) - 1 + NS_HASH_BYTES];
+        memcpy(msg, NS_WIRE_SIG_DOMAIN, sizeof(NS_WIRE_SIG_DOMAIN) - 1);
+        memcpy(msg + sizeof(NS_WIRE_SIG_DOMAIN) - 1, want, NS_HASH_BYTES);
+        CHECK_RC(ns_sig_verify(env.sender, msg, sizeof msg, env.sig), NS_OK);
     }
 
     /* anything signed changes the id */
@@ -913,14 +910,16 @@ TEST(envelope_wrong_types)
 TEST(envelope_version_and_type)
 {
     s_spec_t sp = s_good_spec();
-    sp.version = 2;
+    sp.version = NS_WIRE_VERSION + 1;
+    CHECK_RC(s_decode_spec(&sp), NS_ERR_VERSION);
+    sp.version = NS_WIRE_VERSION - 1; /* version 1 signed the bytes */
     CHECK_RC(s_decode_spec(&sp), NS_ERR_VERSION);
     sp.version = 0;
     CHECK_RC(s_decode_spec(&sp), NS_ERR_VERSION);
     sp.version = UINT64_MAX;
     CHECK_RC(s_decode_spec(&sp), NS_ERR_VERSION);
     /* the version decides the layout: checked before the element count */
-    sp.version = 2;
+    sp.version = NS_WIRE_VERSION + 1;
     sp.n = 3;
     CHECK_RC(s_decode_spec(&sp), NS_ERR_VERSION);
 

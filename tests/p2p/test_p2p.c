@@ -202,7 +202,7 @@ TEST(ingest_verdicts)
                                 NULL),
              NS_OK);
     CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_ERR_MSGTYPE);
-    m.data[1] = 2; /* version byte right after the array header */
+    m.data[1] = NS_WIRE_VERSION + 1; /* version byte after the array header */
     CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_ERR_VERSION);
 
     /* a message claiming to be from us */
