@@ -528,6 +528,29 @@ class Net:
                                     f"other", interval=0.2)
 
 
+
+def testnet_script(name, *args, timeout=90):
+    """testnet/NAME (run.sh, stop.sh, ...) with this build's binary."""
+    env = {**os.environ, "NIGHTSHIFT_BIN": BIN}
+    return subprocess.run([os.path.join(REPO, "testnet", name),
+                           *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+
+
+def testnet(net, n, interval_ms=500):
+    """A testnet of n nodes (testnet/run.sh, heartbeats every interval_ms)
+    in net.dir/tn on reserved ports, stopped when the test ends. Returns
+    (its directory, its bootstrap address)."""
+    tn = os.path.join(net.dir, "tn")
+    base, port_lock = reserve_ports(n)
+    net.at_exit(port_lock.close)
+    net.at_exit(lambda: testnet_script("stop.sh", "-d", tn, timeout=30))
+    r = testnet_script("run.sh", "-n", n, "-d", tn, "-p", base, "-i",
+                       interval_ms, "-t", 60)
+    check(r.returncode == 0, f"run.sh: {r.stdout}\n{r.stderr}")
+    with open(os.path.join(tn, "bootstrap")) as f:
+        return tn, f.read().strip()
+
 def main(test, name):
     """Run test(net) in a fresh Net; print PASS/FAIL; exit 0 or 1."""
     t0 = time.monotonic()

@@ -30,13 +30,6 @@ kernel void spin(global float *o, uint iters)
 """
 
 
-def script(name, *args, timeout=90):
-    env = {**os.environ, "NIGHTSHIFT_BIN": nstest.BIN}
-    return subprocess.run([os.path.join(nstest.REPO, "testnet", name),
-                           *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, env=env, stdin=subprocess.DEVNULL)
-
-
 def test(net):
     src = os.path.join(net.dir, "spin.cl")
     with open(src, "w") as f:
@@ -56,12 +49,7 @@ def test(net):
     ref = os.path.join(net.dir, "ref.bin")
     nstest.cli_ok("run", *job(ref, 4, iters), timeout=120)
 
-    tn = os.path.join(net.dir, "tn")
-    base, port_lock = nstest.reserve_ports(3)
-    net.at_exit(port_lock.close)
-    net.at_exit(lambda: script("stop.sh", "-d", tn, timeout=30))
-    r = script("run.sh", "-n", 3, "-d", tn, "-p", base, "-i", 500, "-t", 60)
-    check(r.returncode == 0, f"run.sh: {r.stdout}\n{r.stderr}")
+    tn, _ = nstest.testnet(net, 3)
     node0 = os.path.join(tn, "node0")
     out = os.path.join(net.dir, "out.bin")
     p = subprocess.Popen([nstest.BIN, "submit", "--node", node0,

@@ -13,7 +13,6 @@ import importlib.util
 import json
 import os
 import shutil
-import subprocess
 
 import nstest
 from nstest import check, check_eq, cli, log
@@ -24,20 +23,8 @@ xdev = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(xdev)
 
 
-def script(name, *args, timeout=90):
-    env = {**os.environ, "NIGHTSHIFT_BIN": nstest.BIN}
-    return subprocess.run([os.path.join(nstest.REPO, "testnet", name),
-                           *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, env=env, stdin=subprocess.DEVNULL)
-
-
 def test(net):
-    tn = os.path.join(net.dir, "tn")
-    base, port_lock = nstest.reserve_ports(3)
-    net.at_exit(port_lock.close)
-    net.at_exit(lambda: script("stop.sh", "-d", tn, timeout=30))
-    r = script("run.sh", "-n", 3, "-d", tn, "-p", base, "-i", 500, "-t", 60)
-    check(r.returncode == 0, f"run.sh: {r.stdout}\n{r.stderr}")
+    tn, boot = nstest.testnet(net, 3)
     node0 = os.path.join(tn, "node0")
     work = os.path.join(net.dir, "jobs")
     os.makedirs(work)
@@ -49,8 +36,6 @@ def test(net):
         nstest.cli_ok("run", *flags, timeout=120)
         for o in outs:
             shutil.move(os.path.join(work, o), os.path.join(ref, o))
-    with open(os.path.join(tn, "bootstrap")) as f:
-        boot = f.read().strip()
     light = ["--datadir", os.path.join(tn, "requester"), "--bootstrap", boot]
     for how, (name, (flags, outs)) in \
             [(["--node", node0], j) for j in jobs.items()] + \

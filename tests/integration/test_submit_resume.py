@@ -20,22 +20,8 @@ import nstest
 from nstest import check, check_eq, cli, log
 
 
-def script(name, *args, timeout=90):
-    env = {**os.environ, "NIGHTSHIFT_BIN": nstest.BIN}
-    return subprocess.run([os.path.join(nstest.REPO, "testnet", name),
-                           *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, env=env, stdin=subprocess.DEVNULL)
-
-
 def test(net):
-    tn = os.path.join(net.dir, "tn")
-    base, port_lock = nstest.reserve_ports(3)
-    net.at_exit(port_lock.close)
-    net.at_exit(lambda: script("stop.sh", "-d", tn, timeout=30))
-    r = script("run.sh", "-n", 3, "-d", tn, "-p", base, "-i", 500, "-t", 60)
-    check(r.returncode == 0, f"run.sh: {r.stdout}\n{r.stderr}")
-    with open(os.path.join(tn, "bootstrap")) as f:
-        boot = f.read().strip()
+    tn, boot = nstest.testnet(net, 3)
     req = os.path.join(tn, "requester")
     n = 4096
     for name, seed in (("a", 1), ("b", 2)):
