@@ -39,6 +39,8 @@
 #include "nightshift/worker.h"
 
 #define CL_USE_DEPRECATED_OPENCL_1_2_APIS
+#include "bench_fill.h"
+
 #include <CL/cl.h>
 
 #include <dirent.h>
@@ -136,19 +138,6 @@ static int s_use_builtin(ns_job_t *job, const char *name)
     return NS_OK;
 }
 
-/* Deterministic inputs in [-1, 1): xorshift64*, no libc rand state. */
-static void s_fill_floats(float *p, uint64_t n, uint64_t seed)
-{
-    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-    for (uint64_t i = 0; i < n; i++) {
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        uint64_t r = x * 0x2545f4914f6cdd1dull;
-        p[i] = (float)(r >> 40) * (1.0f / 8388608.0f) - 1.0f;
-    }
-}
-
 /* sgemm's buffers: as the worker allocates them (ns_buf_alloc: huge pages
  * for large ones), or from malloc with --plain-alloc */
 static bool s_plain_alloc;
@@ -170,8 +159,8 @@ static int s_sgemm_job(ns_job_t *job, ns_input_t *inputs, float **a, float **b,
     *b = s_buf(elems * sizeof(float));
     if (!*a || !*b)
         return NS_ERR_NOMEM;
-    s_fill_floats(*a, elems, 1);
-    s_fill_floats(*b, elems, 2);
+    ns_bench_fill_floats(*a, elems, 1);
+    ns_bench_fill_floats(*b, elems, 2);
     int rc = s_use_builtin(job, "sgemm");
     if (rc != NS_OK)
         return rc;
@@ -207,8 +196,8 @@ static int s_vadd_job(ns_job_t *job, ns_input_t *inputs, float **a, float **b,
     *b = malloc(n * sizeof(float));
     if (!*a || !*b)
         return NS_ERR_NOMEM;
-    s_fill_floats(*a, n, 3);
-    s_fill_floats(*b, n, 4);
+    ns_bench_fill_floats(*a, n, 3);
+    ns_bench_fill_floats(*b, n, 4);
     int rc = s_use_builtin(job, "vector_add");
     if (rc != NS_OK)
         return rc;

@@ -24,6 +24,8 @@
 #include "nightshift/runner.h"
 #include "nightshift/util.h"
 
+#include "bench_fill.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,19 +38,6 @@ typedef struct {
     double best_ms, mean_ms, full_ms;
     uint64_t unit_ns;
 } s_path_t;
-
-/* Deterministic inputs in [-1, 1): xorshift64*. */
-static void s_fill_floats(float *p, uint64_t n, uint64_t seed)
-{
-    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-    for (uint64_t i = 0; i < n; i++) {
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        uint64_t r = x * 0x2545f4914f6cdd1dull;
-        p[i] = (float)(r >> 40) * (1.0f / 8388608.0f) - 1.0f;
-    }
-}
 
 static void s_arg_in(ns_job_t *job, ns_input_t *inputs, uint32_t i,
                      const void *data, uint64_t len)
@@ -183,8 +172,8 @@ int main(int argc, char **argv)
     int rc = NS_ERR_NOMEM;
     if (!a || !b || !outputs[2])
         goto out;
-    s_fill_floats(a, elems, 1);
-    s_fill_floats(b, elems, 2);
+    ns_bench_fill_floats(a, elems, 1);
+    ns_bench_fill_floats(b, elems, 2);
     rc = s_sgemm_job(&job, inputs, a, b, n, builtin, local_y);
     if (rc != NS_OK)
         goto out;
