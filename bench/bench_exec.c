@@ -39,7 +39,7 @@
 #include "nightshift/worker.h"
 
 #define CL_USE_DEPRECATED_OPENCL_1_2_APIS
-#include "bench_fill.h"
+#include "bench_common.h"
 
 #include <CL/cl.h>
 
@@ -99,17 +99,6 @@ static void s_load(const char *when)
 }
 
 /* ---- job helpers ------------------------------------------------------ */
-
-static void s_arg_in(ns_job_t *job, ns_input_t *inputs, uint32_t i,
-                     const void *data, uint64_t len)
-{
-    job->args[i].kind = NS_ARG_IN;
-    job->args[i].size = len;
-    ns_hash(job->args[i].hash, data, (size_t)len);
-    inputs[i].data = data;
-    inputs[i].len = (size_t)len;
-    inputs[i].verified = true; /* hashed just above */
-}
 
 static void s_arg_out(ns_job_t *job, uint32_t i, uint64_t size,
                       uint32_t item_bytes)
@@ -174,8 +163,8 @@ static int s_sgemm_job(ns_job_t *job, ns_input_t *inputs, float **a, float **b,
     job->local[0] = local_x;
     job->local[1] = local_y;
     job->n_args = 6;
-    s_arg_in(job, inputs, 0, *a, elems * sizeof(float));
-    s_arg_in(job, inputs, 1, *b, elems * sizeof(float));
+    ns_bench_arg_in(job, inputs, 0, *a, elems * sizeof(float));
+    ns_bench_arg_in(job, inputs, 1, *b, elems * sizeof(float));
     s_arg_out(job, 2, elems * sizeof(float), 64 * sizeof(float));
     s_arg_u32(job, 3, n);
     s_arg_u32(job, 4, n);
@@ -204,8 +193,8 @@ static int s_vadd_job(ns_job_t *job, ns_input_t *inputs, float **a, float **b,
     job->dims = 1;
     job->global[0] = n;
     job->n_args = 4;
-    s_arg_in(job, inputs, 0, *a, n * sizeof(float));
-    s_arg_in(job, inputs, 1, *b, n * sizeof(float));
+    ns_bench_arg_in(job, inputs, 0, *a, n * sizeof(float));
+    ns_bench_arg_in(job, inputs, 1, *b, n * sizeof(float));
     s_arg_out(job, 2, n * sizeof(float), sizeof(float));
     s_arg_u32(job, 3, (uint32_t)n);
     job->det = NS_DET_EXACT;

@@ -24,7 +24,7 @@
 #include "nightshift/runner.h"
 #include "nightshift/util.h"
 
-#include "bench_fill.h"
+#include "bench_common.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,17 +38,6 @@ typedef struct {
     double best_ms, mean_ms, full_ms;
     uint64_t unit_ns;
 } s_path_t;
-
-static void s_arg_in(ns_job_t *job, ns_input_t *inputs, uint32_t i,
-                     const void *data, uint64_t len)
-{
-    job->args[i].kind = NS_ARG_IN;
-    job->args[i].size = len;
-    ns_hash(job->args[i].hash, data, (size_t)len);
-    inputs[i].data = data;
-    inputs[i].len = (size_t)len;
-    inputs[i].verified = true; /* hashed just above, as submit does */
-}
 
 static int s_sgemm_job(ns_job_t *job, ns_input_t *inputs, const float *a,
                        const float *b, uint32_t n, const char *builtin,
@@ -73,8 +62,8 @@ static int s_sgemm_job(ns_job_t *job, ns_input_t *inputs, const float *a,
     job->local[0] = 1;
     job->local[1] = local_y;
     job->n_args = 6;
-    s_arg_in(job, inputs, 0, a, elems * sizeof(float));
-    s_arg_in(job, inputs, 1, b, elems * sizeof(float));
+    ns_bench_arg_in(job, inputs, 0, a, elems * sizeof(float));
+    ns_bench_arg_in(job, inputs, 1, b, elems * sizeof(float));
     job->args[2].kind = NS_ARG_OUT;
     job->args[2].size = elems * sizeof(float);
     job->args[2].item_bytes = 64 * sizeof(float);
