@@ -591,10 +591,10 @@ bool ns_requester_owns(const ns_requester_t *q, const ns_node_msg_t *m)
 
 int ns_requester_on_msg(ns_requester_t *q, const ns_node_msg_t *m)
 {
-    /* a message that may move the job on waits for the device work in
-     * flight (serving FETCHes reads only what stays) */
-    if (q->bg.thread && m->type != NS_MSG_MKT_FETCH)
-        s_bg_join(q);
+    /* No wait for device work in flight: it runs in ANNOUNCE and VERIFY,
+     * where the handlers below take nothing (a BID only while BIDDING, a
+     * CHUNK while FETCH, a FAILED while ACCEPT or RUNNING, the challenger
+     * while CHALLENGE), and serving a FETCH reads only what stays. */
     if (q->phase == NS_RQ_CHALLENGE && ns_challenger_owns(&q->chal, m))
         return ns_challenger_on_msg(&q->chal, q->io, m, s_mono(q));
     switch (m->type) {
