@@ -107,6 +107,7 @@ struct ns_requester {
     char history[600];     /* why each earlier round's provider was dropped */
     char wait_why[640];    /* NS_RQ_WAITING: the reason last said */
     bool slash_by_ref;     /* a SLASH whose inputs peers fetch from us */
+    bool posted;           /* resumed with our JOB entry in the ledger */
     bool fetch_resumed;    /* outputs taken up from part files (--resume) */
     bool refetch;          /* those did not match: fetch them whole */
     ns_challenger_t chal;  /* the winner's hardware challenge */
@@ -1523,7 +1524,6 @@ static uint64_t s_find_own(ns_requester_t *q, uint8_t type)
     return 0;
 }
 
-static bool s_estimate(ns_requester_t *q);
 
 /* --resume, once the ledger is caught up: the job's terms and our own
  * entries from the ledger, then on from where the job stands. */
@@ -1573,34 +1573,21 @@ static void s_resume(ns_requester_t *q)
         s_fail(q, "job %.16s is already cancelled", q->job_hex);
     } else if (!q->job_seq) {
         s_fail(q, "cannot read our own entries back");
-    } else if (s_estimate(q)) {
+    } else {
+        /* the estimate again (on the thread), then s_post announces
+         * without posting: our JOB entry is in */
         s_say(q, "resuming: job posted, not awarded yet: a new auction");
-        s_announce(q);
+        q->posted = true;
+        s_phase(q, NS_RQ_ANNOUNCE);
+        if (q->o.no_preflight)
+            s_announce(q);
+        else
+            s_bg_start(q, S_BG_SAMPLE);
     }
 }
 
-/* The pre-flight's sample runs (preflight.h): whether the job can be
- * checked unit by unit, and without --work, its work estimate. false:
- * failed (said). */
-static void s_take_estimate(ns_requester_t *q, uint64_t unit_ns);
-
-static bool s_estimate(ns_requester_t *q)
-{
-    char err[PATH_MAX + 128];
-    uint64_t unit_ns = 0;
-    int rc = q->o.no_preflight
-                 ? NS_OK
-                 : ns_preflight_sample(q->runner, q->o.job, q->o.inputs,
-                                       NS_POLICY_PREFLIGHT_UNITS, &unit_ns, err,
-                                       sizeof err);
-    if (rc != NS_OK) {
-        s_fail(q, "%s", err);
-        return false;
-    }
-    s_take_estimate(q, unit_ns);
-    return true;
-}
-
+/* The work estimate from the pre-flight sample's time a unit (when the
+ * job came without --work). */
 static void s_take_estimate(ns_requester_t *q, uint64_t unit_ns)
 {
     /* No --work: the sampled units' time on our device, times the units,
@@ -1637,6 +1624,10 @@ static void s_post(ns_requester_t *q)
             return;
         }
         s_take_estimate(q, q->bg.unit_ns);
+        if (q->posted) { /* resumed: the JOB entry is in already */
+            s_announce(q);
+            return;
+        }
     } else {
         for (uint32_t i = 0; i < q->o.job->n_args; i++)
             if (s_out_path(q, i) &&
