@@ -158,6 +158,8 @@ static void s_out_close(ns_requester_t *q);
 
 /* ---- device work off the loop (s_bg_t) ------------------------------------ */
 
+#define S_BG_GRACE_MS NS_POLICY_REQUESTER_TICK_MS /* s_bg_start's wait */
+
 static void *s_bg_main(void *arg)
 {
     ns_requester_t *q = arg;
@@ -183,8 +185,22 @@ static void s_bg_start(ns_requester_t *q, int kind)
     g->err[0] = '\0';
     atomic_store(&g->done, false);
     g->thread = pthread_create(&g->th, NULL, s_bg_main, q) == 0;
-    if (!g->thread)
+    if (!g->thread) {
         (void)s_bg_main(q); /* no thread to be had: here, as before */
+        return;
+    }
+    /* Small work (a small job's whole check) is over within a tick: wait
+     * that long, so that it costs no tick's latency; longer work goes on
+     * alone and is taken by a later tick. */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += S_BG_GRACE_MS * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    if (pthread_timedjoin_np(g->th, NULL, &until) == 0)
+        g->thread = false;
 }
 
 /* Wait for the work started, if any; its result stays to be taken. */
@@ -1385,6 +1401,8 @@ static void s_verify(ns_requester_t *q)
         memcpy(q->bg.fds, fds, sizeof fds);
         q->bg.commit_us = commit_us;
         s_bg_start(q, S_BG_CHECK);
+        if (s_bg_take(q) == S_BG_CHECK) /* over already: else a later tick */
+            s_checked(q, q->bg.rc, q->bg.err, q->bg.commit_us);
         return;
     }
     s_checked(q, rc, err, commit_us);
@@ -1636,7 +1654,8 @@ static void s_post(ns_requester_t *q)
                 return;
             }
         if (!q->o.no_preflight) {
-            s_bg_start(q, S_BG_SAMPLE); /* taken in a later tick */
+            s_bg_start(q, S_BG_SAMPLE);
+            s_post(q); /* taken now if it is over, else in a later tick */
             return;
         }
     }
