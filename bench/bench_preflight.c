@@ -95,8 +95,8 @@ static int s_measure(s_path_t *p, uint32_t device, const char *cache,
         unsetenv("NS_RUNNER_COPY_BUFFERS");
     ns_runner_t *r = ns_runner_new(device, cache, &rc);
     if (!r) {
-        fprintf(stderr, "bench_preflight: cannot open device %u: %s\n",
-                device, ns_strerror(rc));
+        fprintf(stderr, "bench_preflight: cannot open device %u: %s\n", device,
+                ns_strerror(rc));
         return rc;
     }
     double sum = 0;
@@ -172,8 +172,7 @@ int main(int argc, char **argv)
         {.name = "COPY_BUFFERS=1", .copy = "1"},
     };
     for (int i = 0; i < 2 && rc == NS_OK; i++)
-        rc = s_measure(&paths[i], device, NULL, &job, inputs, outputs, k,
-                       reps);
+        rc = s_measure(&paths[i], device, NULL, &job, inputs, outputs, k, reps);
     if (rc != NS_OK)
         goto out;
     double mib = (double)elems * sizeof(float) / (1 << 20);

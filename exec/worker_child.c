@@ -616,9 +616,7 @@ int ns_worker_main(int argc, char **argv)
         rc = s_serve_one(a.fd, runner, &a, &prover, &eof);
         if (rc == NS_OK)
             continue;
-        status = eof                     ? 0
-                 : ns_runner_lost(runner) ? NS_WORKER_EXIT_LOST
-                                          : 3;
+        status = eof ? 0 : ns_runner_lost(runner) ? NS_WORKER_EXIT_LOST : 3;
         break;
     }
 out:

@@ -156,7 +156,7 @@ static void s_phase(ns_requester_t *q, ns_rq_phase_t p)
 
 static void s_out_close(ns_requester_t *q);
 
-/* ---- device work off the loop (s_bg_t) ------------------------------------ */
+/* ---- device work off the loop (s_bg_t) ---------------------------------- */
 
 #define S_BG_GRACE_MS NS_POLICY_REQUESTER_TICK_MS /* s_bg_start's wait */
 
@@ -169,10 +169,9 @@ static void *s_bg_main(void *arg)
                                     NS_POLICY_PREFLIGHT_UNITS, &g->unit_ns,
                                     g->err, sizeof g->err);
     else
-        g->rc = ns_spot_check_files(q->runner, q->o.job, q->o.desc_id,
-                                    q->o.inputs, q->out_view, g->fds, g->root,
-                                    q->secret, g->k, &q->check, g->err,
-                                    sizeof g->err);
+        g->rc = ns_spot_check_files(
+            q->runner, q->o.job, q->o.desc_id, q->o.inputs, q->out_view, g->fds,
+            g->root, q->secret, g->k, &q->check, g->err, sizeof g->err);
     atomic_store(&g->done, true);
     return NULL;
 }
@@ -685,8 +684,8 @@ static int s_send_awarded(ns_requester_t *q)
     if (rc == NS_OK)
         rc = ns_ledger_get(q->ledger, self, q->job_seq, &je, &jl);
     if (rc == NS_OK)
-        rc = ns_ledger_get(q->ledger, self, q->award_seq ? q->award_seq : me.seq,
-                           &ae, &al);
+        rc = ns_ledger_get(q->ledger, self,
+                           q->award_seq ? q->award_seq : me.seq, &ae, &al);
     if (rc != NS_OK) {
         free(je);
         return NS_ERR_CORRUPT;
@@ -1542,7 +1541,6 @@ static uint64_t s_find_own(ns_requester_t *q, uint8_t type)
     return 0;
 }
 
-
 /* --resume, once the ledger is caught up: the job's terms and our own
  * entries from the ledger, then on from where the job stands. */
 static void s_resume(ns_requester_t *q)
@@ -1566,7 +1564,8 @@ static void s_resume(ns_requester_t *q)
         memcpy(q->winner.provider, lj.provider, NS_ID_BYTES);
         memcpy(q->rc.provider, lj.provider, NS_ID_BYTES);
         q->award_seq = s_find_own(q, NS_ENTRY_AWARD);
-        if (!q->job_seq || !q->award_seq || s_send_awarded(q) == NS_ERR_CORRUPT) {
+        if (!q->job_seq || !q->award_seq ||
+            s_send_awarded(q) == NS_ERR_CORRUPT) {
             s_fail(q, "cannot read our own entries back");
             return;
         }

@@ -412,7 +412,7 @@ TEST(log_rename)
     snprintf(t, sizeof t, "<kernel>:3:29: error: use of undeclared");
     ns_build_log_rename(t, sizeof t, "mlp.cl");
     CHECK(strcmp(t, "mlp.cl:3:29: error: use of undeclared") == 0);
-        snprintf(t, sizeof t, "file.cl without position, a.cl:x");
+    snprintf(t, sizeof t, "file.cl without position, a.cl:x");
     ns_build_log_rename(t, sizeof t, "mlp.cl");
     CHECK(strcmp(t, "file.cl without position, a.cl:x") == 0);
 }
