@@ -161,6 +161,12 @@ def local_run(flags):
     return doc
 
 
+def medians(docs, keys=("match", "run", "verify", "total")):
+    """The median of each receipt timing over docs."""
+    return {k: statistics.median(d["timings_ms"][k] for d in docs)
+            for k in keys}
+
+
 def join_ms(doc):
     """total - match - run - verify: the light peer's join before the
     auction plus the output fetch (not separate in the receipt)."""
@@ -267,8 +273,7 @@ def bench_e2e_n(work, args, n):
     sub_total = statistics.median(s["timings_ms"]["total"] for s in ok)
     no_join = statistics.median(s["timings_ms"]["total"] - join_ms(s)
                                 for s in ok)
-    t = {k: statistics.median(s["timings_ms"][k] for s in ok)
-         for k in ("match", "run", "verify")}
+    t = medians(ok)
     goal = 1.1 * run_wall + 100
     print(f"  sgemm {n}x{n}, median of {len(ok)} submit(s) and "
           f"{len(runs)} local run(s); outputs {'equal' if same else 'DIFFER'}")
@@ -284,8 +289,7 @@ def bench_e2e_n(work, args, n):
     ok_n = [s for s in via_node if s.get("status") == "settled"]
     if ok_n:
         w = statistics.median(s["wall_ms"] for s in ok_n)
-        tn_ = {k: statistics.median(s["timings_ms"][k] for s in ok_n)
-               for k in ("match", "run", "verify", "total")}
+        tn_ = medians(ok_n)
         print(f"  submit --node        wall {w:.0f} ms (receipt total "
               f"{tn_['total']:.0f}: match {tn_['match']:.0f}, run "
               f"{tn_['run']:.0f}, verify {tn_['verify']:.0f}); ratio "
@@ -405,9 +409,8 @@ def bench_small(work, args):
                   f"{(via_node if allow == 50 else light)[0].get('error')}")
             continue
         w = statistics.median(d["wall_ms"] for d in ok)
-        prov = statistics.median(d["timings_ms"]["run"] for d in ok)
-        parts = {k: statistics.median(d["timings_ms"][k] for d in ok)
-                 for k in ("match", "run", "verify", "total")}
+        parts = medians(ok)
+        prov = parts["run"]
         print(f"  {name:22}  wall {w:.0f} ms (median of {len(ok)}): run + "
               f"{w - run_wall:.0f} ms; goal run + {allow} ms; provider run "
               f"{prov:.0f} ms; receipt median match {parts['match']:.0f}, "
