@@ -18,6 +18,8 @@
 
 #define S_N_FIELDS 14       /* elements of the encoded descriptor */
 #define S_N_FIELDS_SHARD 17 /* ... of a shard's (version 2) */
+#define S_N_FIELDS_PIPE 15  /* ... of a pipeline's (version 3) */
+#define S_N_STEP_FIELDS 4   /* a step: entry, global, local, args */
 #define S_TAG_F32 0xca      /* msgpack float 32 */
 #define S_TAG_F64 0xcb      /* msgpack float 64 */
 
@@ -56,6 +58,8 @@ const char *ns_arg_kind_name(uint8_t kind)
         return "f64";
     case NS_ARG_LOCAL:
         return "local";
+    case NS_ARG_BUF:
+        return "buf";
     default:
         return "?";
     }
@@ -138,7 +142,33 @@ void ns_job_init(ns_job_t *job)
 void ns_job_release(ns_job_t *job)
 {
     free(job->source);
+    free(job->steps);
     ns_job_init(job);
+}
+
+int ns_job_copy(ns_job_t *dst, const ns_job_t *src)
+{
+    ns_job_release(dst);
+    *dst = *src;
+    dst->source = NULL;
+    dst->steps = NULL;
+    if (src->source_len) {
+        dst->source = malloc(src->source_len);
+        if (!dst->source)
+            goto nomem;
+        memcpy(dst->source, src->source, src->source_len);
+    }
+    if (src->n_steps) {
+        dst->steps = malloc(src->n_steps * sizeof *dst->steps);
+        if (!dst->steps)
+            goto nomem;
+        memcpy(dst->steps, src->steps, src->n_steps * sizeof *dst->steps);
+    }
+    return NS_OK;
+nomem:
+    free(dst->source);
+    ns_job_init(dst);
+    return NS_ERR_NOMEM;
 }
 
 int ns_job_set_source(ns_job_t *job, const void *src, size_t len)
@@ -510,6 +540,11 @@ static int s_check_args(const ns_job_t *job, char *err, size_t errlen)
         case NS_ARG_F32:
         case NS_ARG_F64:
             break; /* any value is a valid scalar */
+        case NS_ARG_BUF:
+            return s_fail(NS_ERR_INVAL, err, errlen,
+                          "arg %u: a buffer reference outside a pipeline "
+                          "step",
+                          k);
         default:
             return s_fail(NS_ERR_INVAL, err, errlen, "arg %u: kind %u unknown",
                           k, a->kind);
@@ -576,9 +611,201 @@ static int s_check_shard(const ns_job_t *job, char *err, size_t errlen)
     return NS_OK;
 }
 
+/* ---- pipelines ---------------------------------------------------------- */
+
+uint32_t ns_job_steps(const ns_job_t *job)
+{
+    return job->n_steps ? job->n_steps : 1;
+}
+
+uint32_t ns_job_writer(const ns_job_t *job, uint32_t b)
+{
+    for (uint32_t s = 0; s < job->n_steps; s++)
+        for (uint32_t i = 0; i < job->steps[s].n_args; i++)
+            if (job->steps[s].args[i].kind == NS_ARG_BUF &&
+                job->steps[s].args[i].v.u32 == b)
+                return s;
+    return 0;
+}
+
+void ns_job_step_view(const ns_job_t *job, uint32_t s, ns_job_t *view,
+                      uint32_t map[NS_MAX_ARGS])
+{
+    *view = *job;
+    view->steps = NULL;
+    view->n_steps = 0;
+    for (uint32_t i = 0; i < NS_MAX_ARGS; i++)
+        map[i] = job->n_steps == 0 && i < job->n_args &&
+                         (job->args[i].kind == NS_ARG_IN ||
+                          job->args[i].kind == NS_ARG_OUT)
+                     ? i
+                     : NS_JOB_NO_BUF;
+    if (job->n_steps == 0)
+        return;
+    assert(s < job->n_steps);
+    const ns_step_t *st = &job->steps[s];
+    memcpy(view->entry, st->entry, sizeof view->entry);
+    view->dims = st->dims;
+    memcpy(view->global, st->global, sizeof view->global);
+    memcpy(view->local, st->local, sizeof view->local);
+    view->item_kind = NS_ITEM_WORK_ITEM;
+    view->work_estimate = 0;
+    view->n_args = st->n_args;
+    memset(view->args, 0, sizeof view->args);
+    for (uint32_t i = 0; i < st->n_args && i < NS_MAX_ARGS; i++) {
+        const ns_arg_t *a = &st->args[i];
+        if (a->kind != NS_ARG_BUF) {
+            view->args[i] = *a;
+            continue;
+        }
+        uint32_t b = a->v.u32;
+        if (b >= job->n_args) { /* not valid: left for validation */
+            view->args[i] = *a;
+            continue;
+        }
+        map[i] = b;
+        view->args[i] = job->args[b];
+        if (job->args[b].kind == NS_ARG_OUT && ns_job_writer(job, b) != s) {
+            /* written by an earlier step: read here, never hashed */
+            view->args[i].kind = NS_ARG_IN;
+            view->args[i].item_bytes = 0;
+            memset(view->args[i].hash, 0, NS_HASH_BYTES);
+        }
+    }
+}
+
+static int s_check_ndrange(const ns_job_t *job, uint64_t *n_units, char *err,
+                           size_t errlen);
+static int s_check_args(const ns_job_t *job, char *err, size_t errlen);
+static int s_check_entry(const ns_job_t *job, char *err, size_t errlen);
+
+/* The rules of "Pipelines" (job.h); the kernel, det and options are
+ * checked by the caller. *n_units gets the sum over the steps. */
+static int s_check_pipeline(const ns_job_t *job, uint64_t *n_units, char *err,
+                            size_t errlen)
+{
+    if (job->n_steps > NS_MAX_STEPS)
+        return s_fail(NS_ERR_TOOBIG, err, errlen,
+                      "steps: %u, over the cap of %d", job->n_steps,
+                      NS_MAX_STEPS);
+    if (!job->steps)
+        return s_fail(NS_ERR_INVAL, err, errlen, "steps: NULL");
+    if (job->entry[0] || job->dims || job->local[0] || job->global[0] ||
+        job->shard_rows || job->shard_first || job->shard_dim ||
+        job->item_kind)
+        return s_fail(NS_ERR_INVAL, err, errlen,
+                      "pipeline: entry, global, local, shard and item_kind "
+                      "belong to its steps");
+    int rc = s_check_args(job, err, errlen);
+    if (rc != NS_OK)
+        return rc;
+    for (uint32_t k = 0; k < job->n_args; k++)
+        if (job->args[k].kind != NS_ARG_IN && job->args[k].kind != NS_ARG_OUT)
+            return s_fail(NS_ERR_INVAL, err, errlen,
+                          "buffer %u: a pipeline's buffers are in or out (its "
+                          "steps take the scalars)",
+                          k);
+    uint32_t named = 0; /* bit k: buffer k named by some step */
+    uint64_t total = 0;
+    for (uint32_t s = 0; s < job->n_steps; s++) {
+        const ns_step_t *st = &job->steps[s];
+        uint32_t here = 0;
+        if (st->n_args > NS_MAX_ARGS)
+            return s_fail(NS_ERR_TOOBIG, err, errlen,
+                          "step %u: %u args, over the cap of %d", s,
+                          st->n_args, NS_MAX_ARGS);
+        for (uint32_t i = 0; i < st->n_args; i++) {
+            const ns_arg_t *a = &st->args[i];
+            if (a->kind == NS_ARG_IN || a->kind == NS_ARG_OUT)
+                return s_fail(NS_ERR_INVAL, err, errlen,
+                              "step %u arg %u: a buffer is named by its "
+                              "index (buf)",
+                              s, i);
+            if (a->kind != NS_ARG_BUF)
+                continue;
+            if (a->v.u32 >= job->n_args)
+                return s_fail(NS_ERR_INVAL, err, errlen,
+                              "step %u arg %u: buffer %u: the job has %u", s,
+                              i, a->v.u32, job->n_args);
+            if (here & (UINT32_C(1) << a->v.u32))
+                return s_fail(NS_ERR_INVAL, err, errlen,
+                              "step %u arg %u: buffer %u named twice in one "
+                              "step",
+                              s, i, a->v.u32);
+            here |= UINT32_C(1) << a->v.u32;
+        }
+        named |= here;
+        ns_job_t view;
+        uint32_t map[NS_MAX_ARGS];
+        ns_job_step_view(job, s, &view, map);
+        uint64_t n = 0;
+        char why[200];
+        rc = s_check_entry(&view, why, sizeof why);
+        if (rc == NS_OK)
+            rc = s_check_ndrange(&view, &n, why, sizeof why);
+        if (rc == NS_OK)
+            rc = s_check_args(&view, why, sizeof why);
+        if (rc != NS_OK)
+            return s_fail(rc, err, errlen, "step %u: %s", s, why);
+        total += n; /* each <= 2^32, at most 16 */
+    }
+    for (uint32_t k = 0; k < job->n_args; k++)
+        if (!(named & (UINT32_C(1) << k)))
+            return s_fail(NS_ERR_INVAL, err, errlen,
+                          "buffer %u: no step names it", k);
+    *n_units = total;
+    return NS_OK;
+}
+
+uint64_t ns_job_step_units(const ns_job_t *job, uint32_t s)
+{
+    if (job->n_steps == 0)
+        return ns_job_units(job);
+    ns_job_t view;
+    uint32_t map[NS_MAX_ARGS];
+    uint64_t n = 0;
+    ns_job_step_view(job, s, &view, map);
+    return s_check_ndrange(&view, &n, NULL, 0) == NS_OK ? n : 0;
+}
+
+uint64_t ns_job_step_first(const ns_job_t *job, uint32_t s)
+{
+    uint64_t first = 0;
+    for (uint32_t t = 0; t < s && t < job->n_steps; t++)
+        first += ns_job_step_units(job, t);
+    return first;
+}
+
+uint32_t ns_job_unit_step(const ns_job_t *job, uint64_t u)
+{
+    for (uint32_t s = 0; s + 1 < job->n_steps; s++) {
+        uint64_t n = ns_job_step_units(job, s);
+        if (u < n)
+            return s;
+        u -= n;
+    }
+    return job->n_steps ? job->n_steps - 1 : 0;
+}
+
 int ns_job_validate(const ns_job_t *job, char *err, size_t errlen)
 {
     uint64_t n_units = 0;
+    if (job->n_steps) {
+        int rc = s_check_kernel(job, err, errlen);
+        if (rc == NS_OK)
+            rc = s_check_det(job, err, errlen);
+        if (rc == NS_OK)
+            rc = s_check_options(job, err, errlen);
+        if (rc == NS_OK)
+            rc = s_check_pipeline(job, &n_units, err, errlen);
+        if (rc == NS_OK && job->checks > NS_MAX_CHECKS)
+            rc = s_fail(NS_ERR_TOOBIG, err, errlen,
+                        "checks = %u: over the cap of %d", job->checks,
+                        NS_MAX_CHECKS);
+        if (rc == NS_OK && err && errlen)
+            err[0] = '\0';
+        return rc;
+    }
     int rc = s_check_kernel(job, err, errlen);
     if (rc == NS_OK)
         rc = s_check_entry(job, err, errlen);
@@ -604,12 +831,23 @@ int ns_job_validate(const ns_job_t *job, char *err, size_t errlen)
 uint64_t ns_job_units(const ns_job_t *job)
 {
     uint64_t n = 0;
+    if (job->n_steps) {
+        if (job->n_steps > NS_MAX_STEPS || !job->steps)
+            return 0;
+        for (uint32_t s = 0; s < job->n_steps; s++) {
+            uint64_t k = ns_job_step_units(job, s);
+            if (k == 0)
+                return 0;
+            n += k;
+        }
+        return n;
+    }
     return s_check_ndrange(job, &n, NULL, 0) == NS_OK ? n : 0;
 }
 
 uint64_t ns_job_rows(const ns_job_t *job)
 {
-    return ns_job_units(job) ? s_rows(job) : 0;
+    return job->n_steps == 0 && ns_job_units(job) ? s_rows(job) : 0;
 }
 
 uint64_t ns_job_shard_units(const ns_job_t *job)
@@ -639,6 +877,8 @@ uint64_t ns_job_unit_row(const ns_job_t *job, uint64_t u)
 
 bool ns_job_unit_in_shard(const ns_job_t *job, uint64_t u)
 {
+    if (job->n_steps)
+        return u < ns_job_units(job);
     if (ns_job_rows(job) == 0 || u >= ns_job_units(job))
         return false;
     if (job->shard_rows == 0)
@@ -652,6 +892,11 @@ int ns_job_shardable(const ns_job_t *job, uint32_t n, uint32_t dim, char *err,
 {
     if (job->shard_rows)
         return s_fail(NS_ERR_INVAL, err, errlen, "the job is a shard already");
+    if (job->n_steps)
+        return s_fail(NS_ERR_INVAL, err, errlen,
+                      "a pipeline of %u steps runs on one provider: it "
+                      "cannot be cut into shards",
+                      job->n_steps);
     if (ns_job_units(job) == 0 || dim >= job->dims)
         return s_fail(NS_ERR_INVAL, err, errlen,
                       "no dimension %u to cut into shards", dim);
@@ -682,7 +927,7 @@ int ns_job_make_shard(ns_job_t *dst, const ns_job_t *src, uint32_t i,
                       uint32_t n, uint32_t dim)
 {
     uint64_t rows = s_extent(src, dim);
-    assert(n >= 1 && i < n && rows >= n && dim < src->dims);
+    assert(n >= 1 && i < n && rows >= n && dim < src->dims && !src->n_steps);
     ns_job_release(dst);
     *dst = *src;
     dst->source = NULL;
@@ -714,6 +959,16 @@ uint64_t ns_job_work_items(const ns_job_t *job)
 {
     if (ns_job_units(job) == 0)
         return 0; /* validates dims and overflow */
+    if (job->n_steps) {
+        uint64_t sum = 0;
+        for (uint32_t s = 0; s < job->n_steps; s++) {
+            uint64_t n = 1;
+            for (uint32_t d = 0; d < job->steps[s].dims; d++)
+                n *= job->steps[s].global[d];
+            sum += n;
+        }
+        return sum;
+    }
     uint64_t n = 1;
     for (uint32_t d = 0; d < job->dims; d++)
         n *= job->global[d];
@@ -776,6 +1031,7 @@ static void s_pack_arg(msgpack_packer *pk, const ns_arg_t *a)
         msgpack_pack_uint8(pk, a->kind);
         msgpack_pack_uint64(pk, a->size);
         break;
+    case NS_ARG_BUF:
     case NS_ARG_U32:
         msgpack_pack_array(pk, 2);
         msgpack_pack_uint8(pk, a->kind);
@@ -813,15 +1069,32 @@ static void s_pack_arg(msgpack_packer *pk, const ns_arg_t *a)
     }
 }
 
+/* global and local as the descriptor writes them */
+static void s_pack_ndrange(msgpack_packer *pk, uint32_t dims,
+                           const uint64_t *global, const uint64_t *local)
+{
+    bool has_local = false;
+    for (uint32_t d = 0; d < dims; d++)
+        has_local = has_local || local[d] != 0;
+    msgpack_pack_array(pk, dims);
+    for (uint32_t d = 0; d < dims; d++)
+        msgpack_pack_uint64(pk, global[d]);
+    msgpack_pack_array(pk, has_local ? dims : 0);
+    for (uint32_t d = 0; d < dims && has_local; d++)
+        msgpack_pack_uint64(pk, local[d]);
+}
+
 void ns_job_pack(msgpack_packer *pk, const ns_job_t *job)
 {
     assert(job->dims <= 3 && job->n_args <= NS_MAX_ARGS);
-    bool has_local = false;
-    for (uint32_t d = 0; d < job->dims; d++)
-        has_local = has_local || job->local[d] != 0;
-    bool shard = job->shard_rows != 0;
-    msgpack_pack_array(pk, shard ? S_N_FIELDS_SHARD : S_N_FIELDS);
-    msgpack_pack_uint8(pk, shard ? NS_JOB_VERSION_SHARD : NS_JOB_VERSION);
+    assert(job->n_steps <= NS_MAX_STEPS);
+    bool shard = job->shard_rows != 0, pipe = job->n_steps != 0;
+    msgpack_pack_array(pk, pipe    ? S_N_FIELDS_PIPE
+                           : shard ? S_N_FIELDS_SHARD
+                                   : S_N_FIELDS);
+    msgpack_pack_uint8(pk, pipe    ? NS_JOB_VERSION_PIPELINE
+                           : shard ? NS_JOB_VERSION_SHARD
+                                   : NS_JOB_VERSION);
     s_pack_strn(pk, job->builtin, sizeof job->builtin);
     msgpack_pack_bin(pk, job->source_len);
     if (job->source_len)
@@ -829,12 +1102,7 @@ void ns_job_pack(msgpack_packer *pk, const ns_job_t *job)
     ns_mp_bin(pk, job->source_hash, NS_HASH_BYTES);
     s_pack_strn(pk, job->entry, sizeof job->entry);
     s_pack_strn(pk, job->options, sizeof job->options);
-    msgpack_pack_array(pk, job->dims);
-    for (uint32_t d = 0; d < job->dims; d++)
-        msgpack_pack_uint64(pk, job->global[d]);
-    msgpack_pack_array(pk, has_local ? job->dims : 0);
-    for (uint32_t d = 0; d < job->dims && has_local; d++)
-        msgpack_pack_uint64(pk, job->local[d]);
+    s_pack_ndrange(pk, job->dims, job->global, job->local);
     msgpack_pack_array(pk, job->n_args);
     for (uint32_t k = 0; k < job->n_args; k++)
         s_pack_arg(pk, &job->args[k]);
@@ -847,6 +1115,19 @@ void ns_job_pack(msgpack_packer *pk, const ns_job_t *job)
         msgpack_pack_uint32(pk, job->shard_dim);
         msgpack_pack_uint64(pk, job->shard_first);
         msgpack_pack_uint64(pk, job->shard_rows);
+    }
+    if (pipe) {
+        msgpack_pack_array(pk, job->n_steps);
+        for (uint32_t s = 0; s < job->n_steps; s++) {
+            const ns_step_t *st = &job->steps[s];
+            assert(st->dims <= 3 && st->n_args <= NS_MAX_ARGS);
+            msgpack_pack_array(pk, S_N_STEP_FIELDS);
+            s_pack_strn(pk, st->entry, sizeof st->entry);
+            s_pack_ndrange(pk, st->dims, st->global, st->local);
+            msgpack_pack_array(pk, st->n_args);
+            for (uint32_t k = 0; k < st->n_args; k++)
+                s_pack_arg(pk, &st->args[k]);
+        }
     }
 }
 
@@ -926,7 +1207,7 @@ static void s_read_arg(s_rd_t *c, ns_arg_t *a)
     if (r->err != NS_OK)
         return;
     uint32_t want = a->kind == NS_ARG_IN || a->kind == NS_ARG_OUT ? 3 : 2;
-    if (a->kind < NS_ARG_IN || a->kind > NS_ARG_LOCAL) {
+    if (a->kind < NS_ARG_IN || a->kind > NS_ARG_BUF) {
         s_rd_fail(c, NS_ERR_INVAL);
         return;
     }
@@ -946,6 +1227,7 @@ static void s_read_arg(s_rd_t *c, ns_arg_t *a)
     case NS_ARG_LOCAL:
         ns_mpr_uint(r, &a->size);
         break;
+    case NS_ARG_BUF:
     case NS_ARG_U32:
         ns_mpr_u32(r, &a->v.u32);
         break;
@@ -970,6 +1252,44 @@ static void s_read_arg(s_rd_t *c, ns_arg_t *a)
     case NS_ARG_F64:
         s_read_float(c, S_TAG_F64, &a->v.f64);
         break;
+    }
+}
+
+/* global and local: dims entries, local none or dims of them. */
+static void s_read_ndrange(s_rd_t *c, uint32_t *dims, uint64_t *global,
+                           uint64_t *local)
+{
+    ns_mpr_t *r = c->r;
+    uint32_t n_local = 0;
+    s_at(c, "global", 0);
+    ns_mpr_array(r, dims, 3);
+    for (uint32_t d = 0; d < *dims && r->err == NS_OK; d++)
+        ns_mpr_uint(r, &global[d]);
+    s_at(c, "local", 0);
+    if (ns_mpr_array(r, &n_local, 3) == NS_OK && n_local != 0 &&
+        n_local != *dims)
+        s_rd_fail(c, NS_ERR_TYPE);
+    for (uint32_t d = 0; d < n_local && r->err == NS_OK; d++)
+        ns_mpr_uint(r, &local[d]);
+}
+
+static void s_read_step(s_rd_t *c, uint32_t s, ns_step_t *st)
+{
+    ns_mpr_t *r = c->r;
+    uint32_t n = 0;
+    s_at(c, "steps[%u]", s);
+    if (ns_mpr_array(r, &n, 64) == NS_OK && n != S_N_STEP_FIELDS)
+        s_rd_fail(c, NS_ERR_TYPE);
+    s_at(c, "steps[%u].entry", s);
+    ns_mpr_str(r, st->entry, NS_MAX_ENTRY);
+    if (r->err != NS_OK)
+        return;
+    s_read_ndrange(c, &st->dims, st->global, st->local);
+    s_at(c, "steps[%u].args", s);
+    ns_mpr_array(r, &st->n_args, NS_MAX_ARGS);
+    for (uint32_t k = 0; k < st->n_args && r->err == NS_OK; k++) {
+        s_at(c, "steps[%u].args", s); /* the step's number says enough */
+        s_read_arg(c, &st->args[k]);
     }
 }
 
@@ -999,7 +1319,7 @@ int ns_job_read(ns_mpr_t *r, ns_job_t *job, char *err, size_t errlen)
     const uint8_t *start = r->p;
     const uint8_t *src = NULL;
     size_t src_len = 0;
-    uint32_t n = 0, n_local = 0;
+    uint32_t n = 0;
     uint64_t version = 0;
     int rc;
 
@@ -1009,10 +1329,11 @@ int ns_job_read(ns_mpr_t *r, ns_job_t *job, char *err, size_t errlen)
     s_at(&c, "version", 0);
     /* the version decides the layout: check it before anything else */
     if (ns_mpr_uint(r, &version) == NS_OK && version != NS_JOB_VERSION &&
-        version != NS_JOB_VERSION_SHARD)
+        version != NS_JOB_VERSION_SHARD && version != NS_JOB_VERSION_PIPELINE)
         s_rd_fail(&c, NS_ERR_VERSION);
-    if (r->err == NS_OK &&
-        n != (version == NS_JOB_VERSION ? S_N_FIELDS : S_N_FIELDS_SHARD))
+    if (r->err == NS_OK && n != (version == NS_JOB_VERSION         ? S_N_FIELDS
+                                 : version == NS_JOB_VERSION_SHARD ? S_N_FIELDS_SHARD
+                                                                   : S_N_FIELDS_PIPE))
         s_rd_fail(&c, NS_ERR_TYPE);
     s_at(&c, "builtin", 0);
     ns_mpr_str(r, job->builtin, NS_MAX_BUILTIN);
@@ -1024,16 +1345,7 @@ int ns_job_read(ns_mpr_t *r, ns_job_t *job, char *err, size_t errlen)
     ns_mpr_str(r, job->entry, NS_MAX_ENTRY);
     s_at(&c, "options", 0);
     ns_mpr_str(r, job->options, NS_MAX_OPTIONS);
-    s_at(&c, "global", 0);
-    ns_mpr_array(r, &job->dims, 3);
-    for (uint32_t d = 0; d < job->dims && r->err == NS_OK; d++)
-        ns_mpr_uint(r, &job->global[d]);
-    s_at(&c, "local", 0);
-    if (ns_mpr_array(r, &n_local, 3) == NS_OK && n_local != 0 &&
-        n_local != job->dims)
-        s_rd_fail(&c, NS_ERR_TYPE);
-    for (uint32_t d = 0; d < n_local && r->err == NS_OK; d++)
-        ns_mpr_uint(r, &job->local[d]);
+    s_read_ndrange(&c, &job->dims, job->global, job->local);
     s_at(&c, "args", 0);
     ns_mpr_array(r, &job->n_args, NS_MAX_ARGS);
     for (uint32_t k = 0; k < job->n_args && r->err == NS_OK; k++) {
@@ -1059,6 +1371,19 @@ int ns_job_read(ns_mpr_t *r, ns_job_t *job, char *err, size_t errlen)
         /* version 2 is a shard: rows >= 1 (else the canonical check
          * fails, as version 1 would be written) */
         ns_mpr_uint(r, &job->shard_rows);
+    }
+    if (version == NS_JOB_VERSION_PIPELINE && r->err == NS_OK) {
+        s_at(&c, "steps", 0);
+        if (ns_mpr_array(r, &job->n_steps, NS_MAX_STEPS) == NS_OK &&
+            job->n_steps == 0)
+            s_rd_fail(&c, NS_ERR_INVAL);
+        if (r->err == NS_OK) {
+            job->steps = calloc(job->n_steps, sizeof *job->steps);
+            if (!job->steps)
+                s_rd_fail(&c, NS_ERR_NOMEM);
+        }
+        for (uint32_t s = 0; s < job->n_steps && r->err == NS_OK; s++)
+            s_read_step(&c, s, &job->steps[s]);
     }
     if (r->err != NS_OK) {
         rc = s_fail(r->err, err, errlen, "job descriptor: %s: %s", c.what,
@@ -1123,6 +1448,8 @@ int ns_job_id(const ns_job_t *job, ns_hash_t id)
 
 int ns_job_finalize(ns_job_t *job, char *err, size_t errlen)
 {
+    if (job->n_steps) /* item_bytes stay 0: units differ by step */
+        return ns_job_validate(job, err, errlen);
     uint64_t n_units = 0;
     int rc = s_check_ndrange(job, &n_units, err, errlen);
     if (rc != NS_OK)

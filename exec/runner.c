@@ -1232,12 +1232,124 @@ void *ns_buf_alloc(uint64_t n)
     return p;
 }
 
+/* ---- pipelines (job.h) --------------------------------------------------- */
+
+/* Step s's view of a pipeline's buffers: its inputs (the job's, and the
+ * outputs of earlier steps it reads) and the outputs it writes. */
+static void s_step_io(const ns_job_t *job, const ns_job_t *view,
+                      const uint32_t *map, const ns_input_t *inputs,
+                      uint8_t **outputs, ns_input_t *in_v, uint8_t **out_v)
+{
+    memset(in_v, 0, NS_MAX_ARGS * sizeof *in_v);
+    memset(out_v, 0, NS_MAX_ARGS * sizeof *out_v);
+    for (uint32_t i = 0; i < view->n_args; i++) {
+        uint32_t b = map[i];
+        if (b == NS_JOB_NO_BUF)
+            continue;
+        if (view->args[i].kind == NS_ARG_OUT)
+            out_v[i] = outputs[b];
+        else if (job->args[b].kind == NS_ARG_IN)
+            in_v[i] = inputs[b];
+        else /* an earlier step's output, read as it is */
+            in_v[i] = (ns_input_t){outputs[b], (size_t)job->args[b].size,
+                                   true};
+    }
+}
+
+static void s_timings_add(ns_timings_t *sum, const ns_timings_t *t)
+{
+    sum->build_us += t->build_us;
+    sum->upload_us += t->upload_us;
+    sum->run_us += t->run_us;
+    sum->download_us += t->download_us;
+    sum->cache_hit = sum->cache_hit && t->cache_hit;
+}
+
+/* Every step in order; a failure names its step. */
+static int s_run_pipeline(ns_runner_t *r, const ns_job_t *job,
+                          const ns_input_t *inputs, uint8_t **outputs,
+                          ns_timings_t *t, char *err, size_t errlen)
+{
+    ns_timings_t sum = {.cache_hit = true}, one;
+    ns_input_t in_v[NS_MAX_ARGS];
+    uint8_t *out_v[NS_MAX_ARGS];
+    uint32_t map[NS_MAX_ARGS];
+    ns_job_t view;
+    char why[512];
+    int rc = ns_job_validate(job, err, errlen);
+    for (uint32_t s = 0; s < job->n_steps && rc == NS_OK; s++) {
+        ns_job_step_view(job, s, &view, map);
+        s_step_io(job, &view, map, inputs, outputs, in_v, out_v);
+        rc = s_run(r, &view, in_v, out_v, &one, why, sizeof why);
+        s_timings_add(&sum, &one);
+        if (rc != NS_OK && err && errlen)
+            snprintf(err, errlen, "step %u (%s): %s", s + 1, view.entry, why);
+    }
+    if (t)
+        *t = sum;
+    return rc;
+}
+
+/* The units of each step, the last step first: a unit reads the outputs
+ * of earlier steps as the caller's buffers hold them before any unit of
+ * those steps runs again (a re-run of the claim reads the claim). */
+static int s_run_pipeline_units(ns_runner_t *r, const ns_job_t *job,
+                                const ns_input_t *inputs, const uint64_t *units,
+                                uint32_t n, uint8_t **outputs, ns_timings_t *t,
+                                char *err, size_t errlen)
+{
+    ns_timings_t sum = {.cache_hit = true}, one;
+    ns_input_t in_v[NS_MAX_ARGS];
+    uint8_t *out_v[NS_MAX_ARGS];
+    uint32_t map[NS_MAX_ARGS];
+    ns_job_t view;
+    char why[512];
+    int rc = ns_job_validate(job, err, errlen);
+    if (rc != NS_OK)
+        return rc;
+    uint64_t total = ns_job_units(job);
+    for (uint32_t j = 0; j < n; j++)
+        if (units[j] >= total) {
+            if (err && errlen)
+                snprintf(err, errlen, "unit %llu: the pipeline has %llu",
+                         (unsigned long long)units[j],
+                         (unsigned long long)total);
+            return NS_ERR_INVAL;
+        }
+    uint64_t *mine = n ? malloc((size_t)n * sizeof *mine) : NULL;
+    if (n && !mine)
+        return NS_ERR_NOMEM;
+    for (uint32_t s = job->n_steps; s-- > 0 && rc == NS_OK;) {
+        uint64_t first = ns_job_step_first(job, s);
+        uint64_t count = ns_job_step_units(job, s);
+        uint32_t k = 0;
+        for (uint32_t j = 0; j < n; j++)
+            if (units[j] >= first && units[j] - first < count)
+                mine[k++] = units[j] - first;
+        if (k == 0)
+            continue;
+        ns_job_step_view(job, s, &view, map);
+        s_step_io(job, &view, map, inputs, outputs, in_v, out_v);
+        rc = s_run_units(r, &view, in_v, mine, k, out_v, &one, why,
+                         sizeof why);
+        s_timings_add(&sum, &one);
+        if (rc != NS_OK && err && errlen)
+            snprintf(err, errlen, "step %u (%s): %s", s + 1, view.entry, why);
+    }
+    free(mine);
+    if (t)
+        *t = sum;
+    return rc;
+}
+
 int ns_runner_run(ns_runner_t *r, const ns_job_t *job, const ns_input_t *inputs,
                   uint8_t **outputs, ns_timings_t *t, char *err, size_t errlen)
 {
     assert(r);
     pthread_mutex_lock(&r->lock);
-    int rc = s_run(r, job, inputs, outputs, t, err, errlen);
+    int rc = job->n_steps
+                 ? s_run_pipeline(r, job, inputs, outputs, t, err, errlen)
+                 : s_run(r, job, inputs, outputs, t, err, errlen);
     pthread_mutex_unlock(&r->lock);
     return rc;
 }
@@ -1249,7 +1361,10 @@ int ns_runner_run_units(ns_runner_t *r, const ns_job_t *job,
 {
     assert(r);
     pthread_mutex_lock(&r->lock);
-    int rc = s_run_units(r, job, inputs, units, n, outputs, t, err, errlen);
+    int rc = job->n_steps ? s_run_pipeline_units(r, job, inputs, units, n,
+                                                 outputs, t, err, errlen)
+                          : s_run_units(r, job, inputs, units, n, outputs, t,
+                                        err, errlen);
     pthread_mutex_unlock(&r->lock);
     return rc;
 }

@@ -579,12 +579,15 @@ static uint64_t s_batch_changes(const ns_job_t *job, const s_layout_t *l,
  * bytes differ by 0xFF, so eight bytes at a time are skipped when their
  * XOR is all ones. */
 static bool s_unit_wrong(const ns_job_t *job, const s_layout_t *l,
-                         const s_bufs_t *a, const s_bufs_t *b,
+                         uint64_t unit, const s_bufs_t *a, const s_bufs_t *b,
                          uint8_t *const *claim, uint32_t *bad_arg,
                          uint64_t *bad_pos)
 {
     for (uint32_t o = 0; o < l->n_out; o++) {
         uint32_t arg = l->arg[o];
+        if (job->n_steps &&
+            ns_job_writer(job, arg) != ns_job_unit_step(job, unit))
+            continue; /* another step's buffer: this unit only reads it */
         uint64_t size = job->args[arg].size;
         const uint8_t *x = a->b[arg], *y = b->b[arg], *c = claim[arg];
         for (uint64_t i = 0; i < size; i++) {
@@ -613,13 +616,39 @@ static bool s_unit_wrong(const ns_job_t *job, const s_layout_t *l,
     return false;
 }
 
-/* Re-run one unit alone on the two fills: a on 0x00, b on 0xFF. */
-static int s_alone(ns_runner_t *r, const ns_job_t *job, const s_layout_t *l,
-                   const ns_input_t *inputs, uint64_t unit, s_bufs_t *a,
-                   s_bufs_t *b, char *err, size_t errlen)
+/* A pipeline's unit alone: the buffers its step writes get the fill, the
+ * ones it reads from earlier steps the claim (claim[arg]). */
+static void s_bufs_fill_step(const s_layout_t *l, const ns_job_t *job,
+                             s_bufs_t *s, int byte, uint64_t unit,
+                             const uint8_t *const *claim)
 {
-    s_bufs_fill(l, job, a, 0x00);
-    s_bufs_fill(l, job, b, 0xff);
+    uint32_t step = ns_job_unit_step(job, unit);
+    for (uint32_t o = 0; o < l->n_out; o++) {
+        uint32_t arg = l->arg[o];
+        size_t size = (size_t)job->args[arg].size;
+        uint32_t w = ns_job_writer(job, arg);
+        if (w == step)
+            memset(s->b[arg], byte, size);
+        else if (w < step)
+            memcpy(s->b[arg], claim[arg], size);
+    }
+}
+
+/* Re-run one unit alone on the two fills: a on 0x00, b on 0xFF. claim:
+ * a pipeline's claimed buffers (by argument), NULL for a job of one
+ * launch. */
+static int s_alone(ns_runner_t *r, const ns_job_t *job, const s_layout_t *l,
+                   const ns_input_t *inputs, uint64_t unit,
+                   const uint8_t *const *claim, s_bufs_t *a, s_bufs_t *b,
+                   char *err, size_t errlen)
+{
+    if (job->n_steps) {
+        s_bufs_fill_step(l, job, a, 0x00, unit, claim);
+        s_bufs_fill_step(l, job, b, 0xff, unit, claim);
+    } else {
+        s_bufs_fill(l, job, a, 0x00);
+        s_bufs_fill(l, job, b, 0xff);
+    }
     int rc =
         ns_runner_run_units(r, job, inputs, &unit, 1, a->b, NULL, err, errlen);
     if (rc == NS_OK)
@@ -673,11 +702,14 @@ static int s_check(ns_runner_t *r, const ns_job_t *job, const ns_hash_t job_id,
         rc = NS_ERR_PROOF;
         goto out;
     }
-    /* a shard's units only (all of them for a whole job) */
+    /* a shard's units only (all of them for a whole job); k of each step
+     * of a pipeline */
     uint64_t pool = ns_job_shard_units(job);
-    uint32_t n = k;
-    if ((uint64_t)n > pool)
-        n = (uint32_t)pool;
+    uint32_t n = 0;
+    for (uint32_t st = 0; st < ns_job_steps(job); st++) {
+        uint64_t in_step = job->n_steps ? ns_job_step_units(job, st) : pool;
+        n += (uint64_t)k < in_step ? k : (uint32_t)in_step;
+    }
     if (n == 0)
         goto out;
     units = malloc((size_t)n * sizeof *units);
@@ -691,9 +723,32 @@ static int s_check(ns_runner_t *r, const ns_job_t *job, const ns_hash_t job_id,
                  n);
         goto out;
     }
-    ns_challenge_draw(root, secret, pool, n, units);
-    for (uint32_t j = 0; j < n; j++)
-        units[j] = ns_job_shard_unit(job, units[j]);
+    if (job->n_steps) {
+        /* each step its own draw, from a secret of its own; the last
+         * step's units first, as the runner re-runs them */
+        uint32_t at = 0;
+        for (uint32_t st = job->n_steps; st-- > 0;) {
+            uint8_t sub[32];
+            uint8_t seed[36];
+            memcpy(seed, secret, 32);
+            seed[32] = (uint8_t)(st >> 24);
+            seed[33] = (uint8_t)(st >> 16);
+            seed[34] = (uint8_t)(st >> 8);
+            seed[35] = (uint8_t)st;
+            crypto_generichash(sub, sizeof sub, seed, sizeof seed, NULL, 0);
+            uint64_t in_step = ns_job_step_units(job, st);
+            uint32_t m = (uint64_t)k < in_step ? k : (uint32_t)in_step;
+            uint64_t first = ns_job_step_first(job, st);
+            ns_challenge_draw(root, sub, in_step, m, units + at);
+            for (uint32_t j = 0; j < m; j++)
+                units[at + j] += first;
+            at += m;
+        }
+    } else {
+        ns_challenge_draw(root, secret, pool, n, units);
+        for (uint32_t j = 0; j < n; j++)
+            units[j] = ns_job_shard_unit(job, units[j]);
+    }
 
     ns_timings_t t;
     rc = ns_runner_run_units(r, job, inputs, units, n, w.b, &t, err, errlen);
@@ -703,17 +758,19 @@ static int s_check(ns_runner_t *r, const ns_job_t *job, const ns_hash_t job_id,
     res->checked = n;
     res->changed = s_batch_changes(job, &l, &w, outputs, fds);
     if (res->changed > 0) {
-        /* Attribution: each drawn unit alone on the two fills. */
+        /* Attribution: each drawn unit alone on the two fills (a
+         * pipeline's reading the claim of earlier steps). */
         rc = s_bufs_alloc(&l, job, &f);
         if (rc != NS_OK)
             goto out;
         for (uint32_t j = 0; j < n; j++) {
             uint32_t arg = 0;
             uint64_t pos = 0;
-            rc = s_alone(r, job, &l, inputs, units[j], &w, &f, err, errlen);
+            rc = s_alone(r, job, &l, inputs, units[j],
+                         (const uint8_t *const *)outputs, &w, &f, err, errlen);
             if (rc != NS_OK)
                 goto out;
-            if (!s_unit_wrong(job, &l, &w, &f, outputs, &arg, &pos))
+            if (!s_unit_wrong(job, &l, units[j], &w, &f, outputs, &arg, &pos))
                 continue;
             if (res->mismatched++ == 0) {
                 res->first_bad = units[j];
@@ -773,22 +830,6 @@ void ns_fraud_release(ns_fraud_proof_t *p)
     memset(p, 0, sizeof *p);
 }
 
-/* Deep copy of a descriptor. */
-static int s_job_copy(ns_job_t *dst, const ns_job_t *src)
-{
-    *dst = *src;
-    dst->source = NULL;
-    dst->source_len = 0;
-    if (!src->source)
-        return NS_OK;
-    int rc = ns_job_set_source(dst, src->source, src->source_len);
-    if (rc != NS_OK)
-        return rc;
-    /* whatever set_source derives, keep the descriptor as it was */
-    memcpy(dst->source_hash, src->source_hash, NS_HASH_BYTES);
-    return NS_OK;
-}
-
 /* The proof's claimed chunk: where it starts in its argument, its
  * length, its leaf. NS_ERR_INVAL when the shape does not fit the job. */
 static int s_proof_shape(const ns_fraud_proof_t *p, uint64_t *chunk_off,
@@ -801,6 +842,17 @@ static int s_proof_shape(const ns_fraud_proof_t *p, uint64_t *chunk_off,
         p->pos >= job->args[p->arg].size ||
         ns_commit_leaf_index(job, p->arg, p->pos, leaf) != NS_OK)
         return NS_ERR_INVAL;
+    /* a pipeline's unit writes only its step's buffers, and the outs are
+     * there exactly when its step reads an earlier step's */
+    if (job->n_steps &&
+        ns_job_writer(job, p->arg) != ns_job_unit_step(job, p->unit))
+        return NS_ERR_INVAL;
+    uint32_t want_outs = 0;
+    if (ns_fraud_needs_outs(job, p->unit))
+        for (uint32_t i = 0; i < job->n_args; i++)
+            want_outs += job->args[i].kind == NS_ARG_OUT;
+    if (p->n_outs != want_outs)
+        return NS_ERR_INVAL;
     uint64_t size = job->args[p->arg].size;
     *chunk_off = p->pos / NS_COMMIT_CHUNK * NS_COMMIT_CHUNK;
     *chunk_len = size - *chunk_off < NS_COMMIT_CHUNK
@@ -810,6 +862,20 @@ static int s_proof_shape(const ns_fraud_proof_t *p, uint64_t *chunk_off,
     if (p->depth != ns_merkle_proof_len((size_t)*n_leaves, (size_t)*leaf))
         return NS_ERR_INVAL;
     return NS_OK;
+}
+
+bool ns_fraud_needs_outs(const ns_job_t *job, uint64_t u)
+{
+    if (!job->n_steps || u >= ns_job_units(job))
+        return false;
+    ns_job_t view;
+    uint32_t map[NS_MAX_ARGS];
+    ns_job_step_view(job, ns_job_unit_step(job, u), &view, map);
+    for (uint32_t i = 0; i < view.n_args; i++)
+        if (map[i] != NS_JOB_NO_BUF && view.args[i].kind == NS_ARG_IN &&
+            job->args[map[i]].kind == NS_ARG_OUT)
+            return true;
+    return false;
 }
 
 /* The root a proof's chunk and path lead to (hash.h's verify walk). */
@@ -849,7 +915,7 @@ int ns_fraud_build(ns_fraud_proof_t *p, const ns_job_t *job,
         rc = NS_ERR_INVAL;
         goto out;
     }
-    rc = s_job_copy(&p->job, job);
+    rc = ns_job_copy(&p->job, job);
     if (rc != NS_OK)
         goto out;
     memcpy(p->job_id, job_id, NS_HASH_BYTES);
@@ -866,6 +932,11 @@ int ns_fraud_build(ns_fraud_proof_t *p, const ns_job_t *job,
     }
     n_leaves = ns_commit_leaves(job);
     p->depth = ns_merkle_proof_len((size_t)n_leaves, (size_t)leaf);
+    if (ns_fraud_needs_outs(job, unit))
+        for (uint32_t i = 0; i < job->n_args; i++)
+            if (job->args[i].kind == NS_ARG_OUT)
+                ns_hash(p->outs[p->n_outs++], outputs[i],
+                        (size_t)job->args[i].size);
     rc = s_proof_shape(p, &chunk_off, &chunk_len, &leaf, &n_leaves);
     if (rc != NS_OK || (tree && tree->n_leaves != n_leaves)) {
         rc = NS_ERR_INVAL;
@@ -895,8 +966,9 @@ out:
 
 void ns_fraud_pack(msgpack_packer *pk, const ns_fraud_proof_t *p)
 {
-    msgpack_pack_array(pk, 11);
-    msgpack_pack_uint8(pk, NS_FRAUD_VERSION);
+    bool pipe = p->job.n_steps != 0;
+    msgpack_pack_array(pk, pipe ? 12 : 11);
+    msgpack_pack_uint8(pk, pipe ? NS_FRAUD_VERSION_PIPELINE : NS_FRAUD_VERSION);
     ns_job_pack(pk, &p->job);
     ns_mp_bin(pk, p->provider, NS_ID_BYTES);
     ns_mp_bin(pk, p->root, NS_HASH_BYTES);
@@ -909,6 +981,11 @@ void ns_fraud_pack(msgpack_packer *pk, const ns_fraud_proof_t *p)
     msgpack_pack_array(pk, (uint32_t)p->depth);
     for (size_t i = 0; i < p->depth; i++)
         ns_mp_bin(pk, p->path[i], NS_HASH_BYTES);
+    if (pipe) {
+        msgpack_pack_array(pk, p->n_outs);
+        for (uint32_t i = 0; i < p->n_outs; i++)
+            ns_mp_bin(pk, p->outs[i], NS_HASH_BYTES);
+    }
 }
 
 int ns_fraud_read(ns_mpr_t *r, ns_fraud_proof_t *p, char *err, size_t errlen)
@@ -923,14 +1000,19 @@ int ns_fraud_read(ns_mpr_t *r, ns_fraud_proof_t *p, char *err, size_t errlen)
     if (err && errlen)
         err[0] = '\0';
 
-    ns_mpr_array_exact(r, 11);
+    uint32_t fields = 0;
+    ns_mpr_array(r, &fields, 12);
     ns_mpr_uint(r, &version);
-    if (r->err == NS_OK && version != NS_FRAUD_VERSION) {
+    if (r->err == NS_OK && version != NS_FRAUD_VERSION &&
+        version != NS_FRAUD_VERSION_PIPELINE) {
         snprintf(err, errlen, "fraud proof version %llu unknown",
                  (unsigned long long)version);
         r->err = NS_ERR_VERSION;
         goto out;
     }
+    if (r->err == NS_OK &&
+        fields != (version == NS_FRAUD_VERSION_PIPELINE ? 12u : 11u))
+        r->err = NS_ERR_TYPE;
     if (r->err != NS_OK)
         goto bad;
     rc = ns_job_read(r, &p->job, err, errlen);
@@ -938,6 +1020,14 @@ int ns_fraud_read(ns_mpr_t *r, ns_fraud_proof_t *p, char *err, size_t errlen)
         if (r->err == NS_OK)
             r->err = rc;
         goto out; /* err names the descriptor field */
+    }
+    if ((version == NS_FRAUD_VERSION_PIPELINE) != (p->job.n_steps != 0)) {
+        snprintf(err, errlen,
+                 "fraud proof version %llu for a %s",
+                 (unsigned long long)version,
+                 p->job.n_steps ? "pipeline" : "job of one launch");
+        r->err = NS_ERR_INVAL;
+        goto out;
     }
     ns_mpr_bin_exact(r, p->provider, NS_ID_BYTES);
     ns_mpr_bin_exact(r, p->root, NS_HASH_BYTES);
@@ -950,6 +1040,11 @@ int ns_fraud_read(ns_mpr_t *r, ns_fraud_proof_t *p, char *err, size_t errlen)
     ns_mpr_array(r, &depth, NS_MERKLE_MAX_DEPTH);
     for (uint32_t i = 0; i < depth && r->err == NS_OK; i++)
         ns_mpr_bin_exact(r, p->path[i], NS_HASH_BYTES);
+    if (version == NS_FRAUD_VERSION_PIPELINE) {
+        ns_mpr_array(r, &p->n_outs, NS_MAX_ARGS);
+        for (uint32_t i = 0; i < p->n_outs && r->err == NS_OK; i++)
+            ns_mpr_bin_exact(r, p->outs[i], NS_HASH_BYTES);
+    }
     if (r->err != NS_OK)
         goto bad;
     p->depth = depth;
@@ -1043,7 +1138,37 @@ int ns_fraud_check(ns_runner_t *r, const ns_fraud_proof_t *p,
         rc = s_bufs_alloc(&l, &p->job, &b);
     if (rc != NS_OK)
         goto out;
-    rc = s_alone(r, &p->job, &l, inputs, p->unit, &a, &b, err, errlen);
+    /* a pipeline's step reading earlier steps' buffers: the claimed
+     * buffers (fetched by their hashes) must be the committed ones */
+    const uint8_t *claim[NS_MAX_ARGS] = {0};
+    uint8_t *claim_rw[NS_MAX_ARGS] = {0}; /* the same, for ns_commit_root
+                                             (which only reads them) */
+    if (p->n_outs) {
+        for (uint32_t i = 0; i < p->job.n_args; i++) {
+            if (p->job.args[i].kind != NS_ARG_OUT)
+                continue;
+            if (!inputs[i].data || inputs[i].len != p->job.args[i].size) {
+                snprintf(err, errlen, "arg %u (out): the claimed buffer is "
+                                      "not given", i);
+                rc = NS_ERR_INVAL;
+                goto out;
+            }
+            claim[i] = inputs[i].data;
+            memcpy(&claim_rw[i], &claim[i], sizeof claim_rw[i]);
+        }
+        ns_hash_t got;
+        rc = ns_commit_root(&p->job, p->job_id, claim_rw, got);
+        if (rc != NS_OK)
+            goto out;
+        if (sodium_memcmp(got, p->root, NS_HASH_BYTES) != 0) {
+            snprintf(err, errlen,
+                     "the buffers of the proof's outs are not the committed "
+                     "ones");
+            rc = NS_ERR_PROOF;
+            goto out;
+        }
+    }
+    rc = s_alone(r, &p->job, &l, inputs, p->unit, claim, &a, &b, err, errlen);
     if (rc != NS_OK)
         goto out;
     const uint8_t *x = a.b[p->arg], *y = b.b[p->arg];

@@ -408,8 +408,13 @@ static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
     const uint64_t *items = q.items;
     uint32_t type = q.type, n_items = q.n_items;
 
-    for (uint32_t i = 0; i < job->n_args; i++) {
-        if (job->args[i].kind != NS_ARG_IN)
+    /* the inputs, then (a pipeline's proof with outs) the claimed OUT
+     * buffers, each in argument order */
+    bool outs = q.type == NS_WORKER_MSG_FRAUD && q.proof.n_outs;
+    for (uint32_t k = 0; k < 2 * job->n_args; k++) {
+        uint32_t i = k % job->n_args;
+        if (k < job->n_args ? job->args[i].kind != NS_ARG_IN
+                            : !outs || job->args[i].kind != NS_ARG_OUT)
             continue;
         uint64_t size = job->args[i].size;
         inbuf[i] = status == NS_OK ? s_alloc(size) : NULL;

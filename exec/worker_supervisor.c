@@ -894,8 +894,12 @@ static int s_submit(ns_worker_t *w, const ns_job_t *job,
     rc = ns_job_validate(job, err, errlen);
     if (rc != NS_OK)
         return rc;
+    /* a pipeline's proof with outs: the claimed OUT buffers travel too,
+     * after the inputs (ns_fraud_check) */
+    bool outs = proof && proof->n_outs;
     for (uint32_t i = 0; i < job->n_args; i++) {
-        if (job->args[i].kind != NS_ARG_IN)
+        if (job->args[i].kind != NS_ARG_IN &&
+            !(outs && job->args[i].kind == NS_ARG_OUT))
             continue;
         if (!inputs || !inputs[i].data || inputs[i].len != job->args[i].size) {
             snprintf(err, errlen,
@@ -953,11 +957,18 @@ static int s_submit(ns_worker_t *w, const ns_job_t *job,
         w->wseg[w->n_wseg].p = inputs[i].data;
         w->wseg[w->n_wseg++].len = job->args[i].size;
     }
+    for (uint32_t i = 0; outs && i < job->n_args; i++) {
+        if (job->args[i].kind != NS_ARG_OUT)
+            continue;
+        w->wseg[w->n_wseg].p = inputs[i].data;
+        w->wseg[w->n_wseg++].len = job->args[i].size;
+    }
     w->wseg_i = 0;
     w->wseg_off = 0;
 
     w->job = *job;
     w->job.source = NULL; /* a shallow copy: never freed, never read */
+    w->job.steps = NULL;
     return s_queue(w,
                    proof   ? NS_WORKER_MSG_FRAUD
                    : items ? NS_WORKER_MSG_ITEMS

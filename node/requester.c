@@ -1322,6 +1322,14 @@ static void s_slash(ns_requester_t *q, const ns_ledger_job_t *lj)
         if (rc == NS_OK)
             q->slash_by_ref = true;
     }
+    if (rc == NS_OK && proof.n_outs) {
+        /* a pipeline's step that read earlier steps' buffers: every node
+         * fetches the claimed buffers by hash, from us first */
+        rc = q->o.blobs ? ns_slash_keep_outputs(q->o.blobs, &proof, q->out_view)
+                        : NS_ERR_STATE;
+        if (rc == NS_OK)
+            q->slash_by_ref = true;
+    }
     ns_fraud_release(&proof);
     if (rc == NS_OK) {
         ns_entry_body_t b;

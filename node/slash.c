@@ -54,21 +54,42 @@ int ns_slash_keep_inputs(ns_blobs_t *blobs, const ns_job_t *job,
     return NS_OK;
 }
 
-/* Inputs that did not travel in the proof: mapped from the blob store
- * (pages of the file, not the heap), or asked from peers (the SLASH's
- * author, the requester, first) into the store. mapped[i]: bytes mapped
- * for input i, to unmap. */
-static int s_inputs_by_hash(ns_slash_ctx_t *ctx, const ns_ledger_job_t *job,
-                            const ns_fraud_proof_t *p, ns_input_t *inputs,
-                            size_t *mapped, uint8_t missing[NS_HASH_BYTES])
+int ns_slash_keep_outputs(ns_blobs_t *blobs, const ns_fraud_proof_t *p,
+                          uint8_t *const *outputs)
 {
+    uint32_t o = 0;
+    for (uint32_t i = 0; i < p->job.n_args && o < p->n_outs; i++) {
+        if (p->job.args[i].kind != NS_ARG_OUT)
+            continue;
+        int rc = ns_blobs_put(blobs, p->outs[o++], outputs[i],
+                              (size_t)p->job.args[i].size);
+        if (rc != NS_OK)
+            return rc;
+    }
+    return NS_OK;
+}
+
+/* Inputs that did not travel in the proof (want_in), and a pipeline
+ * proof's claimed buffers (its outs, into inputs[] at their OUT
+ * positions): mapped from the blob store (pages of the file, not the
+ * heap), or asked from peers (the SLASH's author, the requester, first)
+ * into the store. mapped[i]: bytes mapped for input i, to unmap. */
+static int s_inputs_by_hash(ns_slash_ctx_t *ctx, const ns_ledger_job_t *job,
+                            const ns_fraud_proof_t *p, bool want_in,
+                            ns_input_t *inputs, size_t *mapped,
+                            uint8_t missing[NS_HASH_BYTES])
+{
+    uint32_t o = 0;
     for (uint32_t i = 0; i < p->job.n_args; i++) {
         const ns_arg_t *a = &p->job.args[i];
-        if (a->kind != NS_ARG_IN)
+        const uint8_t *hash = a->hash;
+        if (a->kind == NS_ARG_OUT && p->n_outs)
+            hash = p->outs[o++]; /* a pipeline's claimed buffer */
+        else if (a->kind != NS_ARG_IN || !want_in)
             continue;
         size_t len = 0;
         const uint8_t *data = NULL;
-        int rc = ctx->blobs ? ns_blobs_map(ctx->blobs, a->hash, &data, &len)
+        int rc = ctx->blobs ? ns_blobs_map(ctx->blobs, hash, &data, &len)
                             : NS_ERR_NOTFOUND;
         if (rc == NS_OK) {
             inputs[i].data = data;
@@ -81,8 +102,8 @@ static int s_inputs_by_hash(ns_slash_ctx_t *ctx, const ns_ledger_job_t *job,
         }
         if (rc == NS_OK) /* the hash matches but not the size: forged */
             return NS_ERR_PROOF;
-        memcpy(missing, a->hash, NS_HASH_BYTES);
-        if (ctx->content && ns_content_want(ctx->content, a->hash, a->size,
+        memcpy(missing, hash, NS_HASH_BYTES);
+        if (ctx->content && ns_content_want(ctx->content, hash, a->size,
                                             job->requester) != NS_OK)
             ns_debug(NS_MOD_MARKET, "event=slash_input_queue_full");
         return NS_ERR_MISSING;
@@ -167,8 +188,9 @@ int ns_slash_verify(void *user, const ns_ledger_job_t *job,
         goto out;
     if (ns_fraud_verify_claim(&p, err, sizeof err) != NS_OK)
         goto out;
-    if (!have_inputs &&
-        (rc = s_inputs_by_hash(ctx, job, &p, inputs, mapped, missing)) != NS_OK)
+    if ((!have_inputs || p.n_outs) &&
+        (rc = s_inputs_by_hash(ctx, job, &p, !have_inputs, inputs, mapped,
+                               missing)) != NS_OK)
         goto out;
     rc = NS_ERR_PROOF;
     if (ctx->runner) {

@@ -45,6 +45,8 @@
 #define NS_JOB_VERSION 1         /* first element of the encoding */
 #define NS_JOB_VERSION_SHARD 2   /* ... of a shard's (three more fields) */
 #define NS_MAX_SHARDS 64         /* shards of one job */
+#define NS_JOB_VERSION_PIPELINE 3 /* ... of a pipeline's (steps) */
+#define NS_MAX_STEPS 16           /* launches of one pipeline */
 #define NS_JOB_DOMAIN "nightshift/job/v1"     /* job id domain, no NUL */
 #define NS_MAX_JOB_MSG (NS_MAX_SOURCE + 8192) /* encoded descriptor */
 
@@ -58,6 +60,8 @@ typedef enum {
     NS_ARG_F32 = 7,
     NS_ARG_F64 = 8,
     NS_ARG_LOCAL = 9, /* __local memory of size bytes */
+    NS_ARG_BUF = 10,  /* a pipeline step's argument: buffer v.u32 of the
+                         job's args (see "Pipelines" below) */
 } ns_arg_kind;
 
 typedef struct {
@@ -88,6 +92,17 @@ typedef enum {
     NS_ITEM_WORK_GROUP = 1,
 } ns_item_kind;
 
+/* One launch of a pipeline: its args are NS_ARG_BUF (a buffer of the
+ * job), scalars and NS_ARG_LOCAL, in the kernel's order. */
+typedef struct {
+    char entry[NS_MAX_ENTRY + 1];
+    uint32_t dims; /* 1..3 */
+    uint64_t global[3];
+    uint64_t local[3]; /* all 0 = let the runtime choose */
+    uint32_t n_args;
+    ns_arg_t args[NS_MAX_ARGS];
+} ns_step_t;
+
 typedef struct {
     char builtin[NS_MAX_BUILTIN + 1]; /* "" when source is given */
     uint8_t *source;                  /* OpenCL C, owned; NULL for built-in */
@@ -113,6 +128,11 @@ typedef struct {
      * shard_dim 0). See "Shards" below. */
     uint32_t shard_dim;
     uint64_t shard_first, shard_rows;
+    /* A pipeline (n_steps >= 1; see "Pipelines" below): entry is "", dims
+     * 0, args are its buffers (IN and OUT only) and steps[] (owned) its
+     * launches. 0 and NULL for a job of one launch. */
+    uint32_t n_steps;
+    ns_step_t *steps;
 } ns_job_t;
 
 void ns_job_init(ns_job_t *job);
@@ -151,8 +171,8 @@ int ns_job_validate(const ns_job_t *job, char *err,
                     size_t errlen) NS_MUST_CHECK;
 
 /* Number of units: work-groups when the job has local sizes, else
- * work-items; 0 when the NDRange is not valid (dims, zero sizes,
- * overflow, local not dividing). */
+ * work-items (a pipeline: the sum over its steps); 0 when the NDRange is
+ * not valid (dims, zero sizes, overflow, local not dividing). */
 uint64_t ns_job_units(const ns_job_t *job);
 /* Shards. The rows of a job are the units' coordinates along dimension
  * shard_dim (global[d] / local[d] with local sizes, else global[d]). A
@@ -187,6 +207,39 @@ int ns_job_shardable(const ns_job_t *job, uint32_t n, uint32_t dim, char *err,
  * must be initialised; it gets a deep copy of src (NS_ERR_NOMEM). */
 int ns_job_make_shard(ns_job_t *dst, const ns_job_t *src, uint32_t i,
                       uint32_t n, uint32_t dim) NS_MUST_CHECK;
+
+/* Pipelines (descriptor version 3). Several launches of one program, in
+ * order, on one provider, over the job's buffers: args[] holds only IN
+ * and OUT buffers, and each step names them by index (NS_ARG_BUF). An
+ * OUT buffer is written by the first step that names it (its writer) and
+ * only read by the later ones; every buffer is named by some step and
+ * every step writes at least one. All OUT buffers (the intermediates
+ * too) are committed to like any job's outputs, so a step's check can
+ * read what earlier steps wrote. Units are numbered step after step: the
+ * units of step 0, then those of step 1 (each step's as in "Units"). A
+ * pipeline is never sharded. Step s seen as a job of one launch (its
+ * view): the step's entry, NDRange and arguments, where a buffer it
+ * writes is OUT, an input IN, and a buffer an earlier step wrote IN with
+ * an all-zero hash (its content comes from the outputs, never checked
+ * against a hash). */
+/* Launches in the job: n_steps, or 1 for a job of one launch. */
+uint32_t ns_job_steps(const ns_job_t *job);
+/* Step s as a job of one launch (s < ns_job_steps; a job of one launch
+ * is its own step 0). view borrows job's source: never release it, and
+ * do not use it after job changes. map[i] gets the job's buffer for view
+ * argument i (NS_JOB_NO_BUF for a scalar or local). */
+#define NS_JOB_NO_BUF UINT32_MAX
+void ns_job_step_view(const ns_job_t *job, uint32_t s, ns_job_t *view,
+                      uint32_t map[NS_MAX_ARGS]);
+/* The step that writes OUT buffer b (0 for a job of one launch). */
+uint32_t ns_job_writer(const ns_job_t *job, uint32_t b);
+/* Units of step s, and the number of its first unit in the job. */
+uint64_t ns_job_step_units(const ns_job_t *job, uint32_t s);
+uint64_t ns_job_step_first(const ns_job_t *job, uint32_t s);
+/* The step of unit u (u < ns_job_units). */
+uint32_t ns_job_unit_step(const ns_job_t *job, uint64_t u);
+/* A deep copy of src into dst (released first). NS_ERR_NOMEM. */
+int ns_job_copy(ns_job_t *dst, const ns_job_t *src) NS_MUST_CHECK;
 
 /* The same count under its old name (the RESULT's n_items). */
 uint64_t ns_job_items(const ns_job_t *job);

@@ -56,5 +56,9 @@ int ns_slash_verify(void *user, const ns_ledger_job_t *job,
  * with inputs by reference can fetch them from us. */
 int ns_slash_keep_inputs(ns_blobs_t *blobs, const ns_job_t *job,
                          const ns_input_t *inputs) NS_MUST_CHECK;
+/* The same for a pipeline proof's outs: the claimed buffers (outputs, by
+ * argument) that every checker fetches by hash. No-op without outs. */
+int ns_slash_keep_outputs(ns_blobs_t *blobs, const ns_fraud_proof_t *p,
+                          uint8_t *const *outputs) NS_MUST_CHECK;
 
 #endif

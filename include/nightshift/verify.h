@@ -54,6 +54,7 @@
 #define NS_RESULT_TAG "nightshift/result/v1" /* statement domain, 20 bytes */
 #define NS_RESULT_MSG_BYTES (20 + 2 * NS_HASH_BYTES + 8) /* statement */
 #define NS_FRAUD_VERSION 2 /* first field of a packed proof */
+#define NS_FRAUD_VERSION_PIPELINE 3 /* ... of a pipeline's (outs) */
 /* A packed fraud proof: the descriptor, one chunk, a path, small fields. */
 #define NS_MAX_FRAUD_MSG                                                       \
     (NS_MAX_JOB_MSG + NS_COMMIT_CHUNK +                                        \
@@ -202,6 +203,12 @@ typedef struct {
     size_t chunk_len;
     ns_hash_t path[NS_MERKLE_MAX_DEPTH]; /* the chunk's leaf to the root */
     size_t depth;
+    /* A pipeline whose accused step reads buffers that earlier steps
+     * wrote: the content hash of every OUT buffer, in argument order
+     * (n_outs = their count; 0 otherwise). A checker fetches them by hash
+     * and recomputes the committed root from them before the re-run. */
+    uint32_t n_outs;
+    ns_hash_t outs[NS_MAX_ARGS];
 } ns_fraud_proof_t;
 
 /* Build a proof that unit `unit` writes byte `pos` of OUT argument `arg`
@@ -221,7 +228,9 @@ void ns_fraud_release(ns_fraud_proof_t *p);
 
 /* Wire form: [2, job, provider (bin 32), root (bin 32), n_units, sig
  * (bin 64), unit, arg, pos, chunk (bin), path (array of bin 32)]; job is
- * ns_job_pack's form and job_id is recomputed from it on read. */
+ * ns_job_pack's form and job_id is recomputed from it on read. A
+ * pipeline's proof is version 3, with a twelfth element: outs (array of
+ * bin 32, empty when the accused step reads no earlier step's buffer). */
 void ns_fraud_pack(msgpack_packer *pk, const ns_fraud_proof_t *p);
 /* Strict: caps on every length, exact sizes, and the shape checked against
  * the descriptor (n_units = ns_job_units, unit < n_units and in the
@@ -237,6 +246,10 @@ int ns_fraud_read(ns_mpr_t *r, ns_fraud_proof_t *p, char *err,
 int ns_fraud_verify_claim(const ns_fraud_proof_t *p, char *err,
                           size_t errlen) NS_MUST_CHECK;
 
+/* Whether unit u of a pipeline reads a buffer an earlier step wrote (so
+ * its proof needs outs); false for a job of one launch. */
+bool ns_fraud_needs_outs(const ns_job_t *job, uint64_t u);
+
 /* Check a proof: ns_fraud_verify_claim, then unit re-run alone on r on
  * full-size output buffers filled with 0x00 and with 0xFF: byte pos must
  * be equal after both runs (the unit writes it) and that value must not
@@ -244,7 +257,10 @@ int ns_fraud_verify_claim(const ns_fraud_proof_t *p, char *err,
  * the unit's written bytes in place of the claim's). NS_OK = fraud
  * proven; NS_ERR_PROOF = not a valid proof (forged, or the claim was
  * right, or the unit does not write there); other errors are failures to
- * check (runner, inputs). This is the verifier the ledger calls for SLASH
+ * check (runner, inputs). With outs (a pipeline), inputs[i] of every OUT
+ * argument i holds that buffer's claimed content: the root is recomputed
+ * from them (NS_ERR_PROOF when it differs), and the step's re-run reads
+ * them. This is the verifier the ledger calls for SLASH
  * (through the sandboxed worker on full nodes: worker.h). */
 int ns_fraud_check(ns_runner_t *r, const ns_fraud_proof_t *p,
                    const ns_input_t *inputs, char *err,

@@ -498,8 +498,10 @@ TEST(validate_args)
     j = base;
     j.args[1].kind = NS_ARG_U64;
     EXPECT_BAD(&j, NS_ERR_INVAL, "args: no out buffer");
-    j.args[1].kind = 10;
-    EXPECT_BAD(&j, NS_ERR_INVAL, "arg 1: kind 10 unknown");
+    j.args[1].kind = 11;
+    EXPECT_BAD(&j, NS_ERR_INVAL, "arg 1: kind 11 unknown");
+    j.args[1].kind = NS_ARG_BUF; /* only in a pipeline's steps */
+    EXPECT_BAD(&j, NS_ERR_INVAL, "arg 1: a buffer reference outside");
     j.args[1].kind = 0;
     EXPECT_BAD(&j, NS_ERR_INVAL, "arg 1: kind 0 unknown");
 
@@ -939,8 +941,11 @@ TEST(read_strict)
     msgpack_sbuffer_destroy(&sb);
 
     s_mut_t m = right;
-    m.version = 3;
+    m.version = 4;
     READ_BAD(&j, &m, NS_ERR_VERSION, "job descriptor: version:");
+    m = right;
+    m.version = NS_JOB_VERSION_PIPELINE; /* a pipeline's, with 14 fields */
+    READ_BAD(&j, &m, NS_ERR_TYPE, "job descriptor: version:");
     m = right;
     m.version = NS_JOB_VERSION_SHARD; /* a shard's, with 14 fields */
     READ_BAD(&j, &m, NS_ERR_TYPE, "job descriptor: version:");
