@@ -110,8 +110,11 @@ static const char s_usage[] =
     "JOB-FLAGS as for `nightshift run` (--job FILE.json, or --kernel\n"
     "FILE.cl | --builtin NAME, --entry, --global, --local, --arg...,\n"
     "--tolerance, --checks K). A job file of several steps is a pipeline:\n"
-    "each step is a job of its own, posted once the step before settled\n"
-    "(--max-price is each step's escrow; --json prints an array).\n"
+    "one job that one provider runs step after step, its intermediates\n"
+    "kept there but for what the check of each step needs. With --shards\n"
+    "each step is a job of its own instead, sharded, posted once the step\n"
+    "before settled (--max-price is each step's escrow; --json prints an\n"
+    "array).\n"
     "Requirements and terms:\n"
     "  --max-price CREDITS   escrow; bids above it lose (required; credits,\n"
     "                        up to six decimals: a job is priced to the\n"
@@ -459,6 +462,7 @@ static int s_job(s_submit_t *q, bool prepared)
         for (uint32_t i = 0; i < NS_MAX_ARGS; i++)
             q->spec.out_paths[i] = q->out_paths[i][0] ? q->out_paths[i] : NULL;
     } else {
+        q->spec.as_pipeline = true; /* a job file's steps: one award */
         int status = ns_jobspec_prepare(&q->spec, "submit");
         if (status)
             return status;
@@ -1241,9 +1245,16 @@ static int s_submit(s_submit_t *q)
     if (steps > 1) {
         char line[256];
         snprintf(line, sizeof line,
-                 "a pipeline of %d steps, each a job of its own in order "
-                 "(docs/JOBS.md); step 1/%d: %s",
+                 "a pipeline of %d steps cut into shards: each step a job of "
+                 "its own in order (docs/JOBS.md); step 1/%d: %s",
                  steps, steps, q->spec.job.entry);
+        s_progress(q, line);
+    } else if (q->spec.job.n_steps) {
+        char line[256];
+        snprintf(line, sizeof line,
+                 "a pipeline of %u steps as one job: one provider runs them "
+                 "all, every step is checked (docs/JOBS.md)",
+                 q->spec.job.n_steps);
         s_progress(q, line);
     }
     if (q->node) {

@@ -179,7 +179,7 @@ static int s_resolve_builtin(ns_jobspec_t *spec, const char *cmd)
         return 2;
     }
     ns_hash(spec->job.source_hash, b->source, b->source_len);
-    if (!spec->job.entry[0])
+    if (!spec->job.entry[0] && !spec->job.n_steps)
         snprintf(spec->job.entry, sizeof spec->job.entry, "%s", b->entry);
     return 0;
 }
@@ -319,9 +319,162 @@ static int s_read_inputs(ns_jobspec_t *spec, const char *cmd)
     return 0;
 }
 
+/* Buffer of the pipeline with this path (as an input or an output),
+ * or n when none. */
+static uint32_t s_buffer_at(const char **in_p, const char **out_p, uint32_t n,
+                            const char *path)
+{
+    for (uint32_t b = 0; b < n; b++)
+        if ((in_p[b] && strcmp(in_p[b], path) == 0) ||
+            (out_p[b] && strcmp(out_p[b], path) == 0))
+            return b;
+    return n;
+}
+
+/* Step s of the job file (and the command line's job flags) as a job of
+ * its own, its input files not read: 0, or an exit status (printed). */
+static int s_parse_step(ns_jobspec_t *spec, const char *cmd, int s,
+                        ns_job_t *t, const char **tin, const char **tout)
+{
+    char err[768];
+    ns_jobfile_step_t *st = &spec->jobfile->step[s];
+    for (int k = 0; k < st->argc;) {
+        int rc = 1;
+        if (strcmp(st->argv[k], "--shards") == 0)
+            k += 2; /* checked when the file was read */
+        else
+            rc = ns_job_parse_flag(t, st->argc, st->argv, &k, tin, tout, err,
+                                   sizeof err);
+        if (rc <= 0) {
+            ns_cli_error(cmd, "job file: step %d: %s", s + 1,
+                         rc ? err : "unexpected flag");
+            return rc == NS_ERR_NOTFOUND || rc == NS_ERR_IO ? 1 : 2;
+        }
+    }
+    for (int c = 0; c < spec->n_cli; c++) {
+        char *av[3] = {spec->cli[2 * c], spec->cli[2 * c + 1], NULL};
+        int k = 0;
+        if (strcmp(av[0], "--shards") == 0)
+            continue;
+        int rc = ns_job_parse_flag(t, 2, av, &k, tin, tout, err, sizeof err);
+        if (rc <= 0) {
+            ns_cli_error(cmd, "step %d: %s", s + 1, err);
+            return 2;
+        }
+    }
+    if (t->builtin[0]) {
+        const ns_builtin_t *b = ns_builtin_find(t->builtin);
+        if (!b)
+            return 0; /* s_resolve_builtin names it */
+        ns_hash(t->source_hash, b->source, b->source_len);
+        if (!t->entry[0])
+            snprintf(t->entry, sizeof t->entry, "%s", b->entry);
+    }
+    return 0;
+}
+
+/* The job file's steps as one pipeline job in spec (job.h): a path an
+ * earlier step wrote is that step's buffer, the other in: files are the
+ * pipeline's inputs (one buffer per file). 0, or an exit status. */
+static int s_make_pipeline(ns_jobspec_t *spec, const char *cmd)
+{
+    ns_jobfile_t *jf = spec->jobfile;
+    const char *in_p[NS_MAX_ARGS] = {0}, *out_p[NS_MAX_ARGS] = {0};
+    ns_job_t pipe, t;
+    uint32_t nb = 0;
+    int status = 0;
+    ns_job_init(&pipe);
+    ns_job_init(&t);
+    pipe.steps = calloc((size_t)jf->n_steps, sizeof *pipe.steps);
+    if (!pipe.steps) {
+        ns_cli_error(cmd, "out of memory");
+        return 1;
+    }
+    pipe.n_steps = (uint32_t)jf->n_steps;
+    for (int s = 0; s < jf->n_steps && status == 0; s++) {
+        const char *tin[NS_MAX_ARGS] = {0}, *tout[NS_MAX_ARGS] = {0};
+        ns_job_release(&t);
+        status = s_parse_step(spec, cmd, s, &t, tin, tout);
+        if (status)
+            break;
+        if (s == 0) { /* the job's own keys: the same in every step */
+            memcpy(pipe.builtin, t.builtin, sizeof pipe.builtin);
+            if (t.source_len &&
+                ns_job_set_source(&pipe, t.source, t.source_len) != NS_OK) {
+                ns_cli_error(cmd, "out of memory");
+                status = 1;
+                break;
+            }
+            memcpy(pipe.source_hash, t.source_hash, NS_HASH_BYTES);
+            memcpy(pipe.options, t.options, sizeof pipe.options);
+            pipe.det = t.det;
+            pipe.tol = t.tol;
+            pipe.checks = t.checks;
+            pipe.work_estimate = t.work_estimate;
+        }
+        ns_step_t *ps = &pipe.steps[s];
+        memcpy(ps->entry, t.entry, sizeof ps->entry);
+        ps->dims = t.dims;
+        memcpy(ps->global, t.global, sizeof ps->global);
+        memcpy(ps->local, t.local, sizeof ps->local);
+        ps->n_args = t.n_args;
+        for (uint32_t i = 0; i < t.n_args; i++) {
+            const ns_arg_t *a = &t.args[i];
+            if (a->kind != NS_ARG_IN && a->kind != NS_ARG_OUT) {
+                ps->args[i] = *a;
+                continue;
+            }
+            const char *path = a->kind == NS_ARG_IN ? tin[i] : tout[i];
+            uint32_t b = path ? s_buffer_at(in_p, out_p, nb, path) : nb;
+            if (b == nb) {
+                if (nb == NS_MAX_ARGS) {
+                    ns_cli_error(cmd,
+                                 "job file: more than %d buffers in the "
+                                 "pipeline",
+                                 NS_MAX_ARGS);
+                    status = 2;
+                    break;
+                }
+                pipe.args[nb].kind = a->kind;
+                pipe.args[nb].size = a->kind == NS_ARG_OUT ? a->size : 0;
+                (a->kind == NS_ARG_IN ? in_p : out_p)[nb] = path;
+                nb++;
+            } else if (a->kind == NS_ARG_OUT) {
+                ns_cli_error(cmd,
+                             "job file: step %d writes '%s', which an "
+                             "earlier step already uses",
+                             s + 1, path);
+                status = 2;
+                break;
+            }
+            ps->args[i].kind = NS_ARG_BUF;
+            ps->args[i].v.u32 = b;
+        }
+    }
+    ns_job_release(&t);
+    if (status) {
+        ns_job_release(&pipe);
+        return status;
+    }
+    pipe.n_args = nb;
+    ns_job_release(&spec->job);
+    spec->job = pipe;
+    for (uint32_t k = 0; k < NS_MAX_ARGS; k++) {
+        spec->in_paths[k] = in_p[k];
+        spec->out_paths[k] = out_p[k];
+    }
+    return 0;
+}
+
 int ns_jobspec_prepare(ns_jobspec_t *spec, const char *cmd)
 {
     char err[512];
+    if (spec->as_pipeline && spec->jobfile && spec->jobfile->n_steps > 1 &&
+        spec->shards <= 1 && !spec->job.n_steps) {
+        int status = s_make_pipeline(spec, cmd);
+        if (status)
+            return status;
+    }
     if (!spec->job.builtin[0] && !spec->job.source) {
         ns_cli_error(cmd, "no kernel: give --kernel FILE.cl or --builtin "
                           "NAME");
@@ -399,13 +552,13 @@ void ns_cache_dir(char *dir, size_t cap)
 
 int ns_jobspec_steps(const ns_jobspec_t *spec)
 {
-    return spec->jobfile ? spec->jobfile->n_steps : 1;
+    return spec->jobfile && !spec->job.n_steps ? spec->jobfile->n_steps : 1;
 }
 
 int ns_jobspec_next_step(ns_jobspec_t *spec, const char *cmd)
 {
     ns_jobfile_t *jf = spec->jobfile;
-    if (!jf || spec->step + 1 >= jf->n_steps)
+    if (!jf || spec->job.n_steps || spec->step + 1 >= jf->n_steps)
         return -1;
     /* a fresh spec but for the job file and the command line's flags */
     ns_jobspec_drop_inputs(spec);

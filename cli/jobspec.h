@@ -36,6 +36,11 @@ typedef struct {
     uint8_t *outputs[NS_MAX_ARGS]; /* output contents, owned */
     struct ns_jobfile_s *jobfile;  /* --job FILE.json, owned */
     uint32_t shards; /* --shards N ("shards" in a job file); 0: not given */
+    /* A job file of several steps becomes one pipeline job (job.h) in
+     * ns_jobspec_prepare when this is set and it is not sharded (submit:
+     * one award for all the steps); otherwise its steps are jobs of their
+     * own, one after the other (ns_jobspec_next_step). */
+    bool as_pipeline;
     int step;        /* the job file's step now in the spec */
     /* JOB-FLAGS from the command line beside --job, applied again to each
      * later step: flag and value, borrowed from argv */
@@ -67,7 +72,8 @@ int ns_jobspec_prepare(ns_jobspec_t *spec, const char *cmd);
  * other JOB-FLAGS applied again). Returns -1 when there is none, else an
  * exit status (0 ok, the error printed). */
 int ns_jobspec_next_step(ns_jobspec_t *spec, const char *cmd);
-/* Steps in the job: 1 unless a job file gives more. */
+/* Steps run one after the other as jobs of their own: 1 unless a job
+ * file gives more and they were not made one pipeline job. */
 int ns_jobspec_steps(const ns_jobspec_t *spec);
 
 /* Write every out:...:FILE output held in outputs[] atomically (one that

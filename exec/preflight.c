@@ -161,6 +161,10 @@ static int s_check_arg(const ns_job_t *job, cl_kernel k, uint32_t i,
     return NS_ERR_INVAL;
 }
 
+static int s_check_kernel(cl_program prog, const ns_job_t *job,
+                          const char *name, ns_preflight_t *res, char *err,
+                          size_t errlen);
+
 int ns_preflight_check(uint32_t device_index, const ns_job_t *job,
                        const char *source_name, ns_preflight_t *res, char *err,
                        size_t errlen)
@@ -191,7 +195,6 @@ int ns_preflight_check(uint32_t device_index, const ns_job_t *job,
     cl_context ctx = NULL;
     cl_command_queue q = NULL;
     cl_program prog = NULL;
-    cl_kernel k = NULL;
     cl_int e = CL_SUCCESS;
     const char *call = "";
     if (ns_cl_context_queue(dev, major, 0, &ctx, &q, &e, &call) != NS_OK)
@@ -244,7 +247,30 @@ int ns_preflight_check(uint32_t device_index, const ns_job_t *job,
         rc = NS_ERR_OPENCL;
         goto out;
     }
-    k = clCreateKernel(prog, job->entry, &e);
+    rc = NS_OK;
+    for (uint32_t st = 0; st < ns_job_steps(job) && rc == NS_OK; st++) {
+        ns_job_t view;
+        uint32_t map[NS_MAX_ARGS];
+        ns_job_step_view(job, st, &view, map);
+        rc = s_check_kernel(prog, &view, name, res, err, errlen);
+    }
+out:
+    if (prog)
+        clReleaseProgram(prog);
+    clReleaseCommandQueue(q);
+    clReleaseContext(ctx);
+    return rc;
+}
+
+/* The kernel named by job's entry in prog, and its arguments against the
+ * job's. */
+static int s_check_kernel(cl_program prog, const ns_job_t *job,
+                          const char *name, ns_preflight_t *res, char *err,
+                          size_t errlen)
+{
+    cl_int e = CL_SUCCESS;
+    int rc;
+    cl_kernel k = clCreateKernel(prog, job->entry, &e);
     if (!k) {
         ns_cl_errf(err, errlen, "%s has no kernel named '%s'", name,
                    job->entry);
@@ -271,10 +297,6 @@ int ns_preflight_check(uint32_t device_index, const ns_job_t *job,
 out:
     if (k)
         clReleaseKernel(k);
-    if (prog)
-        clReleaseProgram(prog);
-    clReleaseCommandQueue(q);
-    clReleaseContext(ctx);
     return rc;
 }
 
@@ -512,7 +534,63 @@ static int s_claim(ns_runner_t *r, const ns_job_t *job,
     return NS_OK;
 }
 
+static int s_sample_one(ns_runner_t *r, const ns_job_t *job,
+                        const ns_input_t *inputs, uint32_t k,
+                        uint64_t *unit_run_ns, char *err, size_t errlen);
+
+/* A pipeline: each step that reads only the job's inputs is sampled as a
+ * job of its own (its view); one that reads an earlier step's buffer is
+ * not (the requester does not have it before the run). *unit_run_ns is
+ * the mean over all the pipeline's units, the unsampled steps counted at
+ * the sampled ones' mean. */
+static int s_sample_pipeline(ns_runner_t *r, const ns_job_t *job,
+                             const ns_input_t *inputs, uint32_t k,
+                             uint64_t *unit_run_ns, char *err, size_t errlen)
+{
+    double ns_sum = 0, units_sampled = 0;
+    for (uint32_t s = 0; s < job->n_steps; s++) {
+        ns_job_t view;
+        uint32_t map[NS_MAX_ARGS];
+        ns_input_t in_v[NS_MAX_ARGS];
+        bool reads_earlier = false;
+        ns_job_step_view(job, s, &view, map);
+        memset(in_v, 0, sizeof in_v);
+        for (uint32_t i = 0; i < view.n_args; i++) {
+            if (map[i] == NS_JOB_NO_BUF || view.args[i].kind != NS_ARG_IN)
+                continue;
+            if (job->args[map[i]].kind == NS_ARG_OUT)
+                reads_earlier = true;
+            else
+                in_v[i] = inputs[map[i]];
+        }
+        if (reads_earlier)
+            continue;
+        uint64_t ns = 0;
+        char why[512];
+        int rc = s_sample_one(r, &view, in_v, k, &ns, why, sizeof why);
+        if (rc != NS_OK) {
+            snprintf(err, errlen, "step %u (%s): %s", s + 1, view.entry, why);
+            return rc;
+        }
+        double n = (double)ns_job_step_units(job, s);
+        ns_sum += (double)ns * n;
+        units_sampled += n;
+    }
+    if (unit_run_ns)
+        *unit_run_ns = units_sampled > 0 ? (uint64_t)(ns_sum / units_sampled) : 0;
+    return NS_OK;
+}
+
 int ns_preflight_sample(ns_runner_t *r, const ns_job_t *job,
+                        const ns_input_t *inputs, uint32_t k,
+                        uint64_t *unit_run_ns, char *err, size_t errlen)
+{
+    if (job->n_steps)
+        return s_sample_pipeline(r, job, inputs, k, unit_run_ns, err, errlen);
+    return s_sample_one(r, job, inputs, k, unit_run_ns, err, errlen);
+}
+
+static int s_sample_one(ns_runner_t *r, const ns_job_t *job,
                         const ns_input_t *inputs, uint32_t k,
                         uint64_t *unit_run_ns, char *err, size_t errlen)
 {
