@@ -170,8 +170,15 @@ static int s_print_json(const s_run_t *r, int ok, const char *job_hex,
     uint32_t n_out = 0;
     for (uint32_t k = 0; k < r->spec.job.n_args; k++)
         n_out += r->spec.job.args[k].kind == NS_ARG_OUT;
-    msgpack_pack_map(&pk, ok ? 11 : 9);
+    const ns_job_t *job = &r->spec.job;
+    msgpack_pack_map(&pk, (ok ? 11 : 9) + (job->n_steps ? 1 : 0));
     s_pack_str_kv(&pk, "status", ok ? "ok" : "failed");
+    if (job->n_steps) { /* a pipeline: its steps' entries, in order */
+        ns_mp_str(&pk, "steps");
+        msgpack_pack_array(&pk, job->n_steps);
+        for (uint32_t s = 0; s < job->n_steps; s++)
+            ns_mp_str(&pk, job->steps[s].entry);
+    }
     ns_mp_str(&pk, "error");
     if (ok)
         msgpack_pack_nil(&pk);
@@ -220,8 +227,9 @@ static int s_print_json(const s_run_t *r, int ok, const char *job_hex,
             msgpack_pack_map(&pk, 4);
             ns_mp_str(&pk, "arg");
             msgpack_pack_uint32(&pk, k);
-            s_pack_str_kv(&pk, "file",
-                          r->spec.out_paths[k] ? r->spec.out_paths[k] : "");
+            bool kept = r->spec.out_paths[k] &&
+                        !(job->n_steps && ns_jobspec_intermediate(&r->spec, k));
+            s_pack_str_kv(&pk, "file", kept ? r->spec.out_paths[k] : "");
             ns_mp_str(&pk, "bytes");
             msgpack_pack_uint64(&pk, a->size);
             s_pack_str_kv(&pk, "hash", hex);
@@ -236,11 +244,16 @@ static void s_print_human(const s_run_t *r, const char *job_hex,
                           const ns_devinfo_t *dev, const ns_timings_t *t,
                           uint64_t total_us)
 {
+    char entry[NS_MAX_STEPS * (NS_MAX_ENTRY + 3) + 1];
+    const ns_job_t *job = &r->spec.job;
+    snprintf(entry, sizeof entry, "%s", job->entry);
+    for (size_t s = 0, n = 0; s < job->n_steps && n < sizeof entry; s++)
+        n += (size_t)snprintf(entry + n, sizeof entry - n, "%s%s", /* steps */
+                              s ? " > " : "", job->steps[s].entry);
     printf("ran %s (%s) on %s: %" PRIu64 " work-items in %" PRIu64
            " units, job %.16s\n",
-           s_kernel_name(r), r->spec.job.entry, dev ? dev->name : "?",
-           ns_job_work_items(&r->spec.job), ns_job_units(&r->spec.job),
-           job_hex);
+           s_kernel_name(r), entry, dev ? dev->name : "?",
+           ns_job_work_items(job), ns_job_units(job), job_hex);
     printf("  build    %10.3f ms%s\n", s_ms(t->build_us),
            t->cache_hit ? "  (program cache hit)" : "");
     printf("  upload   %10.3f ms\n", s_ms(t->upload_us));
@@ -250,7 +263,8 @@ static void s_print_human(const s_run_t *r, const char *job_hex,
            s_ms(total_us));
     for (uint32_t k = 0; k < r->spec.job.n_args; k++) {
         const ns_arg_t *a = &r->spec.job.args[k];
-        if (a->kind == NS_ARG_OUT && r->spec.out_paths[k])
+        if (a->kind == NS_ARG_OUT && r->spec.out_paths[k] &&
+            !(job->n_steps && ns_jobspec_intermediate(&r->spec, k)))
             printf("  wrote %s (%" PRIu64 " bytes)\n", r->spec.out_paths[k],
                    a->size);
     }
@@ -322,6 +336,7 @@ int ns_cmd_run(int argc, char **argv)
         return 1;
     }
     ns_jobspec_init(&r->spec);
+    r->spec.as_pipeline = true; /* a job file's steps: one run, as submit */
     status = s_parse(r, argc, argv);
     if (status == 0)
         status = ns_jobspec_prepare(&r->spec, "run");
@@ -341,8 +356,9 @@ int ns_cmd_run(int argc, char **argv)
         status = 1;
         goto out;
     }
-    /* A pipeline (a job file of several steps) runs step by step, each
-     * step's outputs written before the next reads them; --json prints an
+    /* A pipeline runs in one request (its steps in order on one device);
+     * a sharded one (a job file with "shards") step by step, each step's
+     * outputs written before the next reads them, and --json prints an
      * array of the steps' documents. */
     if (r->json && steps > 1)
         fputs("[\n", stdout);

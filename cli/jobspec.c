@@ -517,12 +517,22 @@ int ns_jobspec_prepare(ns_jobspec_t *spec, const char *cmd)
     return 0;
 }
 
+bool ns_jobspec_intermediate(const ns_jobspec_t *spec, uint32_t k)
+{
+    const char *dir = spec->jobfile ? spec->jobfile->tmpdir : "";
+    size_t n = strlen(dir);
+    const char *path = k < NS_MAX_ARGS ? spec->out_paths[k] : NULL;
+    return n && path && strncmp(path, dir, n) == 0 && path[n] == '/';
+}
+
 int ns_jobspec_write_outputs(ns_jobspec_t *spec, char *error, size_t errlen)
 {
     for (uint32_t k = 0; k < spec->job.n_args; k++) {
         const ns_arg_t *a = &spec->job.args[k];
         if (a->kind != NS_ARG_OUT || !spec->out_paths[k] || !spec->outputs[k])
             continue; /* no file, or written as it arrived (submit) */
+        if (spec->job.n_steps && ns_jobspec_intermediate(spec, k))
+            continue; /* the next step is in this very job */
         int rc = ns_file_write_atomic(spec->out_paths[k], spec->outputs[k],
                                       (size_t)a->size, 0644);
         if (rc != NS_OK) {

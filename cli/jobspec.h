@@ -76,8 +76,13 @@ int ns_jobspec_next_step(ns_jobspec_t *spec, const char *cmd);
  * file gives more and they were not made one pipeline job. */
 int ns_jobspec_steps(const ns_jobspec_t *spec);
 
+/* Whether OUT argument k is a pipeline's intermediate (its file in the
+ * job file's temporary directory), which no one asked to keep. */
+bool ns_jobspec_intermediate(const ns_jobspec_t *spec, uint32_t k);
+
 /* Write every out:...:FILE output held in outputs[] atomically (one that
- * `submit` received straight into its file has none and is skipped). */
+ * `submit` received straight into its file has none and is skipped, and
+ * so is a one-job pipeline's intermediate). */
 int ns_jobspec_write_outputs(ns_jobspec_t *spec, char *error, size_t errlen);
 
 /* The program binary cache directory ($NIGHTSHIFT_CACHE,

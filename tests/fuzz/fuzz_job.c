@@ -31,14 +31,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 /* Large structs live here, not on the stack; one input at a time. */
 static ns_job_t s_job[2];
 
-/* Everything but the source pointer is equal, and the sources are. */
+/* Everything but the source and steps pointers is equal, and what they
+ * point at is. */
 static void s_same_job(const ns_job_t *a, const ns_job_t *b)
 {
     ns_job_t x = *a, y = *b;
     S_ASSERT(x.source_len == y.source_len);
     S_ASSERT(x.source_len == 0 ||
              memcmp(x.source, y.source, x.source_len) == 0);
+    S_ASSERT(x.n_steps == y.n_steps);
+    S_ASSERT(x.n_steps == 0 ||
+             memcmp(x.steps, y.steps, x.n_steps * sizeof *x.steps) == 0);
     x.source = y.source = NULL;
+    x.steps = y.steps = NULL;
     S_ASSERT(memcmp(&x, &y, sizeof x) == 0);
 }
 
