@@ -45,6 +45,8 @@ typedef struct s_submit {
     ns_reqs_t reqs;
     int json;
     int no_wait; /* --no-wait: fail at once when no provider can take it */
+    bool steps_apart; /* --steps-apart: a pipeline's steps as jobs of their
+                         own, one after the other */
     int fault_fork_award; /* --fault fork-award (test networks) */
     /* the job */
     ns_blobs_t *store; /* light peer: <datadir>/blobs, the inputs' copies */
@@ -144,6 +146,9 @@ static const char s_usage[] =
     "                        collateral are split evenly); a shard that\n"
     "                        fails moves on alone; the outputs are\n"
     "                        assembled in row order (docs/JOBS.md)\n"
+    "  --steps-apart         a pipeline's steps as jobs of their own, one\n"
+    "                        after the other, each with its own auction\n"
+    "                        and provider (as --shards runs them)\n"
     "  --no-wait             fail at once when no provider can take the\n"
     "                        job (default: wait for one, up to the\n"
     "                        deadline, saying why none can meanwhile)\n"
@@ -197,6 +202,11 @@ static int s_parse(s_submit_t *q, int argc, char **argv)
 #undef NUM
         if (strcmp(a, "--json") == 0) {
             q->json = 1;
+            i++;
+            continue;
+        }
+        if (strcmp(a, "--steps-apart") == 0) {
+            q->steps_apart = true;
             i++;
             continue;
         }
@@ -462,7 +472,7 @@ static int s_job(s_submit_t *q, bool prepared)
         for (uint32_t i = 0; i < NS_MAX_ARGS; i++)
             q->spec.out_paths[i] = q->out_paths[i][0] ? q->out_paths[i] : NULL;
     } else {
-        q->spec.as_pipeline = true; /* a job file's steps: one award */
+        q->spec.as_pipeline = !q->steps_apart; /* its steps: one award */
         int status = ns_jobspec_prepare(&q->spec, "submit");
         if (status)
             return status;
@@ -1245,8 +1255,8 @@ static int s_submit(s_submit_t *q)
     if (steps > 1) {
         char line[256];
         snprintf(line, sizeof line,
-                 "a pipeline of %d steps cut into shards: each step a job of "
-                 "its own in order (docs/JOBS.md); step 1/%d: %s",
+                 "a pipeline of %d steps, each a job of its own in order "
+                 "(docs/JOBS.md); step 1/%d: %s",
                  steps, steps, q->spec.job.entry);
         s_progress(q, line);
     } else if (q->spec.job.n_steps) {
