@@ -7,7 +7,7 @@ into an intermediate h, then a dense layer into y) over R rows of 64
 inputs, 128 hidden units and 10 outputs, with the same weights for every
 run, each submitted through a running node (`submit --node`) in three
 forms, alternating, next to `nightshift run --job` of the same file in the
-same run:
+same run (after a warm-up round of each form, not counted):
 
   - one job: the pipeline as one award, both steps on one provider and
     each step checked (the default);
@@ -163,6 +163,12 @@ def main():
            "fused": []}
     with Testnet(work, args.nodes) as tn:
         node = os.path.join(tn.dir, "node0")
+        # warm-up, not counted: the providers' hardware challenges and the
+        # programs' first builds (on every node) happen here
+        two = os.path.join(work, "two_net.json")
+        for extra in ((), ("--steps-apart",)):
+            submit(node, two, *extra)
+        submit(node, os.path.join(work, "fused_net.json"))
         for rep in range(args.reps):
             res["run two"].append(run_local(os.path.join(work,
                                                          "two_local.json")))
