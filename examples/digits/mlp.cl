@@ -38,3 +38,18 @@ __kernel void mlp(__global const float *x, __global const float *w1,
         y[r * d_out + o] = acc;
     }
 }
+
+/* The same network as two steps of a pipeline (docs/JOBS.md
+ * "Pipelines"): dense(x, w1, b1, h, d_in, d_h, 1) then
+ * dense(h, w2, b2, y, d_h, d_out, 0), one work-item per output value
+ * (global (rows, d_out) of its layer), summed in the order mlp() sums. */
+__kernel void dense(__global const float *x, __global const float *w,
+                    __global const float *b, __global float *y,
+                    const uint d_in, const uint d_out, const uint relu)
+{
+    size_t r = get_global_id(0), o = get_global_id(1);
+    float acc = b[o];
+    for (uint k = 0; k < d_in; k++)
+        acc += x[r * d_in + k] * w[k * d_out + o];
+    y[r * d_out + o] = relu && !(acc > 0.0f) ? 0.0f : acc;
+}

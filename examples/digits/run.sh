@@ -3,7 +3,8 @@
 # handwritten-digits data set that Debian's python3-sklearn ships, then run
 # batch inference over the whole data set through a local testnet of real
 # nodes with the job cut into 4 shards, and compare it with numpy and with
-# `nightshift run --job` of the same file.
+# `nightshift run --job` of the same file; then the same network as a
+# pipeline of two steps (one per layer) as one job.
 #
 #   examples/digits/run.sh [--short] [--bench] [-d DIR]
 #
@@ -131,6 +132,31 @@ print(f"time: {net_ms} ms through the network ({len(rc['shards'])} shards)"
       f" vs {local_ms} ms for nightshift run --job (same run)")
 ok = rc["status"] == "settled" and same_np == len(labels) and same_loc == len(labels)
 sys.exit(0 if ok else 1)
+PY
+
+echo
+echo "== the same network as a pipeline of two steps, one job (dense + ReLU, then dense)"
+pipe_local_ms=$(run_local "$data/digits_pipeline.json" "$data/y_pipe_local.bin")
+pipe_ms=$(submit "$data/digits_pipeline.json" 1 "$data/receipt_pipe.json")
+"$py" - "$data" "$pipe_ms" "$pipe_local_ms" <<'PY'
+import json, sys
+import numpy as np
+d, net_ms, local_ms = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+ref = np.fromfile(f"{d}/ref_logits.bin", dtype=np.float32).reshape(-1, 10)
+y = np.fromfile(f"{d}/y.bin", dtype=np.float32).reshape(-1, 10)
+yl = np.fromfile(f"{d}/y_pipe_local.bin", dtype=np.float32).reshape(-1, 10)
+rc = json.load(open(f"{d}/receipt_pipe.json"))
+p = np.argmax(y, 1)
+same_np = int((p == np.argmax(ref, 1)).sum())
+same_loc = int((p == np.argmax(yl, 1)).sum())
+print(f"status {rc['status']}, provider {rc['provider'][:10]}, price "
+      f"{rc['price']}, {rc['checks']} units checked over the two steps"
+      f" (verify {rc['timings_ms']['verify']} ms, run {rc['timings_ms']['run']} ms)")
+print(f"identical predictions: {same_np}/{len(p)} with numpy, {same_loc}/{len(p)}"
+      f" with nightshift run; max |logit - numpy| {float(np.abs(y - ref).max()):.2e}")
+print(f"time: {net_ms} ms through the network vs {local_ms} ms for nightshift"
+      f" run --job (same run)")
+sys.exit(0 if rc["status"] == "settled" and same_np == len(p) and same_loc == len(p) else 1)
 PY
 
 if [ "$bench" -eq 1 ]; then

@@ -10,7 +10,9 @@ inference over every row.
 --repeat R tiles the 1,797 images R times (a larger synthetic batch of the
 same network, for the benchmark). Writes OUTDIR/{x,w1,b1,w2,b2}.bin,
 labels.bin (int32), ref_logits.bin (numpy's float32 forward pass, the
-same order of operations as mlp.cl), mlp.cl and digits.json.
+same order of operations as mlp.cl), mlp.cl, digits.json (one kernel for
+both layers) and digits_pipeline.json (the two layers as two steps of one
+pipeline job).
 """
 import json
 import os
@@ -78,6 +80,29 @@ def main():
     }
     with open(os.path.join(out, "digits.json"), "w") as f:
         json.dump(job, f, indent=2)
+    # the same network as a pipeline of two layers, one job: h stays with
+    # the provider but for what the check of each step needs
+    pipe = {
+        "source": "mlp.cl",
+        "buffers": {
+            "x": {"file": "x.bin"}, "w1": {"file": "w1.bin"},
+            "b1": {"file": "b1.bin"}, "w2": {"file": "w2.bin"},
+            "b2": {"file": "b2.bin"},
+            "h": {"bytes": rows * HIDDEN * 4},
+            "y": {"bytes": rows * d_out * 4, "out": "y.bin"},
+        },
+        "steps": [
+            {"entry": "dense", "global": [rows, HIDDEN],
+             "args": ["x", "w1", "b1", "h", {"u32": d_in},
+                      {"u32": HIDDEN}, {"u32": 1}]},
+            {"entry": "dense", "global": [rows, d_out],
+             "args": ["h", "w2", "b2", "y", {"u32": HIDDEN},
+                      {"u32": d_out}, {"u32": 0}]}],
+        "tolerance": "abs:1e-3",
+        "work": job["work"],
+    }
+    with open(os.path.join(out, "digits_pipeline.json"), "w") as f:
+        json.dump(pipe, f, indent=2)
     with open(os.path.join(out, "meta.json"), "w") as f:
         json.dump({"train_rows": TRAIN_ROWS, "images": 1797}, f)
     hit = np.argmax(logits, axis=1) == labels

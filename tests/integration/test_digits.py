@@ -1,8 +1,9 @@
 """The digits example in its short form (examples/digits/run.sh --short):
 a network trained by scikit-learn on its handwritten digits, batch
 inference over all 1,797 images through a testnet of 3 providers as 3
-shards; the script exits 0 only when every shard settled and the
-predictions equal numpy's and `nightshift run --job`'s.
+shards, then the same network as a pipeline of two steps (one per layer)
+as one job; the script exits 0 only when every shard and the pipeline
+settled and the predictions equal numpy's and `nightshift run --job`'s.
 
 Skipped (exit 77) where python3-sklearn is not installed: CI installs it
 (.ci/run); a developer runs `examples/digits/run.sh`, which installs it.
@@ -42,8 +43,9 @@ def test(net):
     check(r.returncode == 0,
           f"examples/digits/run.sh --short exited {r.returncode}: "
           f"{r.stderr.strip()[-2000:]}")
-    check("identical predictions: 1797/1797 with numpy, 1797/1797 with "
-          "nightshift run" in r.stdout, "predictions not identical")
+    check(r.stdout.count("identical predictions: 1797/1797 with numpy, "
+                         "1797/1797 with nightshift run") == 2,
+          "predictions not identical (the sharded job and the pipeline)")
 
 
 nstest.main(test, "digits")
