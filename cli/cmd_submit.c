@@ -48,6 +48,7 @@ typedef struct s_submit {
     bool steps_apart; /* --steps-apart: a pipeline's steps as jobs of their
                          own, one after the other */
     int fault_fork_award; /* --fault fork-award (test networks) */
+    int fault_no_preflight; /* --fault no-preflight (test networks) */
     /* the job */
     ns_blobs_t *store; /* light peer: <datadir>/blobs, the inputs' copies */
     ns_jobspec_t spec;
@@ -152,6 +153,9 @@ static const char s_usage[] =
     "  --no-wait             fail at once when no provider can take the\n"
     "                        job (default: wait for one, up to the\n"
     "                        deadline, saying why none can meanwhile)\n"
+    "  --fault no-preflight  test networks only: post the job without\n"
+    "                        sampling its units first (a requester that\n"
+    "                        sends a kernel no check can pass)\n"
     "  --fault fork-award    test networks only: fork our chain at the\n"
     "                        award (a TRANSFER at its seq, sent to half of\n"
     "                        the peers), to test fork resolution\n"
@@ -216,11 +220,14 @@ static int s_parse(s_submit_t *q, int argc, char **argv)
             continue;
         }
         if (v && strcmp(a, "--fault") == 0) {
-            if (strcmp(v, "fork-award") != 0) {
-                ns_cli_error("submit", "--fault: only fork-award");
+            if (strcmp(v, "fork-award") == 0) {
+                q->fault_fork_award = 1;
+            } else if (strcmp(v, "no-preflight") == 0) {
+                q->fault_no_preflight = 1;
+            } else {
+                ns_cli_error("submit", "--fault: fork-award or no-preflight");
                 return 2;
             }
-            q->fault_fork_award = 1;
         } else if (v && strcmp(a, "--datadir") == 0) {
             q->datadir = v;
         } else if (v && strcmp(a, "--bootstrap") == 0) {
@@ -266,6 +273,11 @@ static int s_parse(s_submit_t *q, int argc, char **argv)
             return -rc;
         }
         i += 2;
+    }
+    if (q->fault_no_preflight && q->node) {
+        ns_cli_error("submit", "--fault no-preflight: a light peer's job "
+                               "only (not --node)");
+        return 2;
     }
     if (q->fault_fork_award && q->node) {
         ns_cli_error("submit", "--fault fork-award: a light peer's job only "
@@ -1111,7 +1123,9 @@ static int s_submit_one(s_submit_t *q, ns_node_t *node)
     o.max_price = q->max_price;
     o.no_wait = q->no_wait != 0;
     o.fault_fork_award = q->fault_fork_award != 0;
-    if (o.fault_fork_award && !ns_node_genesis(node)->test_network) {
+    o.no_preflight = q->fault_no_preflight != 0;
+    if ((o.fault_fork_award || o.no_preflight) &&
+        !ns_node_genesis(node)->test_network) {
         ns_cli_error("submit", "--fault is refused: the genesis does not mark "
                                "this network as a test network");
         return 2;

@@ -126,7 +126,8 @@ typedef struct {
     const char *cache_dir;
     uint64_t mem_limit_bytes; /* 0 = physical memory */
     size_t max_source_bytes;
-    long parent; /* 0 = not given */
+    uint32_t self_check; /* units of each step re-run after a RUN */
+    long parent;         /* 0 = not given */
 } s_worker_args_t;
 
 /* Every descriptor but 0-2 and the socket goes: the node's LMDB, sockets
@@ -350,6 +351,41 @@ static int s_serve_challenge(int fd, const uint8_t *head, size_t len,
     return rc;
 }
 
+/* After a RUN: would the outputs pass a requester's check? A kernel that
+ * reads its outputs, races or depends on the launch fails any check, and
+ * a provider that signed its outputs would be slashed for a requester's
+ * kernel: such a RUN fails instead (NS_ERR_PROOF, err says why), and the
+ * provider gives the job up. */
+static int s_self_check(ns_runner_t *runner, const ns_job_t *job,
+                        const ns_input_t *inputs, uint8_t **outputs,
+                        uint32_t k, char *err, size_t errlen)
+{
+    ns_check_result_t res;
+    char why[512];
+    int rc = ns_self_check(runner, job, inputs, outputs, k, &res, why,
+                           sizeof why);
+    if (rc == NS_ERR_NOMEM) {
+        ns_warn(NS_MOD_EXEC, "event=self_check_skipped reason=\"no memory "
+                             "for a copy of the outputs\"");
+        return NS_OK;
+    }
+    if (rc != NS_OK) {
+        snprintf(err, errlen, "the self-check could not run: %s", why);
+        return rc;
+    }
+    if (res.mismatched == 0 && res.changed == 0)
+        return NS_OK;
+    snprintf(err, errlen,
+             "the job cannot be verified: re-run alone, its units do not "
+             "write what the whole launch wrote (%s); any check would fail "
+             "these outputs",
+             why);
+    ns_warn(NS_MOD_EXEC, "event=self_check_failed checked=%u wrong=%u "
+                         "changed=%llu",
+            res.checked, res.mismatched, (unsigned long long)res.changed);
+    return NS_ERR_PROOF;
+}
+
 /* One request: read it whole (inputs included, even the ones we cannot
  * hold, so the stream stays in step), run it, reply. NS_OK to go on;
  * anything else ends the worker. */
@@ -484,6 +520,9 @@ static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
         if (type == NS_WORKER_MSG_RUN) {
             status = ns_runner_run(runner, job, inputs, outputs, &t, err,
                                    sizeof err);
+            if (status == NS_OK && a->self_check)
+                status = s_self_check(runner, job, inputs, outputs,
+                                      a->self_check, err, sizeof err);
         } else {
             memset(region, 0, (size_t)region_len);
             status = ns_runner_run_units(runner, job, inputs, items, n_items,
@@ -564,6 +603,8 @@ static int s_parse_worker_args(int argc, char **argv, s_worker_args_t *a)
             a->mem_limit_bytes = u;
         else if (strcmp(f, "--max-source") == 0 && u >= 1 && u <= NS_MAX_SOURCE)
             a->max_source_bytes = (size_t)u;
+        else if (strcmp(f, "--self-check") == 0 && u <= NS_MAX_CHECKS)
+            a->self_check = (uint32_t)u;
         else if (strcmp(f, "--parent") == 0 && u >= 1 && u <= INT32_MAX)
             a->parent = (long)u;
         else {

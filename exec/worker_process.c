@@ -124,6 +124,12 @@ int ns_worker_process_spawn(const ns_worker_opts_t *o, pid_t *pid_out,
     argv[argc++] = src_s;
     argv[argc++] = (char *)"--parent";
     argv[argc++] = parent_s;
+    char check_s[16];
+    if (o->self_check) {
+        snprintf(check_s, sizeof check_s, "%" PRIu32, o->self_check);
+        argv[argc++] = (char *)"--self-check";
+        argv[argc++] = check_s;
+    }
     if (o->cache_dir) {
         argv[argc++] = (char *)"--cache-dir";
         argv[argc++] = (char *)(uintptr_t)o->cache_dir;

@@ -831,6 +831,7 @@ static int s_worker(ns_provider_t *p, uint32_t i)
     if (ns_path_join(cache, sizeof cache, p->o.datadir, "programs") == NS_OK)
         o.cache_dir = cache;
     o.timeout_ms = NS_POLICY_WORKER_TIMEOUT_MS;
+    o.self_check = NS_POLICY_SELF_CHECK_UNITS;
     o.device_index = p->o.n_devices ? i % p->o.n_devices : 0;
     int rc = NS_OK;
     p->workers[i] = ns_worker_new(&o, &rc);

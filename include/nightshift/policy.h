@@ -61,6 +61,12 @@
 #define NS_POLICY_REQUESTER_TICK_MS 5 /* state machine timer */
 /* Units the pre-flight runs alone (4 times each) before posting. */
 #define NS_POLICY_PREFLIGHT_UNITS 4
+/* Units of every step a provider re-runs on a copy of its outputs before
+ * it commits to them (ns_self_check): a job whose units do not write alone
+ * what its launch wrote would fail any requester's check, and the
+ * provider would be slashed for the requester's kernel; it gives such a
+ * job up instead. */
+#define NS_POLICY_SELF_CHECK_UNITS 4
 /* The throughput a work estimate assumes for a device not measured. */
 #define NS_POLICY_REF_GFLOPS 100.0
 #define NS_POLICY_MAX_BIDS 64 /* bids kept per auction round */

@@ -168,6 +168,18 @@ int ns_spot_check(ns_runner_t *r, const ns_job_t *job, const ns_hash_t job_id,
                   ns_check_result_t *res, char *err,
                   size_t errlen) NS_MUST_CHECK;
 
+/* The provider's own check before it commits (a requester could frame an
+ * honest provider with a kernel that no check passes: one that reads its
+ * outputs, races or depends on the launch): ns_spot_check of its own
+ * outputs without a root, k units (of every step) drawn from a fresh
+ * random secret. NS_OK means the check ran: res->mismatched or
+ * res->changed non-zero means the outputs would fail any requester's
+ * check (err says which unit). Memory: one copy of the outputs. */
+int ns_self_check(ns_runner_t *r, const ns_job_t *job,
+                  const ns_input_t *inputs, uint8_t *const *outputs,
+                  uint32_t k, ns_check_result_t *res, char *err,
+                  size_t errlen) NS_MUST_CHECK;
+
 /* ns_spot_check for outputs received into files (the requester's fetch):
  * root is the committed root, which the caller computed from these very
  * bytes as they arrived (ns_fetch_add_output's leaves) and compared with

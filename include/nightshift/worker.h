@@ -61,6 +61,12 @@ typedef struct {
                                   the last output byte; 0 = default */
     uint32_t start_timeout_ms; /* spawn to HELLO; 0 = default */
     size_t max_source_bytes;   /* 1..NS_MAX_SOURCE; 0 = NS_MAX_SOURCE */
+    uint32_t self_check;       /* after a RUN: re-run this many units of
+                                  every step on a copy of the outputs
+                                  (ns_self_check) and fail the RUN with
+                                  NS_ERR_PROOF when they do not write what
+                                  the launch wrote; 0 = no check, at most
+                                  NS_MAX_CHECKS */
 } ns_worker_opts_t;
 
 /* Zeroes o: every field at its default. */

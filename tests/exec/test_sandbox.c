@@ -1039,6 +1039,72 @@ TEST(cli_run)
     free(text);
 }
 
+/* ---- the provider's self-check ------------------------------------------ */
+
+/* Kernels no requester's check can pass: the provider's worker refuses
+ * their outputs (NS_ERR_PROOF) instead of signing them, and passes honest
+ * ones. */
+static const char s_reads_out_src[] =
+    "__kernel void acc(__global const uint *in, __global uint *out)\n"
+    "{ size_t i = get_global_id(0); out[i] += in[i]; }\n";
+/* each work-item takes the next free slot: a permutation in the launch,
+ * slot 0 for every unit re-run alone */
+static const char s_scatter_src[] =
+    "__kernel void take(__global uint *out, __global volatile uint *next)\n"
+    "{ out[atomic_inc(next) % get_global_size(0)] =\n"
+    "      (uint)get_global_id(0) + 1u; }\n";
+
+TEST(self_check)
+{
+    ns_worker_opts_t o;
+    int rc = NS_OK;
+    ns_worker_opts_init(&o);
+    o.cache_dir = s_cache;
+    o.self_check = 4;
+    ns_worker_t *w = ns_worker_new(&o, &rc);
+    if (!CHECK(w != NULL))
+        return;
+    /* honest jobs pass, outputs unchanged */
+    s_expect_healthy(w, 7);
+
+    uint32_t in[4096];
+    for (uint32_t i = 0; i < 4096; i++)
+        in[i] = i * 3 + 1;
+    ns_job_t job;
+    s_job_src(&job, s_reads_out_src, "acc", 4096);
+    s_arg_in(&job, in, sizeof in);
+    s_arg_out(&job, sizeof in, 4);
+    ns_input_t inputs[NS_MAX_ARGS] = {{in, sizeof in, true}};
+    uint8_t *out[NS_MAX_ARGS] = {NULL};
+    char err[NS_WORKER_MAX_ERROR + 1] = "";
+    rc = ns_worker_run(w, &job, inputs, out, NULL, err, sizeof err);
+    CHECK_RC(rc, NS_ERR_PROOF);
+    CHECK_CONTAINS(err, "cannot be verified");
+    CHECK(out[1] == NULL);
+    printf("  reads its outputs: %s\n", err);
+    ns_job_release(&job);
+
+    s_job_src(&job, s_scatter_src, "take", 4096);
+    s_arg_out(&job, 4096 * 4, 4);
+    s_arg_out(&job, 4, 0);
+    s_expect_fail(w, &job, NS_ERR_PROOF, "cannot be verified");
+    ns_job_release(&job);
+    s_expect_healthy(w, 9); /* and the worker goes on */
+    ns_worker_destroy(&w);
+
+    /* without the option (nightshift run) such a kernel just runs */
+    w = s_worker(0, 0);
+    s_job_src(&job, s_reads_out_src, "acc", 4096);
+    s_arg_in(&job, in, sizeof in);
+    s_arg_out(&job, sizeof in, 4);
+    rc = ns_worker_run(w, &job, inputs, out, NULL, err, sizeof err);
+    CHECK_RC(rc, NS_OK);
+    for (uint32_t i = 0; i < NS_MAX_ARGS; i++)
+        free(out[i]);
+    ns_job_release(&job);
+    ns_worker_destroy(&w);
+}
+
 /* ---- main --------------------------------------------------------------- */
 
 #define TIMED(name)                                                            \
@@ -1089,6 +1155,7 @@ int main(int argc, char **argv)
     TIMED(non_blocking);
     TIMED(hostile_worker);
     TIMED(bad_exe_and_device);
+    TIMED(self_check);
     TIMED(cli_run);
     return ns_test_finish("exec_sandbox");
 }
