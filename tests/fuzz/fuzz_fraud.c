@@ -43,7 +43,8 @@ static void s_pack(const ns_fraud_proof_t *p, ns_buf_t *b)
     S_ASSERT(w.err == NS_OK);
 }
 
-/* Equal fields, owned bytes compared by content. */
+/* Equal fields, owned bytes (chunk, source, a pipeline's steps) compared
+ * by content. */
 static void s_same(const ns_fraud_proof_t *a, const ns_fraud_proof_t *b)
 {
     static ns_fraud_proof_t x, y;
@@ -52,10 +53,15 @@ static void s_same(const ns_fraud_proof_t *a, const ns_fraud_proof_t *b)
     S_ASSERT(a->job.source_len == b->job.source_len &&
              (a->job.source_len == 0 ||
               memcmp(a->job.source, b->job.source, a->job.source_len) == 0));
+    S_ASSERT(a->job.n_steps == b->job.n_steps &&
+             (a->job.n_steps == 0 ||
+              memcmp(a->job.steps, b->job.steps,
+                     a->job.n_steps * sizeof *a->job.steps) == 0));
     x = *a;
     y = *b;
     x.chunk = y.chunk = NULL;
     x.job.source = y.job.source = NULL;
+    x.job.steps = y.job.steps = NULL;
     S_ASSERT(memcmp(&x, &y, sizeof x) == 0);
 }
 

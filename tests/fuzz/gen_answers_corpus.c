@@ -1,5 +1,6 @@
 /* gen_answers_corpus.c - seeds for fuzz_answers: SLASH bodies (a proof of
- * each sample job with its inputs inline and by hash), honest labelling
+ * each sample job and pipeline (version 3, the accused unit the first of
+ * the step writing the last buffer) with its inputs inline and by hash), honest labelling
  * answers for the 1 MiB labelling the harness reads, and answers to the
  * control socket's "job" query. The first byte of each seed picks the
  * reader (0 slash, 1 label, 2 job). */
@@ -37,13 +38,16 @@ static void s_slash_seeds(void)
     char what[160];
     if (!id)
         seeds_die("identity", NS_ERR_NOMEM);
-    for (int v = 0; v < SEEDS_N_JOBS; v++) {
+    for (int v = 0; v < SEEDS_N_JOBS + SEEDS_N_PIPES; v++) {
         uint8_t *outputs[NS_MAX_ARGS] = {0}, *in_bufs[NS_MAX_ARGS] = {0};
         ns_input_t inputs[NS_MAX_ARGS];
         memset(inputs, 0, sizeof inputs);
         ns_hash_t job_id, root;
         uint8_t sig[NS_SIG_BYTES];
-        seeds_job(&s_job, v, &name);
+        if (v < SEEDS_N_JOBS)
+            seeds_job(&s_job, v, &name);
+        else
+            seeds_pipe(&s_job, v - SEEDS_N_JOBS, &name);
         uint32_t out = 0;
         for (uint32_t k = 0; k < s_job.n_args; k++) {
             uint64_t size = s_job.args[k].size;
@@ -60,7 +64,10 @@ static void s_slash_seeds(void)
         seeds_check(ns_commit_root(&s_job, job_id, outputs, root), "root");
         ns_result_sign(id, job_id, root, ns_job_units(&s_job), sig);
         seeds_check(ns_fraud_build(&s_p, &s_job, job_id, ns_identity_pk(id),
-                                   sig, NULL, outputs, 0, out, 0),
+                                   sig, NULL, outputs,
+                                   ns_job_step_first(&s_job,
+                                                     ns_job_writer(&s_job, out)),
+                                   out, 0),
                     "proof");
         ns_buf_t b;
         ns_buf_init(&b);
@@ -68,7 +75,7 @@ static void s_slash_seeds(void)
         if (ns_slash_proof_pack(&s_p, inputs, &b, &inl) == NS_OK) {
             snprintf(what, sizeof what, "slash body, %s, inputs %s", name,
                      inl ? "inline" : "by hash");
-            s_save_tagged(what, 0, &b, v < 2);
+            s_save_tagged(what, 0, &b, v < 2 || v == SEEDS_N_JOBS);
         }
         ns_buf_release(&b);
         ns_fraud_release(&s_p);

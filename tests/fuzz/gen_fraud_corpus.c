@@ -7,7 +7,8 @@
  * for the first, a middle and the last item, packed by ns_fraud_pack and
  * read back before they are saved; then proofs whose signature or claimed
  * bytes were changed after signing, and mutants of the first (truncated,
- * a trailing byte, the path's last byte flipped, version 2).
+ * a trailing byte, the path's last byte flipped, version 2); proofs of
+ * version 3 over the pipelines of seeds.h (s_pipe_proofs).
  */
 #include "seeds.h"
 
@@ -43,6 +44,69 @@ static void s_save_proof(const char *what, const ns_fraud_proof_t *p,
     else
         seeds_save(what, b.data, b.len);
     ns_buf_release(&b);
+}
+
+/* Version 3 proofs: every pipeline of seeds.h, the first and a middle
+ * unit of every step, accused over the first buffer that step writes
+ * (outs present exactly when the step reads an earlier step's buffer);
+ * mutants of the first proof of a step that needs outs. */
+static void s_pipe_proofs(ns_identity_t *id)
+{
+    uint8_t *outputs[NS_MAX_ARGS];
+    const char *name;
+    char what[200];
+    for (int v = 0; v < SEEDS_N_PIPES; v++) {
+        ns_hash_t job_id, root;
+        uint8_t sig[NS_SIG_BYTES];
+        seeds_pipe(&s_job, v, &name);
+        memset(outputs, 0, sizeof outputs);
+        for (uint32_t k = 0; k < s_job.n_args; k++) {
+            if (s_job.args[k].kind != NS_ARG_OUT)
+                continue;
+            outputs[k] = malloc(s_job.args[k].size);
+            if (!outputs[k])
+                seeds_die("malloc", NS_ERR_NOMEM);
+            for (uint64_t i = 0; i < s_job.args[k].size; i++)
+                outputs[k][i] = (uint8_t)(i * 17 + k);
+        }
+        seeds_check(ns_job_id(&s_job, job_id), "job id");
+        seeds_check(ns_commit_root(&s_job, job_id, outputs, root), "root");
+        ns_result_sign(id, job_id, root, ns_job_units(&s_job), sig);
+        for (uint32_t s = 0; s < s_job.n_steps; s++) {
+            uint32_t out = 0;
+            while (out < s_job.n_args &&
+                   (s_job.args[out].kind != NS_ARG_OUT ||
+                    ns_job_writer(&s_job, out) != s))
+                out++;
+            if (out == s_job.n_args)
+                seeds_die("a step that writes nothing", NS_ERR_INVAL);
+            uint64_t first = ns_job_step_first(&s_job, s);
+            uint64_t n = ns_job_step_units(&s_job, s);
+            uint64_t size = s_job.args[out].size;
+            for (int i = 0; i < 2; i++) {
+                uint64_t k = i == 0 ? 0 : n / 2;
+                if (i > 0 && k == 0)
+                    continue;
+                uint64_t pos = size * k / n;
+                seeds_check(ns_fraud_build(&s_p, &s_job, job_id,
+                                           ns_identity_pk(id), sig, NULL,
+                                           outputs, first + k, out, pos),
+                            "build pipeline proof");
+                if (memcmp(s_p.root, root, NS_HASH_BYTES) != 0)
+                    seeds_die("pipeline proof root is not the committed root",
+                              NS_ERR_PROOF);
+                snprintf(what, sizeof what,
+                         "proof v3, %s, step %u unit %llu arg %u, %u outs",
+                         name, s, (unsigned long long)(first + k), out,
+                         s_p.n_outs);
+                s_save_proof(what, &s_p, true,
+                             i == 0 && s_p.n_outs && v == 0);
+                ns_fraud_release(&s_p);
+            }
+        }
+        for (uint32_t k = 0; k < s_job.n_args; k++)
+            free(outputs[k]);
+    }
 }
 
 int main(int argc, char **argv)
@@ -107,6 +171,7 @@ int main(int argc, char **argv)
         for (uint32_t k = 0; k < s_job.n_args; k++)
             free(outputs[k]);
     }
+    s_pipe_proofs(id);
     ns_job_release(&s_job);
     ns_identity_destroy(&id);
     seeds_done();

@@ -6,7 +6,7 @@
  * ns_job_read before it is saved), and mutants of the first that reach
  * the reader's error paths: truncated, a trailing byte, the last field
  * changed, version 2, a non-canonical integer, a source whose hash does
- * not match.
+ * not match; the pipelines of seeds.h (version 3) and their mutants.
  */
 #include "seeds.h"
 
@@ -33,6 +33,32 @@ int main(int argc, char **argv)
         else
             seeds_save(name, b.data, b.len);
     }
+
+    /* pipelines (version 3), each read back; mutants of the first (the
+     * version byte set to 2), and the version byte of a pipeline set to 1
+     * and of job 0 set to 3 (both layouts refused) */
+    for (int v = 0; v < SEEDS_N_PIPES; v++) {
+        seeds_pipe(&job, v, &name);
+        seeds_pack_job(&job, &b);
+        ns_mpr_t r;
+        ns_mpr_init(&r, b.data, b.len);
+        if (ns_job_read(&r, &again, err, sizeof err) != NS_OK) {
+            fprintf(stderr, "%s: pipeline %d does not read back: %s\n",
+                    argv[0], v, err);
+            return 1;
+        }
+        if (v == 0) {
+            seeds_save_mutants(name, b.data, b.len, 1, 2);
+            b.data[1] = 1;
+            seeds_save("pipeline 0, version 1", b.data, b.len);
+        } else {
+            seeds_save(name, b.data, b.len);
+        }
+    }
+    seeds_job(&job, 0, &name);
+    seeds_pack_job(&job, &b);
+    b.data[1] = 3;
+    seeds_save("job 0, version 3", b.data, b.len);
 
     /* job 0 with its first global size as a uint64 (canonical: uint16) */
     seeds_job(&job, 0, &name);

@@ -239,6 +239,128 @@ static inline void seeds_job(ns_job_t *j, int v, const char **name)
     }
 }
 
+#define SEEDS_N_PIPES 3 /* seeds_pipe variants */
+
+static inline void seeds_step_buf(ns_step_t *st, uint32_t b)
+{
+    st->args[st->n_args].kind = NS_ARG_BUF;
+    st->args[st->n_args++].v.u32 = b;
+}
+
+static inline ns_step_t *seeds_step(ns_job_t *j, const char *entry,
+                                    uint32_t dims, uint64_t g0, uint64_t g1,
+                                    uint64_t l0, uint64_t l1)
+{
+    ns_step_t *st = &j->steps[j->n_steps++];
+    snprintf(st->entry, sizeof st->entry, "%s", entry);
+    st->dims = dims;
+    st->global[0] = g0;
+    st->local[0] = l0;
+    if (dims > 1) {
+        st->global[1] = g1;
+        st->local[1] = l1;
+    }
+    return st;
+}
+
+/* Valid pipeline number v (0..SEEDS_N_PIPES-1), descriptor version 3,
+ * into an initialised j:
+ *   0: test_pipeline.c's three steps over x, h, y, part (1024 floats,
+ *      groups of 64 in step 3 with a __local scratch), exact;
+ *   1: two steps over three buffers, step 1 2-D 8x4 with local 4x2,
+ *      every scalar kind on the steps, ulp 2, options, a built-in;
+ *   2: two steps over four buffers (two inputs), step 1 reads an input
+ *      and step 0's output, rel, checks 3, 5 items per step. */
+static inline void seeds_pipe(ns_job_t *j, int v, const char **name)
+{
+    char err[256];
+    ns_step_t *st;
+    ns_job_release(j);
+    j->steps = calloc(3, sizeof *j->steps);
+    if (!j->steps)
+        seeds_die("calloc", NS_ERR_NOMEM);
+    switch (v) {
+    case 0:
+        *name = "pipeline lin/sq/psum, 3 steps over 4 buffers, exact";
+        seeds_source(j, "__kernel void lin(__global const float *x, __global "
+                        "float *h, uint n) {}\n__kernel void sq(__global const "
+                        "float *h, __global float *y) {}\n__kernel void "
+                        "psum(__global const float *y, __global float *part, "
+                        "__local float *t) {}\n");
+        seeds_arg(j, NS_ARG_IN, 4096, 0);
+        seeds_arg(j, NS_ARG_OUT, 4096, 0);
+        seeds_arg(j, NS_ARG_OUT, 4096, 0);
+        seeds_arg(j, NS_ARG_OUT, 64, 0);
+        st = seeds_step(j, "lin", 1, 1024, 0, 0, 0);
+        seeds_step_buf(st, 0);
+        seeds_step_buf(st, 1);
+        st->args[st->n_args].kind = NS_ARG_U32;
+        st->args[st->n_args++].v.u32 = 1024;
+        st = seeds_step(j, "sq", 1, 1024, 0, 0, 0);
+        seeds_step_buf(st, 1);
+        seeds_step_buf(st, 2);
+        st = seeds_step(j, "psum", 1, 1024, 0, 64, 0);
+        seeds_step_buf(st, 2);
+        seeds_step_buf(st, 3);
+        st->args[st->n_args].kind = NS_ARG_LOCAL;
+        st->args[st->n_args++].size = 256;
+        break;
+    case 1:
+        *name = "pipeline built-in, 2 steps over 3 buffers, 2-D, ulp 2";
+        snprintf(j->builtin, sizeof j->builtin, "pipe2");
+        ns_hash(j->source_hash, "pipe2", 5);
+        snprintf(j->options, sizeof j->options, "-cl-std=CL1.2 -DN=32 -w");
+        seeds_arg(j, NS_ARG_IN, 128, 0);
+        seeds_arg(j, NS_ARG_OUT, 128, 0);
+        seeds_arg(j, NS_ARG_OUT, 32 * 8, 0);
+        st = seeds_step(j, "a", 1, 32, 0, 0, 0);
+        st->args[st->n_args].kind = NS_ARG_F32;
+        st->args[st->n_args++].v.f32 = -1.5f;
+        seeds_step_buf(st, 0);
+        seeds_step_buf(st, 1);
+        st->args[st->n_args].kind = NS_ARG_I64;
+        st->args[st->n_args++].v.i64 = INT64_MIN;
+        st = seeds_step(j, "b_2d", 2, 8, 4, 4, 2);
+        seeds_step_buf(st, 1);
+        st->args[st->n_args].kind = NS_ARG_F64;
+        st->args[st->n_args++].v.f64 = 0.25;
+        st->args[st->n_args].kind = NS_ARG_I32;
+        st->args[st->n_args++].v.i32 = -7;
+        st->args[st->n_args].kind = NS_ARG_U64;
+        st->args[st->n_args++].v.u64 = UINT64_MAX;
+        seeds_step_buf(st, 2);
+        j->det = NS_DET_ULP;
+        j->tol = 2;
+        break;
+    default:
+        *name = "pipeline, 2 steps over 4 buffers, two inputs, rel, checks 3";
+        seeds_source(j, "__kernel void f(__global const uchar *a, __global "
+                        "uchar *b) {}\n__kernel void g(__global const uchar "
+                        "*c, __global const uchar *b, __global uchar *d) {}\n");
+        seeds_arg(j, NS_ARG_IN, 5, 0);
+        seeds_arg(j, NS_ARG_IN, 7, 0);
+        seeds_arg(j, NS_ARG_OUT, 5, 0);
+        seeds_arg(j, NS_ARG_OUT, 20, 0);
+        st = seeds_step(j, "f", 1, 5, 0, 0, 0);
+        seeds_step_buf(st, 0);
+        seeds_step_buf(st, 2);
+        st = seeds_step(j, "g", 1, 5, 0, 0, 0);
+        seeds_step_buf(st, 1);
+        seeds_step_buf(st, 2);
+        seeds_step_buf(st, 3);
+        j->det = NS_DET_REL;
+        j->tol = 0.001;
+        j->checks = 3;
+        j->work_estimate = 12345;
+        break;
+    }
+    int rc = ns_job_validate(j, err, sizeof err);
+    if (rc != NS_OK) {
+        fprintf(stderr, "%s: pipeline %d: %s\n", seeds_g.prog, v, err);
+        exit(1);
+    }
+}
+
 /* The packed descriptor of j into b. */
 static inline void seeds_pack_job(const ns_job_t *j, ns_buf_t *b)
 {
