@@ -23,6 +23,7 @@ struct ns_hosted {
     const uint8_t *mapped[NS_MAX_ARGS];
     ns_input_t inputs[NS_MAX_ARGS];
     uint64_t copy_bytes;   /* the inputs' bytes together, for the lines */
+    uint64_t held_bytes;   /* ... of those the store held already */
     ns_requester_opts_t o; /* the job, for its requester */
     ns_receipt_t rc;       /* before there is a requester: JOIN or FAILED */
     uint8_t *outputs[NS_MAX_ARGS]; /* OUT arguments without a path */
@@ -114,6 +115,22 @@ static int s_prepare_args(ns_hosted_t *h, const ns_ctl_req_t *r,
         }
         if (a->kind != NS_ARG_IN)
             continue;
+        /* an input the store holds already (the same weights for many
+         * jobs): its stored copy, checked against the hash as it is
+         * mapped, and no copy of the file */
+        size_t len = 0;
+        if (a->size <= ns_blobs_cap(blobs) && ns_blobs_has(blobs, a->hash) &&
+            ns_blobs_map(blobs, a->hash, &h->mapped[i], &len) == NS_OK) {
+            if (len == a->size) {
+                h->inputs[i].data = h->mapped[i];
+                h->inputs[i].len = len;
+                h->inputs[i].verified = true;
+                h->held_bytes += a->size;
+                continue;
+            }
+            ns_blobs_unmap(h->mapped[i], len);
+            h->mapped[i] = NULL;
+        }
         /* the node's own copy, made in pieces: what the job serves and
          * checks stays what was submitted, whatever happens to the file */
         char why[NS_CTL_MAX_PATH + 200];
@@ -234,6 +251,9 @@ ns_hosted_t *ns_hosted_new(const ns_ctl_req_t *r, const uint8_t me[32],
     h->packed_len = r->desc_len;
     if (s_prepare_args(h, r, blobs, err, errlen) != NS_OK)
         goto fail;
+    if (h->held_bytes)
+        s_progress_f(h, "%.1f MiB of inputs already in the node's blob store",
+                     (double)h->held_bytes / (1 << 20));
     h->started_ms = now_ms;
     h->rc.phase = NS_RQ_JOIN;
     ns_requester_opts_t *o = &h->o;

@@ -94,7 +94,21 @@ def test(net):
         check(f.read() == g.read(), "submit --node output differs from run")
     check_eq(len(job_entries(node0, node0_id)), 1,
              "JOB entries by node0 after one submit --node")
-    n_node0_jobs = 2  # with the job file's below
+    check("inputs copied into the node's blob store" in r.stderr,
+          f"the inputs were not copied into the node's store: {r.stderr!r}")
+    # again with the same inputs: the node uses its stored copies (checked
+    # against their hashes), no copy of the files
+    os.unlink(out)
+    r = cli("submit", "--node", node0, *vadd(out), "--max-price", 10,
+            "--bid-window-ms", 50, timeout=120)
+    check(r.returncode == 0, f"the second submit --node failed: "
+          f"{r.stderr[-800:]}")
+    check("already in the node's blob store" in r.stderr and
+          "inputs copied" not in r.stderr,
+          f"the node copied inputs it holds: {r.stderr!r}")
+    with open(out, "rb") as f, open(local, "rb") as g:
+        check(f.read() == g.read(), "the second output differs from run")
+    n_node0_jobs = 3  # with the job file's below
 
     # 1b. the same job as a job file (docs/JOBS.md), through the node
     jobfile = os.path.join(net.dir, "vadd.json")
