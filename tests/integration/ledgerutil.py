@@ -1,6 +1,7 @@
 """ledgerutil - ledger helpers shared by the ledger integration tests
 (test_ledger_sync, test_partition, test_crash_safety, test_ledger_cli,
-test_forks, test_forks_confirmed).
+test_forks, test_forks_confirmed, and the market tests that check every
+node's ledger: test_slash_by_ref, test_pipeline_award, test_self_check).
 
 Everything goes through the real CLI, as scripts do:
   * `transfer|stake|unstake --datadir D ... --json` asks the node to append

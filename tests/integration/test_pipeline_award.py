@@ -22,6 +22,7 @@ import os
 import struct
 
 import nstest
+from ledgerutil import balance, ledger
 from nstest import check, check_eq, cli, log
 
 KERNELS = """
@@ -116,18 +117,6 @@ def job(y_out, n_out):
         "tolerance": "abs:1e-4", "work": 2 * ROWS * DH * (DIN + DOUT)}
 
 
-def balance(datadir, ident):
-    r = cli("balance", "--datadir", datadir, ident, "--json")
-    check(r.returncode == 0, f"balance: {r.stderr}")
-    return json.loads(r.stdout)
-
-
-def ledger_summary(datadir):
-    r = cli("ledger", "--datadir", datadir, "--json", "--limit", "1")
-    check(r.returncode == 0, f"ledger: {r.stderr}")
-    return json.loads(r.stdout)
-
-
 def test(net):
     nodes = [net.node(f"node{i}").init() for i in range(4)]
     req = net.node("req").init()
@@ -204,12 +193,12 @@ def test(net):
                       interval=0.5)
 
     def same_ledgers():
-        sums = [ledger_summary(n.datadir) for n in nodes]
+        sums = [ledger(n.datadir, 1) for n in nodes]
         keys = {(s["entries"], s["burned"]) for s in sums}
         return (len(keys) == 1, f"(entries, burned) per node "
                                 f"{[(s['entries'], s['burned']) for s in sums]}")
     nstest.wait_until(same_ledgers, 60, "the ledgers to agree", interval=0.5)
-    check_eq(ledger_summary(nodes[0].datadir)["burned"], 400,
+    check_eq(ledger(nodes[0].datadir, 1)["burned"], 400,
              "burned credits (the lazy provider's collateral)")
     for n in nodes:
         check("slash_checked_without_rerun" not in n.log_text(),

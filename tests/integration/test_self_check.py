@@ -19,6 +19,7 @@ import os
 import struct
 
 import nstest
+from ledgerutil import balance, ledger
 from nstest import check, check_eq, cli, log
 
 N = 4096
@@ -29,18 +30,6 @@ kernel void acc(global const uint *in, global uint *out)
     out[i] += in[i];
 }
 """
-
-
-def balance(datadir, ident):
-    r = cli("balance", "--datadir", datadir, ident, "--json")
-    check(r.returncode == 0, f"balance: {r.stderr}")
-    return json.loads(r.stdout)
-
-
-def ledger_summary(datadir):
-    r = cli("ledger", "--datadir", datadir, "--json", "--limit", "1")
-    check(r.returncode == 0, f"ledger: {r.stderr}")
-    return json.loads(r.stdout)
 
 
 def test(net):
@@ -85,7 +74,7 @@ def test(net):
             b = balance(n.datadir, p.id)
             check_eq(b["jobs_slashed"], 0,
                      f"{p.name} slashed on {n.name}'s ledger")
-        check_eq(ledger_summary(n.datadir)["burned"], 0,
+        check_eq(ledger(n.datadir, 1)["burned"], 0,
                  f"credits burned on {n.name}'s ledger")
     def stakes_whole():
         now = {p.name: balance(provs[0].datadir, p.id) for p in provs}

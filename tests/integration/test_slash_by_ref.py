@@ -21,22 +21,11 @@ import struct
 import time
 
 import nstest
+from ledgerutil import balance, ledger
 from nstest import check, check_eq, cli, log
 
 N = 4
 HONEST_PRICE = 10_000_000
-
-
-def balance(datadir, ident):
-    r = cli("balance", "--datadir", datadir, ident, "--json")
-    check(r.returncode == 0, f"balance: {r.stderr}")
-    return json.loads(r.stdout)
-
-
-def ledger_summary(datadir):
-    r = cli("ledger", "--datadir", datadir, "--json", "--limit", "1")
-    check(r.returncode == 0, f"ledger: {r.stderr}")
-    return json.loads(r.stdout)
 
 
 def test(net):
@@ -104,12 +93,12 @@ def test(net):
                       interval=0.5)
 
     def same_ledgers():
-        sums = [ledger_summary(n.datadir) for n in nodes]
+        sums = [ledger(n.datadir, 1) for n in nodes]
         keys = {(s["entries"], s["burned"]) for s in sums}
         return (len(keys) == 1, f"(entries, burned) per node "
                                 f"{[(s['entries'], s['burned']) for s in sums]}")
     nstest.wait_until(same_ledgers, 60, "the ledgers to agree", interval=0.5)
-    burned = ledger_summary(nodes[0].datadir)["burned"]
+    burned = ledger(nodes[0].datadir, 1)["burned"]
     check_eq(burned, 400, "burned credits (the lazy node's collateral)")
     for n in nodes:
         text = n.log_text()
