@@ -628,6 +628,19 @@ uint32_t ns_job_writer(const ns_job_t *job, uint32_t b)
     return 0;
 }
 
+/* The writer of every buffer (NS_JOB_NO_BUF for one no step names), in
+ * one pass over the steps. */
+static void s_writers(const ns_job_t *job, uint32_t w[NS_MAX_ARGS])
+{
+    for (uint32_t b = 0; b < NS_MAX_ARGS; b++)
+        w[b] = NS_JOB_NO_BUF;
+    for (uint32_t s = job->n_steps; s-- > 0;)
+        for (uint32_t i = 0; i < job->steps[s].n_args && i < NS_MAX_ARGS; i++)
+            if (job->steps[s].args[i].kind == NS_ARG_BUF &&
+                job->steps[s].args[i].v.u32 < NS_MAX_ARGS)
+                w[job->steps[s].args[i].v.u32] = s;
+}
+
 void ns_job_step_view(const ns_job_t *job, uint32_t s, ns_job_t *view,
                       uint32_t map[NS_MAX_ARGS])
 {
@@ -652,6 +665,8 @@ void ns_job_step_view(const ns_job_t *job, uint32_t s, ns_job_t *view,
     view->work_estimate = 0;
     view->n_args = st->n_args;
     memset(view->args, 0, sizeof view->args);
+    uint32_t writer[NS_MAX_ARGS];
+    s_writers(job, writer);
     for (uint32_t i = 0; i < st->n_args && i < NS_MAX_ARGS; i++) {
         const ns_arg_t *a = &st->args[i];
         if (a->kind != NS_ARG_BUF) {
@@ -665,7 +680,7 @@ void ns_job_step_view(const ns_job_t *job, uint32_t s, ns_job_t *view,
         }
         map[i] = b;
         view->args[i] = job->args[b];
-        if (job->args[b].kind == NS_ARG_OUT && ns_job_writer(job, b) != s) {
+        if (job->args[b].kind == NS_ARG_OUT && writer[b] != s) {
             /* written by an earlier step: read here, never hashed */
             view->args[i].kind = NS_ARG_IN;
             view->args[i].item_bytes = 0;

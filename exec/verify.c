@@ -583,10 +583,10 @@ static bool s_unit_wrong(const ns_job_t *job, const s_layout_t *l,
                          uint8_t *const *claim, uint32_t *bad_arg,
                          uint64_t *bad_pos)
 {
+    uint32_t step = job->n_steps ? ns_job_unit_step(job, unit) : 0;
     for (uint32_t o = 0; o < l->n_out; o++) {
         uint32_t arg = l->arg[o];
-        if (job->n_steps &&
-            ns_job_writer(job, arg) != ns_job_unit_step(job, unit))
+        if (job->n_steps && ns_job_writer(job, arg) != step)
             continue; /* another step's buffer: this unit only reads it */
         uint64_t size = job->args[arg].size;
         const uint8_t *x = a->b[arg], *y = b->b[arg], *c = claim[arg];
