@@ -47,6 +47,9 @@ struct ns_runner {
     cl_command_queue queue;   /* owned; in order, profiling on */
     char *cache_dir;          /* owned; NULL = no binary cache */
     bool host_unified;        /* device works on host memory in place */
+    bool inputs_copied;       /* a pipeline's step: IN buffers are copies
+                                 (a kernel's writes to them never reach
+                                 the caller's memory, the claim's) */
     size_t max_wg;            /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
     size_t max_item[3];       /* CL_DEVICE_MAX_WORK_ITEM_SIZES */
     uint64_t local_mem_bytes; /* CL_DEVICE_LOCAL_MEM_SIZE */
@@ -835,6 +838,12 @@ static int s_input_buffer(ns_runner_t *r, const ns_input_t *in, size_t size,
 {
     cl_int e = CL_SUCCESS;
     cl_event ev = NULL;
+    if (r->host_unified && r->inputs_copied) {
+        *mem = clCreateBuffer(r->ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                              size, (void *)(uintptr_t)in->data, &e);
+        return *mem ? NS_OK
+                    : ns_cl_fail(err, errlen, "clCreateBuffer (input)", e);
+    }
     if (r->host_unified) {
         /* read in place, no copy: data outlives the call */
         *mem = clCreateBuffer(r->ctx, CL_MEM_READ_ONLY | CL_MEM_USE_HOST_PTR,
@@ -1347,9 +1356,11 @@ int ns_runner_run(ns_runner_t *r, const ns_job_t *job, const ns_input_t *inputs,
 {
     assert(r);
     pthread_mutex_lock(&r->lock);
+    r->inputs_copied = job->n_steps != 0;
     int rc = job->n_steps
                  ? s_run_pipeline(r, job, inputs, outputs, t, err, errlen)
                  : s_run(r, job, inputs, outputs, t, err, errlen);
+    r->inputs_copied = false;
     pthread_mutex_unlock(&r->lock);
     return rc;
 }
@@ -1361,10 +1372,12 @@ int ns_runner_run_units(ns_runner_t *r, const ns_job_t *job,
 {
     assert(r);
     pthread_mutex_lock(&r->lock);
+    r->inputs_copied = job->n_steps != 0;
     int rc = job->n_steps ? s_run_pipeline_units(r, job, inputs, units, n,
                                                  outputs, t, err, errlen)
                           : s_run_units(r, job, inputs, units, n, outputs, t,
                                         err, errlen);
+    r->inputs_copied = false;
     pthread_mutex_unlock(&r->lock);
     return rc;
 }

@@ -629,7 +629,8 @@ static void s_bufs_fill_step(const s_layout_t *l, const ns_job_t *job,
         uint32_t w = ns_job_writer(job, arg);
         if (w == step)
             memset(s->b[arg], byte, size);
-        else if (w < step)
+        else if (w < step && claim[arg]) /* NULL: a proof without outs,
+                                           whose step reads none of them */
             memcpy(s->b[arg], claim[arg], size);
     }
 }
