@@ -943,6 +943,8 @@ int ns_job_make_shard(ns_job_t *dst, const ns_job_t *src, uint32_t i,
 {
     uint64_t rows = s_extent(src, dim);
     assert(n >= 1 && i < n && rows >= n && dim < src->dims && !src->n_steps);
+    if (src->n_steps) /* NDEBUG: never share (and double free) steps */
+        return NS_ERR_INVAL;
     ns_job_release(dst);
     *dst = *src;
     dst->source = NULL;

@@ -166,6 +166,63 @@ TEST(later_step_writes_earlier_buffer)
     ns_job_release(&job);
 }
 
+
+static int s_size_write(void *data, const char *buf, size_t len)
+{
+    (void)buf;
+    *(size_t *)data += len;
+    return 0;
+}
+
+/* The largest valid pipeline descriptor, without its source, must fit the
+ * 8192 bytes NS_MAX_JOB_MSG leaves beside a source of NS_MAX_SOURCE. */
+TEST(max_descriptor_fits_job_msg)
+{
+    ns_job_t job;
+    char err[256];
+    ns_job_init(&job);
+    snprintf(job.builtin, sizeof job.builtin, "x");
+    memset(job.source_hash, 7, NS_HASH_BYTES);
+    for (int o = 0; o + 3 <= NS_MAX_OPTIONS; o += 3) memcpy(job.options + o, "-w ", 3);
+    job.options[NS_MAX_OPTIONS - 1] = 0;
+    job.tol = 1048576;
+    job.det = 1;
+    job.checks = 1000;
+    job.work_estimate = UINT64_MAX;
+    job.n_args = NS_MAX_ARGS;
+    for (uint32_t b = 0; b < NS_MAX_ARGS; b++) {
+        job.args[b].kind = b < NS_MAX_STEPS ? NS_ARG_OUT : NS_ARG_IN;
+        job.args[b].size = 1ull << 20;
+        job.args[b].item_bytes = 100000;
+        memset(job.args[b].hash, b < NS_MAX_STEPS ? 0 : 9, NS_HASH_BYTES);
+    }
+    job.n_steps = NS_MAX_STEPS;
+    job.steps = calloc(NS_MAX_STEPS, sizeof *job.steps);
+    for (uint32_t s = 0; s < NS_MAX_STEPS; s++) {
+        ns_step_t *st = &job.steps[s];
+        memset(st->entry, 'e', NS_MAX_ENTRY);
+        st->dims = 3;
+        st->global[0] = st->global[1] = st->global[2] = 1ull << 10;
+        st->local[0] = st->local[1] = 1ull << 5;
+        st->local[2] = 1;
+        s_buf(st, s);                       /* its out */
+        s_buf(st, NS_MAX_STEPS + s);        /* an input */
+        while (st->n_args < NS_MAX_ARGS) {
+            st->args[st->n_args].kind = NS_ARG_F64;
+            st->args[st->n_args++].v.f64 = 0.1;
+        }
+    }
+    int rc = ns_job_validate(&job, err, sizeof err);
+    fprintf(stderr, "validate: %d %s\n", rc, err);
+    size_t n = 0;
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &n, s_size_write);
+    ns_job_pack(&pk, &job);
+    fprintf(stderr, "descriptor without source: %zu bytes (room: 8192)\n", n);
+    CHECK(rc != NS_OK || n <= 8192);
+    ns_job_release(&job);
+}
+
 int main(void)
 {
     int rc = NS_OK;
@@ -178,6 +235,7 @@ int main(void)
     }
     RUN(fraud_check_step_without_outs);
     RUN(later_step_writes_earlier_buffer);
+    RUN(max_descriptor_fits_job_msg);
     ns_runner_destroy(&s_runner);
     return ns_test_finish("exec_pipeline_review");
 }
