@@ -167,11 +167,14 @@ def test(net):
     nstest.cli_ok("run", "--job", os.path.join(d, "mlp_local.json"),
                   timeout=120)
     req.start(bootstrap=[honest[0]])
-    tmp_before = {p for p in os.listdir("/tmp")
-                  if p.startswith("nightshift-pipeline")}
+    # the intermediates' temporary directory goes under a TMPDIR of the
+    # test's own (other tests may make theirs in /tmp meanwhile)
+    tmp = os.path.join(d, "tmp")
+    os.makedirs(tmp)
+    env = dict(os.environ, TMPDIR=tmp)
     r = nstest.cli("submit", "--node", req.datadir, "--job",
                    os.path.join(d, "mlp.json"), "--max-price", "20",
-                   "--deadline-s", "30", "--json", timeout=240)
+                   "--deadline-s", "30", "--json", timeout=240, env=env)
     check(r.returncode == 0, f"submit failed ({r.returncode}): "
           f"{r.stderr.strip()[-1500:]} {r.stdout.strip()[-1500:]}")
     doc = json.loads(r.stdout)
@@ -181,9 +184,8 @@ def test(net):
     check(read(os.path.join(d, "y.bin")) ==
           read(os.path.join(d, "y_local.bin")),
           "the pipeline's outputs differ from `run --job`")
-    tmp_after = {p for p in os.listdir("/tmp")
-                 if p.startswith("nightshift-pipeline")}
-    check(not (tmp_after - tmp_before), "intermediates were left in /tmp")
+    check(not os.listdir(tmp),
+          f"intermediates were left in TMPDIR: {os.listdir(tmp)}")
     log("2: two-layer perceptron through --node equals run --job")
 
 

@@ -149,12 +149,15 @@ def test(net):
             json.dump(job(y, cnt), f)
     nstest.cli_ok("run", "--job", os.path.join(d, "local.json"), timeout=120)
 
-    tmp_before = {p for p in os.listdir("/tmp")
-                  if p.startswith("nightshift-pipeline")}
+    # the intermediates' temporary directory goes under a TMPDIR of the
+    # test's own (other tests may make theirs in /tmp meanwhile)
+    tmp = os.path.join(d, "tmp")
+    os.makedirs(tmp)
+    env = dict(os.environ, TMPDIR=tmp)
     r = cli("submit", "--datadir", req.datadir, "--bootstrap", nodes[0].addr,
             "--job", os.path.join(d, "net.json"), "--max-price", 1000,
             "--collateral", 400, "--bid-window-ms", 400, "--json",
-            timeout=180)
+            timeout=180, env=env)
     check(r.returncode == 0, f"submit failed ({r.returncode}): "
           f"{r.stderr.strip()[-1500:]} {r.stdout.strip()[-800:]}")
     doc = json.loads(r.stdout)
@@ -179,9 +182,8 @@ def test(net):
     check(0 < want < ROWS, f"{want} rows of class {CLASS}: a weak test")
     check(read(os.path.join(d, "count_local.bin")) ==
           read(os.path.join(d, "count.bin")), "count differs from `run --job`'s")
-    tmp_after = {p for p in os.listdir("/tmp")
-                 if p.startswith("nightshift-pipeline")}
-    check(not (tmp_after - tmp_before), "intermediates were left in /tmp")
+    check(not os.listdir(tmp),
+          f"intermediates were left in TMPDIR: {os.listdir(tmp)}")
     log(f"outputs equal run --job; {got} of {ROWS} rows of class {CLASS}")
 
     # every node re-checks the fraud proof and applies the SLASH
