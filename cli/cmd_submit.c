@@ -45,8 +45,8 @@ typedef struct s_submit {
     ns_reqs_t reqs;
     int json;
     int no_wait; /* --no-wait: fail at once when no provider can take it */
-    bool steps_apart; /* --steps-apart: a pipeline's steps as jobs of their
-                         own, one after the other */
+    bool steps_apart;     /* --steps-apart: a pipeline's steps as jobs of their
+                             own, one after the other */
     int fault_fork_award; /* --fault fork-award (test networks) */
     int fault_no_preflight; /* --fault no-preflight (test networks) */
     /* the job */

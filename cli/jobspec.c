@@ -333,8 +333,8 @@ static uint32_t s_buffer_at(const char **in_p, const char **out_p, uint32_t n,
 
 /* Step s of the job file (and the command line's job flags) as a job of
  * its own, its input files not read: 0, or an exit status (printed). */
-static int s_parse_step(ns_jobspec_t *spec, const char *cmd, int s,
-                        ns_job_t *t, const char **tin, const char **tout)
+static int s_parse_step(ns_jobspec_t *spec, const char *cmd, int s, ns_job_t *t,
+                        const char **tin, const char **tout)
 {
     char err[768];
     ns_jobfile_step_t *st = &spec->jobfile->step[s];

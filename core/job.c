@@ -706,8 +706,7 @@ static int s_check_pipeline(const ns_job_t *job, uint64_t *n_units, char *err,
     if (!job->steps)
         return s_fail(NS_ERR_INVAL, err, errlen, "steps: NULL");
     if (job->entry[0] || job->dims || job->local[0] || job->global[0] ||
-        job->shard_rows || job->shard_first || job->shard_dim ||
-        job->item_kind)
+        job->shard_rows || job->shard_first || job->shard_dim || job->item_kind)
         return s_fail(NS_ERR_INVAL, err, errlen,
                       "pipeline: entry, global, local, shard and item_kind "
                       "belong to its steps");
@@ -727,8 +726,8 @@ static int s_check_pipeline(const ns_job_t *job, uint64_t *n_units, char *err,
         uint32_t here = 0;
         if (st->n_args > NS_MAX_ARGS)
             return s_fail(NS_ERR_TOOBIG, err, errlen,
-                          "step %u: %u args, over the cap of %d", s,
-                          st->n_args, NS_MAX_ARGS);
+                          "step %u: %u args, over the cap of %d", s, st->n_args,
+                          NS_MAX_ARGS);
         for (uint32_t i = 0; i < st->n_args; i++) {
             const ns_arg_t *a = &st->args[i];
             if (a->kind == NS_ARG_IN || a->kind == NS_ARG_OUT)
@@ -740,8 +739,8 @@ static int s_check_pipeline(const ns_job_t *job, uint64_t *n_units, char *err,
                 continue;
             if (a->v.u32 >= job->n_args)
                 return s_fail(NS_ERR_INVAL, err, errlen,
-                              "step %u arg %u: buffer %u: the job has %u", s,
-                              i, a->v.u32, job->n_args);
+                              "step %u arg %u: buffer %u: the job has %u", s, i,
+                              a->v.u32, job->n_args);
             if (here & (UINT32_C(1) << a->v.u32))
                 return s_fail(NS_ERR_INVAL, err, errlen,
                               "step %u arg %u: buffer %u named twice in one "
@@ -1348,9 +1347,10 @@ int ns_job_read(ns_mpr_t *r, ns_job_t *job, char *err, size_t errlen)
     if (ns_mpr_uint(r, &version) == NS_OK && version != NS_JOB_VERSION &&
         version != NS_JOB_VERSION_SHARD && version != NS_JOB_VERSION_PIPELINE)
         s_rd_fail(&c, NS_ERR_VERSION);
-    if (r->err == NS_OK && n != (version == NS_JOB_VERSION         ? S_N_FIELDS
-                                 : version == NS_JOB_VERSION_SHARD ? S_N_FIELDS_SHARD
-                                                                   : S_N_FIELDS_PIPE))
+    if (r->err == NS_OK &&
+        n != (version == NS_JOB_VERSION         ? S_N_FIELDS
+              : version == NS_JOB_VERSION_SHARD ? S_N_FIELDS_SHARD
+                                                : S_N_FIELDS_PIPE))
         s_rd_fail(&c, NS_ERR_TYPE);
     s_at(&c, "builtin", 0);
     ns_mpr_str(r, job->builtin, NS_MAX_BUILTIN);

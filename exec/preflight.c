@@ -577,7 +577,8 @@ static int s_sample_pipeline(ns_runner_t *r, const ns_job_t *job,
         units_sampled += n;
     }
     if (unit_run_ns)
-        *unit_run_ns = units_sampled > 0 ? (uint64_t)(ns_sum / units_sampled) : 0;
+        *unit_run_ns =
+            units_sampled > 0 ? (uint64_t)(ns_sum / units_sampled) : 0;
     return NS_OK;
 }
 

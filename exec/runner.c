@@ -1260,8 +1260,7 @@ static void s_step_io(const ns_job_t *job, const ns_job_t *view,
         else if (job->args[b].kind == NS_ARG_IN)
             in_v[i] = inputs[b];
         else /* an earlier step's output, read as it is */
-            in_v[i] = (ns_input_t){outputs[b], (size_t)job->args[b].size,
-                                   true};
+            in_v[i] = (ns_input_t){outputs[b], (size_t)job->args[b].size, true};
     }
 }
 
@@ -1339,8 +1338,7 @@ static int s_run_pipeline_units(ns_runner_t *r, const ns_job_t *job,
             continue;
         ns_job_step_view(job, s, &view, map);
         s_step_io(job, &view, map, inputs, outputs, in_v, out_v);
-        rc = s_run_units(r, &view, in_v, mine, k, out_v, &one, why,
-                         sizeof why);
+        rc = s_run_units(r, &view, in_v, mine, k, out_v, &one, why, sizeof why);
         s_timings_add(&sum, &one);
         if (rc != NS_OK && err && errlen)
             snprintf(err, errlen, "step %u (%s): %s", s + 1, view.entry, why);

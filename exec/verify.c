@@ -801,10 +801,9 @@ out:
     return rc;
 }
 
-int ns_self_check(ns_runner_t *r, const ns_job_t *job,
-                  const ns_input_t *inputs, uint8_t *const *outputs,
-                  uint32_t k, ns_check_result_t *res, char *err,
-                  size_t errlen)
+int ns_self_check(ns_runner_t *r, const ns_job_t *job, const ns_input_t *inputs,
+                  uint8_t *const *outputs, uint32_t k, ns_check_result_t *res,
+                  char *err, size_t errlen)
 {
     ns_hash_t none;
     uint8_t secret[32];
@@ -1037,8 +1036,7 @@ int ns_fraud_read(ns_mpr_t *r, ns_fraud_proof_t *p, char *err, size_t errlen)
         goto out; /* err names the descriptor field */
     }
     if ((version == NS_FRAUD_VERSION_PIPELINE) != (p->job.n_steps != 0)) {
-        snprintf(err, errlen,
-                 "fraud proof version %llu for a %s",
+        snprintf(err, errlen, "fraud proof version %llu for a %s",
                  (unsigned long long)version,
                  p->job.n_steps ? "pipeline" : "job of one launch");
         r->err = NS_ERR_INVAL;
@@ -1163,8 +1161,10 @@ int ns_fraud_check(ns_runner_t *r, const ns_fraud_proof_t *p,
             if (p->job.args[i].kind != NS_ARG_OUT)
                 continue;
             if (!inputs[i].data || inputs[i].len != p->job.args[i].size) {
-                snprintf(err, errlen, "arg %u (out): the claimed buffer is "
-                                      "not given", i);
+                snprintf(err, errlen,
+                         "arg %u (out): the claimed buffer is "
+                         "not given",
+                         i);
                 rc = NS_ERR_INVAL;
                 goto out;
             }

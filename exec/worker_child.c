@@ -357,13 +357,13 @@ static int s_serve_challenge(int fd, const uint8_t *head, size_t len,
  * kernel: such a RUN fails instead (NS_ERR_PROOF, err says why), and the
  * provider gives the job up. */
 static int s_self_check(ns_runner_t *runner, const ns_job_t *job,
-                        const ns_input_t *inputs, uint8_t **outputs,
-                        uint32_t k, char *err, size_t errlen)
+                        const ns_input_t *inputs, uint8_t **outputs, uint32_t k,
+                        char *err, size_t errlen)
 {
     ns_check_result_t res;
     char why[512];
-    int rc = ns_self_check(runner, job, inputs, outputs, k, &res, why,
-                           sizeof why);
+    int rc =
+        ns_self_check(runner, job, inputs, outputs, k, &res, why, sizeof why);
     if (rc == NS_ERR_NOMEM) {
         ns_warn(NS_MOD_EXEC, "event=self_check_skipped reason=\"no memory "
                              "for a copy of the outputs\"");
@@ -380,8 +380,9 @@ static int s_self_check(ns_runner_t *runner, const ns_job_t *job,
              "write what the whole launch wrote (%s); any check would fail "
              "these outputs",
              why);
-    ns_warn(NS_MOD_EXEC, "event=self_check_failed checked=%u wrong=%u "
-                         "changed=%llu",
+    ns_warn(NS_MOD_EXEC,
+            "event=self_check_failed checked=%u wrong=%u "
+            "changed=%llu",
             res.checked, res.mismatched, (unsigned long long)res.changed);
     return NS_ERR_PROOF;
 }

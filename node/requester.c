@@ -1370,8 +1370,9 @@ static void s_verify(ns_requester_t *q)
     uint32_t k = ns_job_checks(q->o.job);
     uint64_t pool = ns_job_shard_units(q->o.job); /* a shard's own */
     if (q->o.job->n_steps)
-        s_say(q, "outputs received; checking up to %u random units of each "
-                 "of its %u steps (%llu units in all)",
+        s_say(q,
+              "outputs received; checking up to %u random units of each "
+              "of its %u steps (%llu units in all)",
               k, q->o.job->n_steps, (unsigned long long)pool);
     else
         s_say(q, "outputs received; checking %u random units of %llu",

@@ -45,8 +45,8 @@
 #define NS_JOB_VERSION 1         /* first element of the encoding */
 #define NS_JOB_VERSION_SHARD 2   /* ... of a shard's (three more fields) */
 #define NS_MAX_SHARDS 64         /* shards of one job */
-#define NS_JOB_VERSION_PIPELINE 3 /* ... of a pipeline's (steps) */
-#define NS_MAX_STEPS 16           /* launches of one pipeline */
+#define NS_JOB_VERSION_PIPELINE 3             /* ... of a pipeline's (steps) */
+#define NS_MAX_STEPS 16                       /* launches of one pipeline */
 #define NS_JOB_DOMAIN "nightshift/job/v1"     /* job id domain, no NUL */
 #define NS_MAX_JOB_MSG (NS_MAX_SOURCE + 8192) /* encoded descriptor */
 

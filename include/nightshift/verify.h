@@ -175,10 +175,9 @@ int ns_spot_check(ns_runner_t *r, const ns_job_t *job, const ns_hash_t job_id,
  * random secret. NS_OK means the check ran: res->mismatched or
  * res->changed non-zero means the outputs would fail any requester's
  * check (err says which unit). Memory: one copy of the outputs. */
-int ns_self_check(ns_runner_t *r, const ns_job_t *job,
-                  const ns_input_t *inputs, uint8_t *const *outputs,
-                  uint32_t k, ns_check_result_t *res, char *err,
-                  size_t errlen) NS_MUST_CHECK;
+int ns_self_check(ns_runner_t *r, const ns_job_t *job, const ns_input_t *inputs,
+                  uint8_t *const *outputs, uint32_t k, ns_check_result_t *res,
+                  char *err, size_t errlen) NS_MUST_CHECK;
 
 /* ns_spot_check for outputs received into files (the requester's fetch):
  * root is the committed root, which the caller computed from these very

@@ -20,9 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define N 1024    /* elements */
-#define GROUP 64  /* step 3's work-group */
-#define B_X 0     /* buffers */
+#define N 1024   /* elements */
+#define GROUP 64 /* step 3's work-group */
+#define B_X 0    /* buffers */
 #define B_H 1
 #define B_Y 2
 #define B_PART 3
@@ -112,8 +112,8 @@ static int s_pack_read(const ns_job_t *in, ns_job_t *out, char *err,
     return rc;
 }
 
-static int s_proof_round_trip(const ns_fraud_proof_t *in,
-                              ns_fraud_proof_t *out, char *err, size_t errlen)
+static int s_proof_round_trip(const ns_fraud_proof_t *in, ns_fraud_proof_t *out,
+                              char *err, size_t errlen)
 {
     msgpack_sbuffer sb;
     msgpack_packer pk;
@@ -241,9 +241,9 @@ static void s_run(s_run_t *v)
     for (uint32_t b = 1; b < 4; b++)
         v->outs[b] = ns_buf_alloc(v->job.args[b].size);
     ns_timings_t t;
-    CHECK_RC(ns_runner_run(s_runner, &v->job, v->in, v->outs, &t, err,
-                           sizeof err),
-             NS_OK);
+    CHECK_RC(
+        ns_runner_run(s_runner, &v->job, v->in, v->outs, &t, err, sizeof err),
+        NS_OK);
 }
 
 static void s_free(s_run_t *v)

@@ -96,8 +96,8 @@ TEST(fraud_check_step_without_outs)
     uint8_t sig[NS_SIG_BYTES];
     ns_result_sign(prov, id, root, ns_job_units(&job), sig);
     ns_fraud_proof_t p;
-    CHECK_RC(ns_fraud_build(&p, &job, id, ns_identity_pk(prov), sig, NULL,
-                            outs, res.first_bad, res.bad_arg, res.bad_pos),
+    CHECK_RC(ns_fraud_build(&p, &job, id, ns_identity_pk(prov), sig, NULL, outs,
+                            res.first_bad, res.bad_arg, res.bad_pos),
              NS_OK);
     CHECK_EQ_INT(p.n_outs, 0);
     /* a checker holds x only (no outs named) */
@@ -113,7 +113,6 @@ TEST(fraud_check_step_without_outs)
     free(outs[2]);
     ns_job_release(&job);
 }
-
 
 static const char s_src2[] =
     "__kernel void lin(__global const float *x, __global float *h)\n"
@@ -166,7 +165,6 @@ TEST(later_step_writes_earlier_buffer)
     ns_job_release(&job);
 }
 
-
 static int s_size_write(void *data, const char *buf, size_t len)
 {
     (void)buf;
@@ -183,7 +181,8 @@ TEST(max_descriptor_fits_job_msg)
     ns_job_init(&job);
     snprintf(job.builtin, sizeof job.builtin, "x");
     memset(job.source_hash, 7, NS_HASH_BYTES);
-    for (int o = 0; o + 3 <= NS_MAX_OPTIONS; o += 3) memcpy(job.options + o, "-w ", 3);
+    for (int o = 0; o + 3 <= NS_MAX_OPTIONS; o += 3)
+        memcpy(job.options + o, "-w ", 3);
     job.options[NS_MAX_OPTIONS - 1] = 0;
     job.tol = 1048576;
     job.det = 1;
@@ -205,8 +204,8 @@ TEST(max_descriptor_fits_job_msg)
         st->global[0] = st->global[1] = st->global[2] = 1ull << 10;
         st->local[0] = st->local[1] = 1ull << 5;
         st->local[2] = 1;
-        s_buf(st, s);                       /* its out */
-        s_buf(st, NS_MAX_STEPS + s);        /* an input */
+        s_buf(st, s);                /* its out */
+        s_buf(st, NS_MAX_STEPS + s); /* an input */
         while (st->n_args < NS_MAX_ARGS) {
             st->args[st->n_args].kind = NS_ARG_F64;
             st->args[st->n_args++].v.f64 = 0.1;

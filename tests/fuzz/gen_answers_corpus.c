@@ -1,8 +1,8 @@
 /* gen_answers_corpus.c - seeds for fuzz_answers: SLASH bodies (a proof of
  * each sample job and pipeline (version 3, the accused unit the first of
- * the step writing the last buffer) with its inputs inline and by hash), honest labelling
- * answers for the 1 MiB labelling the harness reads, and answers to the
- * control socket's "job" query. The first byte of each seed picks the
+ * the step writing the last buffer) with its inputs inline and by hash), honest
+ * labelling answers for the 1 MiB labelling the harness reads, and answers to
+ * the control socket's "job" query. The first byte of each seed picks the
  * reader (0 slash, 1 label, 2 job). */
 #include "seeds.h"
 
@@ -63,12 +63,11 @@ static void s_slash_seeds(void)
         seeds_check(ns_job_id(&s_job, job_id), "job id");
         seeds_check(ns_commit_root(&s_job, job_id, outputs, root), "root");
         ns_result_sign(id, job_id, root, ns_job_units(&s_job), sig);
-        seeds_check(ns_fraud_build(&s_p, &s_job, job_id, ns_identity_pk(id),
-                                   sig, NULL, outputs,
-                                   ns_job_step_first(&s_job,
-                                                     ns_job_writer(&s_job, out)),
-                                   out, 0),
-                    "proof");
+        seeds_check(
+            ns_fraud_build(
+                &s_p, &s_job, job_id, ns_identity_pk(id), sig, NULL, outputs,
+                ns_job_step_first(&s_job, ns_job_writer(&s_job, out)), out, 0),
+            "proof");
         ns_buf_t b;
         ns_buf_init(&b);
         bool inl = false;

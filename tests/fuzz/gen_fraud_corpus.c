@@ -74,9 +74,8 @@ static void s_pipe_proofs(ns_identity_t *id)
         ns_result_sign(id, job_id, root, ns_job_units(&s_job), sig);
         for (uint32_t s = 0; s < s_job.n_steps; s++) {
             uint32_t out = 0;
-            while (out < s_job.n_args &&
-                   (s_job.args[out].kind != NS_ARG_OUT ||
-                    ns_job_writer(&s_job, out) != s))
+            while (out < s_job.n_args && (s_job.args[out].kind != NS_ARG_OUT ||
+                                          ns_job_writer(&s_job, out) != s))
                 out++;
             if (out == s_job.n_args)
                 seeds_die("a step that writes nothing", NS_ERR_INVAL);
@@ -99,8 +98,7 @@ static void s_pipe_proofs(ns_identity_t *id)
                          "proof v3, %s, step %u unit %llu arg %u, %u outs",
                          name, s, (unsigned long long)(first + k), out,
                          s_p.n_outs);
-                s_save_proof(what, &s_p, true,
-                             i == 0 && s_p.n_outs && v == 0);
+                s_save_proof(what, &s_p, true, i == 0 && s_p.n_outs && v == 0);
                 ns_fraud_release(&s_p);
             }
         }

@@ -43,8 +43,8 @@ int main(int argc, char **argv)
         ns_mpr_t r;
         ns_mpr_init(&r, b.data, b.len);
         if (ns_job_read(&r, &again, err, sizeof err) != NS_OK) {
-            fprintf(stderr, "%s: pipeline %d does not read back: %s\n",
-                    argv[0], v, err);
+            fprintf(stderr, "%s: pipeline %d does not read back: %s\n", argv[0],
+                    v, err);
             return 1;
         }
         if (v == 0) {
