@@ -418,6 +418,7 @@ static int s_make_pipeline(ns_jobspec_t *spec, const char *cmd)
         memcpy(ps->global, t.global, sizeof ps->global);
         memcpy(ps->local, t.local, sizeof ps->local);
         ps->n_args = t.n_args;
+        uint32_t here = 0; /* buffers this step names so far */
         for (uint32_t i = 0; i < t.n_args; i++) {
             const ns_arg_t *a = &t.args[i];
             if (a->kind != NS_ARG_IN && a->kind != NS_ARG_OUT) {
@@ -426,6 +427,9 @@ static int s_make_pipeline(ns_jobspec_t *spec, const char *cmd)
             }
             const char *path = a->kind == NS_ARG_IN ? tin[i] : tout[i];
             uint32_t b = path ? s_buffer_at(in_p, out_p, nb, path) : nb;
+            if (b < nb && (here & (UINT32_C(1) << b)) &&
+                pipe.args[b].kind == NS_ARG_IN)
+                b = nb; /* one file as two inputs of a step: two buffers */
             if (b == nb) {
                 if (nb == NS_MAX_ARGS) {
                     ns_cli_error(cmd,
@@ -449,6 +453,7 @@ static int s_make_pipeline(ns_jobspec_t *spec, const char *cmd)
             }
             ps->args[i].kind = NS_ARG_BUF;
             ps->args[i].v.u32 = b;
+            here |= UINT32_C(1) << b;
         }
     }
     ns_job_release(&t);

@@ -9,9 +9,12 @@ one line that names the key (or line and column) at fault, exit 2.
   * a built-in with its default entry point;
   * bad files: malformed JSON, an unknown key, a duplicate key, an
     argument naming no buffer, a buffer no step uses, an intermediate
-    buffer, two steps (pipelines: not supported yet), "shards" above 1,
-    scalars of the wrong type, a missing file.
+    buffer no later step reads, too many steps, scalars of the wrong type,
+    a missing file;
+  * a pipeline of two steps whose first takes one file as two buffers:
+    one job, its steps in --json, the output computed here.
 """
+import json
 import os
 import struct
 
@@ -130,6 +133,36 @@ def test(net):
     check(r.returncode == 1 and "missing.json" in r.stderr,
           f"a missing job file: {r.returncode} {r.stderr!r}")
     log(f"{len(bad)} bad job files refused with the key at fault")
+
+    # a pipeline whose first step takes one file as two buffers, and whose
+    # second step reads that file again beside the intermediate: one job
+    # (the steps' entries in --json), y = (x + x) * x
+    write(os.path.join(d, "two.cl"), """
+kernel void add(global const float *a, global const float *b,
+                global float *h)
+{ size_t i = get_global_id(0); h[i] = a[i] + b[i]; }
+kernel void mul(global const float *h, global const float *a,
+                global float *y)
+{ size_t i = get_global_id(0); y[i] = h[i] * a[i]; }
+""")
+    write(os.path.join(d, "two.json"), """{
+  "source": "two.cl",
+  "buffers": {"a": {"file": "x.bin"}, "b": {"file": "x.bin"},
+              "h": {"bytes": %d}, "y": {"bytes": %d, "out": "two.bin"}},
+  "steps": [{"entry": "add", "global": [%d], "args": ["a", "b", "h"]},
+            {"entry": "mul", "global": [%d], "args": ["h", "a", "y"]}]
+}""" % (4 * n, 4 * n, n, n))
+    r = cli("run", "--job", os.path.join(d, "two.json"), "--json",
+            timeout=120)
+    check(r.returncode == 0, f"the pipeline failed: {r.stderr.strip()}")
+    doc = json.loads(r.stdout)
+    check_eq(doc.get("steps"), ["add", "mul"], "the pipeline's steps")
+    x = struct.unpack(f"{n}f", struct.pack(f"{n}f",
+                                           *[i * 0.25 for i in range(n)]))
+    want = struct.pack(f"{n}f", *[(v + v) * v for v in x])
+    with open(os.path.join(d, "two.bin"), "rb") as f:
+        check(f.read() == want, "the pipeline's y is not (x + x) * x")
+    log("a pipeline reading one file as two buffers: one job, right output")
 
 
 nstest.main(test, "jobfile")
