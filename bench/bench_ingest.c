@@ -33,7 +33,7 @@ int main(int argc, char **argv)
     ns_identity_t *me = ns_identity_generate();
     ns_hash_t net;
     ns_hash(net, "bench", 5);
-    ns_p2p_opts_t o = {&cfg, me, {0}, "bench", NULL, 0};
+    ns_p2p_opts_t o = {&cfg, me, {0}, "bench", NULL, 0, false};
     memcpy(o.network_id, net, NS_HASH_BYTES);
     int err = 0;
     ns_p2p_t *p = ns_p2p_new(&o, &err);

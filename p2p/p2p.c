@@ -25,6 +25,7 @@ ns_p2p_t *ns_p2p_new(const ns_p2p_opts_t *opts, int *err)
     if (!p)
         goto fail;
     p->cfg = opts->cfg;
+    p->light = opts->light;
     p->identity = opts->identity;
     memcpy(p->self_id, ns_identity_pk(opts->identity), NS_ID_BYTES);
     ns_id_short(p->self_short, p->self_id);
@@ -131,10 +132,14 @@ void ns_p2p_destroy(ns_p2p_t **pp)
     if (p->close_linger_ms > 0) {
         /* Let what is queued (a light peer's last entries) go out: the
          * context's termination waits up to this long for it. */
-        int linger = (int)p->close_linger_ms;
+        int linger = (int)p->close_linger_ms, none = 0;
+        /* only to peers that answered over this link: what is queued to
+         * one never reached (a stale endpoint) would hold the close for
+         * the whole linger */
         for (uint32_t i = 0; p->peers && i < p->n_peers; i++)
             if (p->peers[i].dealer)
-                zmq_setsockopt(p->peers[i].dealer, ZMQ_LINGER, &linger,
+                zmq_setsockopt(p->peers[i].dealer, ZMQ_LINGER,
+                               p->peers[i].reachable ? &linger : &none,
                                sizeof linger);
         if (p->router)
             zmq_setsockopt(p->router, ZMQ_LINGER, &linger, sizeof linger);
@@ -649,8 +654,9 @@ static int s_on_hello(ns_p2p_t *p, const ns_envelope_t *env, const s_src_t *src)
         const ns_peer_t *q = &p->peers[(start + k) % p->n_peers];
         if (q->state != NS_PEER_LIVE || q->held ||
             !ns_contact_dialable(q->endpoint) ||
+            (q->hb && (q->hb->flags & NS_HB_LIGHT)) ||
             memcmp(q->id, env->sender, NS_ID_BYTES) == 0)
-            continue;
+            continue; /* a light peer's endpoint dies with its command */
         memcpy(reply.peers[reply.n].id, q->id, NS_ID_BYTES);
         snprintf(reply.peers[reply.n].endpoint, NS_ENDPOINT_MAX, "%s",
                  q->endpoint);

@@ -245,6 +245,7 @@ struct ns_p2p {
     } bans[S_BAN_SLOTS];
 
     /* Behind a router */
+    bool light;                    /* ns_p2p_opts_t.light */
     bool unreachable;              /* we cannot be dialled (node.reachable = no,
                                       or auto found so): our contact is a relay
                                       or "" */

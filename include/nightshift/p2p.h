@@ -36,6 +36,8 @@ typedef struct {
     const char *network_name;      /* for logs */
     const ns_devinfo_t *devices;   /* copied */
     uint32_t n_devices;
+    bool light; /* a light peer: heartbeats say so (NS_HB_LIGHT), and
+                   peers do not pass its endpoint on */
 } ns_p2p_opts_t;
 
 /* Create the context and bind the ROUTER. On failure returns NULL and sets

@@ -68,6 +68,10 @@ typedef enum {
     2u /* the sender sends each heartbeat straight to                          \
           every peer: one whose content did not change                         \
           is not passed on (docs/PROTOCOL.md, "Gossip") */
+#define NS_HB_LIGHT                                                            \
+    4u /* the sender is a light peer (`submit` without a                       \
+          node): its endpoint lives as long as one command,                    \
+          so peer exchange does not pass it on */
 
 /* The message types a decoder accepts, one bit per type (0..255). Owned
  * by the caller (the p2p keeps one and adds the types of the layers above

@@ -174,7 +174,7 @@ int main(void)
     ns_config_defaults(&s_cfg);
     snprintf(s_cfg.listen, sizeof s_cfg.listen, "tcp://127.0.0.1:0");
     s_me = ns_identity_generate();
-    ns_p2p_opts_t o = {&s_cfg, s_me, {0}, "votes", NULL, 0};
+    ns_p2p_opts_t o = {&s_cfg, s_me, {0}, "votes", NULL, 0, false};
     memcpy(o.network_id, s_fx.genesis.network_id, NS_HASH_BYTES);
     int err = 0;
     s_p = ns_p2p_new(&o, &err);

@@ -41,7 +41,7 @@ static void s_setup(s_fix_t *f, uint32_t total)
     for (uint32_t i = 0; i < total; i++)
         f->text[i] = (uint8_t)(i * 13 + 5);
     ns_hash(f->net, f->text, total);
-    ns_p2p_opts_t o = {&f->cfg, f->me, {0}, "test", NULL, 0};
+    ns_p2p_opts_t o = {&f->cfg, f->me, {0}, "test", NULL, 0, false};
     memcpy(o.network_id, f->net, NS_HASH_BYTES);
     int err = 0;
     f->p = ns_p2p_new(&o, &err);

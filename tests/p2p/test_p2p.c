@@ -114,7 +114,7 @@ static void s_setup(s_fix_t *f, uint32_t burst)
     f->me = ns_identity_generate();
     f->other = ns_identity_generate();
     ns_hash(f->net, "test-genesis", 12);
-    ns_p2p_opts_t o = {&f->cfg, f->me, {0}, "test", NULL, 0};
+    ns_p2p_opts_t o = {&f->cfg, f->me, {0}, "test", NULL, 0, false};
     memcpy(o.network_id, f->net, NS_HASH_BYTES);
     int err = 0;
     f->p = ns_p2p_new(&o, &err);
@@ -276,7 +276,7 @@ TEST(bind_in_use)
         return;
     ns_config_t cfg = f.cfg;
     snprintf(cfg.listen, sizeof cfg.listen, "%s", ns_p2p_endpoint(f.p));
-    ns_p2p_opts_t o = {&cfg, f.other, {0}, "test", NULL, 0};
+    ns_p2p_opts_t o = {&cfg, f.other, {0}, "test", NULL, 0, false};
     int err = 0;
     ns_p2p_t *second = ns_p2p_new(&o, &err);
     CHECK(second == NULL);
@@ -681,7 +681,7 @@ TEST(slots_and_eviction)
     f.me = ns_identity_generate();
     f.other = ns_identity_generate();
     ns_hash(f.net, "test-genesis", 12);
-    ns_p2p_opts_t o = {&f.cfg, f.me, {0}, "test", NULL, 0};
+    ns_p2p_opts_t o = {&f.cfg, f.me, {0}, "test", NULL, 0, false};
     memcpy(o.network_id, f.net, NS_HASH_BYTES);
     int err = 0;
     f.p = ns_p2p_new(&o, &err);
