@@ -375,6 +375,47 @@ TEST(a_saved_job_finds_its_inputs_by_hash)
     free(data);
 }
 
+/* A blob is hashed when first mapped, not again while its file is
+ * unchanged; a file changed in place since is hashed again, found
+ * corrupt and deleted. */
+TEST(a_blob_changed_in_place_is_caught_on_its_next_map)
+{
+    char src[200], dir[200], blob[400], hex[2 * NS_HASH_BYTES + 1];
+    ns_blobs_t *b = NULL;
+    ns_hash_t id;
+    s_path(src, sizeof src, "inplace.bin");
+    s_path(dir, sizeof dir, "inplace-store");
+    size_t len = 3 << 20;
+    uint8_t *data = s_file_and_store(src, len, dir, 0, &b);
+    if (!CHECK(data != NULL))
+        return;
+    const uint8_t *map = NULL;
+    uint64_t size = 0;
+    char err[256];
+    CHECK_RC(ns_blobs_add_map(b, src, UINT64_MAX, id, &map, &size, err,
+                              sizeof err),
+             NS_OK);
+    ns_blobs_unmap(map, size);
+    for (int k = 0; k < 3; k++) { /* checked once, then known */
+        size_t got = 0;
+        CHECK_RC(ns_blobs_map(b, id, &map, &got), NS_OK);
+        CHECK(got == len && map && memcmp(map, data, len) == 0);
+        ns_blobs_unmap(map, got);
+    }
+    ns_hex(hex, id, NS_HASH_BYTES);
+    snprintf(blob, sizeof blob, "%s/%s", dir, hex);
+    int f = open(blob, O_WRONLY);
+    uint8_t x = (uint8_t)(data[len / 2] ^ 0x01);
+    CHECK(f >= 0 && pwrite(f, &x, 1, (off_t)(len / 2)) == 1);
+    if (f >= 0)
+        close(f);
+    size_t got = 0;
+    CHECK_RC(ns_blobs_map(b, id, &map, &got), NS_ERR_NOTFOUND);
+    CHECK(access(blob, F_OK) != 0); /* deleted */
+    ns_blobs_close(&b);
+    free(data);
+}
+
 int main(void)
 {
     if (sodium_init() < 0)
@@ -386,6 +427,7 @@ int main(void)
     RUN(each_failure_names_the_file_and_its_cause);
     RUN(a_copy_left_by_a_crash_goes_one_being_written_stays);
     RUN(a_saved_job_finds_its_inputs_by_hash);
+    RUN(a_blob_changed_in_place_is_caught_on_its_next_map);
     char cmd[200];
     snprintf(cmd, sizeof cmd, "rm -rf %s", s_root);
     if (system(cmd) != 0)
