@@ -57,8 +57,7 @@ static s_verified_t *s_verified_find(ns_blobs_t *b, const ns_hash_t id)
 static bool s_verified_same(const s_verified_t *v, const struct stat *st)
 {
     return v && v->dev == st->st_dev && v->ino == st->st_ino &&
-           v->size == st->st_size &&
-           v->mtim.tv_sec == st->st_mtim.tv_sec &&
+           v->size == st->st_size && v->mtim.tv_sec == st->st_mtim.tv_sec &&
            v->mtim.tv_nsec == st->st_mtim.tv_nsec;
 }
 
@@ -353,8 +352,8 @@ int ns_blobs_map(ns_blobs_t *b, const ns_hash_t id, const uint8_t **data,
     if (rc != NS_OK)
         return rc;
     struct stat st;
-    bool known = fstat(fd, &st) == 0 &&
-                 s_verified_same(s_verified_find(b, id), &st);
+    bool known =
+        fstat(fd, &st) == 0 && s_verified_same(s_verified_find(b, id), &st);
     rc = size > 0 && size <= NS_MAX_BUFFER
              ? ns_blobs_map_fd(fd, (size_t)size, data)
              : NS_ERR_CORRUPT;

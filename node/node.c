@@ -636,8 +636,8 @@ ns_node_t *ns_node_open(const ns_node_conf_t *c, char *err, size_t errlen)
         /* OpenCL is probed in a child before any thread exists. */
         n->n_devs = 0;
     }
-    ns_p2p_opts_t po = {c->cfg,          n->me,    {0},     n->genesis.name,
-                        n->devs,         n->n_devs, c->light};
+    ns_p2p_opts_t po = {c->cfg,  n->me,     {0},     n->genesis.name,
+                        n->devs, n->n_devs, c->light};
     memcpy(po.network_id, n->genesis.network_id, NS_HASH_BYTES);
     n->p2p = ns_p2p_new(&po, &rc);
     if (!n->p2p) {

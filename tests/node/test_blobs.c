@@ -392,9 +392,9 @@ TEST(a_blob_changed_in_place_is_caught_on_its_next_map)
     const uint8_t *map = NULL;
     uint64_t size = 0;
     char err[256];
-    CHECK_RC(ns_blobs_add_map(b, src, UINT64_MAX, id, &map, &size, err,
-                              sizeof err),
-             NS_OK);
+    CHECK_RC(
+        ns_blobs_add_map(b, src, UINT64_MAX, id, &map, &size, err, sizeof err),
+        NS_OK);
     ns_blobs_unmap(map, size);
     for (int k = 0; k < 3; k++) { /* checked once, then known */
         size_t got = 0;
