@@ -101,8 +101,15 @@ int ns_ctl_request(const char *datadir, const void *req, size_t req_len,
                  zmq_strerror(zmq_errno()));
         goto out;
     }
-    int sent = zmq_send(sock, req, req_len, 0);
-    if (sent < 0 || zmq_msg_recv(&reply, sock, 0) < 0) {
+    /* a signal (Ctrl-C, which the caller handles after this call)
+     * interrupts the wait: wait on, it is not the node's silence */
+    int sent, got = -1;
+    while ((sent = zmq_send(sock, req, req_len, 0)) < 0 && zmq_errno() == EINTR)
+        ;
+    while (sent >= 0 && (got = zmq_msg_recv(&reply, sock, 0)) < 0 &&
+           zmq_errno() == EINTR)
+        ;
+    if (sent < 0 || got < 0) {
         rc = NS_ERR_TIMEOUT;
         snprintf(err, errlen,
                  "the node on %s did not answer within %d ms (stale "

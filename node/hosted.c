@@ -102,15 +102,10 @@ static int s_prepare_args(ns_hosted_t *h, const ns_ctl_req_t *r,
         const ns_arg_t *a = &h->job.args[i];
         if (a->kind == NS_ARG_OUT) {
             snprintf(h->out_path[i], NS_CTL_MAX_PATH, "%s", r->out_path[i]);
-            if (h->out_path[i][0]) {
+            if (h->out_path[i][0])
                 h->out_paths[i] = h->out_path[i];
-                continue;
-            }
-            h->outputs[i] = calloc(1, a->size ? a->size : 1);
-            if (!h->outputs[i]) {
-                snprintf(err, errlen, "out of memory for the outputs");
-                return NS_ERR_NOMEM;
-            }
+            /* else kept nowhere (a pipeline's intermediate): the
+             * requester takes it into a temporary file of its own */
             continue;
         }
         if (a->kind != NS_ARG_IN)
@@ -263,6 +258,7 @@ ns_hosted_t *ns_hosted_new(const ns_ctl_req_t *r, const uint8_t me[32],
     o->inputs = h->inputs;
     o->outputs = h->outputs;
     o->out_paths = h->out_paths;
+    o->scratch_dir = ns_blobs_dir(blobs); /* the node's own, private */
     if (ns_job_id(&h->job, o->desc_id) != NS_OK) {
         snprintf(err, errlen, "cannot encode the job");
         goto fail;

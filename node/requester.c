@@ -813,6 +813,39 @@ static int s_out_open(ns_requester_t *q, uint32_t i, bool keep, char *err,
     return NS_OK;
 }
 
+/* The unnamed temporary file of an output that goes nowhere (no path,
+ * no buffer: a pipeline's intermediate): open, and gone when closed, so
+ * nothing of it outlives the job, whatever happens to the process. */
+static int s_out_scratch(ns_requester_t *q, uint32_t i, char *err,
+                         size_t errlen)
+{
+    if (q->out_fd[i] >= 0)
+        return NS_OK;
+    const char *dir = q->o.scratch_dir;
+    if (!dir || !dir[0])
+        dir = getenv("TMPDIR");
+    if (!dir || !dir[0])
+        dir = "/tmp";
+    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR ||
+                   errno == EINVAL)) { /* no O_TMPFILE there */
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/nightshift-out.XXXXXX", dir);
+        fd = mkostemp(path, O_CLOEXEC);
+        if (fd >= 0)
+            (void)unlink(path);
+    }
+    if (fd < 0) {
+        snprintf(err, errlen,
+                 "arg %u: cannot make a temporary file in %s for an "
+                 "intermediate output: %s",
+                 i, dir, strerror(errno));
+        return NS_ERR_IO;
+    }
+    q->out_fd[i] = fd;
+    return NS_OK;
+}
+
 static void s_start_fetch(ns_requester_t *q)
 {
     const ns_job_t *job = q->o.job;
@@ -850,6 +883,8 @@ static void s_start_fetch(ns_requester_t *q)
         if (s_out_path(q, i)) {
             rc = s_out_open(q, i, resume, err, sizeof err);
             keep = rc == NS_OK && resume && s_part_is_from(q, i, lj.result_id);
+        } else if (!q->o.outputs || !q->o.outputs[i]) {
+            rc = s_out_scratch(q, i, err, sizeof err);
         }
         if (rc == NS_OK)
             rc = ns_fetch_add_output(&q->fetch, NS_BLOB_OUTPUT(i), q->out_fd[i],
@@ -860,7 +895,8 @@ static void s_start_fetch(ns_requester_t *q)
                 ns_fetch_blob(&q->fetch, NS_BLOB_OUTPUT(i));
             resumed += fb ? fb->resumed : 0;
             /* worth resuming: outputs of several chunks */
-            if (!keep && a->size > 4 * (uint64_t)NS_CHUNK_BYTES &&
+            if (!keep && q->out_tmp[i] &&
+                a->size > 4 * (uint64_t)NS_CHUNK_BYTES &&
                 ns_ledger_job(q->ledger, q->o.job_id, &lj) == NS_OK)
                 s_part_mark(q, i, lj.result_id);
         }
@@ -1270,8 +1306,8 @@ static void s_settle(ns_requester_t *q, const ns_ledger_job_t *lj)
     q->rc.price = lj->price;
     q->rc.refund = lj->escrow - lj->price;
     for (uint32_t i = 0; i < q->o.job->n_args; i++) {
-        if (q->out_fd[i] < 0)
-            continue;
+        if (q->out_fd[i] < 0 || !q->out_tmp[i])
+            continue; /* in memory, or an intermediate: kept nowhere */
         if (ns_file_commit(q->out_fd[i], q->out_tmp[i], s_out_path(q, i),
                            0644) != NS_OK) {
             s_fail(q, "arg %u: cannot write '%s': %s", i, s_out_path(q, i),
@@ -1399,7 +1435,8 @@ static void s_verify(ns_requester_t *q)
         void *m =
             mmap(NULL, (size_t)a->size, PROT_READ, MAP_SHARED, q->out_fd[i], 0);
         if (m == MAP_FAILED) {
-            snprintf(err, sizeof err, "cannot map '%s': %s", q->out_tmp[i],
+            snprintf(err, sizeof err, "cannot map '%s': %s",
+                     q->out_tmp[i] ? q->out_tmp[i] : "(intermediate)",
                      strerror(errno));
             rc = NS_ERR_IO;
             continue;

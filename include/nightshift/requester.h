@@ -58,12 +58,18 @@ typedef struct {
     size_t packed_len;
     const ns_input_t *inputs; /* by argument (IN arguments) */
     uint8_t **outputs;        /* by argument: buffers of the OUT sizes,
-                                 for the OUT arguments without a path */
+                                 for the OUT arguments without a path
+                                 (NULL entries: see scratch_dir) */
     /* By argument, NULL or where an OUT argument goes: its bytes are
      * received into PATH.<job>.part beside it as they arrive (never whole
      * in memory), checked from that file, and renamed to PATH once the job
      * is settled (before deliver). NULL: every output in outputs. */
     const char *const *out_paths;
+    /* An output with neither a path nor a buffer in outputs (a pipeline's
+     * intermediate, which only the check reads) is received into an
+     * unnamed temporary file in scratch_dir (NULL: $TMPDIR, else /tmp),
+     * gone once the job ends, and written nowhere. */
+    const char *scratch_dir;
     ns_hash_t desc_id; /* ns_job_id(job) */
     ns_hash_t job_id;  /* ns_ledger_job_id(us, desc_id, nonce) */
     uint8_t nonce[16];

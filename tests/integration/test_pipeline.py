@@ -10,13 +10,17 @@ honest ones), two honest providers and a requester:
      computed here, and the lazy provider, which wins work, is slashed
      while the pipeline completes elsewhere;
   2. a two-layer perceptron (dense + ReLU into an intermediate, then
-     dense), through a running node (`submit --node`): the outputs are
-     byte for byte those of `nightshift run --job` of the same file, and
-     no intermediate file is left behind.
+     dense), through a running node (`submit --node`), as one job: the
+     outputs are byte for byte those of `nightshift run --job` of the
+     same file, and no intermediate file is left behind;
+  3. the same with the submitting command interrupted once the job is
+     handed over: the node settles it and writes y.
 """
 import json
 import os
+import signal
 import struct
+import subprocess
 
 import nstest
 from nstest import check, check_eq, log
@@ -187,6 +191,42 @@ def test(net):
     check(not os.listdir(tmp),
           f"intermediates were left in TMPDIR: {os.listdir(tmp)}")
     log("2: two-layer perceptron through --node equals run --job")
+
+    # 3. the same, the submitting command interrupted once the job is
+    # handed over: the job goes on in the node, which keeps the
+    # intermediates itself (a temporary file of its own, not the
+    # command's directory, gone with the command), settles and writes y
+    os.unlink(os.path.join(d, "y.bin"))
+    p = subprocess.Popen([nstest.BIN, "submit", "--node", req.datadir,
+                          "--job", os.path.join(d, "mlp.json"),
+                          "--max-price", "20", "--deadline-s", "30"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=env)
+    for line in p.stderr:
+        if "handed to the node" in line:
+            break
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    check(p.returncode == 130, f"the interrupted submit exited "
+          f"{p.returncode}: {err.strip()[-600:]}")
+
+    def done():  # this job and the one of part 2, both over
+        r = nstest.cli("jobs", "--datadir", req.datadir, "--json")
+        jobs = json.loads(r.stdout) if r.returncode == 0 else []
+        return (len(jobs) == 2 and all(j.get("finished") for j in jobs),
+                f"jobs: {jobs}")
+    nstest.wait_until(done, 60, "the node to finish the interrupted job",
+                      interval=0.5)
+    r = nstest.cli("jobs", "--datadir", req.datadir, "--json")
+    phases = [j["phase"] for j in json.loads(r.stdout)]
+    check(phases.count("failed") == 0,
+          f"a job failed after its command was interrupted: {r.stdout}")
+    check(read(os.path.join(d, "y.bin")) ==
+          read(os.path.join(d, "y_local.bin")),
+          "the interrupted pipeline's output differs from `run --job`")
+    check(not os.listdir(tmp),
+          f"intermediates were left in TMPDIR: {os.listdir(tmp)}")
+    log("3: interrupted after the hand-over, the node settled it; y written")
 
 
 nstest.main(test, "pipeline")
