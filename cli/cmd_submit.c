@@ -491,8 +491,7 @@ static int s_job(s_submit_t *q, bool prepared)
         /* a pipeline's intermediates go nowhere: the requester (this one,
          * or the node's) takes them into temporary files of its own, so
          * nothing of them depends on this process or its directory */
-        for (uint32_t i = 0; q->spec.job.n_steps && i < q->spec.job.n_args;
-             i++)
+        for (uint32_t i = 0; q->spec.job.n_steps && i < q->spec.job.n_args; i++)
             if (ns_jobspec_intermediate(&q->spec, i))
                 q->spec.out_paths[i] = NULL;
         /* Before any credit moves: does it build here, do the arguments
@@ -556,8 +555,7 @@ pack:;
      * a pipeline's intermediates into the requester's temporary files. */
     for (uint32_t i = 0; i < q->spec.job.n_args; i++)
         if (q->spec.job.args[i].kind == NS_ARG_OUT && !q->spec.outputs[i] &&
-            (q->set.n > 1 ||
-             (!q->spec.out_paths[i] && !q->spec.job.n_steps))) {
+            (q->set.n > 1 || (!q->spec.out_paths[i] && !q->spec.job.n_steps))) {
             q->spec.outputs[i] = calloc(1, q->spec.job.args[i].size);
             if (!q->spec.outputs[i]) {
                 ns_cli_error("submit", "out of memory for the outputs");
