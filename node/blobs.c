@@ -22,65 +22,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* A blob ns_blobs_map checked against its name, as its file was then:
- * the same file unchanged since (inode, size, mtime: the store writes a
- * blob once and renames it into place, and touches it only through
- * ns_blobs_map) is not hashed again. The same weights for a thousand
- * jobs: one hash of them per process, not one per job. */
-#define S_VERIFIED 64
-typedef struct {
-    ns_hash_t id;
-    dev_t dev;
-    ino_t ino;
-    off_t size;
-    struct timespec mtim;
-    bool used;
-} s_verified_t;
-
 struct ns_blobs {
     char dir[PATH_MAX];
     uint64_t cap;
     uint64_t bytes; /* sum of the blobs' sizes, as last scanned */
-    s_verified_t verified[S_VERIFIED];
-    uint32_t verified_next; /* the slot a new one takes (round robin) */
 };
-
-static s_verified_t *s_verified_find(ns_blobs_t *b, const ns_hash_t id)
-{
-    for (uint32_t i = 0; i < S_VERIFIED; i++)
-        if (b->verified[i].used &&
-            memcmp(b->verified[i].id, id, NS_HASH_BYTES) == 0)
-            return &b->verified[i];
-    return NULL;
-}
-
-static bool s_verified_same(const s_verified_t *v, const struct stat *st)
-{
-    return v && v->dev == st->st_dev && v->ino == st->st_ino &&
-           v->size == st->st_size && v->mtim.tv_sec == st->st_mtim.tv_sec &&
-           v->mtim.tv_nsec == st->st_mtim.tv_nsec;
-}
-
-/* Remember blob id's file as it is now (after its touch). */
-static void s_verified_put(ns_blobs_t *b, const ns_hash_t id, const char *path)
-{
-    struct stat st;
-    s_verified_t *v = s_verified_find(b, id);
-    if (!v) {
-        v = &b->verified[b->verified_next];
-        b->verified_next = (b->verified_next + 1) % S_VERIFIED;
-    }
-    if (stat(path, &st) != 0) {
-        v->used = false;
-        return;
-    }
-    memcpy(v->id, id, NS_HASH_BYTES);
-    v->dev = st.st_dev;
-    v->ino = st.st_ino;
-    v->size = st.st_size;
-    v->mtim = st.st_mtim;
-    v->used = true;
-}
 
 static void s_path(const ns_blobs_t *b, const ns_hash_t id, char *out,
                    size_t cap)
@@ -351,14 +297,11 @@ int ns_blobs_map(ns_blobs_t *b, const ns_hash_t id, const uint8_t **data,
     int rc = ns_blobs_open_ro(b, id, &fd, &size);
     if (rc != NS_OK)
         return rc;
-    struct stat st;
-    bool known =
-        fstat(fd, &st) == 0 && s_verified_same(s_verified_find(b, id), &st);
     rc = size > 0 && size <= NS_MAX_BUFFER
              ? ns_blobs_map_fd(fd, (size_t)size, data)
              : NS_ERR_CORRUPT;
     close(fd);
-    if (rc == NS_OK && !known) {
+    if (rc == NS_OK) {
         ns_hash_t h;
         ns_hash(h, *data, (size_t)size);
         if (memcmp(h, id, NS_HASH_BYTES)) {
@@ -368,9 +311,6 @@ int ns_blobs_map(ns_blobs_t *b, const ns_hash_t id, const uint8_t **data,
         }
     }
     if (rc == NS_ERR_CORRUPT) {
-        s_verified_t *v = s_verified_find(b, id);
-        if (v)
-            v->used = false;
         ns_warn(NS_MOD_NODE, "event=blob_corrupt path=\"%s\" action=deleted",
                 path);
         unlink(path);
@@ -380,7 +320,6 @@ int ns_blobs_map(ns_blobs_t *b, const ns_hash_t id, const uint8_t **data,
         return rc;
     *len = (size_t)size;
     (void)utimensat(AT_FDCWD, path, NULL, 0);
-    s_verified_put(b, id, path);
     return NS_OK;
 }
 

@@ -70,10 +70,8 @@ int ns_blobs_complete(ns_blobs_t *b, const ns_hash_t id,
 void ns_blobs_discard(ns_blobs_t *b, const ns_hash_t id);
 
 /* The blob mapped read-only (mmap, pages from the file, not the heap),
- * checked against id: *data until ns_blobs_unmap. The check is made once
- * per file: a blob this handle checked before, its file unchanged since
- * (inode, size, mtime), is not hashed again. NS_ERR_NOTFOUND (absent, or
- * corrupt: then deleted), NS_ERR_IO. */
+ * checked against id: *data until ns_blobs_unmap. NS_ERR_NOTFOUND (absent,
+ * or corrupt: then deleted), NS_ERR_IO. */
 int ns_blobs_map(ns_blobs_t *b, const ns_hash_t id, const uint8_t **data,
                  size_t *len) NS_MUST_CHECK;
 /* Map len bytes of an open file read-only, unchecked (the caller checked

@@ -375,9 +375,8 @@ TEST(a_saved_job_finds_its_inputs_by_hash)
     free(data);
 }
 
-/* A blob is hashed when first mapped, not again while its file is
- * unchanged; a file changed in place since is hashed again, found
- * corrupt and deleted. */
+/* Every map checks the blob against its name: a file changed in place
+ * since an earlier map is found corrupt and deleted. */
 TEST(a_blob_changed_in_place_is_caught_on_its_next_map)
 {
     char src[200], dir[200], blob[400], hex[2 * NS_HASH_BYTES + 1];
@@ -396,7 +395,7 @@ TEST(a_blob_changed_in_place_is_caught_on_its_next_map)
         ns_blobs_add_map(b, src, UINT64_MAX, id, &map, &size, err, sizeof err),
         NS_OK);
     ns_blobs_unmap(map, size);
-    for (int k = 0; k < 3; k++) { /* checked once, then known */
+    for (int k = 0; k < 3; k++) {
         size_t got = 0;
         CHECK_RC(ns_blobs_map(b, id, &map, &got), NS_OK);
         CHECK(got == len && map && memcmp(map, data, len) == 0);
