@@ -339,7 +339,8 @@ static int s_sample_alloc(const ns_job_t *job, s_sample_t *b)
         uint64_t size = job->args[i].size;
         if (job->args[i].kind != NS_ARG_OUT)
             continue;
-        if (!(b->first[i] = malloc(size)) || !(b->run[i] = malloc(size)) ||
+        if (!(b->first[i] = ns_buf_alloc(size)) ||
+            !(b->run[i] = ns_buf_alloc(size)) ||
             !(b->mine[i] = calloc(1, size / 8 + 1)) ||
             !(b->taken[i] = calloc(1, size / 8 + 1))) {
             s_sample_release(job, b);
