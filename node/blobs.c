@@ -20,13 +20,95 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
+
+/* A blob ns_blobs_map hashed and found right: its file as fstat saw it
+ * just before the hash began, and when that was. A later map of the same
+ * file, unchanged since (device, inode, size, mtime, ctime), takes that
+ * hash instead of hashing the whole blob again: the same weights for a
+ * thousand jobs are hashed once per process, not once per job.
+ *
+ * The file clock is coarse (a kernel tick; a second or two on some file
+ * systems), so a change within the tick of the hash can leave every time
+ * as it was (git's "racy clean" entries; the map's own LRU touch did so
+ * in a test). A record is trusted only when the file's ctime is
+ * S_RACY_NS older than the hash: any change after the hash then stamps a
+ * later ctime, which the kernel alone sets (utimensat moves mtime, never
+ * ctime back). A file changed less than S_RACY_NS before it was hashed
+ * is hashed again at its next map, until it has been still that long. */
+#define S_VERIFIED 64
+#define S_RACY_NS (INT64_C(2) * 1000000000)
+/* ns_blobs_map touches a blob (its LRU time) only when its mtime is this
+ * old: a touch is a change, and would make every record racy. */
+#define S_TOUCH_AFTER_S 60
+
+typedef struct {
+    ns_hash_t id;
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    int64_t mtime_ns, ctime_ns;
+    int64_t hashed_ns; /* CLOCK_REALTIME before the fstat */
+    bool used;
+} s_verified_t;
 
 struct ns_blobs {
     char dir[PATH_MAX];
     uint64_t cap;
     uint64_t bytes; /* sum of the blobs' sizes, as last scanned */
+    s_verified_t verified[S_VERIFIED];
+    uint32_t verified_next; /* the slot a new record takes (round robin) */
+    uint64_t map_hashed;    /* bytes ns_blobs_map hashed */
 };
+
+static int64_t s_ns(struct timespec t)
+{
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static int64_t s_now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return s_ns(t);
+}
+
+static s_verified_t *s_verified_find(ns_blobs_t *b, const ns_hash_t id)
+{
+    for (uint32_t i = 0; i < S_VERIFIED; i++)
+        if (b->verified[i].used &&
+            memcmp(b->verified[i].id, id, NS_HASH_BYTES) == 0)
+            return &b->verified[i];
+    return NULL;
+}
+
+/* Whether v vouches for the file as st shows it now. */
+static bool s_verified_holds(const s_verified_t *v, const struct stat *st)
+{
+    return v && v->dev == st->st_dev && v->ino == st->st_ino &&
+           v->size == st->st_size && v->mtime_ns == s_ns(st->st_mtim) &&
+           v->ctime_ns == s_ns(st->st_ctim) &&
+           v->ctime_ns < v->hashed_ns - S_RACY_NS;
+}
+
+static void s_verified_put(ns_blobs_t *b, const ns_hash_t id,
+                           const struct stat *st, int64_t hashed_ns)
+{
+    s_verified_t *v = s_verified_find(b, id);
+    if (!v) {
+        v = &b->verified[b->verified_next];
+        b->verified_next = (b->verified_next + 1) % S_VERIFIED;
+    }
+    memcpy(v->id, id, NS_HASH_BYTES);
+    v->dev = st->st_dev;
+    v->ino = st->st_ino;
+    v->size = st->st_size;
+    v->mtime_ns = s_ns(st->st_mtim);
+    v->ctime_ns = s_ns(st->st_ctim);
+    v->hashed_ns = hashed_ns;
+    v->used = true;
+}
 
 static void s_path(const ns_blobs_t *b, const ns_hash_t id, char *out,
                    size_t cap)
@@ -294,23 +376,36 @@ int ns_blobs_map(ns_blobs_t *b, const ns_hash_t id, const uint8_t **data,
     *len = 0;
     int fd = -1;
     uint64_t size = 0;
+    int64_t hashed_ns = s_now_ns(); /* before the fstat: see s_verified_t */
     int rc = ns_blobs_open_ro(b, id, &fd, &size);
     if (rc != NS_OK)
         return rc;
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        return NS_ERR_IO;
+    }
+    bool known = s_verified_holds(s_verified_find(b, id), &st);
     rc = size > 0 && size <= NS_MAX_BUFFER
              ? ns_blobs_map_fd(fd, (size_t)size, data)
              : NS_ERR_CORRUPT;
     close(fd);
-    if (rc == NS_OK) {
+    if (rc == NS_OK && !known) {
         ns_hash_t h;
         ns_hash(h, *data, (size_t)size);
+        b->map_hashed += size;
         if (memcmp(h, id, NS_HASH_BYTES)) {
             ns_blobs_unmap(*data, (size_t)size);
             *data = NULL;
             rc = NS_ERR_CORRUPT;
+        } else {
+            s_verified_put(b, id, &st, hashed_ns);
         }
     }
     if (rc == NS_ERR_CORRUPT) {
+        s_verified_t *v = s_verified_find(b, id);
+        if (v)
+            v->used = false;
         ns_warn(NS_MOD_NODE, "event=blob_corrupt path=\"%s\" action=deleted",
                 path);
         unlink(path);
@@ -319,8 +414,14 @@ int ns_blobs_map(ns_blobs_t *b, const ns_hash_t id, const uint8_t **data,
     if (rc != NS_OK)
         return rc;
     *len = (size_t)size;
-    (void)utimensat(AT_FDCWD, path, NULL, 0);
+    if (st.st_mtime < hashed_ns / 1000000000 - S_TOUCH_AFTER_S)
+        (void)utimensat(AT_FDCWD, path, NULL, 0); /* its LRU time */
     return NS_OK;
+}
+
+uint64_t ns_blobs_map_hashed(const ns_blobs_t *b)
+{
+    return b->map_hashed;
 }
 
 int ns_blobs_keep(ns_blobs_t *b, const uint8_t *data, size_t len, ns_hash_t id)

@@ -70,10 +70,16 @@ int ns_blobs_complete(ns_blobs_t *b, const ns_hash_t id,
 void ns_blobs_discard(ns_blobs_t *b, const ns_hash_t id);
 
 /* The blob mapped read-only (mmap, pages from the file, not the heap),
- * checked against id: *data until ns_blobs_unmap. NS_ERR_NOTFOUND (absent,
- * or corrupt: then deleted), NS_ERR_IO. */
+ * checked against id: *data until ns_blobs_unmap. The check is a hash of
+ * the whole blob, but for a file this handle hashed before and that has
+ * not changed since (device, inode, size, mtime and ctime, the ctime at
+ * least 2 s older than that hash: blobs.c, s_verified_t). Touches the
+ * file's LRU time when it is a minute old. NS_ERR_NOTFOUND (absent, or
+ * corrupt: then deleted), NS_ERR_IO. */
 int ns_blobs_map(ns_blobs_t *b, const ns_hash_t id, const uint8_t **data,
                  size_t *len) NS_MUST_CHECK;
+/* Bytes ns_blobs_map hashed on this handle so far. */
+uint64_t ns_blobs_map_hashed(const ns_blobs_t *b);
 /* Map len bytes of an open file read-only, unchecked (the caller checked
  * them as they arrived). NS_ERR_IO. */
 int ns_blobs_map_fd(int fd, size_t len, const uint8_t **data) NS_MUST_CHECK;

@@ -36,6 +36,7 @@
 #include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static char s_root[128];
@@ -415,6 +416,58 @@ TEST(a_blob_changed_in_place_is_caught_on_its_next_map)
     free(data);
 }
 
+/* A map trusts its earlier hash of a file unchanged since, but only once
+ * the file has been still for 2 s before that hash (a change within the
+ * file clock's tick would leave its times as they were); a change after
+ * a trusted map is caught all the same. */
+TEST(a_still_blob_is_hashed_once_a_changed_one_again)
+{
+    char src[200], dir[200], blob[400], hex[2 * NS_HASH_BYTES + 1];
+    ns_blobs_t *b = NULL;
+    ns_hash_t id;
+    s_path(src, sizeof src, "still.bin");
+    s_path(dir, sizeof dir, "still-store");
+    size_t len = 1 << 20;
+    uint8_t *data = s_file_and_store(src, len, dir, 0, &b);
+    if (!CHECK(data != NULL))
+        return;
+    const uint8_t *map = NULL;
+    uint64_t size = 0;
+    size_t got = 0;
+    char err[256];
+    CHECK_RC(
+        ns_blobs_add_map(b, src, UINT64_MAX, id, &map, &size, err, sizeof err),
+        NS_OK);
+    ns_blobs_unmap(map, size);
+    /* just written: every map hashes it */
+    for (int k = 1; k <= 2; k++) {
+        CHECK_RC(ns_blobs_map(b, id, &map, &got), NS_OK);
+        ns_blobs_unmap(map, got);
+        CHECK(ns_blobs_map_hashed(b) == (uint64_t)k * len);
+    }
+    /* still for over 2 s: hashed once more, then trusted */
+    struct timespec nap = {2, 200 * 1000000};
+    nanosleep(&nap, NULL);
+    for (int k = 0; k < 3; k++) {
+        CHECK_RC(ns_blobs_map(b, id, &map, &got), NS_OK);
+        CHECK(got == len && memcmp(map, data, len) == 0);
+        ns_blobs_unmap(map, got);
+        CHECK(ns_blobs_map_hashed(b) == 3 * (uint64_t)len);
+    }
+    /* changed in place right after a trusted map, same size */
+    ns_hex(hex, id, NS_HASH_BYTES);
+    snprintf(blob, sizeof blob, "%s/%s", dir, hex);
+    int f = open(blob, O_WRONLY);
+    uint8_t x = (uint8_t)(data[7] ^ 0x80);
+    CHECK(f >= 0 && pwrite(f, &x, 1, 7) == 1);
+    if (f >= 0)
+        close(f);
+    CHECK_RC(ns_blobs_map(b, id, &map, &got), NS_ERR_NOTFOUND);
+    CHECK(access(blob, F_OK) != 0); /* deleted */
+    ns_blobs_close(&b);
+    free(data);
+}
+
 int main(void)
 {
     if (sodium_init() < 0)
@@ -427,6 +480,7 @@ int main(void)
     RUN(a_copy_left_by_a_crash_goes_one_being_written_stays);
     RUN(a_saved_job_finds_its_inputs_by_hash);
     RUN(a_blob_changed_in_place_is_caught_on_its_next_map);
+    RUN(a_still_blob_is_hashed_once_a_changed_one_again);
     char cmd[200];
     snprintf(cmd, sizeof cmd, "rm -rf %s", s_root);
     if (system(cmd) != 0)
