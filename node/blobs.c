@@ -25,18 +25,19 @@
 
 /* A blob ns_blobs_map hashed and found right: its file as fstat saw it
  * just before the hash began, and when that was. A later map of the same
- * file, unchanged since (device, inode, size, mtime, ctime), takes that
- * hash instead of hashing the whole blob again: the same weights for a
+ * file, unchanged since (device, inode, size, mtime), takes that hash
+ * instead of hashing the whole blob again: the same weights for a
  * thousand jobs are hashed once per process, not once per job.
  *
  * The file clock is coarse (a kernel tick; a second or two on some file
- * systems), so a change within the tick of the hash can leave every time
- * as it was (git's "racy clean" entries; the map's own LRU touch did so
- * in a test). A record is trusted only when the file's ctime is
- * S_RACY_NS older than the hash: any change after the hash then stamps a
- * later ctime, which the kernel alone sets (utimensat moves mtime, never
- * ctime back). A file changed less than S_RACY_NS before it was hashed
- * is hashed again at its next map, until it has been still that long. */
+ * systems), so a write within the tick of the hash can leave the mtime as
+ * it was (git's "racy clean" entries; the map's own LRU touch did so in a
+ * test). A record is trusted only when the file's mtime is S_RACY_NS
+ * older than the hash: a write after the hash then stamps a later mtime.
+ * Not ctime: a job directory's hard link to the blob (jobdir.h) moves it
+ * for every job. What this does not catch is an mtime set back on
+ * purpose (utimensat) after a write by someone who can write the node's
+ * datadir, who could as well change its ledger. */
 #define S_VERIFIED 64
 #define S_RACY_NS (INT64_C(2) * 1000000000)
 /* ns_blobs_map touches a blob (its LRU time) only when its mtime is this
@@ -48,7 +49,7 @@ typedef struct {
     dev_t dev;
     ino_t ino;
     off_t size;
-    int64_t mtime_ns, ctime_ns;
+    int64_t mtime_ns;
     int64_t hashed_ns; /* CLOCK_REALTIME before the fstat */
     bool used;
 } s_verified_t;
@@ -88,8 +89,7 @@ static bool s_verified_holds(const s_verified_t *v, const struct stat *st)
 {
     return v && v->dev == st->st_dev && v->ino == st->st_ino &&
            v->size == st->st_size && v->mtime_ns == s_ns(st->st_mtim) &&
-           v->ctime_ns == s_ns(st->st_ctim) &&
-           v->ctime_ns < v->hashed_ns - S_RACY_NS;
+           v->mtime_ns < v->hashed_ns - S_RACY_NS;
 }
 
 static void s_verified_put(ns_blobs_t *b, const ns_hash_t id,
@@ -105,7 +105,6 @@ static void s_verified_put(ns_blobs_t *b, const ns_hash_t id,
     v->ino = st->st_ino;
     v->size = st->st_size;
     v->mtime_ns = s_ns(st->st_mtim);
-    v->ctime_ns = s_ns(st->st_ctim);
     v->hashed_ns = hashed_ns;
     v->used = true;
 }

@@ -72,8 +72,8 @@ void ns_blobs_discard(ns_blobs_t *b, const ns_hash_t id);
 /* The blob mapped read-only (mmap, pages from the file, not the heap),
  * checked against id: *data until ns_blobs_unmap. The check is a hash of
  * the whole blob, but for a file this handle hashed before and that has
- * not changed since (device, inode, size, mtime and ctime, the ctime at
- * least 2 s older than that hash: blobs.c, s_verified_t). Touches the
+ * not changed since (device, inode, size and mtime, the mtime at least
+ * 2 s older than that hash: blobs.c, s_verified_t). Touches the
  * file's LRU time when it is a minute old. NS_ERR_NOTFOUND (absent, or
  * corrupt: then deleted), NS_ERR_IO. */
 int ns_blobs_map(ns_blobs_t *b, const ns_hash_t id, const uint8_t **data,
