@@ -114,10 +114,60 @@ static uint64_t s_round_up(uint64_t n)
     return (n + S_BUF_ALIGN - 1) / S_BUF_ALIGN * S_BUF_ALIGN;
 }
 
-/* page-aligned, huge pages for large buffers (ns_buf_alloc) */
+/* Buffers kept from one request for the next. A fresh buffer costs its
+ * pages: the kernel zeroes every one as it is first touched (an SGEMM
+ * 2048's 48 MiB of inputs and outputs: a third of its kernel time on the
+ * 2-core test VM), and the same job shapes come again and again. Every
+ * buffer of a request goes back here when it ends; the next request takes
+ * the smallest that fits (at most twice its size), and when none does, the
+ * kept ones are freed first, so that what is kept never stands between a
+ * job and its memory limit (RLIMIT_AS). */
+#define S_KEEP 8
+
+typedef struct {
+    uint8_t *p;
+    uint64_t cap;
+} s_kept_t;
+
+static s_kept_t s_kept[S_KEEP];
+
+static void s_keep_drop_all(void)
+{
+    for (int i = 0; i < S_KEEP; i++) {
+        free(s_kept[i].p);
+        s_kept[i] = (s_kept_t){NULL, 0};
+    }
+}
+
+/* page-aligned, huge pages for large buffers (ns_buf_alloc); n rounded
+ * up to whole pages (what the buffer can hold when it is kept) */
 static uint8_t *s_alloc(uint64_t n)
 {
+    int best = -1;
+    for (int i = 0; i < S_KEEP; i++)
+        if (s_kept[i].p && s_kept[i].cap >= n && s_kept[i].cap / 2 <= n &&
+            (best < 0 || s_kept[i].cap < s_kept[best].cap))
+            best = i;
+    if (best >= 0) {
+        uint8_t *p = s_kept[best].p;
+        s_kept[best] = (s_kept_t){NULL, 0};
+        return p;
+    }
+    s_keep_drop_all();
     return ns_buf_alloc(n);
+}
+
+/* A buffer of s_alloc(n) back for a later request. */
+static void s_release(uint8_t *p, uint64_t n)
+{
+    if (!p)
+        return;
+    for (int i = 0; i < S_KEEP; i++)
+        if (!s_kept[i].p) {
+            s_kept[i] = (s_kept_t){p, n};
+            return;
+        }
+    free(p);
 }
 
 typedef struct {
@@ -396,6 +446,7 @@ static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
     uint8_t lenbuf[NS_WORKER_FRAME_LEN];
     uint8_t *head = NULL;
     uint8_t *inbuf[NS_MAX_ARGS] = {NULL};
+    uint64_t inlen[NS_MAX_ARGS] = {0}; /* s_alloc's size of inbuf[i] */
     ns_input_t inputs[NS_MAX_ARGS];
     uint8_t *outputs[NS_MAX_ARGS] = {NULL};
     ns_worker_request_t q;
@@ -455,6 +506,7 @@ static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
             continue;
         uint64_t size = job->args[i].size;
         inbuf[i] = status == NS_OK ? s_alloc(size) : NULL;
+        inlen[i] = inbuf[i] ? size : 0;
         if (!inbuf[i]) {
             if (status == NS_OK) {
                 ns_worker_fmt_bytes(sa, sizeof sa, size);
@@ -518,6 +570,9 @@ static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
             outputs[i] = region + off;
             off += s_round_up(job->args[i].size);
         }
+        /* zeros where the kernel writes nothing, as in a fresh buffer
+         * (the region may be one kept from an earlier request) */
+        memset(region, 0, (size_t)region_len);
         if (type == NS_WORKER_MSG_RUN) {
             status = ns_runner_run(runner, job, inputs, outputs, &t, err,
                                    sizeof err);
@@ -525,7 +580,6 @@ static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
                 status = s_self_check(runner, job, inputs, outputs,
                                       a->self_check, err, sizeof err);
         } else {
-            memset(region, 0, (size_t)region_len);
             status = ns_runner_run_units(runner, job, inputs, items, n_items,
                                          outputs, &t, err, sizeof err);
         }
@@ -547,8 +601,8 @@ static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
     }
 out:
     for (uint32_t i = 0; i < NS_MAX_ARGS; i++)
-        free(inbuf[i]);
-    free(region);
+        s_release(inbuf[i], inlen[i]);
+    s_release(region, region_len);
     free(q.items);
     free(head);
     ns_job_release(&q.job);
