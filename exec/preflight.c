@@ -535,9 +535,18 @@ static int s_claim(ns_runner_t *r, const ns_job_t *job,
     return NS_OK;
 }
 
+/* What is done to each sampled job (a whole job, or a pipeline's step):
+ * s_sample_one or s_time_one. */
+typedef int (*s_step_fn)(ns_runner_t *r, const ns_job_t *job,
+                         const ns_input_t *inputs, uint32_t k,
+                         uint64_t *unit_run_ns, char *err, size_t errlen);
+
 static int s_sample_one(ns_runner_t *r, const ns_job_t *job,
                         const ns_input_t *inputs, uint32_t k,
                         uint64_t *unit_run_ns, char *err, size_t errlen);
+static int s_time_one(ns_runner_t *r, const ns_job_t *job,
+                      const ns_input_t *inputs, uint32_t k,
+                      uint64_t *unit_run_ns, char *err, size_t errlen);
 
 /* A pipeline: each step that reads only the job's inputs is sampled as a
  * job of its own (its view); one that reads an earlier step's buffer is
@@ -546,7 +555,8 @@ static int s_sample_one(ns_runner_t *r, const ns_job_t *job,
  * the sampled ones' mean. */
 static int s_sample_pipeline(ns_runner_t *r, const ns_job_t *job,
                              const ns_input_t *inputs, uint32_t k,
-                             uint64_t *unit_run_ns, char *err, size_t errlen)
+                             s_step_fn one, uint64_t *unit_run_ns, char *err,
+                             size_t errlen)
 {
     double ns_sum = 0, units_sampled = 0;
     for (uint32_t s = 0; s < job->n_steps; s++) {
@@ -568,7 +578,7 @@ static int s_sample_pipeline(ns_runner_t *r, const ns_job_t *job,
             continue;
         uint64_t ns = 0;
         char why[512];
-        int rc = s_sample_one(r, &view, in_v, k, &ns, why, sizeof why);
+        int rc = one(r, &view, in_v, k, &ns, why, sizeof why);
         if (rc != NS_OK) {
             snprintf(err, errlen, "step %u (%s): %s", s + 1, view.entry, why);
             return rc;
@@ -588,8 +598,66 @@ int ns_preflight_sample(ns_runner_t *r, const ns_job_t *job,
                         uint64_t *unit_run_ns, char *err, size_t errlen)
 {
     if (job->n_steps)
-        return s_sample_pipeline(r, job, inputs, k, unit_run_ns, err, errlen);
+        return s_sample_pipeline(r, job, inputs, k, s_sample_one, unit_run_ns,
+                                 err, errlen);
     return s_sample_one(r, job, inputs, k, unit_run_ns, err, errlen);
+}
+
+int ns_preflight_time(ns_runner_t *r, const ns_job_t *job,
+                      const ns_input_t *inputs, uint32_t k,
+                      uint64_t *unit_run_ns, char *err, size_t errlen)
+{
+    if (job->n_steps)
+        return s_sample_pipeline(r, job, inputs, k, s_time_one, unit_run_ns,
+                                 err, errlen);
+    return s_time_one(r, job, inputs, k, unit_run_ns, err, errlen);
+}
+
+/* The units s_sample_one samples, each run once over zeroed outputs and
+ * timed, the first one twice (the faster run counts: the first launch of
+ * a program can pay for more than the kernel); nothing is compared. */
+static int s_time_one(ns_runner_t *r, const ns_job_t *job,
+                      const ns_input_t *inputs, uint32_t k,
+                      uint64_t *unit_run_ns, char *err, size_t errlen)
+{
+    uint8_t *out[NS_MAX_ARGS] = {NULL};
+    uint64_t sum_us = 0, n = ns_job_shard_units(job);
+    int rc = NS_OK;
+    *unit_run_ns = 0;
+    if (n == 0)
+        return NS_ERR_INVAL;
+    if (k > S_SAMPLE_MAX)
+        k = S_SAMPLE_MAX;
+    if (k > n)
+        k = (uint32_t)n;
+    for (uint32_t i = 0; i < job->n_args && rc == NS_OK; i++) {
+        if (job->args[i].kind != NS_ARG_OUT)
+            continue;
+        if (!(out[i] = ns_buf_alloc(job->args[i].size))) {
+            ns_cl_errf(err, errlen, "out of memory for the pre-flight");
+            rc = NS_ERR_NOMEM;
+        } else {
+            memset(out[i], 0, job->args[i].size);
+        }
+    }
+    for (uint32_t s = 0; s < k && rc == NS_OK; s++) {
+        uint64_t unit = s_sampled_unit(job, n, k, s), best = UINT64_MAX;
+        for (int x = 0; x < (s == 0 ? 2 : 1) && rc == NS_OK; x++) {
+            ns_timings_t t;
+            memset(&t, 0, sizeof t);
+            rc = ns_runner_run_units(r, job, inputs, &unit, 1, out, &t, err,
+                                     errlen);
+            if (rc == NS_OK && t.run_us < best)
+                best = t.run_us;
+        }
+        if (rc == NS_OK)
+            sum_us += best;
+    }
+    if (rc == NS_OK)
+        *unit_run_ns = sum_us * 1000 / k;
+    for (uint32_t i = 0; i < NS_MAX_ARGS; i++)
+        free(out[i]);
+    return rc;
 }
 
 static int s_sample_one(ns_runner_t *r, const ns_job_t *job,

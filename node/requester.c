@@ -41,9 +41,10 @@ typedef enum { S_BG_NONE, S_BG_SAMPLE, S_BG_CHECK } s_bg_kind;
 
 typedef struct {
     pthread_t th;
-    bool thread;      /* th runs or has run, not joined */
-    int kind;         /* s_bg_kind: started, its result not taken */
-    atomic_bool done; /* the work is finished (its fields below set) */
+    bool thread;       /* th runs or has run, not joined */
+    int kind;          /* s_bg_kind: started, its result not taken */
+    atomic_bool done;  /* the work is finished (its fields below set) */
+    atomic_bool timed; /* SAMPLE: unit_ns is set, the checks go on */
     int rc;
     char err[512];
     uint64_t unit_ns; /* SAMPLE: a unit's time on our device */
@@ -164,11 +165,19 @@ static void *s_bg_main(void *arg)
 {
     ns_requester_t *q = arg;
     s_bg_t *g = &q->bg;
-    if (g->kind == S_BG_SAMPLE)
-        g->rc = ns_preflight_sample(q->runner, q->o.job, q->o.inputs,
-                                    NS_POLICY_PREFLIGHT_UNITS, &g->unit_ns,
-                                    g->err, sizeof g->err);
-    else
+    if (g->kind == S_BG_SAMPLE) {
+        /* the timing first: the job is announced on it (s_post) while
+         * the checks go on; their verdict comes before any spot check */
+        g->rc = ns_preflight_time(q->runner, q->o.job, q->o.inputs,
+                                  NS_POLICY_PREFLIGHT_UNITS, &g->unit_ns,
+                                  g->err, sizeof g->err);
+        if (g->rc == NS_OK) {
+            atomic_store(&g->timed, true);
+            g->rc = ns_preflight_sample(q->runner, q->o.job, q->o.inputs,
+                                        NS_POLICY_PREFLIGHT_UNITS, NULL,
+                                        g->err, sizeof g->err);
+        }
+    } else
         g->rc = ns_spot_check_files(
             q->runner, q->o.job, q->o.desc_id, q->o.inputs, q->out_view, g->fds,
             g->root, q->secret, g->k, &q->check, g->err, sizeof g->err);
@@ -183,6 +192,7 @@ static void s_bg_start(ns_requester_t *q, int kind)
     g->rc = NS_OK;
     g->err[0] = '\0';
     atomic_store(&g->done, false);
+    atomic_store(&g->timed, false);
     g->thread = pthread_create(&g->th, NULL, s_bg_main, q) == 0;
     if (!g->thread) {
         (void)s_bg_main(q); /* no thread to be had: here, as before */
@@ -1681,16 +1691,20 @@ static void s_post(ns_requester_t *q)
     ns_account_t me;
     const uint8_t *self = ns_identity_pk(q->me);
     /* Before any credit moves: can the outputs be written where they go
-     * (their part files, kept for the fetch), and can the job be checked
-     * unit by unit? */
+     * (their part files, kept for the fetch), does the kernel build and
+     * run here, and how long does a unit take? Whether it can be checked
+     * unit by unit (the sample's other runs) is known while the auction
+     * and the run go on: ns_requester_tick takes that verdict, and a job
+     * that cannot be checked is cancelled before any spot check. */
     char err[PATH_MAX + 128];
     if (q->bg.kind == S_BG_SAMPLE) {
-        if (s_bg_take(q) != S_BG_SAMPLE)
-            return; /* the sample still runs */
-        if (q->bg.rc != NS_OK) {
+        bool over = s_bg_take(q) == S_BG_SAMPLE;
+        if (over && q->bg.rc != NS_OK) {
             s_fail(q, "%s", q->bg.err);
             return;
         }
+        if (!over && !atomic_load(&q->bg.timed))
+            return; /* still timing */
         s_take_estimate(q, q->bg.unit_ns);
         if (q->posted) { /* resumed: the JOB entry is in already */
             s_announce(q);
@@ -1818,6 +1832,17 @@ void ns_requester_tick(ns_requester_t *q, uint64_t now)
                q->job_hex);
         return;
     }
+    /* The pre-flight's checks, on since the job was announced (s_post):
+     * a kernel that cannot be checked unit by unit ends the job (any
+     * award withdrawn, escrow back) before a spot check could blame its
+     * provider for it. */
+    if (q->bg.kind == S_BG_SAMPLE && q->phase > NS_RQ_ANNOUNCE &&
+        q->phase < NS_RQ_DONE && s_bg_take(q) == S_BG_SAMPLE &&
+        q->bg.rc != NS_OK) {
+        s_cancel(q, NULL, false);
+        s_fail(q, "%s", q->bg.err);
+        return;
+    }
     switch (q->phase) {
     case NS_RQ_JOIN:
         s_join(q, now);
@@ -1891,7 +1916,8 @@ void ns_requester_tick(ns_requester_t *q, uint64_t now)
         if (q->bg.kind == S_BG_CHECK) {
             if (s_bg_take(q) == S_BG_CHECK)
                 s_checked(q, q->bg.rc, q->bg.err, q->bg.commit_us);
-        } else if (s_result_confirmed(q, now)) {
+        } else if (q->bg.kind == S_BG_NONE && /* the pre-flight's verdict */
+                   s_result_confirmed(q, now)) {
             s_verify(q);
         }
         break;

@@ -1,5 +1,8 @@
-/* preflight.h - what `submit` checks on the requester's own device before
- * any credit moves (exec layer).
+/* preflight.h - what `submit` checks on the requester's own device
+ * (exec layer): 1 and 2, and the timing of a few units (the work
+ * estimate), before any credit moves; 3 while the job is auctioned and
+ * run, its verdict before any spot check (a job that fails it is
+ * cancelled: award withdrawn, escrow refunded, no one slashed).
  *
  *  1. The kernel builds (the build log names the user's file, not the
  *     runtime's temporary copy).
@@ -66,6 +69,17 @@ int ns_preflight_sample(ns_runner_t *r, const ns_job_t *job,
                         const ns_input_t *inputs, uint32_t k,
                         uint64_t *unit_run_ns, char *err,
                         size_t errlen) NS_MUST_CHECK;
+
+/* The same units as ns_preflight_sample's, each run once over zeroed
+ * outputs and timed (the first twice), nothing compared: *unit_run_ns as
+ * it gives, at the cost of k + 1 unit runs and one output-sized set. The requester takes its
+ * work estimate from this and announces the job while the checks of
+ * ns_preflight_sample go on (their verdict comes before any spot check).
+ * Runner errors as they are (a kernel that does not build: NS_ERR_OPENCL). */
+int ns_preflight_time(ns_runner_t *r, const ns_job_t *job,
+                      const ns_input_t *inputs, uint32_t k,
+                      uint64_t *unit_run_ns, char *err,
+                      size_t errlen) NS_MUST_CHECK;
 
 /* In text, replace each path of a temporary source file as OpenCL
  * compilers write it in build logs ("/tmp/x/tempfile_AbC.cl:3:16",

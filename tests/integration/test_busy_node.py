@@ -1,11 +1,12 @@
 """A node stays responsive while its device works for a hosted job.
 
-The requester's pre-flight sample (16 launches of one slow unit) and its
-spot check run on a thread of their own, not in the node's loop: on a
-3-node testnet, a job of 4 work-items that spin for about 0.4 s each is
-submitted with `submit --node`; while the pre-flight runs (about 6 s of
-device time), `nightshift status` of that node answers each time, far
-inside the pre-flight's length, and no peer drops the node for missed
+The requester's pre-flight (5 timed launches of one slow unit, then the
+sample's 16 while the auction and the run go on) and its spot check run
+on a thread of their own, not in the node's loop: on a 3-node testnet, a
+job of 4 work-items that spin for about 0.4 s each is submitted with
+`submit --node`; from the hand-over until the outputs arrive (about 8 s
+of device time on the node), `nightshift status` of that node answers
+each time, far inside that length, and no peer drops the node for missed
 heartbeats (interval 500 ms). The job then settles and its output
 equals `nightshift run`'s.
 """
@@ -60,7 +61,7 @@ def test(net):
     lines = []
     t = threading.Thread(target=lambda: lines.extend(p.stderr), daemon=True)
     t.start()
-    # while the pre-flight runs: handed over, no work estimate yet
+    # while the pre-flight runs: handed over, outputs not yet received
     deadline = time.monotonic() + 60
     while not any("handed to the node" in x for x in lines):
         check(time.monotonic() < deadline and p.poll() is None,
@@ -68,7 +69,8 @@ def test(net):
         time.sleep(0.05)
     t0 = time.monotonic()
     answers = []
-    while not any("work estimate" in x for x in lines) and p.poll() is None:
+    while not any("outputs received" in x for x in lines) and \
+            p.poll() is None:
         s = time.monotonic()
         r = cli("status", "--datadir", node0, timeout=30)
         answers.append((time.monotonic() - s, r.returncode))

@@ -867,7 +867,32 @@ TEST(broken_kernel_ends_the_job_at_once)
     s_world_free(w);
 }
 
-TEST(preflight_refuses_before_any_credit_moves)
+/* A kernel whose units cannot be checked alone ends the job with the
+ * pre-flight's reason, and nobody pays for it: refused before the JOB
+ * entry when the sample's verdict is in by then, else cancelled (any
+ * award withdrawn, escrow back, the provider's collateral released, no
+ * slash) before any spot check. */
+static void s_refused_or_cancelled(s_world_t *w)
+{
+    const ns_receipt_t *r = ns_requester_receipt(w->p[0].requester);
+    CHECK_EQ_INT(r->phase, NS_RQ_FAILED);
+    CHECK(strstr(r->error, "reads its outputs") != NULL);
+    CHECK_EQ_INT(r->slashed, 0);
+    ns_account_t req = s_acct(w, 0, 0);
+    CHECK_EQ_INT(req.free, 1000);
+    CHECK_EQ_INT(req.locked_escrow, 0);
+    for (uint32_t i = 1; i < W_PARTIES; i++) {
+        ns_account_t p = s_acct(w, 0, i);
+        CHECK_EQ_INT(p.free + p.staked, 1000); /* no penalty */
+        CHECK_EQ_INT(p.locked_collateral, 0);
+    }
+    int st = s_job_state(w, 0);
+    CHECK(st == 0 || st == NS_JOB_CANCELLED);
+    CHECK(st != 0 || req.seq == 0); /* refused: nothing posted */
+    CHECK(s_conserved(w));
+}
+
+TEST(preflight_refuses_a_kernel_that_reads_its_outputs)
 {
     /* a kernel that adds into its output: units cannot be checked alone */
     s_source = "kernel void broken(global const float *a, global const "
@@ -878,14 +903,28 @@ TEST(preflight_refuses_before_any_credit_moves)
     if (!CHECK(w != NULL))
         return;
     CHECK(s_run(w, 100));
-    const ns_receipt_t *r = ns_requester_receipt(w->p[0].requester);
-    CHECK_EQ_INT(r->phase, NS_RQ_FAILED);
-    CHECK(strstr(r->error, "reads its outputs") != NULL);
-    CHECK_EQ_INT(r->rounds, 0);
-    ns_account_t req = s_acct(w, 0, 0);
-    CHECK_EQ_INT(req.free, 1000);
-    CHECK_EQ_INT(req.seq, 0); /* nothing posted */
-    CHECK_EQ_INT(s_job_state(w, 0), 0);
+    s_refused_or_cancelled(w);
+    s_world_free(w);
+}
+
+/* The same kernel, slow enough that its sample's checks end well after
+ * the timing runs: the job is announced (and may be awarded and run)
+ * before the verdict, which still ends it before any spot check. */
+TEST(preflight_verdict_after_the_announcement_cancels)
+{
+    s_source = "kernel void broken(global const float *a, global const "
+               "float *b, global float *c, uint n)\n{ size_t i = "
+               "get_global_id(0); float x = a[i];\n"
+               "for (uint k = 0; k < n * 256u; k++) x = x * 0.999f + b[i];\n"
+               "c[i] += x; }\n";
+    s_world_t *w = s_world(NULL, NULL, 60);
+    s_source = NULL;
+    if (!CHECK(w != NULL))
+        return;
+    CHECK(s_run(w, 400));
+    s_refused_or_cancelled(w);
+    CHECK_EQ_INT(s_job_state(w, 0), NS_JOB_CANCELLED); /* it was posted */
+    CHECK(ns_requester_receipt(w->p[0].requester)->rounds >= 1);
     s_world_free(w);
 }
 
@@ -1025,7 +1064,8 @@ int main(int argc, char **argv)
     RUN(resume_picks_the_job_up);
     RUN(provider_failure_moves_on_without_penalty);
     RUN(broken_kernel_ends_the_job_at_once);
-    RUN(preflight_refuses_before_any_credit_moves);
+    RUN(preflight_refuses_a_kernel_that_reads_its_outputs);
+    RUN(preflight_verdict_after_the_announcement_cancels);
     RUN(forged_failure_is_ignored);
     RUN(giving_up_cancels_and_releases);
     RUN(hardware_challenges_before_the_award);
