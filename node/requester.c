@@ -1684,6 +1684,13 @@ static void s_take_estimate(ns_requester_t *q, uint64_t unit_ns)
     }
 }
 
+/* The pre-flight's checks found nothing against the job. */
+static void s_sample_passed(ns_requester_t *q)
+{
+    s_say(q, "pre-flight checks passed: its sampled units can be checked "
+             "one by one");
+}
+
 static void s_post(ns_requester_t *q)
 {
     ns_entry_body_t b;
@@ -1706,6 +1713,8 @@ static void s_post(ns_requester_t *q)
         if (!over && !atomic_load(&q->bg.timed))
             return; /* still timing */
         s_take_estimate(q, q->bg.unit_ns);
+        if (over)
+            s_sample_passed(q);
         if (q->posted) { /* resumed: the JOB entry is in already */
             s_announce(q);
             return;
@@ -1837,11 +1846,13 @@ void ns_requester_tick(ns_requester_t *q, uint64_t now)
      * award withdrawn, escrow back) before a spot check could blame its
      * provider for it. */
     if (q->bg.kind == S_BG_SAMPLE && q->phase > NS_RQ_ANNOUNCE &&
-        q->phase < NS_RQ_DONE && s_bg_take(q) == S_BG_SAMPLE &&
-        q->bg.rc != NS_OK) {
-        s_cancel(q, NULL, false);
-        s_fail(q, "%s", q->bg.err);
-        return;
+        q->phase < NS_RQ_DONE && s_bg_take(q) == S_BG_SAMPLE) {
+        if (q->bg.rc != NS_OK) {
+            s_cancel(q, NULL, false);
+            s_fail(q, "%s", q->bg.err);
+            return;
+        }
+        s_sample_passed(q);
     }
     switch (q->phase) {
     case NS_RQ_JOIN:

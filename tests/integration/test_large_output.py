@@ -9,18 +9,20 @@ its input (4 KiB): each work-item writes a word derived from the input.
   1. `nightshift run` of the job: the reference bytes;
   2. `submit` as a light peer: the job settles, the output file is
      byte-identical to run's, no .part file is left beside it, and the
-     submit process's peak RSS from the escrow on (VmHWM reset once the
-     pre-flight is done, read at exit by wait4) stays far below the
-     output's size (the old requester held the output twice: its receive
-     buffer and the spot check's copy);
+     submit process's peak RSS once the pre-flight is done (VmHWM reset
+     at the later of the escrow and the pre-flight's verdict, read at exit
+     by wait4) stays far below the output's size (the old requester held
+     the output twice: its receive buffer and the spot check's copy);
   3. `submit --node n` (n: a node running beside p): the same job through
-     n's requester; identical output, and n's VmHWM from the escrow on
-     stays far below the output's size;
+     n's requester; identical output, and n's VmHWM from then on stays
+     far below the output's size;
   4. a destination in a missing directory: the light peer fails before
      the escrow, naming the file.
 
-The pre-flight before the escrow (exec/preflight.c) still takes two
-full-size output sets and two bitmaps: it is left out of the peaks.
+The pre-flight (exec/preflight.c: timed before the escrow, its checks
+until "pre-flight checks passed", which may come after the escrow) still
+takes two full-size output sets and two bitmaps: it is left out of the
+peaks.
 """
 import json
 import os
@@ -30,9 +32,9 @@ import nstest
 from nstest import check, check_eq, log
 
 OUT_MIB = 256
-# Through the node: smaller, as its pre-flight (before the escrow) runs in
-# the node's loop, and a 256 MiB one keeps the loop from answering the
-# submitter's polls within their 5 s. An unoptimised (sanitizer) build
+# Through the node: smaller, as a 256 MiB one once kept the node's loop
+# (its pre-flight ran there) from answering the submitter's polls within
+# their 5 s. An unoptimised (sanitizer) build
 # takes that long at 16 MiB: 4 MiB there, and n's memory is only logged
 # (the light peer's is checked in every build).
 DEBUG = os.environ.get("NS_BUILD_TYPE") == "Debug"
@@ -111,15 +113,16 @@ def test(net):
         want[mib] = nstest.file_digest(ref)
         os.unlink(ref)  # leave the page cache and disk to the others
 
-    # 2. the light peer. Its pre-flight (before the escrow) runs sample
-    # units on full-size output buffers of its own (exec/preflight.c, two
-    # sets and two bitmaps): the peak is taken from the escrow on, which
-    # covers the fetch, the check and the rename.
+    # 2. the light peer. Its pre-flight runs sample units on full-size
+    # output buffers of its own (exec/preflight.c, two sets and two
+    # bitmaps), its checks on while the auction goes on: the peak is taken
+    # from the later of the escrow and their verdict, which covers the
+    # check and the rename (and the fetch, or what is left of it).
     base = {}
 
     def after_preflight(pid):
         def on_line(proc, line):
-            if "escrow of" in line:
+            if "escrow of" in line or "pre-flight checks passed" in line:
                 reset_peak(pid or proc.pid)
                 base[pid] = nstest.proc_kib(pid or proc.pid, "VmHWM") << 10
         return on_line
@@ -131,6 +134,7 @@ def test(net):
         after_preflight(None))
     check(rc == 0, f"submit failed ({rc}): {err.strip()[-800:]}")
     check("escrow of" in err, f"no escrow line: {err[-400:]}")
+    check("pre-flight checks passed" in err, f"no verdict line: {err[-400:]}")
     check_eq(nstest.file_digest(light), want[OUT_MIB], "the light peer's output vs run's")
     left = [f for f in os.listdir(net.dir) if f.endswith(".part")]
     check(not left, f"part files left beside the output: {left}")
