@@ -8,14 +8,160 @@
 #include "nightshift/blobs.h"
 #include "nightshift/util.h"
 
+#include <sodium.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
+
+/* ---- input hashes remembered -------------------------------------------
+ *
+ * Hashing an input file costs about 1 ms a MiB, on every `run` and
+ * `submit` of it: seconds for weights of a few GiB submitted again and
+ * again. What an earlier command hashed is kept, per user, in one file of
+ * S_HC_SLOTS fixed records beside the program cache
+ * (<cache>/../input-hashes; $NIGHTSHIFT_CACHE/input-hashes), the slot
+ * chosen by the file's device and inode (a record of another file in it
+ * is overwritten). A record vouches for the file while its device, inode,
+ * size and mtime are the same and that mtime is S_HC_RACY_NS older than
+ * the hash was (a write in the file clock's tick of the hash can leave
+ * the mtime as it was: git's "racy clean" rule, as ns_blobs_map's). A
+ * file changed without moving its mtime (set back on purpose, or written
+ * through a shared mapping whose pages stayed dirty) is not caught: the
+ * job then names the earlier bytes, and a node that copies the file
+ * finds the difference and says so. Records carry a checksum; one that
+ * does not check is no record. Nothing here is durable or required: any
+ * failure only means hashing again. */
+#define S_HC_SLOTS 1024
+#define S_HC_RECORD 128
+#define S_HC_RACY_NS (INT64_C(2) * 1000000000)
+static const char s_hc_magic[8] = "nsihash1";
+
+typedef struct {
+    char magic[8];
+    uint64_t dev, ino, size;
+    int64_t mtime_ns, hashed_ns;
+    uint8_t hash[NS_HASH_BYTES];
+    uint8_t pad[S_HC_RECORD - 8 - 5 * 8 - NS_HASH_BYTES - 16];
+    uint8_t check[16]; /* BLAKE2b-128 of everything before it */
+} s_hc_record_t;
+_Static_assert(sizeof(s_hc_record_t) == S_HC_RECORD, "hash cache record");
+
+static int64_t s_ts_ns(struct timespec t)
+{
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static int64_t s_now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return s_ts_ns(t);
+}
+
+/* The records' file, opened read-write (created); -1 when there is none
+ * to be had. */
+static int s_hc_open(void)
+{
+    char dir[PATH_MAX], path[PATH_MAX + 32];
+    ns_cache_dir(dir, sizeof dir);
+    if (!dir[0])
+        return -1;
+    /* beside the programs (.../nightshift/programs), or inside
+     * $NIGHTSHIFT_CACHE, which is the programs' directory itself */
+    const char *env = getenv("NIGHTSHIFT_CACHE");
+    char *slash = strrchr(dir, '/');
+    if (!(env && env[0]) && slash && strcmp(slash, "/programs") == 0)
+        *slash = '\0';
+    if (snprintf(path, sizeof path, "%s/input-hashes", dir) >=
+        (int)sizeof path)
+        return -1;
+    return open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+}
+
+static off_t s_hc_slot(const struct stat *st)
+{
+    uint64_t k = (uint64_t)st->st_dev * UINT64_C(0x9E3779B97F4A7C15) ^
+                 (uint64_t)st->st_ino;
+    k ^= k >> 29;
+    return (off_t)(k % S_HC_SLOTS) * S_HC_RECORD;
+}
+
+static void s_hc_check(const s_hc_record_t *r, uint8_t out[16])
+{
+    crypto_generichash(out, 16, (const uint8_t *)r,
+                       offsetof(s_hc_record_t, check), NULL, 0);
+}
+
+/* The remembered hash of the file st describes, into id: true when a
+ * record vouches for it. */
+static bool s_hc_get(const struct stat *st, ns_hash_t id)
+{
+    int fd = s_hc_open();
+    if (fd < 0)
+        return false;
+    s_hc_record_t r;
+    uint8_t check[16];
+    bool ok = pread(fd, &r, sizeof r, s_hc_slot(st)) == (ssize_t)sizeof r;
+    close(fd);
+    if (!ok)
+        return false;
+    s_hc_check(&r, check);
+    if (memcmp(r.magic, s_hc_magic, sizeof r.magic) ||
+        sodium_memcmp(check, r.check, sizeof check) ||
+        r.dev != (uint64_t)st->st_dev || r.ino != (uint64_t)st->st_ino ||
+        r.size != (uint64_t)st->st_size ||
+        r.mtime_ns != s_ts_ns(st->st_mtim) ||
+        r.mtime_ns >= r.hashed_ns - S_HC_RACY_NS)
+        return false;
+    memcpy(id, r.hash, NS_HASH_BYTES);
+    return true;
+}
+
+/* Remember id for the file st describes, hashed from hashed_ns on (taken
+ * before st). Only a record that can vouch later is worth writing. */
+static void s_hc_put(const struct stat *st, int64_t hashed_ns,
+                     const ns_hash_t id)
+{
+    if (s_ts_ns(st->st_mtim) >= hashed_ns - S_HC_RACY_NS)
+        return; /* it could not vouch: a hash once the file has been
+                   still for S_HC_RACY_NS writes one */
+    int fd = s_hc_open();
+    if (fd < 0)
+        return;
+    s_hc_record_t r;
+    memset(&r, 0, sizeof r);
+    memcpy(r.magic, s_hc_magic, sizeof r.magic);
+    r.dev = (uint64_t)st->st_dev;
+    r.ino = (uint64_t)st->st_ino;
+    r.size = (uint64_t)st->st_size;
+    r.mtime_ns = s_ts_ns(st->st_mtim);
+    r.hashed_ns = hashed_ns;
+    memcpy(r.hash, id, NS_HASH_BYTES);
+    s_hc_check(&r, r.check);
+    (void)!pwrite(fd, &r, sizeof r, s_hc_slot(st));
+    close(fd);
+}
+
+/* len bytes at data, the content of the file st describes (stat taken at
+ * hashed_ns or later): its hash into id, remembered or computed. */
+static void s_hash_input(const struct stat *st, int64_t hashed_ns,
+                         const uint8_t *data, size_t len, ns_hash_t id)
+{
+    if ((uint64_t)st->st_size == len && s_hc_get(st, id))
+        return;
+    ns_hash(id, data, len);
+    if ((uint64_t)st->st_size == len)
+        s_hc_put(st, hashed_ns, id);
+}
 
 void ns_jobspec_init(ns_jobspec_t *spec)
 {
@@ -202,6 +348,7 @@ static int s_map_input(ns_jobspec_t *spec, uint32_t k, ns_hash_t id, char *err,
 {
     const char *path = spec->in_paths[k];
     struct stat st;
+    int64_t t0 = s_now_ns(); /* before the fstat: s_hc_put */
     int fd = open(path, O_RDONLY | O_CLOEXEC), rc = NS_OK;
     if (fd < 0) {
         rc = errno == ENOENT ? NS_ERR_NOTFOUND : NS_ERR_IO;
@@ -227,7 +374,7 @@ static int s_map_input(ns_jobspec_t *spec, uint32_t k, ns_hash_t id, char *err,
         snprintf(err, errlen, "cannot map '%s': %s", path, strerror(errno));
     } else {
         spec->mapped_len[k] = (size_t)st.st_size;
-        ns_hash(id, spec->mapped[k], spec->mapped_len[k]);
+        s_hash_input(&st, t0, spec->mapped[k], spec->mapped_len[k], id);
     }
     if (fd >= 0)
         close(fd);
@@ -240,6 +387,9 @@ static int s_read_input(ns_jobspec_t *spec, uint32_t k, ns_hash_t id, char *err,
 {
     const char *path = spec->in_paths[k];
     size_t len = 0;
+    struct stat st;
+    int64_t t0 = s_now_ns(); /* before the stat: s_hc_put */
+    bool known = stat(path, &st) == 0;
     int rc = ns_file_read(path, (size_t)NS_MAX_BUFFER, &spec->in_bufs[k], &len);
     if (rc == NS_OK && len == 0) {
         snprintf(err, errlen, "input file '%s' is empty", path);
@@ -254,7 +404,10 @@ static int s_read_input(ns_jobspec_t *spec, uint32_t k, ns_hash_t id, char *err,
     else if (rc != NS_OK)
         snprintf(err, errlen, "cannot read '%s': %s", path, ns_strerror(rc));
     if (rc == NS_OK) {
-        ns_hash(id, spec->in_bufs[k], len);
+        if (known)
+            s_hash_input(&st, t0, spec->in_bufs[k], len, id);
+        else
+            ns_hash(id, spec->in_bufs[k], len);
         spec->inputs[k].data = spec->in_bufs[k];
         spec->inputs[k].len = len;
     }
