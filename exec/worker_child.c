@@ -26,7 +26,9 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Read exactly n bytes. *eof set when the peer closed before the first
@@ -52,6 +54,83 @@ static int s_read_full(int fd, void *buf, size_t n, bool *eof)
         }
         got += (size_t)r;
     }
+    return NS_OK;
+}
+
+/* A frame's length prefix, and the descriptors sent with its first byte
+ * (SCM_RIGHTS; at most NS_MAX_ARGS, close-on-exec) into fds[*n_fds]. */
+static int s_read_len(int fd, uint8_t *lenbuf, int *fds, uint32_t *n_fds,
+                      bool *eof)
+{
+    size_t got = 0;
+    *n_fds = 0;
+    if (eof)
+        *eof = false;
+    while (got < NS_WORKER_FRAME_LEN) {
+        union {
+            char buf[CMSG_SPACE(NS_MAX_ARGS * sizeof(int))];
+            struct cmsghdr align;
+        } ctl;
+        struct iovec iov = {lenbuf + got, NS_WORKER_FRAME_LEN - got};
+        struct msghdr msg;
+        memset(&msg, 0, sizeof msg);
+        msg.msg_iov = &iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = ctl.buf;
+        msg.msg_controllen = sizeof ctl.buf;
+        ssize_t r = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return NS_ERR_IO;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c;
+             c = CMSG_NXTHDR(&msg, c)) {
+            if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                continue;
+            size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            for (size_t j = 0; j < k; j++) {
+                int d;
+                memcpy(&d, CMSG_DATA(c) + j * sizeof(int), sizeof d);
+                if (*n_fds < NS_MAX_ARGS)
+                    fds[(*n_fds)++] = d;
+                else
+                    close(d);
+            }
+        }
+        if (msg.msg_flags & MSG_CTRUNC)
+            return NS_ERR_CORRUPT; /* more than any request sends */
+        if (r == 0) {
+            if (got == 0 && eof)
+                *eof = true;
+            return NS_ERR_TRUNCATED;
+        }
+        got += (size_t)r;
+    }
+    return NS_OK;
+}
+
+/* Input i of job from descriptor d: mapped read-only, *map until munmap.
+ * The file must be exactly the buffer's size. */
+static int s_map_input(int d, const ns_job_t *job, uint32_t i, uint8_t **map,
+                       char *err, size_t errlen)
+{
+    struct stat st;
+    uint64_t size = job->args[i].size;
+    if (fstat(d, &st) != 0 || !S_ISREG(st.st_mode) ||
+        (uint64_t)st.st_size != size) {
+        snprintf(err, errlen,
+                 "input arg %" PRIu32 ": its file is not one of %" PRIu64
+                 " bytes",
+                 i, size);
+        return NS_ERR_INVAL;
+    }
+    void *p = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, d, 0);
+    if (p == MAP_FAILED) {
+        snprintf(err, errlen, "input arg %" PRIu32 ": cannot map its file: %s",
+                 i, strerror(errno));
+        return errno == ENOMEM ? NS_ERR_NOMEM : NS_ERR_IO;
+    }
+    *map = p;
     return NS_OK;
 }
 
@@ -447,6 +526,10 @@ static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
     uint8_t *head = NULL;
     uint8_t *inbuf[NS_MAX_ARGS] = {NULL};
     uint64_t inlen[NS_MAX_ARGS] = {0}; /* s_alloc's size of inbuf[i] */
+    uint8_t *inmap[NS_MAX_ARGS] = {NULL}; /* inputs mapped from a file */
+    uint64_t inmap_len[NS_MAX_ARGS] = {0};
+    int fds[NS_MAX_ARGS];
+    uint32_t n_fds = 0, fd_used = 0;
     ns_input_t inputs[NS_MAX_ARGS];
     uint8_t *outputs[NS_MAX_ARGS] = {NULL};
     ns_worker_request_t q;
@@ -463,7 +546,7 @@ static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
     memset(&q, 0, sizeof q);
     ns_job_init(&q.job);
     ns_job_init(&q.proof.job);
-    rc = s_read_full(fd, lenbuf, sizeof lenbuf, eof);
+    rc = s_read_len(fd, lenbuf, fds, &n_fds, eof);
     if (rc != NS_OK)
         goto out;
     uint32_t len = ns_worker_frame_len(lenbuf);
@@ -505,6 +588,24 @@ static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
                             : !outs || job->args[i].kind != NS_ARG_OUT)
             continue;
         uint64_t size = job->args[i].size;
+        if (k < job->n_args && (q.files >> i & 1)) {
+            /* not in the stream: its file came with the frame */
+            int d = fd_used < n_fds ? fds[fd_used++] : -1;
+            if (status == NS_OK && d < 0) {
+                snprintf(err, sizeof err,
+                         "input arg %" PRIu32 ": no file came for it", i);
+                status = NS_ERR_INVAL;
+            }
+            if (status == NS_OK)
+                status = s_map_input(d, job, i, &inmap[i], err, sizeof err);
+            if (status == NS_OK) {
+                inmap_len[i] = size;
+                inputs[i].data = inmap[i];
+                inputs[i].len = size;
+                inputs[i].verified = q.verified;
+            }
+            continue;
+        }
         inbuf[i] = status == NS_OK ? s_alloc(size) : NULL;
         inlen[i] = inbuf[i] ? size : 0;
         if (!inbuf[i]) {
@@ -527,6 +628,11 @@ static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
         inputs[i].verified = q.verified;
     }
 
+    if (status == NS_OK && fd_used != n_fds) {
+        snprintf(err, sizeof err, "%" PRIu32 " files came for %" PRIu32
+                 " inputs", n_fds, fd_used);
+        status = NS_ERR_INVAL;
+    }
     uint64_t n_job_units = ns_job_units(job);
     if (status == NS_OK && job->source_len > a->max_source_bytes) {
         ns_worker_fmt_bytes(sa, sizeof sa, job->source_len);
@@ -600,8 +706,13 @@ static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
                 rc = s_write_full(fd, outputs[i], job->args[i].size);
     }
 out:
-    for (uint32_t i = 0; i < NS_MAX_ARGS; i++)
+    for (uint32_t i = 0; i < NS_MAX_ARGS; i++) {
         s_release(inbuf[i], inlen[i]);
+        if (inmap[i])
+            munmap(inmap[i], (size_t)inmap_len[i]);
+    }
+    for (uint32_t i = 0; i < n_fds; i++)
+        close(fds[i]);
     s_release(region, region_len);
     free(q.items);
     free(head);

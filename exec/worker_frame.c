@@ -66,11 +66,12 @@ int ns_worker_hello_read(const uint8_t *head, size_t len, ns_worker_hello_t *h)
 }
 
 int ns_worker_request_pack(msgpack_sbuffer *sb, const ns_job_t *job,
-                           const uint64_t *items, uint32_t n, bool verified)
+                           const uint64_t *items, uint32_t n, bool verified,
+                           uint32_t files)
 {
     msgpack_packer pk;
     s_frame_begin(sb, &pk);
-    msgpack_pack_array(&pk, 4);
+    msgpack_pack_array(&pk, files ? 5 : 4);
     msgpack_pack_uint32(&pk, items ? NS_WORKER_MSG_ITEMS : NS_WORKER_MSG_RUN);
     ns_job_pack(&pk, job);
     msgpack_pack_array(&pk, items ? n : 0);
@@ -80,6 +81,8 @@ int ns_worker_request_pack(msgpack_sbuffer *sb, const ns_job_t *job,
         msgpack_pack_true(&pk);
     else
         msgpack_pack_false(&pk);
+    if (files)
+        msgpack_pack_uint32(&pk, files);
     if (!sb->data || sb->size - NS_WORKER_FRAME_LEN > NS_WORKER_MAX_REQUEST) {
         msgpack_sbuffer_destroy(sb);
         return NS_ERR_TOOBIG;
@@ -116,9 +119,10 @@ int ns_worker_request_read(const uint8_t *head, size_t len,
     q->items = NULL;
     q->n_items = 0;
     q->verified = false;
+    q->files = 0;
     ns_mpr_init(&r, head, len);
     uint32_t n = 0;
-    ns_mpr_array(&r, &n, 4);
+    ns_mpr_array(&r, &n, 5);
     ns_mpr_u32(&r, &q->type);
     if (r.err == NS_OK && q->type == NS_WORKER_MSG_FRAUD && n == 3) {
         if (ns_fraud_read(&r, &q->proof, err, errlen) != NS_OK &&
@@ -127,7 +131,7 @@ int ns_worker_request_read(const uint8_t *head, size_t len,
         ns_mpr_bool(&r, &q->verified);
         return ns_mpr_end(&r);
     }
-    if (r.err == NS_OK && n != 4)
+    if (r.err == NS_OK && n != 4 && n != 5)
         r.err = NS_ERR_TYPE;
     if (r.err == NS_OK && q->type != NS_WORKER_MSG_RUN &&
         q->type != NS_WORKER_MSG_ITEMS && q->type != NS_WORKER_MSG_FRAUD)
@@ -146,6 +150,13 @@ int ns_worker_request_read(const uint8_t *head, size_t len,
     for (uint32_t i = 0; i < q->n_items && r.err == NS_OK; i++)
         ns_mpr_uint(&r, &q->items[i]);
     ns_mpr_bool(&r, &q->verified);
+    if (n == 5)
+        ns_mpr_u32(&r, &q->files);
+    /* descriptors stand for IN buffers only */
+    for (uint32_t i = 0; r.err == NS_OK && i < 32; i++)
+        if ((q->files >> i & 1) &&
+            (i >= q->job.n_args || q->job.args[i].kind != NS_ARG_IN))
+            r.err = NS_ERR_INVAL;
     return ns_mpr_end(&r);
 }
 

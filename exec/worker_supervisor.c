@@ -18,6 +18,7 @@
 #include "worker_process.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -113,6 +114,10 @@ struct ns_worker {
     s_wseg_t wseg[1 + NS_MAX_ARGS];
     uint32_t n_wseg, wseg_i;
     uint64_t wseg_off;
+    int send_fds[NS_MAX_ARGS]; /* inputs sent as descriptors with the
+                                  request's first byte: our dups, closed
+                                  once sent (or the request dropped) */
+    uint32_t n_send_fds;
     uint64_t submit_us;
     ns_worker_result_t res; /* being built, then handed out */
     bool res_ready;
@@ -134,6 +139,9 @@ static void s_request_free(ns_worker_t *w)
     if (w->req_live)
         msgpack_sbuffer_destroy(&w->req);
     w->req_live = false;
+    for (uint32_t i = 0; i < w->n_send_fds; i++)
+        close(w->send_fds[i]);
+    w->n_send_fds = 0;
     w->n_wseg = w->wseg_i = 0;
     w->wseg_off = 0;
 }
@@ -666,6 +674,37 @@ static void s_pump_read(ns_worker_t *w, uint64_t *budget)
     }
 }
 
+/* The request's first bytes, with the input descriptors (SCM_RIGHTS:
+ * they travel with the first byte sent); once any byte is sent they are
+ * the worker's and our dups are closed. */
+static ssize_t s_send_fds(ns_worker_t *w, const uint8_t *p, size_t len)
+{
+    union {
+        char buf[CMSG_SPACE(NS_MAX_ARGS * sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    struct iovec iov = {(void *)(uintptr_t)p, len};
+    struct msghdr msg;
+    memset(&msg, 0, sizeof msg);
+    memset(&ctl, 0, sizeof ctl);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = ctl.buf;
+    msg.msg_controllen = CMSG_SPACE(w->n_send_fds * sizeof(int));
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(w->n_send_fds * sizeof(int));
+    memcpy(CMSG_DATA(c), w->send_fds, w->n_send_fds * sizeof(int));
+    ssize_t n = sendmsg(w->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0) {
+        for (uint32_t i = 0; i < w->n_send_fds; i++)
+            close(w->send_fds[i]);
+        w->n_send_fds = 0;
+    }
+    return n;
+}
+
 static void s_pump_write(ns_worker_t *w, uint64_t *budget)
 {
     while (w->fd >= 0 && w->state == S_BUSY && !w->sent_all && *budget > 0) {
@@ -684,8 +723,9 @@ static void s_pump_write(ns_worker_t *w, uint64_t *budget)
             w->wseg_off = 0;
             continue;
         }
-        ssize_t n =
-            send(w->fd, s->p + w->wseg_off, want, MSG_DONTWAIT | MSG_NOSIGNAL);
+        ssize_t n = w->n_send_fds ? s_send_fds(w, s->p + w->wseg_off, want)
+                                  : send(w->fd, s->p + w->wseg_off, want,
+                                         MSG_DONTWAIT | MSG_NOSIGNAL);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -873,7 +913,8 @@ static int s_queue(ns_worker_t *w, int mode, char *err, size_t errlen)
 /* Both kinds of submission: a job (whole, or units) or a fraud proof
  * (job is then the proof's descriptor). */
 static int s_submit(ns_worker_t *w, const ns_job_t *job,
-                    const ns_input_t *inputs, const uint64_t *items, uint32_t n,
+                    const ns_input_t *inputs, const int *fds,
+                    const uint64_t *items, uint32_t n,
                     const ns_fraud_proof_t *proof, char *err, size_t errlen)
 {
     char a[32], b[32];
@@ -934,14 +975,30 @@ static int s_submit(ns_worker_t *w, const ns_job_t *job,
     if (rc != NS_OK)
         return rc;
 
-    /* The request frame: head, then the IN buffers raw. */
+    /* The request frame: head, then the IN buffers raw, but those that go
+     * as descriptors (our dups, sent with the frame's first byte) */
     bool verified = true; /* all inputs already hashed by the caller */
-    for (uint32_t i = 0; i < job->n_args; i++)
-        if (job->args[i].kind == NS_ARG_IN && !inputs[i].verified)
+    uint32_t files = 0;
+    for (uint32_t i = 0; i < job->n_args; i++) {
+        if (job->args[i].kind != NS_ARG_IN)
+            continue;
+        if (!inputs[i].verified)
             verified = false;
+        if (!proof && fds && fds[i] >= 0) {
+            int d = fcntl(fds[i], F_DUPFD_CLOEXEC, 0);
+            if (d < 0) {
+                s_request_free(w);
+                snprintf(err, errlen, "arg %" PRIu32 ": cannot pass its file "
+                         "to the worker: %s", i, strerror(errno));
+                return NS_ERR_IO;
+            }
+            w->send_fds[w->n_send_fds++] = d;
+            files |= UINT32_C(1) << i;
+        }
+    }
     if ((proof ? ns_worker_fraud_pack(&w->req, proof, verified)
-               : ns_worker_request_pack(&w->req, job, items, n, verified)) !=
-        NS_OK) {
+               : ns_worker_request_pack(&w->req, job, items, n, verified,
+                                        files)) != NS_OK) {
         s_request_free(w);
         snprintf(err, errlen, "the job descriptor is over %d bytes",
                  NS_WORKER_MAX_REQUEST);
@@ -952,7 +1009,7 @@ static int s_submit(ns_worker_t *w, const ns_job_t *job,
     w->wseg[w->n_wseg].p = (const uint8_t *)w->req.data;
     w->wseg[w->n_wseg++].len = w->req.size;
     for (uint32_t i = 0; i < job->n_args; i++) {
-        if (job->args[i].kind != NS_ARG_IN)
+        if (job->args[i].kind != NS_ARG_IN || (files >> i & 1))
             continue;
         w->wseg[w->n_wseg].p = inputs[i].data;
         w->wseg[w->n_wseg++].len = job->args[i].size;
@@ -980,13 +1037,20 @@ int ns_worker_submit(ns_worker_t *w, const ns_job_t *job,
                      const ns_input_t *inputs, const uint64_t *items,
                      uint32_t n, char *err, size_t errlen)
 {
-    return s_submit(w, job, inputs, items, n, NULL, err, errlen);
+    return s_submit(w, job, inputs, NULL, items, n, NULL, err, errlen);
+}
+
+int ns_worker_submit_files(ns_worker_t *w, const ns_job_t *job,
+                           const ns_input_t *inputs, const int *fds, char *err,
+                           size_t errlen)
+{
+    return s_submit(w, job, inputs, fds, NULL, 0, NULL, err, errlen);
 }
 
 int ns_worker_submit_fraud(ns_worker_t *w, const ns_fraud_proof_t *p,
                            const ns_input_t *inputs, char *err, size_t errlen)
 {
-    return s_submit(w, &p->job, inputs, NULL, 0, p, err, errlen);
+    return s_submit(w, &p->job, inputs, NULL, NULL, 0, p, err, errlen);
 }
 
 int ns_worker_submit_challenge(ns_worker_t *w, const ns_chal_request_t *req,

@@ -47,6 +47,10 @@ typedef struct {
      * partial file while it fills, then the blob mapped read-only. */
     bool spool[NS_MAX_ARGS]; /* part_fd[i] is open */
     int part_fd[NS_MAX_ARGS];
+    /* an input that is a blob, open read-only: the worker maps it from
+     * this descriptor instead of reading it through its socket */
+    bool file[NS_MAX_ARGS]; /* in_fd[i] is open */
+    int in_fd[NS_MAX_ARGS];
     const uint8_t *mapped[NS_MAX_ARGS];
     size_t mapped_len[NS_MAX_ARGS];
     uint64_t chunk_ms; /* monotonic: the last CHUNK taken (PJ_FETCH) */
@@ -132,6 +136,8 @@ static void s_job_clear(s_job_t *j)
     for (int i = 0; i < NS_MAX_ARGS; i++) {
         if (j->spool[i])
             close(j->part_fd[i]);
+        if (j->file[i])
+            close(j->in_fd[i]);
         ns_blobs_unmap(j->mapped[i], j->mapped_len[i]);
     }
     if (j->have_job)
@@ -613,6 +619,24 @@ static int s_on_awarded(ns_provider_t *p, const ns_node_msg_t *m)
     return NS_OK;
 }
 
+/* Input i of j is blob hash in the store: keep it open read-only for
+ * the worker (ns_worker_submit_files); without it, it goes through the
+ * worker's socket. */
+static void s_keep_file(ns_provider_t *p, s_job_t *j, uint32_t i)
+{
+    int fd = -1;
+    uint64_t size = 0;
+    if (j->file[i] ||
+        ns_blobs_open_ro(p->o.blobs, j->job.args[i].hash, &fd, &size) != NS_OK)
+        return;
+    if (size != j->job.args[i].size) {
+        close(fd);
+        return;
+    }
+    j->in_fd[i] = fd;
+    j->file[i] = true;
+}
+
 /* The descriptor is here: check it and queue the inputs. */
 static int s_descriptor_done(ns_provider_t *p, s_job_t *j)
 {
@@ -649,6 +673,7 @@ static int s_descriptor_done(ns_provider_t *p, s_job_t *j)
                 j->inputs[i].len = len;
                 j->inputs[i].verified = true; /* the store checked it */
                 p->stats.inputs_cached++;
+                s_keep_file(p, j, i);
                 continue;
             }
             ns_blobs_unmap(data, len);
@@ -705,6 +730,8 @@ static int s_input_done(ns_provider_t *p, s_job_t *j, uint32_t arg)
         if (ns_blobs_complete(p->o.blobs, j->job.args[arg].hash, in->total) !=
             NS_OK)
             ns_warn(NS_MOD_MARKET, "event=input_cache_failed error=rename");
+        else
+            s_keep_file(p, j, arg);
         const uint8_t *m = NULL;
         int rc = ns_blobs_map_fd(j->part_fd[arg], in->total, &m);
         close(j->part_fd[arg]);
@@ -884,8 +911,11 @@ static void s_start_run(ns_provider_t *p, s_job_t *j)
     ns_worker_set_timeout(worker, limit < NS_POLICY_WORKER_TIMEOUT_MS
                                       ? (uint32_t)limit
                                       : NS_POLICY_WORKER_TIMEOUT_MS);
-    int rc =
-        ns_worker_submit(worker, &j->job, j->inputs, NULL, 0, err, sizeof err);
+    int fds[NS_MAX_ARGS];
+    for (uint32_t i = 0; i < NS_MAX_ARGS; i++)
+        fds[i] = j->file[i] ? j->in_fd[i] : -1;
+    int rc = ns_worker_submit_files(worker, &j->job, j->inputs, fds, err,
+                                    sizeof err);
     if (rc != NS_OK) {
         s_fail_as(p, j, s_fail_kind(rc, err), err);
         return;

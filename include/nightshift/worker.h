@@ -174,6 +174,14 @@ void ns_worker_result_release(ns_worker_result_t *res);
 int ns_worker_submit(ns_worker_t *w, const ns_job_t *job,
                      const ns_input_t *inputs, const uint64_t *items,
                      uint32_t n, char *err, size_t errlen) NS_MUST_CHECK;
+/* ns_worker_submit of the whole NDRange, where each IN buffer i with
+ * fds[i] >= 0 goes to the worker as that descriptor (duplicated here; the
+ * caller keeps its own) instead of through the socket: a file of exactly
+ * the buffer's size whose bytes are inputs[i]'s (a blob the caller
+ * checked), mapped read-only by the worker. */
+int ns_worker_submit_files(ns_worker_t *w, const ns_job_t *job,
+                           const ns_input_t *inputs, const int *fds, char *err,
+                           size_t errlen) NS_MUST_CHECK;
 /* Queue a fraud proof check (ns_worker_check_fraud); the proof is packed
  * here, inputs are borrowed as for ns_worker_submit. The result's status
  * is the verdict; it has no outputs. */

@@ -11,14 +11,19 @@
  *     HELLO  [1, protocol, status, error (bin), devinfo]
  *            status != 0: the device could not be opened; the worker exits
  *   supervisor -> worker, one at a time:
- *     RUN    [2, job (ns_job_pack), [], verified]     then every IN
- *     ITEMS  [3, job, [unit, ...], verified]          buffer raw, in
+ *     RUN    [2, job (ns_job_pack), [], verified, files]  then every IN
+ *     ITEMS  [3, job, [unit, ...], verified, files]   buffer raw, in
  *     FRAUD  [5, proof (ns_fraud_pack), verified]     argument order (of
  *            the proof's descriptor for FRAUD); verified: the caller set
  *            ns_input_t.verified on every input, so the runner skips
- *            hashing them. ITEMS re-runs the units (ns_runner_run_units)
- *            on zero-filled output buffers; FRAUD checks the proof
- *            (ns_fraud_check) against the inputs.
+ *            hashing them. files (u32, absent: 0): bit i set, IN buffer
+ *            i is not in the stream but a file descriptor of a file of
+ *            exactly its size, sent (SCM_RIGHTS) with the frame's first
+ *            byte, those of all set bits in argument order; the worker
+ *            maps it read-only (no copy through the socket, no anonymous
+ *            memory for an input of GiBs). ITEMS re-runs the units
+ *            (ns_runner_run_units) on zero-filled output buffers; FRAUD
+ *            checks the proof (ns_fraud_check) against the inputs.
  *   worker -> supervisor, one per request:
  *     RESULT [4, status, error (bin), [build_us, upload_us, run_us,
  *            download_us, cache_hit]]
@@ -111,11 +116,13 @@ int ns_worker_hello_read(const uint8_t *head, size_t len,
 
 /* The whole request frame for job into sb (initialised here; the caller
  * destroys it on NS_OK): RUN when items is NULL, else ITEMS with items[0..n)
- * (the caller has checked n and each item). On NS_ERR_TOOBIG (a head over
- * NS_WORKER_MAX_REQUEST, or no memory for it) sb is already destroyed. */
+ * (the caller has checked n and each item); files: the IN buffers that
+ * travel as file descriptors (bit i: argument i), 0 for none. On
+ * NS_ERR_TOOBIG (a head over NS_WORKER_MAX_REQUEST, or no memory for it)
+ * sb is already destroyed. */
 int ns_worker_request_pack(msgpack_sbuffer *sb, const ns_job_t *job,
-                           const uint64_t *items, uint32_t n,
-                           bool verified) NS_MUST_CHECK;
+                           const uint64_t *items, uint32_t n, bool verified,
+                           uint32_t files) NS_MUST_CHECK;
 
 /* The whole FRAUD request frame for proof p into sb, as
  * ns_worker_request_pack. */
@@ -130,6 +137,8 @@ typedef struct {
     uint64_t *items;        /* malloc'd, n_items entries; NULL when none */
     uint32_t n_items;       /* at most NS_WORKER_MAX_ITEMS */
     bool verified;          /* the inputs are known to match their hashes */
+    uint32_t files; /* RUN, ITEMS: IN buffers sent as descriptors (bit i);
+                       only IN arguments, checked here */
 } ns_worker_request_t;
 
 /* Read a request head of len bytes into *q. The caller has ns_job_init'ed

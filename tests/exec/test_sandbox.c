@@ -20,6 +20,7 @@
 #include "check.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <msgpack.h>
 #include <poll.h>
@@ -828,6 +829,81 @@ static void s_hostile_case(const char *mode, int want_rc, const char *needle)
     ns_worker_destroy(&w);
 }
 
+/* Inputs the worker maps from files it is handed (ns_worker_submit_files)
+ * give what the same bytes through the socket give; one from memory
+ * beside them still goes through it; a file of the wrong size fails that
+ * job with a reason and the next job runs. The caller's descriptors stay
+ * open (the supervisor sends its own duplicates). */
+TEST(inputs_from_files)
+{
+    const uint32_t n = 1u << 20;
+    size_t bytes = (size_t)n * 4;
+    float *a = malloc(bytes), *b = malloc(bytes);
+    ns_input_t in[NS_MAX_ARGS];
+    ns_worker_result_t res;
+    char err[NS_WORKER_MAX_ERROR + 1] = "", path[1200];
+    ns_job_t job;
+    int wakeups = 0, saw_write = 0, fds[NS_MAX_ARGS];
+
+    memset(&res, 0, sizeof res);
+    for (int i = 0; i < NS_MAX_ARGS; i++)
+        fds[i] = -1;
+    ns_worker_t *w = s_worker(3000, 0);
+    if (!CHECK(a && b) || !w)
+        goto out;
+    for (uint32_t i = 0; i < n; i++) {
+        a[i] = (float)(i % 977);
+        b[i] = (float)(i / 977);
+    }
+    snprintf(path, sizeof path, "%s/in-a.bin", s_tmp);
+    int fa = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (!CHECK(fa >= 0) || !CHECK(write(fa, a, bytes) == (ssize_t)bytes))
+        goto out;
+    memset(in, 0, sizeof in);
+    in[0] = (ns_input_t){.data = a, .len = bytes, .verified = true};
+    in[1] = (ns_input_t){.data = b, .len = bytes, .verified = true};
+    s_job_builtin(&job, "vector_add", n);
+    s_arg_in(&job, a, bytes);
+    s_arg_in(&job, b, bytes);
+    s_arg_out(&job, bytes, 4);
+    s_arg_u32(&job, n);
+
+    fds[0] = fa; /* a from its file, b through the socket */
+    CHECK_RC(ns_worker_submit_files(w, &job, in, fds, err, sizeof err), NS_OK);
+    if (CHECK(s_loop(w, &res, &wakeups, &saw_write)) &&
+        CHECK_RC(res.status, NS_OK) && CHECK(res.outputs[2] != NULL)) {
+        int ok = 1;
+        const float *c = (const float *)res.outputs[2];
+        for (uint32_t i = 0; i < n && ok; i++)
+            ok = c[i] == a[i] + b[i];
+        CHECK(ok);
+    } else {
+        fprintf(stderr, "  %s\n", res.error);
+    }
+    ns_worker_result_release(&res);
+    CHECK(fcntl(fa, F_GETFD) >= 0); /* still ours */
+
+    /* the file one float short: that job fails, saying why */
+    CHECK(ftruncate(fa, (off_t)bytes - 4) == 0);
+    CHECK_RC(ns_worker_submit_files(w, &job, in, fds, err, sizeof err), NS_OK);
+    if (CHECK(s_loop(w, &res, &wakeups, &saw_write))) {
+        CHECK_RC(res.status, NS_ERR_INVAL);
+        CHECK(strstr(res.error, "input arg 0") != NULL);
+    }
+    ns_worker_result_release(&res);
+    /* and the worker goes on: the same job from memory */
+    CHECK_RC(ns_worker_submit(w, &job, in, NULL, 0, err, sizeof err), NS_OK);
+    if (CHECK(s_loop(w, &res, &wakeups, &saw_write)))
+        CHECK_RC(res.status, NS_OK);
+    ns_worker_result_release(&res);
+    ns_job_release(&job);
+    close(fa);
+out:
+    ns_worker_destroy(&w);
+    free(a);
+    free(b);
+}
+
 TEST(hostile_worker)
 {
     s_hostile_case("garbage-hello", NS_ERR_CORRUPT, "malformed HELLO");
@@ -1153,6 +1229,7 @@ int main(int argc, char **argv)
     TIMED(too_much_memory);
     TIMED(worker_out_of_memory);
     TIMED(non_blocking);
+    TIMED(inputs_from_files);
     TIMED(hostile_worker);
     TIMED(bad_exe_and_device);
     TIMED(self_check);

@@ -142,16 +142,17 @@ static void s_request(const uint8_t *data, size_t size)
     const uint8_t *head;
     size_t len;
     S_ASSERT(ns_worker_request_pack(&sb1, &q->job, q->items, q->n_items,
-                                    q->verified) == NS_OK);
+                                    q->verified, q->files) == NS_OK);
     s_head(&sb1, &head, &len);
     S_ASSERT(len <= size); /* ns_job_read takes canonical form only */
     S_ASSERT(s_request_read(head, len, again) == NS_OK);
     S_ASSERT(again->type == q->type && again->n_items == q->n_items &&
-             again->verified == q->verified);
+             again->verified == q->verified && again->files == q->files);
     S_ASSERT(q->n_items == 0 || memcmp(again->items, q->items,
                                        q->n_items * sizeof *q->items) == 0);
     S_ASSERT(ns_worker_request_pack(&sb2, &again->job, again->items,
-                                    again->n_items, again->verified) == NS_OK);
+                                    again->n_items, again->verified,
+                                    again->files) == NS_OK);
     s_same_frames(&sb1, &sb2);
     msgpack_sbuffer_destroy(&sb1);
     msgpack_sbuffer_destroy(&sb2);

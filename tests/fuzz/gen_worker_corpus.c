@@ -75,7 +75,7 @@ int main(int argc, char **argv)
         items[i] = i * 3;
     for (int v = 0; v < SEEDS_N_JOBS; v++) {
         seeds_job(&job, v, &name);
-        seeds_check(ns_worker_request_pack(&sb, &job, NULL, 0, v & 1),
+        seeds_check(ns_worker_request_pack(&sb, &job, NULL, 0, v & 1, 0),
                     "request");
         ns_job_init(&q.job);
         seeds_check(ns_worker_request_read((const uint8_t *)sb.data + 4,
@@ -88,12 +88,21 @@ int main(int argc, char **argv)
     }
     seeds_job(&job, 0, &name); /* 1024 items */
     uint64_t one = 1023;
-    seeds_check(ns_worker_request_pack(&sb, &job, &one, 1, true), "items");
+    seeds_check(ns_worker_request_pack(&sb, &job, &one, 1, true, 0), "items");
     s_save("ITEMS, the last item of 1024", &sb, 1, NS_WORKER_MSG_RUN);
-    seeds_check(ns_worker_request_pack(&sb, &job, items, 300, false), "items");
+    seeds_check(ns_worker_request_pack(&sb, &job, items, 300, false, 0),
+                "items");
     s_save("ITEMS, 300 items", &sb, SIZE_MAX, 0);
-    seeds_check(ns_worker_request_pack(&sb, &job, items, 0, false), "items");
+    seeds_check(ns_worker_request_pack(&sb, &job, items, 0, false, 0),
+                "items");
     s_save("ITEMS, none", &sb, SIZE_MAX, 0);
+    uint32_t files = 0;
+    for (uint32_t i = 0; i < job.n_args; i++)
+        if (job.args[i].kind == NS_ARG_IN)
+            files |= UINT32_C(1) << i;
+    seeds_check(ns_worker_request_pack(&sb, &job, NULL, 0, true, files),
+                "files");
+    s_save("RUN, every input a file descriptor", &sb, SIZE_MAX, 0);
     ns_job_release(&job);
 
     /* RESULT */
