@@ -324,8 +324,8 @@ typedef struct {
 static void s_sample_release(const ns_job_t *job, s_sample_t *b)
 {
     for (uint32_t i = 0; i < job->n_args; i++) {
-        free(b->first[i]);
-        free(b->run[i]);
+        ns_buf_put(b->first[i], b->first[i] ? job->args[i].size : 0);
+        ns_buf_put(b->run[i], b->run[i] ? job->args[i].size : 0);
         free(b->mine[i]);
         free(b->taken[i]);
     }
@@ -339,8 +339,8 @@ static int s_sample_alloc(const ns_job_t *job, s_sample_t *b)
         uint64_t size = job->args[i].size;
         if (job->args[i].kind != NS_ARG_OUT)
             continue;
-        if (!(b->first[i] = ns_buf_alloc(size)) ||
-            !(b->run[i] = ns_buf_alloc(size)) ||
+        if (!(b->first[i] = ns_buf_get(size)) ||
+            !(b->run[i] = ns_buf_get(size)) ||
             !(b->mine[i] = calloc(1, size / 8 + 1)) ||
             !(b->taken[i] = calloc(1, size / 8 + 1))) {
             s_sample_release(job, b);
@@ -633,7 +633,7 @@ static int s_time_one(ns_runner_t *r, const ns_job_t *job,
     for (uint32_t i = 0; i < job->n_args && rc == NS_OK; i++) {
         if (job->args[i].kind != NS_ARG_OUT)
             continue;
-        if (!(out[i] = ns_buf_alloc(job->args[i].size))) {
+        if (!(out[i] = ns_buf_get(job->args[i].size))) {
             ns_cl_errf(err, errlen, "out of memory for the pre-flight");
             rc = NS_ERR_NOMEM;
         } else {
@@ -655,8 +655,8 @@ static int s_time_one(ns_runner_t *r, const ns_job_t *job,
     }
     if (rc == NS_OK)
         *unit_run_ns = sum_us * 1000 / k;
-    for (uint32_t i = 0; i < NS_MAX_ARGS; i++)
-        free(out[i]);
+    for (uint32_t i = 0; i < job->n_args; i++)
+        ns_buf_put(out[i], out[i] ? job->args[i].size : 0);
     return rc;
 }
 

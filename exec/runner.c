@@ -1241,6 +1241,61 @@ void *ns_buf_alloc(uint64_t n)
     return p;
 }
 
+/* The kept buffers (ns_buf_get): at most S_KEEP, S_KEEP_BYTES together,
+ * each as large as the request it served (rounded by ns_buf_alloc, not
+ * recorded). */
+#define S_KEEP 8
+#define S_KEEP_BYTES (UINT64_C(256) << 20)
+
+static struct {
+    pthread_mutex_t lock;
+    void *p[S_KEEP];
+    uint64_t cap[S_KEEP];
+} s_kept = {PTHREAD_MUTEX_INITIALIZER, {NULL}, {0}};
+
+void *ns_buf_get(uint64_t n)
+{
+    void *drop[S_KEEP] = {NULL}, *p = NULL;
+    pthread_mutex_lock(&s_kept.lock);
+    int best = -1;
+    for (int i = 0; i < S_KEEP; i++)
+        if (s_kept.p[i] && s_kept.cap[i] >= n && s_kept.cap[i] / 2 <= n &&
+            (best < 0 || s_kept.cap[i] < s_kept.cap[best]))
+            best = i;
+    if (best >= 0) {
+        p = s_kept.p[best];
+        s_kept.p[best] = NULL;
+    } else {
+        /* none fits: let every kept one go before a new one is made */
+        for (int i = 0; i < S_KEEP; i++) {
+            drop[i] = s_kept.p[i];
+            s_kept.p[i] = NULL;
+        }
+    }
+    pthread_mutex_unlock(&s_kept.lock);
+    for (int i = 0; i < S_KEEP; i++)
+        free(drop[i]);
+    return p ? p : ns_buf_alloc(n);
+}
+
+void ns_buf_put(void *p, uint64_t n)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&s_kept.lock);
+    uint64_t kept = 0;
+    for (int i = 0; i < S_KEEP; i++)
+        kept += s_kept.p[i] ? s_kept.cap[i] : 0;
+    for (int i = 0; i < S_KEEP && p && kept + n <= S_KEEP_BYTES; i++)
+        if (!s_kept.p[i]) {
+            s_kept.p[i] = p;
+            s_kept.cap[i] = n;
+            p = NULL;
+        }
+    pthread_mutex_unlock(&s_kept.lock);
+    free(p); /* no room */
+}
+
 /* ---- pipelines (job.h) --------------------------------------------------- */
 
 /* Step s's view of a pipeline's buffers: its inputs (the job's, and the

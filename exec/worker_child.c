@@ -193,60 +193,16 @@ static uint64_t s_round_up(uint64_t n)
     return (n + S_BUF_ALIGN - 1) / S_BUF_ALIGN * S_BUF_ALIGN;
 }
 
-/* Buffers kept from one request for the next. A fresh buffer costs its
- * pages: the kernel zeroes every one as it is first touched (an SGEMM
- * 2048's 48 MiB of inputs and outputs: a third of its kernel time on the
- * 2-core test VM), and the same job shapes come again and again. Every
- * buffer of a request goes back here when it ends; the next request takes
- * the smallest that fits (at most twice its size), and when none does, the
- * kept ones are freed first, so that what is kept never stands between a
- * job and its memory limit (RLIMIT_AS). */
-#define S_KEEP 8
-
-typedef struct {
-    uint8_t *p;
-    uint64_t cap;
-} s_kept_t;
-
-static s_kept_t s_kept[S_KEEP];
-
-static void s_keep_drop_all(void)
-{
-    for (int i = 0; i < S_KEEP; i++) {
-        free(s_kept[i].p);
-        s_kept[i] = (s_kept_t){NULL, 0};
-    }
-}
-
-/* page-aligned, huge pages for large buffers (ns_buf_alloc); n rounded
- * up to whole pages (what the buffer can hold when it is kept) */
+/* Buffers kept from one request for the next (ns_buf_get): every buffer
+ * of a request goes back when it ends. */
 static uint8_t *s_alloc(uint64_t n)
 {
-    int best = -1;
-    for (int i = 0; i < S_KEEP; i++)
-        if (s_kept[i].p && s_kept[i].cap >= n && s_kept[i].cap / 2 <= n &&
-            (best < 0 || s_kept[i].cap < s_kept[best].cap))
-            best = i;
-    if (best >= 0) {
-        uint8_t *p = s_kept[best].p;
-        s_kept[best] = (s_kept_t){NULL, 0};
-        return p;
-    }
-    s_keep_drop_all();
-    return ns_buf_alloc(n);
+    return ns_buf_get(n);
 }
 
-/* A buffer of s_alloc(n) back for a later request. */
 static void s_release(uint8_t *p, uint64_t n)
 {
-    if (!p)
-        return;
-    for (int i = 0; i < S_KEEP; i++)
-        if (!s_kept[i].p) {
-            s_kept[i] = (s_kept_t){p, n};
-            return;
-        }
-    free(p);
+    ns_buf_put(p, n);
 }
 
 typedef struct {

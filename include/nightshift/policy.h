@@ -10,8 +10,11 @@
 
 /* ---- transfers (node/transfer.c) ---------------------------------------- */
 
-/* FETCHes in flight per transfer: 8 x NS_CHUNK_BYTES (1 MiB) on the wire. */
-#define NS_POLICY_FETCH_WINDOW 8
+/* FETCHes in flight per transfer: 32 x NS_CHUNK_BYTES (4 MiB) on the wire.
+ * 8 (1 MiB) left a 16 MiB output waiting on round trips through both
+ * event loops on a busy 2-core box (fetch 90 -> 70 ms, SGEMM 2048), and
+ * caps a link of 50 ms round trip at 20 MB/s; 4 MiB at 80 MB/s. */
+#define NS_POLICY_FETCH_WINDOW 32
 /* No CHUNK for this long with FETCHes in flight: the transfer is asked
  * again from its first missing chunk (ns_fetch_rewind), not restarted. */
 #define NS_POLICY_FETCH_STALL_MS 3000
