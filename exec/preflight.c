@@ -305,21 +305,42 @@ out:
 #define S_SAMPLE_MAX 8  /* units sampled at most */
 #define S_FILL_MID 0x5A /* the third fill, between 0x00 and 0xFF */
 
-/* A unit's runs are compared as they come, so two output-sized sets are
- * held, not one per run: `first` keeps the run over 0x00 and `run` takes
- * each later run in turn (0x00 again, 0xFF, 0x5A). Two bitmaps per output
- * stand for what else the comparison needs: the bytes this unit writes
- * (the same value after its runs over 0x00 and 0xFF) and those an earlier
- * sampled unit wrote. */
+/* A unit's runs are compared as they come, on two output-sized sets:
+ * `first` takes the run over 0x00 and stays all 0x00 between units (what
+ * a unit wrote is put back to 0x00 after it), `run` takes each later run
+ * in turn (0x00 again, 0xFF, 0x5A), filled before each. Bitmaps stand for
+ * the rest: the bytes this unit writes (the same value after its runs
+ * over 0x00 and 0xFF) and those an earlier sampled unit wrote.
+ *
+ * Only 64-byte blocks where a run changed a byte are looked at byte by
+ * byte: each run's set is scanned once for blocks that differ from its
+ * fill (s_dirty), and a byte the unit writes shows in its run over 0x00
+ * or in the one over 0xFF (no value is both), so every other byte was left
+ * alone by both. A unit writes a sliver of a large output: over the whole
+ * output there are plain scans and fills, and the byte rules run on the
+ * blocks the unit touched. */
+#define S_BLOCK 64
+
 typedef struct {
     uint8_t *first[NS_MAX_ARGS]; /* OUT i after the run over 0x00 */
     uint8_t *run[NS_MAX_ARGS];   /* OUT i after the run now */
-    uint8_t *mine[NS_MAX_ARGS];  /* bit p: this unit writes byte p */
+    uint8_t *mine[NS_MAX_ARGS];  /* bit p: this unit writes byte p (set
+                                    only in `cand` blocks, cleared after) */
     uint8_t *taken[NS_MAX_ARGS]; /* bit p: an earlier sampled unit does */
+    uint8_t *dz[NS_MAX_ARGS];    /* block b of `first` is not all 0x00 */
+    uint8_t *cand[NS_MAX_ARGS];  /* block b may hold a byte this unit
+                                    writes (a scratch before that) */
+    uint8_t *look[NS_MAX_ARGS];  /* cand, and the blocks the run over
+                                    0x5A changed */
 } s_sample_t;
 
 #define S_BIT(map, p) ((map)[(p) >> 3] >> ((p)&7) & 1)
 #define S_SET(map, p) ((map)[(p) >> 3] |= (uint8_t)(1u << ((p)&7)))
+
+static uint64_t s_blocks(uint64_t size)
+{
+    return (size + S_BLOCK - 1) / S_BLOCK;
+}
 
 static void s_sample_release(const ns_job_t *job, s_sample_t *b)
 {
@@ -328,6 +349,9 @@ static void s_sample_release(const ns_job_t *job, s_sample_t *b)
         ns_buf_put(b->run[i], b->run[i] ? job->args[i].size : 0);
         free(b->mine[i]);
         free(b->taken[i]);
+        free(b->dz[i]);
+        free(b->cand[i]);
+        free(b->look[i]);
     }
     memset(b, 0, sizeof *b);
 }
@@ -336,16 +360,19 @@ static int s_sample_alloc(const ns_job_t *job, s_sample_t *b)
 {
     memset(b, 0, sizeof *b);
     for (uint32_t i = 0; i < job->n_args; i++) {
-        uint64_t size = job->args[i].size;
+        uint64_t size = job->args[i].size, nb = s_blocks(size) / 8 + 1;
         if (job->args[i].kind != NS_ARG_OUT)
             continue;
         if (!(b->first[i] = ns_buf_get(size)) ||
             !(b->run[i] = ns_buf_get(size)) ||
             !(b->mine[i] = calloc(1, size / 8 + 1)) ||
-            !(b->taken[i] = calloc(1, size / 8 + 1))) {
+            !(b->taken[i] = calloc(1, size / 8 + 1)) ||
+            !(b->dz[i] = calloc(1, nb)) || !(b->cand[i] = calloc(1, nb)) ||
+            !(b->look[i] = calloc(1, nb))) {
             s_sample_release(job, b);
             return NS_ERR_NOMEM;
         }
+        memset(b->first[i], 0x00, size);
     }
     return NS_OK;
 }
@@ -355,6 +382,39 @@ static void s_fill(const ns_job_t *job, uint8_t **out, int byte)
     for (uint32_t i = 0; i < job->n_args; i++)
         if (out[i])
             memset(out[i], byte, job->args[i].size);
+}
+
+/* Set in map the 64-byte blocks of buf (size bytes) that hold a byte
+ * other than fill: one read of buf, eight words a block. */
+static void s_dirty(const uint8_t *buf, uint64_t size, uint8_t fill,
+                    uint8_t *map)
+{
+    const uint64_t f8 = UINT64_C(0x0101010101010101) * fill;
+    uint64_t full = size / S_BLOCK;
+    for (uint64_t blk = 0; blk < full; blk++) {
+        const uint8_t *q = buf + blk * S_BLOCK;
+        uint64_t x = 0;
+        for (int w = 0; w < S_BLOCK / 8; w++) {
+            uint64_t v;
+            memcpy(&v, q + 8 * w, 8);
+            x |= v ^ f8;
+        }
+        if (x)
+            S_SET(map, blk);
+    }
+    for (uint64_t p = full * S_BLOCK; p < size; p++)
+        if (buf[p] != fill) {
+            S_SET(map, full);
+            break;
+        }
+}
+
+/* The bytes [lo, hi) of block blk of an output of size bytes. */
+static void s_block_range(uint64_t blk, uint64_t size, uint64_t *lo,
+                          uint64_t *hi)
+{
+    *lo = blk * S_BLOCK;
+    *hi = *lo + S_BLOCK < size ? *lo + S_BLOCK : size;
 }
 
 /* A byte of an output: the first one found wrong, in argument order. */
@@ -369,40 +429,67 @@ static bool s_before(const s_at_t *at, uint32_t arg, uint64_t pos)
     return !at->found || arg < at->arg || (arg == at->arg && pos < at->pos);
 }
 
-/* After the run over 0xFF: mark the bytes that kept their value of the run
- * over 0x00 (written); the first byte that is neither that nor left at
- * both fills goes to bad (what the run over 0x5A finds can only come
- * earlier, s_after_mid). A byte the unit writes has one value after every
- * run; one it does not keeps each fill. */
-static void s_after_ones(const ns_job_t *job, s_sample_t *b, s_at_t *bad)
+/* After the two runs over 0x00: the first argument whose two runs
+ * differ, or UINT32_MAX. Blocks that neither run changed are 0x00 in
+ * both. Sets dz from `first` (cand holds the other run's blocks). */
+static uint32_t s_after_zeros(const ns_job_t *job, s_sample_t *b)
 {
-    for (uint32_t i = 0; i < job->n_args && !bad->found; i++) {
+    uint32_t differs = UINT32_MAX;
+    for (uint32_t i = 0; i < job->n_args; i++) {
         if (!b->first[i])
             continue;
-        uint64_t size = job->args[i].size;
-        memset(b->mine[i], 0, size / 8 + 1);
-        for (uint64_t p = 0; p < size; p++) {
-            /* 8 bytes (one bitmap byte) at a time where all agree */
-            if ((p & 7) == 0 && size - p >= 8) {
-                uint64_t z8, o8;
-                memcpy(&z8, b->first[i] + p, 8);
-                memcpy(&o8, b->run[i] + p, 8);
-                if (z8 == o8) {
-                    b->mine[i][p >> 3] = 0xFF;
-                    p += 7;
-                    continue;
-                }
-                if (z8 == 0 && o8 == UINT64_MAX) {
-                    p += 7;
-                    continue;
-                }
-            }
-            uint8_t z = b->first[i][p], o = b->run[i][p];
-            if (z == o) {
-                S_SET(b->mine[i], p);
-            } else if (z != 0x00 || o != 0xFF) {
-                *bad = (s_at_t){true, i, p};
+        uint64_t size = job->args[i].size, nb = s_blocks(size);
+        s_dirty(b->first[i], size, 0x00, b->dz[i]);
+        memset(b->cand[i], 0, nb / 8 + 1);
+        s_dirty(b->run[i], size, 0x00, b->cand[i]);
+        if (differs != UINT32_MAX)
+            continue;
+        if (memcmp(b->dz[i], b->cand[i], nb / 8 + 1)) {
+            differs = i;
+            continue;
+        }
+        for (uint64_t blk = 0; blk < nb; blk++) {
+            uint64_t lo, hi;
+            if (!S_BIT(b->dz[i], blk))
+                continue;
+            s_block_range(blk, size, &lo, &hi);
+            if (memcmp(b->first[i] + lo, b->run[i] + lo, hi - lo)) {
+                differs = i;
                 break;
+            }
+        }
+    }
+    return differs;
+}
+
+/* After the run over 0xFF: the blocks that may hold a byte the unit
+ * writes (changed over 0x00 or over 0xFF) go to cand; in them, mark the
+ * bytes that kept their value of the run over 0x00 (written); the first
+ * byte that is neither that nor left at both fills goes to bad (what the
+ * run over 0x5A finds can only come earlier, s_after_mid). A byte the
+ * unit writes has one value after every run; one it does not keeps each
+ * fill. */
+static void s_after_ones(const ns_job_t *job, s_sample_t *b, s_at_t *bad)
+{
+    for (uint32_t i = 0; i < job->n_args; i++) {
+        if (!b->first[i])
+            continue;
+        uint64_t size = job->args[i].size, nb = s_blocks(size);
+        memcpy(b->cand[i], b->dz[i], nb / 8 + 1);
+        s_dirty(b->run[i], size, 0xFF, b->cand[i]);
+        for (uint64_t blk = 0; blk < nb && !bad->found; blk++) {
+            uint64_t lo, hi;
+            if (!S_BIT(b->cand[i], blk))
+                continue;
+            s_block_range(blk, size, &lo, &hi);
+            for (uint64_t p = lo; p < hi; p++) {
+                uint8_t z = b->first[i][p], o = b->run[i][p];
+                if (z == o) {
+                    S_SET(b->mine[i], p);
+                } else if (z != 0x00 || o != 0xFF) {
+                    *bad = (s_at_t){true, i, p};
+                    break;
+                }
             }
         }
     }
@@ -410,33 +497,51 @@ static void s_after_ones(const ns_job_t *job, s_sample_t *b, s_at_t *bad)
 
 /* After the run over 0x5A: a written byte must keep its value, one left
  * alone must hold the fill; the first that does not, if it comes before
- * bad, is bad. */
-static void s_after_mid(const ns_job_t *job, const s_sample_t *b, s_at_t *bad)
+ * bad, is bad. A block outside cand that this run left all 0x5A is right
+ * (0x00 over 0x00, nothing written there). */
+static void s_after_mid(const ns_job_t *job, s_sample_t *b, s_at_t *bad)
 {
     for (uint32_t i = 0; i < job->n_args && s_before(bad, i, 0); i++) {
         if (!b->first[i])
             continue;
-        uint64_t size = job->args[i].size;
-        for (uint64_t p = 0; p < size && s_before(bad, i, p); p++) {
-            /* 8 bytes (one bitmap byte) at a time where all are right */
-            if ((p & 7) == 0 && size - p >= 8) {
-                uint8_t m8 = b->mine[i][p >> 3];
-                uint64_t z8, r8;
-                memcpy(&z8, b->first[i] + p, 8);
-                memcpy(&r8, b->run[i] + p, 8);
-                if ((m8 == 0xFF && z8 == r8) ||
-                    (m8 == 0 && z8 == 0 &&
-                     r8 == UINT64_C(0x0101010101010101) * S_FILL_MID)) {
-                    p += 7;
-                    continue;
+        uint64_t size = job->args[i].size, nb = s_blocks(size);
+        memcpy(b->look[i], b->cand[i], nb / 8 + 1);
+        s_dirty(b->run[i], size, S_FILL_MID, b->look[i]);
+        for (uint64_t blk = 0; blk < nb; blk++) {
+            uint64_t lo, hi;
+            if (!S_BIT(b->look[i], blk))
+                continue;
+            s_block_range(blk, size, &lo, &hi);
+            if (!s_before(bad, i, lo))
+                break;
+            for (uint64_t p = lo; p < hi && s_before(bad, i, p); p++) {
+                uint8_t z = b->first[i][p], m = b->run[i][p];
+                if (S_BIT(b->mine[i], p) ? m != z
+                                         : z != 0x00 || m != S_FILL_MID) {
+                    *bad = (s_at_t){true, i, p};
+                    break;
                 }
             }
-            uint8_t z = b->first[i][p], m = b->run[i][p];
-            if (S_BIT(b->mine[i], p) ? m != z : z != 0x00 || m != S_FILL_MID) {
-                *bad = (s_at_t){true, i, p};
-                return;
-            }
         }
+    }
+}
+
+/* Back to the state before a unit: `first` all 0x00, no byte mine. */
+static void s_unit_undo(const ns_job_t *job, s_sample_t *b)
+{
+    for (uint32_t i = 0; i < job->n_args; i++) {
+        if (!b->first[i])
+            continue;
+        uint64_t size = job->args[i].size, nb = s_blocks(size);
+        for (uint64_t blk = 0; blk < nb; blk++) {
+            uint64_t lo, hi;
+            s_block_range(blk, size, &lo, &hi);
+            if (S_BIT(b->dz[i], blk))
+                memset(b->first[i] + lo, 0x00, hi - lo);
+            if (S_BIT(b->cand[i], blk)) /* lo is a multiple of 8 */
+                memset(b->mine[i] + lo / 8, 0, (hi - lo + 7) / 8);
+        }
+        memset(b->dz[i], 0, nb / 8 + 1);
     }
 }
 
@@ -689,16 +794,13 @@ static int s_sample_one(ns_runner_t *r, const ns_job_t *job,
          * runner error in any of them is what is reported */
         uint32_t differs = UINT32_MAX; /* the second run: first such arg */
         s_at_t bad = {false, 0, 0};
-        s_fill(job, b.first, 0x00);
-        s_fill(job, b.run, 0x00);
+        s_fill(job, b.run, 0x00); /* b.first is all 0x00 already */
         if ((rc = ns_runner_run_units(r, job, inputs, &unit, 1, b.first, &t[0],
                                       err, errlen)) != NS_OK ||
             (rc = ns_runner_run_units(r, job, inputs, &unit, 1, b.run, &t[1],
                                       err, errlen)) != NS_OK)
             break;
-        for (uint32_t i = 0; i < job->n_args && differs == UINT32_MAX; i++)
-            if (b.first[i] && memcmp(b.first[i], b.run[i], job->args[i].size))
-                differs = i;
+        differs = s_after_zeros(job, &b);
         s_fill(job, b.run, 0xFF);
         if ((rc = ns_runner_run_units(r, job, inputs, &unit, 1, b.run, &t[2],
                                       err, errlen)) != NS_OK)
@@ -736,6 +838,7 @@ static int s_sample_one(ns_runner_t *r, const ns_job_t *job,
             rc = NS_ERR_INVAL;
         } else {
             rc = s_claim(r, job, inputs, &b, n, k, s, err, errlen);
+            s_unit_undo(job, &b);
         }
     }
     if (rc == NS_OK && unit_run_ns && timed)
