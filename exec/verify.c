@@ -427,6 +427,8 @@ bool ns_item_matches(const ns_job_t *job, const uint8_t *expected,
 typedef struct {
     uint8_t *b[NS_MAX_ARGS];    /* by argument position; NULL for others */
     size_t mapped[NS_MAX_ARGS]; /* bytes mapped (b is a mapping), or 0 */
+    uint64_t got[NS_MAX_ARGS];  /* else the size it was taken for
+                                   (ns_buf_get) */
 } s_bufs_t;
 
 static void s_bufs_free(s_bufs_t *s)
@@ -435,7 +437,7 @@ static void s_bufs_free(s_bufs_t *s)
         if (s->mapped[i])
             munmap(s->b[i], s->mapped[i]);
         else
-            free(s->b[i]);
+            ns_buf_put(s->b[i], s->got[i]);
     }
     memset(s, 0, sizeof *s);
 }
@@ -445,7 +447,8 @@ static int s_bufs_alloc(const s_layout_t *l, const ns_job_t *job, s_bufs_t *s)
     memset(s, 0, sizeof *s);
     for (uint32_t o = 0; o < l->n_out; o++) {
         uint64_t size = job->args[l->arg[o]].size;
-        s->b[l->arg[o]] = ns_buf_alloc(size);
+        s->b[l->arg[o]] = ns_buf_get(size);
+        s->got[l->arg[o]] = size;
         if (!s->b[l->arg[o]]) {
             s_bufs_free(s);
             return NS_ERR_NOMEM;
@@ -474,7 +477,8 @@ static int s_bufs_claim(const s_layout_t *l, const ns_job_t *job,
             s->mapped[arg] = size;
             continue;
         }
-        s->b[arg] = ns_buf_alloc(size);
+        s->b[arg] = ns_buf_get(size);
+        s->got[arg] = size;
         if (!s->b[arg]) {
             s_bufs_free(s);
             return NS_ERR_NOMEM;
