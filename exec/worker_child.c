@@ -193,18 +193,6 @@ static uint64_t s_round_up(uint64_t n)
     return (n + S_BUF_ALIGN - 1) / S_BUF_ALIGN * S_BUF_ALIGN;
 }
 
-/* Buffers kept from one request for the next (ns_buf_get): every buffer
- * of a request goes back when it ends. */
-static uint8_t *s_alloc(uint64_t n)
-{
-    return ns_buf_get(n);
-}
-
-static void s_release(uint8_t *p, uint64_t n)
-{
-    ns_buf_put(p, n);
-}
-
 typedef struct {
     int fd;
     uint32_t device_index;
@@ -481,7 +469,7 @@ static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
     uint8_t lenbuf[NS_WORKER_FRAME_LEN];
     uint8_t *head = NULL;
     uint8_t *inbuf[NS_MAX_ARGS] = {NULL};
-    uint64_t inlen[NS_MAX_ARGS] = {0}; /* s_alloc's size of inbuf[i] */
+    uint64_t inlen[NS_MAX_ARGS] = {0}; /* ns_buf_get's size of inbuf[i] */
     uint8_t *inmap[NS_MAX_ARGS] = {NULL}; /* inputs mapped from a file */
     uint64_t inmap_len[NS_MAX_ARGS] = {0};
     int fds[NS_MAX_ARGS];
@@ -562,7 +550,7 @@ static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
             }
             continue;
         }
-        inbuf[i] = status == NS_OK ? s_alloc(size) : NULL;
+        inbuf[i] = status == NS_OK ? ns_buf_get(size) : NULL;
         inlen[i] = inbuf[i] ? size : 0;
         if (!inbuf[i]) {
             if (status == NS_OK) {
@@ -613,7 +601,7 @@ static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
         for (uint32_t i = 0; i < job->n_args; i++)
             if (job->args[i].kind == NS_ARG_OUT)
                 region_len += s_round_up(job->args[i].size);
-        region = s_alloc(region_len);
+        region = ns_buf_get(region_len);
         if (!region) {
             ns_worker_fmt_bytes(sa, sizeof sa, region_len);
             snprintf(err, sizeof err,
@@ -663,13 +651,13 @@ static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
     }
 out:
     for (uint32_t i = 0; i < NS_MAX_ARGS; i++) {
-        s_release(inbuf[i], inlen[i]);
+        ns_buf_put(inbuf[i], inlen[i]);
         if (inmap[i])
             munmap(inmap[i], (size_t)inmap_len[i]);
     }
     for (uint32_t i = 0; i < n_fds; i++)
         close(fds[i]);
-    s_release(region, region_len);
+    ns_buf_put(region, region_len);
     free(q.items);
     free(head);
     ns_job_release(&q.job);
