@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 /* ---- input hashes remembered -------------------------------------------
@@ -31,18 +30,15 @@
  * (<cache>/../input-hashes; $NIGHTSHIFT_CACHE/input-hashes), the slot
  * chosen by the file's device and inode (a record of another file in it
  * is overwritten). A record vouches for the file while its device, inode,
- * size and mtime are the same and that mtime is S_HC_RACY_NS older than
- * the hash was (a write in the file clock's tick of the hash can leave
- * the mtime as it was: git's "racy clean" rule, as ns_blobs_map's). A
- * file changed without moving its mtime (set back on purpose, or written
- * through a shared mapping whose pages stayed dirty) is not caught: the
- * job then names the earlier bytes, and a node that copies the file
- * finds the difference and says so. Records carry a checksum; one that
- * does not check is no record. Nothing here is durable or required: any
- * failure only means hashing again. */
+ * size and mtime are the same and the hash was settled (ns_mtime_settled,
+ * util.h, as ns_blobs_map's). A file changed without moving its mtime
+ * (set back on purpose, or written through a shared mapping whose pages
+ * stayed dirty) is not caught: the job then names the earlier bytes, and
+ * a node that copies the file finds the difference and says so. Records
+ * carry a checksum; one that does not check is no record. Nothing here is
+ * durable or required: any failure only means hashing again. */
 #define S_HC_SLOTS 1024
 #define S_HC_RECORD 128
-#define S_HC_RACY_NS (INT64_C(2) * 1000000000)
 static const char s_hc_magic[8] = "nsihash1";
 
 typedef struct {
@@ -54,18 +50,6 @@ typedef struct {
     uint8_t check[16]; /* BLAKE2b-128 of everything before it */
 } s_hc_record_t;
 _Static_assert(sizeof(s_hc_record_t) == S_HC_RECORD, "hash cache record");
-
-static int64_t s_ts_ns(struct timespec t)
-{
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
-static int64_t s_now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    return s_ts_ns(t);
-}
 
 /* The records' file, opened read-write (created); -1 when there is none
  * to be had. */
@@ -118,9 +102,8 @@ static bool s_hc_get(const struct stat *st, ns_hash_t id)
     if (memcmp(r.magic, s_hc_magic, sizeof r.magic) ||
         sodium_memcmp(check, r.check, sizeof check) ||
         r.dev != (uint64_t)st->st_dev || r.ino != (uint64_t)st->st_ino ||
-        r.size != (uint64_t)st->st_size ||
-        r.mtime_ns != s_ts_ns(st->st_mtim) ||
-        r.mtime_ns >= r.hashed_ns - S_HC_RACY_NS)
+        r.size != (uint64_t)st->st_size || r.mtime_ns != ns_mtime_ns(st) ||
+        !ns_mtime_settled(r.mtime_ns, r.hashed_ns))
         return false;
     memcpy(id, r.hash, NS_HASH_BYTES);
     return true;
@@ -131,9 +114,9 @@ static bool s_hc_get(const struct stat *st, ns_hash_t id)
 static void s_hc_put(const struct stat *st, int64_t hashed_ns,
                      const ns_hash_t id)
 {
-    if (s_ts_ns(st->st_mtim) >= hashed_ns - S_HC_RACY_NS)
-        return; /* it could not vouch: a hash once the file has been
-                   still for S_HC_RACY_NS writes one */
+    if (!ns_mtime_settled(ns_mtime_ns(st), hashed_ns))
+        return; /* it could not vouch: a later hash, once the file has
+                   been still, writes one */
     int fd = s_hc_open();
     if (fd < 0)
         return;
@@ -143,7 +126,7 @@ static void s_hc_put(const struct stat *st, int64_t hashed_ns,
     r.dev = (uint64_t)st->st_dev;
     r.ino = (uint64_t)st->st_ino;
     r.size = (uint64_t)st->st_size;
-    r.mtime_ns = s_ts_ns(st->st_mtim);
+    r.mtime_ns = ns_mtime_ns(st);
     r.hashed_ns = hashed_ns;
     memcpy(r.hash, id, NS_HASH_BYTES);
     s_hc_check(&r, r.check);
@@ -348,7 +331,7 @@ static int s_map_input(ns_jobspec_t *spec, uint32_t k, ns_hash_t id, char *err,
 {
     const char *path = spec->in_paths[k];
     struct stat st;
-    int64_t t0 = s_now_ns(); /* before the fstat: s_hc_put */
+    int64_t t0 = ns_now_ns(); /* before the fstat: s_hc_put */
     int fd = open(path, O_RDONLY | O_CLOEXEC), rc = NS_OK;
     if (fd < 0) {
         rc = errno == ENOENT ? NS_ERR_NOTFOUND : NS_ERR_IO;
@@ -388,7 +371,7 @@ static int s_read_input(ns_jobspec_t *spec, uint32_t k, ns_hash_t id, char *err,
     const char *path = spec->in_paths[k];
     size_t len = 0;
     struct stat st;
-    int64_t t0 = s_now_ns(); /* before the stat: s_hc_put */
+    int64_t t0 = ns_now_ns(); /* before the stat: s_hc_put */
     bool known = stat(path, &st) == 0;
     int rc = ns_file_read(path, (size_t)NS_MAX_BUFFER, &spec->in_bufs[k], &len);
     if (rc == NS_OK && len == 0) {

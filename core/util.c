@@ -34,6 +34,23 @@ uint64_t ns_mono_us(void)
     return s_clock_us(CLOCK_MONOTONIC);
 }
 
+int64_t ns_now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+int64_t ns_mtime_ns(const struct stat *st)
+{
+    return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+}
+
+bool ns_mtime_settled(int64_t mtime_ns, int64_t hashed_ns)
+{
+    return mtime_ns < hashed_ns - NS_FILE_SETTLED_NS;
+}
+
 uint64_t ns_mono_ms(void)
 {
     return ns_mono_us() / 1000u;

@@ -653,16 +653,18 @@ static int s_time_one(ns_runner_t *r, const ns_job_t *job,
                       const ns_input_t *inputs, uint32_t k,
                       uint64_t *unit_run_ns, char *err, size_t errlen);
 
-/* A pipeline: each step that reads only the job's inputs is sampled as a
- * job of its own (its view); one that reads an earlier step's buffer is
- * not (the requester does not have it before the run). *unit_run_ns is
- * the mean over all the pipeline's units, the unsampled steps counted at
- * the sampled ones' mean. */
+/* one over the job; over a pipeline, each step that reads only the
+ * job's inputs as a job of its own (its view); one that reads an earlier
+ * step's buffer is not sampled (the requester does not have it before
+ * the run). A pipeline's *unit_run_ns is the mean over all its units, the
+ * unsampled steps counted at the sampled ones' mean. */
 static int s_sample_pipeline(ns_runner_t *r, const ns_job_t *job,
                              const ns_input_t *inputs, uint32_t k,
                              s_step_fn one, uint64_t *unit_run_ns, char *err,
                              size_t errlen)
 {
+    if (!job->n_steps)
+        return one(r, job, inputs, k, unit_run_ns, err, errlen);
     double ns_sum = 0, units_sampled = 0;
     for (uint32_t s = 0; s < job->n_steps; s++) {
         ns_job_t view;
@@ -702,20 +704,16 @@ int ns_preflight_sample(ns_runner_t *r, const ns_job_t *job,
                         const ns_input_t *inputs, uint32_t k,
                         uint64_t *unit_run_ns, char *err, size_t errlen)
 {
-    if (job->n_steps)
-        return s_sample_pipeline(r, job, inputs, k, s_sample_one, unit_run_ns,
-                                 err, errlen);
-    return s_sample_one(r, job, inputs, k, unit_run_ns, err, errlen);
+    return s_sample_pipeline(r, job, inputs, k, s_sample_one, unit_run_ns,
+                             err, errlen);
 }
 
 int ns_preflight_time(ns_runner_t *r, const ns_job_t *job,
                       const ns_input_t *inputs, uint32_t k,
                       uint64_t *unit_run_ns, char *err, size_t errlen)
 {
-    if (job->n_steps)
-        return s_sample_pipeline(r, job, inputs, k, s_time_one, unit_run_ns,
-                                 err, errlen);
-    return s_time_one(r, job, inputs, k, unit_run_ns, err, errlen);
+    return s_sample_pipeline(r, job, inputs, k, s_time_one, unit_run_ns, err,
+                             errlen);
 }
 
 /* The units s_sample_one samples, each run once over zeroed outputs and
@@ -728,7 +726,8 @@ static int s_time_one(ns_runner_t *r, const ns_job_t *job,
     uint8_t *out[NS_MAX_ARGS] = {NULL};
     uint64_t sum_us = 0, n = ns_job_shard_units(job);
     int rc = NS_OK;
-    *unit_run_ns = 0;
+    if (unit_run_ns)
+        *unit_run_ns = 0;
     if (n == 0)
         return NS_ERR_INVAL;
     if (k > S_SAMPLE_MAX)
@@ -758,7 +757,7 @@ static int s_time_one(ns_runner_t *r, const ns_job_t *job,
         if (rc == NS_OK)
             sum_us += best;
     }
-    if (rc == NS_OK)
+    if (rc == NS_OK && unit_run_ns)
         *unit_run_ns = sum_us * 1000 / k;
     for (uint32_t i = 0; i < job->n_args; i++)
         ns_buf_put(out[i], out[i] ? job->args[i].size : 0);

@@ -20,28 +20,18 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 /* A blob ns_blobs_map hashed and found right: its file as fstat saw it
  * just before the hash began, and when that was. A later map of the same
- * file, unchanged since (device, inode, size, mtime), takes that hash
- * instead of hashing the whole blob again: the same weights for a
- * thousand jobs are hashed once per process, not once per job.
- *
- * The file clock is coarse (a kernel tick; a second or two on some file
- * systems), so a write within the tick of the hash can leave the mtime as
- * it was (git's "racy clean" entries; the map's own LRU touch did so in a
- * test). A record is trusted only when the file's mtime is S_RACY_NS
- * older than the hash: a write after the hash then stamps a later mtime.
- * Not ctime: a job directory's hard link to the blob (jobdir.h) moves it
- * for every job. What this does not catch is an mtime set back on
- * purpose (utimensat) after a write by someone who can write the node's
- * datadir, who could as well change its ledger. */
+ * file, unchanged since (device, inode, size, mtime) and settled at the
+ * hash (ns_mtime_settled, util.h), takes that hash instead of hashing
+ * the whole blob again: the same weights for a thousand jobs are hashed
+ * once per process, not once per job. Not ctime: a job directory's hard
+ * link to the blob (jobdir.h) moves it for every job. */
 #define S_VERIFIED 64
-#define S_RACY_NS (INT64_C(2) * 1000000000)
 /* ns_blobs_map touches a blob (its LRU time) only when its mtime is this
- * old: a touch is a change, and would make every record racy. */
+ * old: a touch is a write to the mtime, and unsettles the record. */
 #define S_TOUCH_AFTER_S 60
 
 typedef struct {
@@ -50,7 +40,7 @@ typedef struct {
     ino_t ino;
     off_t size;
     int64_t mtime_ns;
-    int64_t hashed_ns; /* CLOCK_REALTIME before the fstat */
+    int64_t hashed_ns; /* ns_now_ns before the fstat */
     bool used;
 } s_verified_t;
 
@@ -62,18 +52,6 @@ struct ns_blobs {
     uint32_t verified_next; /* the slot a new record takes (round robin) */
     uint64_t map_hashed;    /* bytes ns_blobs_map hashed */
 };
-
-static int64_t s_ns(struct timespec t)
-{
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
-static int64_t s_now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    return s_ns(t);
-}
 
 static s_verified_t *s_verified_find(ns_blobs_t *b, const ns_hash_t id)
 {
@@ -88,8 +66,8 @@ static s_verified_t *s_verified_find(ns_blobs_t *b, const ns_hash_t id)
 static bool s_verified_holds(const s_verified_t *v, const struct stat *st)
 {
     return v && v->dev == st->st_dev && v->ino == st->st_ino &&
-           v->size == st->st_size && v->mtime_ns == s_ns(st->st_mtim) &&
-           v->mtime_ns < v->hashed_ns - S_RACY_NS;
+           v->size == st->st_size && v->mtime_ns == ns_mtime_ns(st) &&
+           ns_mtime_settled(v->mtime_ns, v->hashed_ns);
 }
 
 static void s_verified_put(ns_blobs_t *b, const ns_hash_t id,
@@ -104,7 +82,7 @@ static void s_verified_put(ns_blobs_t *b, const ns_hash_t id,
     v->dev = st->st_dev;
     v->ino = st->st_ino;
     v->size = st->st_size;
-    v->mtime_ns = s_ns(st->st_mtim);
+    v->mtime_ns = ns_mtime_ns(st);
     v->hashed_ns = hashed_ns;
     v->used = true;
 }
@@ -375,7 +353,7 @@ int ns_blobs_map(ns_blobs_t *b, const ns_hash_t id, const uint8_t **data,
     *len = 0;
     int fd = -1;
     uint64_t size = 0;
-    int64_t hashed_ns = s_now_ns(); /* before the fstat: see s_verified_t */
+    int64_t hashed_ns = ns_now_ns(); /* before the fstat: see s_verified_t */
     int rc = ns_blobs_open_ro(b, id, &fd, &size);
     if (rc != NS_OK)
         return rc;

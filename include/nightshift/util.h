@@ -15,6 +15,24 @@ uint64_t ns_now_us(void);
 uint64_t ns_mono_ms(void);
 uint64_t ns_mono_us(void);
 
+/* A hash of a file is vouched for by the file's (device, inode, size,
+ * mtime) while they stay the same, but only when that mtime is
+ * NS_FILE_SETTLED_NS older than the moment the hash began (taken before
+ * the stat): the file clock is coarse (a kernel tick; a second or two on
+ * some file systems), so a write in the tick of the hash can leave the
+ * mtime as it was (git's "racy clean" entries). A write after a settled
+ * hash stamps a later mtime. Nothing catches an mtime set back on purpose
+ * after a write. */
+#define NS_FILE_SETTLED_NS (INT64_C(2) * 1000000000)
+struct stat;
+/* The wall clock in nanoseconds, as file times are kept. */
+int64_t ns_now_ns(void);
+/* st's mtime in nanoseconds since the epoch. */
+int64_t ns_mtime_ns(const struct stat *st);
+/* Whether a hash that began at hashed_ns (ns_now_ns) can vouch for a file
+ * whose mtime is mtime_ns. */
+bool ns_mtime_settled(int64_t mtime_ns, int64_t hashed_ns);
+
 /* Lower-case hex of n bytes into out (2n+1 bytes, NUL-terminated). */
 void ns_hex(char *out, const uint8_t *in, size_t n);
 /* Exactly 2n hex digits into n bytes; NS_ERR_INVAL otherwise. */
