@@ -65,8 +65,7 @@ static int s_hc_open(void)
     char *slash = strrchr(dir, '/');
     if (!(env && env[0]) && slash && strcmp(slash, "/programs") == 0)
         *slash = '\0';
-    if (snprintf(path, sizeof path, "%s/input-hashes", dir) >=
-        (int)sizeof path)
+    if (snprintf(path, sizeof path, "%s/input-hashes", dir) >= (int)sizeof path)
         return -1;
     return open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 }

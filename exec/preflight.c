@@ -704,8 +704,8 @@ int ns_preflight_sample(ns_runner_t *r, const ns_job_t *job,
                         const ns_input_t *inputs, uint32_t k,
                         uint64_t *unit_run_ns, char *err, size_t errlen)
 {
-    return s_sample_pipeline(r, job, inputs, k, s_sample_one, unit_run_ns,
-                             err, errlen);
+    return s_sample_pipeline(r, job, inputs, k, s_sample_one, unit_run_ns, err,
+                             errlen);
 }
 
 int ns_preflight_time(ns_runner_t *r, const ns_job_t *job,

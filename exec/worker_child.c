@@ -24,9 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -469,7 +469,7 @@ static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
     uint8_t lenbuf[NS_WORKER_FRAME_LEN];
     uint8_t *head = NULL;
     uint8_t *inbuf[NS_MAX_ARGS] = {NULL};
-    uint64_t inlen[NS_MAX_ARGS] = {0}; /* ns_buf_get's size of inbuf[i] */
+    uint64_t inlen[NS_MAX_ARGS] = {0};    /* ns_buf_get's size of inbuf[i] */
     uint8_t *inmap[NS_MAX_ARGS] = {NULL}; /* inputs mapped from a file */
     uint64_t inmap_len[NS_MAX_ARGS] = {0};
     int fds[NS_MAX_ARGS];
@@ -573,8 +573,9 @@ static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
     }
 
     if (status == NS_OK && fd_used != n_fds) {
-        snprintf(err, sizeof err, "%" PRIu32 " files came for %" PRIu32
-                 " inputs", n_fds, fd_used);
+        snprintf(err, sizeof err,
+                 "%" PRIu32 " files came for %" PRIu32 " inputs", n_fds,
+                 fd_used);
         status = NS_ERR_INVAL;
     }
     uint64_t n_job_units = ns_job_units(job);

@@ -988,8 +988,10 @@ static int s_submit(ns_worker_t *w, const ns_job_t *job,
             int d = fcntl(fds[i], F_DUPFD_CLOEXEC, 0);
             if (d < 0) {
                 s_request_free(w);
-                snprintf(err, errlen, "arg %" PRIu32 ": cannot pass its file "
-                         "to the worker: %s", i, strerror(errno));
+                snprintf(err, errlen,
+                         "arg %" PRIu32 ": cannot pass its file "
+                         "to the worker: %s",
+                         i, strerror(errno));
                 return NS_ERR_IO;
             }
             w->send_fds[w->n_send_fds++] = d;

@@ -174,8 +174,8 @@ static void *s_bg_main(void *arg)
         if (g->rc == NS_OK) {
             atomic_store(&g->timed, true);
             g->rc = ns_preflight_sample(q->runner, q->o.job, q->o.inputs,
-                                        NS_POLICY_PREFLIGHT_UNITS, NULL,
-                                        g->err, sizeof g->err);
+                                        NS_POLICY_PREFLIGHT_UNITS, NULL, g->err,
+                                        sizeof g->err);
         }
     } else
         g->rc = ns_spot_check_files(

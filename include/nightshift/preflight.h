@@ -72,10 +72,11 @@ int ns_preflight_sample(ns_runner_t *r, const ns_job_t *job,
 
 /* The same units as ns_preflight_sample's, each run once over zeroed
  * outputs and timed (the first twice), nothing compared: *unit_run_ns as
- * it gives, at the cost of k + 1 unit runs and one output-sized set. The requester takes its
- * work estimate from this and announces the job while the checks of
- * ns_preflight_sample go on (their verdict comes before any spot check).
- * Runner errors as they are (a kernel that does not build: NS_ERR_OPENCL). */
+ * it gives, at the cost of k + 1 unit runs and one output-sized set. The
+ * requester takes its work estimate from this and announces the job while the
+ * checks of ns_preflight_sample go on (their verdict comes before any spot
+ * check). Runner errors as they are (a kernel that does not build:
+ * NS_ERR_OPENCL). */
 int ns_preflight_time(ns_runner_t *r, const ns_job_t *job,
                       const ns_input_t *inputs, uint32_t k,
                       uint64_t *unit_run_ns, char *err,

@@ -93,8 +93,7 @@ int main(int argc, char **argv)
     seeds_check(ns_worker_request_pack(&sb, &job, items, 300, false, 0),
                 "items");
     s_save("ITEMS, 300 items", &sb, SIZE_MAX, 0);
-    seeds_check(ns_worker_request_pack(&sb, &job, items, 0, false, 0),
-                "items");
+    seeds_check(ns_worker_request_pack(&sb, &job, items, 0, false, 0), "items");
     s_save("ITEMS, none", &sb, SIZE_MAX, 0);
     uint32_t files = 0;
     for (uint32_t i = 0; i < job.n_args; i++)
