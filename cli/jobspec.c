@@ -313,14 +313,34 @@ static int s_resolve_builtin(ns_jobspec_t *spec, const char *cmd)
 }
 
 /* Input k copied into the blob store (store) and the copy mapped: its
- * bytes, hash and size are the copy's. err says why not. */
+ * bytes, hash and size are the copy's; or, when the remembered hash of
+ * the file names a blob the store holds already (an earlier submit of
+ * the same file), that blob, checked as the store maps it, and no copy.
+ * err says why not. */
 static int s_store_input(ns_jobspec_t *spec, uint32_t k, ns_hash_t id,
                          char *err, size_t errlen)
 {
+    struct stat st;
+    size_t len = 0;
+    int64_t t0 = ns_now_ns(); /* before the stat: s_hc_put */
+    bool known = stat(spec->in_paths[k], &st) == 0 && S_ISREG(st.st_mode);
+    /* (one larger than the store is refused by ns_blobs_add_map) */
+    if (known && (uint64_t)st.st_size <= ns_blobs_cap(spec->store) &&
+        s_hc_get(&st, id) && ns_blobs_has(spec->store, id) &&
+        ns_blobs_map(spec->store, id, &spec->mapped[k], &len) == NS_OK) {
+        if (len == (uint64_t)st.st_size) {
+            spec->mapped_len[k] = len;
+            return NS_OK;
+        }
+        ns_blobs_unmap(spec->mapped[k], len);
+        spec->mapped[k] = NULL;
+    }
     uint64_t size = 0;
     int rc = ns_blobs_add_map(spec->store, spec->in_paths[k], NS_MAX_BUFFER, id,
                               &spec->mapped[k], &size, err, errlen);
     spec->mapped_len[k] = (size_t)size;
+    if (rc == NS_OK && known && size == (uint64_t)st.st_size)
+        s_hc_put(&st, t0, id);
     return rc;
 }
 

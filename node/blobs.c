@@ -28,8 +28,19 @@
  * hash (ns_mtime_settled, util.h), takes that hash instead of hashing
  * the whole blob again: the same weights for a thousand jobs are hashed
  * once per process, not once per job. Not ctime: a job directory's hard
- * link to the blob (jobdir.h) moves it for every job. */
+ * link to the blob (jobdir.h) moves it for every job.
+ *
+ * The records outlive the process in <dir>/.verified (written when the
+ * handle closes, read when one opens; checksummed, not synced: a lost or
+ * torn file only means hashing again), so that a light peer, a new
+ * process for every `submit`, does not hash the same inputs each time.
+ * A record older than S_VERIFIED_MAX_AGE_NS is not trusted: a blob is
+ * read whole and hashed again at least once a day, which is what catches
+ * a disk that changed its bytes under an unchanged mtime. */
 #define S_VERIFIED 64
+#define S_VERIFIED_FILE ".verified"
+#define S_VERIFIED_MAGIC "nsblobv1"
+#define S_VERIFIED_MAX_AGE_NS (INT64_C(24) * 3600 * 1000000000)
 /* ns_blobs_map touches a blob (its LRU time) only when its mtime is this
  * old: a touch is a write to the mtime, and unsettles the record. */
 #define S_TOUCH_AFTER_S 60
@@ -50,6 +61,7 @@ struct ns_blobs {
     uint64_t bytes; /* sum of the blobs' sizes, as last scanned */
     s_verified_t verified[S_VERIFIED];
     uint32_t verified_next; /* the slot a new record takes (round robin) */
+    bool verified_dirty;    /* records changed since they were read */
     uint64_t map_hashed;    /* bytes ns_blobs_map hashed */
 };
 
@@ -67,7 +79,99 @@ static bool s_verified_holds(const s_verified_t *v, const struct stat *st)
 {
     return v && v->dev == st->st_dev && v->ino == st->st_ino &&
            v->size == st->st_size && v->mtime_ns == ns_mtime_ns(st) &&
-           ns_mtime_settled(v->mtime_ns, v->hashed_ns);
+           ns_mtime_settled(v->mtime_ns, v->hashed_ns) &&
+           v->hashed_ns > ns_now_ns() - S_VERIFIED_MAX_AGE_NS;
+}
+
+/* The records as they are kept in <dir>/.verified: magic, count (u32),
+ * that many records (s_verified_rec_t, in this machine's byte order: the
+ * file never leaves it), then a BLAKE2b-128 of all before it. */
+typedef struct {
+    ns_hash_t id;
+    uint64_t dev, ino;
+    int64_t size, mtime_ns, hashed_ns;
+} s_verified_rec_t;
+
+#define S_VERIFIED_HEAD (8 + 4)
+#define S_VERIFIED_MAX_FILE                                                    \
+    (S_VERIFIED_HEAD + S_VERIFIED * sizeof(s_verified_rec_t) + 16)
+
+static void s_verified_path(const ns_blobs_t *b, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/%s", b->dir, S_VERIFIED_FILE);
+}
+
+static void s_verified_load(ns_blobs_t *b)
+{
+    char path[PATH_MAX + 32];
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    s_verified_path(b, path, sizeof path);
+    if (ns_file_read(path, S_VERIFIED_MAX_FILE, &buf, &len) != NS_OK)
+        return;
+    uint8_t check[16];
+    uint32_t n = 0;
+    if (len >= S_VERIFIED_HEAD + 16)
+        memcpy(&n, buf + 8, 4);
+    if (len < S_VERIFIED_HEAD + 16 || memcmp(buf, S_VERIFIED_MAGIC, 8) ||
+        n > S_VERIFIED ||
+        len != S_VERIFIED_HEAD + n * sizeof(s_verified_rec_t) + 16 ||
+        crypto_generichash(check, sizeof check, buf, len - 16, NULL, 0) != 0 ||
+        sodium_memcmp(check, buf + len - 16, 16) != 0) {
+        free(buf);
+        return;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        s_verified_rec_t r;
+        memcpy(&r, buf + S_VERIFIED_HEAD + i * sizeof r, sizeof r);
+        s_verified_t *v = &b->verified[i];
+        memcpy(v->id, r.id, NS_HASH_BYTES);
+        v->dev = (dev_t)r.dev;
+        v->ino = (ino_t)r.ino;
+        v->size = (off_t)r.size;
+        v->mtime_ns = r.mtime_ns;
+        v->hashed_ns = r.hashed_ns;
+        v->used = true;
+    }
+    b->verified_next = n % S_VERIFIED;
+    free(buf);
+}
+
+static void s_verified_save(ns_blobs_t *b)
+{
+    uint8_t buf[S_VERIFIED_MAX_FILE];
+    uint32_t n = 0;
+    memcpy(buf, S_VERIFIED_MAGIC, 8);
+    for (uint32_t i = 0; i < S_VERIFIED; i++) {
+        const s_verified_t *v = &b->verified[i];
+        if (!v->used)
+            continue;
+        s_verified_rec_t r;
+        memset(&r, 0, sizeof r);
+        memcpy(r.id, v->id, NS_HASH_BYTES);
+        r.dev = (uint64_t)v->dev;
+        r.ino = (uint64_t)v->ino;
+        r.size = (int64_t)v->size;
+        r.mtime_ns = v->mtime_ns;
+        r.hashed_ns = v->hashed_ns;
+        memcpy(buf + S_VERIFIED_HEAD + n * sizeof r, &r, sizeof r);
+        n++;
+    }
+    memcpy(buf + 8, &n, 4);
+    size_t len = S_VERIFIED_HEAD + n * sizeof(s_verified_rec_t);
+    crypto_generichash(buf + len, 16, buf, len, NULL, 0);
+    len += 16;
+    char path[PATH_MAX + 32], tmp[PATH_MAX + 48];
+    s_verified_path(b, path, sizeof path);
+    /* named as a copy being written: one a crash leaves is swept */
+    snprintf(tmp, sizeof tmp, "%s/.in-verified.%d", b->dir, (int)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return;
+    bool ok = write(fd, buf, len) == (ssize_t)len;
+    close(fd);
+    if (!ok || rename(tmp, path) != 0)
+        (void)unlink(tmp);
 }
 
 static void s_verified_put(ns_blobs_t *b, const ns_hash_t id,
@@ -85,6 +189,7 @@ static void s_verified_put(ns_blobs_t *b, const ns_hash_t id,
     v->mtime_ns = ns_mtime_ns(st);
     v->hashed_ns = hashed_ns;
     v->used = true;
+    b->verified_dirty = true;
 }
 
 static void s_path(const ns_blobs_t *b, const ns_hash_t id, char *out,
@@ -184,6 +289,7 @@ ns_blobs_t *ns_blobs_open(const char *dir, uint64_t cap_bytes, int *err)
     }
     b->cap = cap_bytes ? cap_bytes : NS_BLOBS_DEFAULT_CAP;
     s_sweep_copies(dir);
+    s_verified_load(b);
     return b;
 }
 
@@ -191,6 +297,8 @@ void ns_blobs_close(ns_blobs_t **bp)
 {
     if (!bp || !*bp)
         return;
+    if ((*bp)->verified_dirty)
+        s_verified_save(*bp);
     free(*bp);
     *bp = NULL;
 }
@@ -383,6 +491,7 @@ int ns_blobs_map(ns_blobs_t *b, const ns_hash_t id, const uint8_t **data,
         s_verified_t *v = s_verified_find(b, id);
         if (v)
             v->used = false;
+        b->verified_dirty = true;
         ns_warn(NS_MOD_NODE, "event=blob_corrupt path=\"%s\" action=deleted",
                 path);
         unlink(path);

@@ -454,6 +454,44 @@ TEST(a_still_blob_is_hashed_once_a_changed_one_again)
         ns_blobs_unmap(map, got);
         CHECK(ns_blobs_map_hashed(b) == 3 * (uint64_t)len);
     }
+    /* the records outlive the handle (<dir>/.verified): another process
+     * takes them, unless they do not check or are a day old */
+    char vpath[400];
+    snprintf(vpath, sizeof vpath, "%s/.verified", dir);
+    ns_blobs_close(&b);
+    int e = 0;
+    if (!CHECK((b = ns_blobs_open(dir, 0, &e)) != NULL))
+        return;
+    CHECK_RC(ns_blobs_map(b, id, &map, &got), NS_OK);
+    ns_blobs_unmap(map, got);
+    CHECK(ns_blobs_map_hashed(b) == 0);
+    ns_blobs_close(&b);
+    uint8_t *vf = NULL;
+    size_t vlen = 0;
+    CHECK_RC(ns_file_read(vpath, 1 << 16, &vf, &vlen), NS_OK);
+    /* one record: magic(8) count(4), id(32) dev ino size mtime hashed, check */
+    if (CHECK(vf && vlen == 12 + 72 + 16)) {
+        int64_t old = 0;
+        memcpy(&old, vf + 12 + 64, 8);
+        old -= INT64_C(25) * 3600 * 1000000000; /* a day and an hour ago */
+        memcpy(vf + 12 + 64, &old, 8);
+        crypto_generichash(vf + vlen - 16, 16, vf, vlen - 16, NULL, 0);
+        CHECK_RC(ns_file_write_atomic(vpath, vf, vlen, 0600), NS_OK);
+        CHECK((b = ns_blobs_open(dir, 0, &e)) != NULL);
+        CHECK_RC(ns_blobs_map(b, id, &map, &got), NS_OK);
+        ns_blobs_unmap(map, got);
+        CHECK(ns_blobs_map_hashed(b) == len); /* too old: hashed */
+        ns_blobs_close(&b);
+        vf[20] ^= 1; /* a torn file is no record */
+        CHECK_RC(ns_file_write_atomic(vpath, vf, vlen, 0600), NS_OK);
+        CHECK((b = ns_blobs_open(dir, 0, &e)) != NULL);
+        CHECK_RC(ns_blobs_map(b, id, &map, &got), NS_OK);
+        ns_blobs_unmap(map, got);
+        CHECK(ns_blobs_map_hashed(b) == len);
+    }
+    free(vf);
+    if (!b && !CHECK((b = ns_blobs_open(dir, 0, &e)) != NULL))
+        return;
     /* changed in place right after a trusted map, same size */
     ns_hex(hex, id, NS_HASH_BYTES);
     snprintf(blob, sizeof blob, "%s/%s", dir, hex);
