@@ -1602,6 +1602,16 @@ static uint64_t s_find_own(ns_requester_t *q, uint8_t type)
     return 0;
 }
 
+/* An awarded job picked up again: the job is posted on the pre-flight's
+ * timing, so the requester that was cut may never have had the verdict of
+ * its checks. Take them again: ns_requester_tick takes the verdict (a job
+ * that fails them is cancelled), and VERIFY waits for it. */
+static void s_resume_sample(ns_requester_t *q)
+{
+    if (!q->o.no_preflight)
+        s_bg_start(q, S_BG_SAMPLE);
+}
+
 /* --resume, once the ledger is caught up: the job's terms and our own
  * entries from the ledger, then on from where the job stands. */
 static void s_resume(ns_requester_t *q)
@@ -1632,12 +1642,14 @@ static void s_resume(ns_requester_t *q)
         }
         s_say(q, "resuming: job awarded, not accepted yet: award sent again");
         s_phase(q, NS_RQ_ACCEPT);
+        s_resume_sample(q);
     } else if (lj.state == NS_JOB_AWARDED) {
         memcpy(q->winner.provider, lj.provider, NS_ID_BYTES);
         memcpy(q->rc.provider, lj.provider, NS_ID_BYTES);
         q->award_seq = s_find_own(q, NS_ENTRY_AWARD);
         s_phase(q, NS_RQ_RUNNING);
         s_say(q, "resuming: job already awarded, waiting for its result");
+        s_resume_sample(q);
     } else if (lj.state == NS_JOB_SETTLED) {
         memcpy(q->rc.provider, lj.provider, NS_ID_BYTES);
         q->rc.price = lj.price;

@@ -930,6 +930,54 @@ TEST(preflight_verdict_after_the_announcement_cancels)
     s_world_free(w);
 }
 
+/* The same slow kernel, the requester cut while the job runs and its
+ * sample's verdict is not in yet: `submit --resume` picks the awarded job
+ * up, and the verdict still comes before any spot check (the resumed
+ * requester takes the sample again): cancelled, nobody slashed. */
+TEST(resume_before_the_preflight_verdict_still_takes_it)
+{
+    s_source = "kernel void broken(global const float *a, global const "
+               "float *b, global float *c, uint n)\n{ size_t i = "
+               "get_global_id(0); float x = a[i];\n"
+               "for (uint k = 0; k < n * 4096u; k++) x = x * 0.999f + b[i];\n"
+               "c[i] += x; }\n";
+    s_world_t *w = s_world(NULL, NULL, 60);
+    s_source = NULL;
+    if (!CHECK(w != NULL))
+        return;
+    w->p[2].offline = true;
+    bool cut = false;
+    for (int i = 0; i < 20000 && !ns_requester_finished(w->p[0].requester);
+         i++) {
+        if (ns_requester_receipt(w->p[0].requester)->phase >= NS_RQ_ACCEPT &&
+            ns_requester_busy(w->p[0].requester)) {
+            cut = true;
+            break;
+        }
+        s_step(w, 5);
+    }
+    if (!cut) {
+        fprintf(stderr, "  (the verdict came before the award: not cut)\n");
+        s_world_free(w);
+        return;
+    }
+    ns_requester_destroy(&w->p[0].requester);
+    uint8_t nonce[16] = {1};
+    ns_requester_opts_t o = s_req_opts(w, nonce);
+    o.resume = true;
+    int rc;
+    w->p[0].requester =
+        ns_requester_new(&o, &w->p[0].io, w->p[0].ledger, w->runner,
+                         w->fx.acct[0].id, w->fx.genesis.network_id, &rc);
+    if (!CHECK(w->p[0].requester != NULL))
+        return;
+    CHECK(s_run(w, 40000));
+    CHECK(s_said(w, "resuming"));
+    s_refused_or_cancelled(w);
+    CHECK_EQ_INT(s_job_state(w, 0), NS_JOB_CANCELLED);
+    s_world_free(w);
+}
+
 TEST(forged_failure_is_ignored)
 {
     s_world_t *w = s_world(NULL, NULL, 60);
@@ -1068,6 +1116,7 @@ int main(int argc, char **argv)
     RUN(broken_kernel_ends_the_job_at_once);
     RUN(preflight_refuses_a_kernel_that_reads_its_outputs);
     RUN(preflight_verdict_after_the_announcement_cancels);
+    RUN(resume_before_the_preflight_verdict_still_takes_it);
     RUN(forged_failure_is_ignored);
     RUN(giving_up_cancels_and_releases);
     RUN(hardware_challenges_before_the_award);
