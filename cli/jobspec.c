@@ -390,9 +390,12 @@ static int s_read_input(ns_jobspec_t *spec, uint32_t k, ns_hash_t id, char *err,
     const char *path = spec->in_paths[k];
     size_t len = 0;
     struct stat st;
-    int64_t t0 = ns_now_ns(); /* before the stat: s_hc_put */
-    bool known = stat(path, &st) == 0;
-    int rc = ns_file_read(path, (size_t)NS_MAX_BUFFER, &spec->in_bufs[k], &len);
+    int64_t t0 = ns_now_ns(); /* before the fstat: s_hc_put */
+    /* st of the very file read: a stat of the path before it could be of
+     * another file (one renamed over it), whose record then would name
+     * these bytes, or these bytes its hash */
+    int rc = ns_file_read_stat(path, (size_t)NS_MAX_BUFFER, &spec->in_bufs[k],
+                               &len, &st);
     if (rc == NS_OK && len == 0) {
         snprintf(err, errlen, "input file '%s' is empty", path);
         return NS_ERR_INVAL;
@@ -406,10 +409,7 @@ static int s_read_input(ns_jobspec_t *spec, uint32_t k, ns_hash_t id, char *err,
     else if (rc != NS_OK)
         snprintf(err, errlen, "cannot read '%s': %s", path, ns_strerror(rc));
     if (rc == NS_OK) {
-        if (known)
-            s_hash_input(&st, t0, spec->in_bufs[k], len, id);
-        else
-            ns_hash(id, spec->in_bufs[k], len);
+        s_hash_input(&st, t0, spec->in_bufs[k], len, id);
         spec->inputs[k].data = spec->in_bufs[k];
         spec->inputs[k].len = len;
     }

@@ -142,6 +142,12 @@ int ns_unbase32(uint8_t *out, size_t n, const char *in)
 
 int ns_file_read(const char *path, size_t max_bytes, uint8_t **out, size_t *len)
 {
+    return ns_file_read_stat(path, max_bytes, out, len, NULL);
+}
+
+int ns_file_read_stat(const char *path, size_t max_bytes, uint8_t **out,
+                      size_t *len, struct stat *stp)
+{
     int rc = NS_ERR_IO;
     uint8_t *buf = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -150,6 +156,8 @@ int ns_file_read(const char *path, size_t max_bytes, uint8_t **out, size_t *len)
     struct stat st;
     if (fstat(fd, &st) != 0)
         goto out;
+    if (stp)
+        *stp = st;
     if (!S_ISREG(st.st_mode)) {
         rc = NS_ERR_INVAL;
         goto out;

@@ -51,6 +51,10 @@ int ns_unbase32(uint8_t *out, size_t n, const char *in) NS_MUST_CHECK;
  * frees). NS_ERR_NOTFOUND, NS_ERR_IO, NS_ERR_TOOBIG. */
 int ns_file_read(const char *path, size_t max_bytes, uint8_t **out,
                  size_t *len) NS_MUST_CHECK;
+/* The same, and *st from the fstat of the descriptor the bytes were read
+ * from (not a second lookup of path, which a rename can move meanwhile). */
+int ns_file_read_stat(const char *path, size_t max_bytes, uint8_t **out,
+                      size_t *len, struct stat *st) NS_MUST_CHECK;
 
 /* Write a file atomically and durably: temp file, fsync, rename, fsync of
  * the directory. mode is the new file's permission bits. */
