@@ -910,6 +910,19 @@ static int s_queue(ns_worker_t *w, int mode, char *err, size_t errlen)
     return NS_OK;
 }
 
+/* Whether d may go to the worker as an input's file: open read-only (the
+ * worker is handed this open file description itself; a writable one
+ * would let it write the caller's file, a blob of the store). */
+static bool s_read_only(int d)
+{
+    int fl = fcntl(d, F_GETFL);
+    return fl >= 0 && (fl & O_ACCMODE) == O_RDONLY
+#ifdef O_PATH
+           && !(fl & O_PATH)
+#endif
+        ;
+}
+
 /* Both kinds of submission: a job (whole, or units) or a fraud proof
  * (job is then the proof's descriptor). */
 static int s_submit(ns_worker_t *w, const ns_job_t *job,
@@ -984,7 +997,9 @@ static int s_submit(ns_worker_t *w, const ns_job_t *job,
             continue;
         if (!inputs[i].verified)
             verified = false;
-        if (!proof && fds && fds[i] >= 0) {
+        /* a descriptor not open read-only: the bytes go through the
+         * socket, as without one */
+        if (!proof && fds && fds[i] >= 0 && s_read_only(fds[i])) {
             int d = fcntl(fds[i], F_DUPFD_CLOEXEC, 0);
             if (d < 0) {
                 s_request_free(w);

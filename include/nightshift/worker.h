@@ -178,7 +178,9 @@ int ns_worker_submit(ns_worker_t *w, const ns_job_t *job,
  * fds[i] >= 0 goes to the worker as that descriptor (duplicated here; the
  * caller keeps its own) instead of through the socket: a file of exactly
  * the buffer's size whose bytes are inputs[i]'s (a blob the caller
- * checked), mapped read-only by the worker. */
+ * checked), mapped read-only by the worker. A descriptor not open
+ * read-only (O_RDONLY) never reaches the worker: that input goes through
+ * the socket. */
 int ns_worker_submit_files(ns_worker_t *w, const ns_job_t *job,
                            const ns_input_t *inputs, const int *fds, char *err,
                            size_t errlen) NS_MUST_CHECK;
