@@ -339,7 +339,13 @@ static int s_store_input(ns_jobspec_t *spec, uint32_t k, ns_hash_t id,
     int rc = ns_blobs_add_map(spec->store, spec->in_paths[k], NS_MAX_BUFFER, id,
                               &spec->mapped[k], &size, err, errlen);
     spec->mapped_len[k] = (size_t)size;
-    if (rc == NS_OK && known && size == (uint64_t)st.st_size)
+    /* remembered only when the path still names the file stat saw: one
+     * renamed over it meanwhile was what the copy read */
+    struct stat after;
+    if (rc == NS_OK && known && size == (uint64_t)st.st_size &&
+        stat(spec->in_paths[k], &after) == 0 && after.st_dev == st.st_dev &&
+        after.st_ino == st.st_ino && after.st_size == st.st_size &&
+        ns_mtime_ns(&after) == ns_mtime_ns(&st))
         s_hc_put(&st, t0, id);
     return rc;
 }

@@ -1257,10 +1257,11 @@ void *ns_buf_get(uint64_t n)
 {
     void *drop[S_KEEP] = {NULL}, *p = NULL;
     pthread_mutex_lock(&s_kept.lock);
+    /* the same size only: what a buffer is put back with is then its
+     * size, and the pool's byte cap holds */
     int best = -1;
-    for (int i = 0; i < S_KEEP; i++)
-        if (s_kept.p[i] && s_kept.cap[i] >= n && s_kept.cap[i] / 2 <= n &&
-            (best < 0 || s_kept.cap[i] < s_kept.cap[best]))
+    for (int i = 0; i < S_KEEP && best < 0; i++)
+        if (s_kept.p[i] && s_kept.cap[i] == n)
             best = i;
     if (best >= 0) {
         p = s_kept.p[best];

@@ -109,8 +109,13 @@ static int s_read_len(int fd, uint8_t *lenbuf, int *fds, uint32_t *n_fds,
     return NS_OK;
 }
 
-/* Input i of job from descriptor d: mapped read-only, *map until munmap.
- * The file must be exactly the buffer's size. */
+/* Input i of job from descriptor d: mapped private and writable, *map
+ * until munmap. A kernel that writes its input (undefined in OpenCL, not
+ * caught by the runtime on a host-unified device) writes pages of its
+ * own, never the file, as it writes its own copy of an input that came
+ * through the socket: the same job does the same on every provider, and
+ * does not crash one whose input was a blob. The file must be exactly
+ * the buffer's size (the descriptor is read-only: MAP_PRIVATE). */
 static int s_map_input(int d, const ns_job_t *job, uint32_t i, uint8_t **map,
                        char *err, size_t errlen)
 {
@@ -124,7 +129,8 @@ static int s_map_input(int d, const ns_job_t *job, uint32_t i, uint8_t **map,
                  i, size);
         return NS_ERR_INVAL;
     }
-    void *p = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, d, 0);
+    void *p =
+        mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_PRIVATE, d, 0);
     if (p == MAP_FAILED) {
         snprintf(err, errlen, "input arg %" PRIu32 ": cannot map its file: %s",
                  i, strerror(errno));

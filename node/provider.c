@@ -619,6 +619,18 @@ static int s_on_awarded(ns_provider_t *p, const ns_node_msg_t *m)
     return NS_OK;
 }
 
+/* The input descriptors s_keep_file kept: a job in SERVE (outputs kept
+ * up to NS_POLICY_RETAIN_MS) would otherwise hold them for minutes, two
+ * a job. */
+static void s_drop_files(s_job_t *j)
+{
+    for (uint32_t i = 0; i < NS_MAX_ARGS; i++)
+        if (j->file[i]) {
+            close(j->in_fd[i]);
+            j->file[i] = false;
+        }
+}
+
 /* Input i of j is blob hash in the store: keep it open read-only for
  * the worker (ns_worker_submit_files); without it, it goes through the
  * worker's socket. */
@@ -1104,6 +1116,7 @@ void ns_provider_tick(ns_provider_t *p, uint64_t now)
             int got = ns_worker_collect(p->workers[j->w], &j->res);
             if (got <= 0)
                 break;
+            s_drop_files(j); /* the worker is done with them */
             if (j->res.status != NS_OK) {
                 s_fail_as(p, j, s_fail_kind(j->res.status, j->res.error),
                           j->res.error);

@@ -143,9 +143,9 @@ void *ns_buf_alloc(uint64_t n);
  * per process): a fresh buffer costs its pages, which the kernel zeroes
  * on their first touch (an SGEMM 2048's 48 MiB in the worker: a third of
  * its kernel time on the 2-core test VM), and the same job shapes come
- * again and again. ns_buf_get(n) takes the smallest kept buffer of at
- * least n bytes and at most 2n (its contents: whatever its last user
- * left), and when none fits frees every kept one before it allocates, so
+ * again and again. ns_buf_get(n) takes a kept buffer of n bytes (its
+ * contents: whatever its last user left), and when none is kept frees
+ * every kept one before it allocates, so
  * that what is kept never stands beside a new allocation (a worker's
  * RLIMIT_AS). ns_buf_put(p, n) gives back a buffer of ns_buf_get(n) (8
  * kept at most, 256 MiB together; freed beyond). NULL-safe. */

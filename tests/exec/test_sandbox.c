@@ -908,6 +908,30 @@ TEST(inputs_from_files)
         CHECK_RC(res.status, NS_OK);
     ns_worker_result_release(&res);
     ns_job_release(&job);
+
+    /* a kernel that writes its input (undefined, not caught on PoCL):
+     * from a file as from the socket, it runs on pages of its own, and the
+     * file keeps its bytes */
+    static const char wr_src[] =
+        "__kernel void wr(__global float *a, __global float *o)\n"
+        "{ size_t i = get_global_id(0); a[i] = -1.0f; o[i] = 2.0f; }\n";
+    CHECK(ftruncate(fa, 0) == 0 && pwrite(fa, a, 4096, 0) == 4096);
+    s_job_src(&job, wr_src, "wr", 1024);
+    s_arg_in(&job, a, 4096);
+    s_arg_out(&job, 4096, 4);
+    in[0].len = 4096;
+    fds[0] = fr;
+    CHECK_RC(ns_worker_submit_files(w, &job, in, fds, err, sizeof err), NS_OK);
+    if (CHECK(s_loop(w, &res, &wakeups, &saw_write))) {
+        CHECK_RC(res.status, NS_OK);
+        if (res.status != NS_OK)
+            fprintf(stderr, "  %s\n", res.error);
+    }
+    ns_worker_result_release(&res);
+    float back[1024];
+    CHECK(pread(fr, back, sizeof back, 0) == (ssize_t)sizeof back &&
+          memcmp(back, a, sizeof back) == 0);
+    ns_job_release(&job);
     close(fr);
     close(fa);
 out:
