@@ -504,8 +504,10 @@ static int s_job(s_submit_t *q, bool prepared)
         const char *name = q->spec.kernel_path;
         if (name && strrchr(name, '/'))
             name = strrchr(name, '/') + 1;
-        int rc =
-            ns_preflight_check(0, &q->spec.job, name, &pf, err, sizeof err);
+        char cache[PATH_MAX];
+        ns_cache_dir(cache, sizeof cache); /* a check passed once: at once */
+        int rc = ns_preflight_check_cached(cache, 0, &q->spec.job, name, &pf,
+                                           err, sizeof err);
         if (rc == NS_ERR_INVAL || rc == NS_ERR_OPENCL) {
             ns_cli_error("submit", "%s", err);
             return rc == NS_ERR_INVAL ? 2 : 1;

@@ -6,8 +6,11 @@
 #include "nightshift/runner.h"
 #include "nightshift/util.h"
 
+#include <sodium.h>
+
 #include <ctype.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -259,6 +262,78 @@ out:
         clReleaseProgram(prog);
     clReleaseCommandQueue(q);
     clReleaseContext(ctx);
+    return rc;
+}
+
+/* The marker of a passed check: <cache_dir>/checked/<key>, the key a
+ * BLAKE2b of all the check depends on: the device (name, driver and
+ * OpenCL versions), the program (built-in name, source hash, options)
+ * and each step's entry and argument kinds. */
+static int s_checked_path(const char *cache_dir, uint32_t device_index,
+                          const ns_job_t *job, char *out, size_t cap)
+{
+    cl_device_id dev;
+    int major = 1;
+    if (ns_cl_device_at(device_index, NULL, &dev, &major) != NS_OK)
+        return NS_ERR_NOTFOUND;
+    crypto_generichash_state st;
+    crypto_generichash_init(&st, NULL, 0, NS_HASH_BYTES);
+    static const char domain[] = "nightshift/preflight-check/v1";
+    crypto_generichash_update(&st, (const uint8_t *)domain, sizeof domain);
+    const cl_device_info what[] = {CL_DEVICE_NAME, CL_DRIVER_VERSION,
+                                   CL_DEVICE_VERSION};
+    for (size_t i = 0; i < sizeof what / sizeof what[0]; i++) {
+        char text[256] = "";
+        (void)clGetDeviceInfo(dev, what[i], sizeof text - 1, text, NULL);
+        crypto_generichash_update(&st, (const uint8_t *)text,
+                                  strlen(text) + 1);
+    }
+    crypto_generichash_update(&st, (const uint8_t *)job->builtin,
+                              strlen(job->builtin) + 1);
+    crypto_generichash_update(&st, job->source_hash, NS_HASH_BYTES);
+    crypto_generichash_update(&st, (const uint8_t *)job->options,
+                              strlen(job->options) + 1);
+    for (uint32_t s = 0; s < ns_job_steps(job); s++) {
+        ns_job_t view;
+        uint32_t map[NS_MAX_ARGS];
+        ns_job_step_view(job, s, &view, map);
+        uint8_t kinds[NS_MAX_ARGS + 1] = {(uint8_t)view.n_args};
+        for (uint32_t i = 0; i < view.n_args; i++)
+            kinds[i + 1] = view.args[i].kind;
+        crypto_generichash_update(&st, (const uint8_t *)view.entry,
+                                  strlen(view.entry) + 1);
+        crypto_generichash_update(&st, kinds, view.n_args + 1u);
+    }
+    ns_hash_t key;
+    char hex[2 * NS_HASH_BYTES + 1], dir[PATH_MAX];
+    crypto_generichash_final(&st, key, NS_HASH_BYTES);
+    ns_hex(hex, key, NS_HASH_BYTES);
+    if (snprintf(dir, sizeof dir, "%s/checked", cache_dir) >= (int)sizeof dir ||
+        ns_mkdir_p(dir, 0700) != NS_OK ||
+        snprintf(out, cap, "%s/%s", dir, hex) >= (int)cap)
+        return NS_ERR_IO;
+    return NS_OK;
+}
+
+int ns_preflight_check_cached(const char *cache_dir, uint32_t device_index,
+                              const ns_job_t *job, const char *source_name,
+                              ns_preflight_t *res, char *err, size_t errlen)
+{
+    char path[PATH_MAX + 80];
+    bool marked = cache_dir && cache_dir[0] &&
+                  s_checked_path(cache_dir, device_index, job, path,
+                                 sizeof path) == NS_OK;
+    if (marked && access(path, F_OK) == 0) {
+        memset(res, 0, sizeof *res);
+        return NS_OK;
+    }
+    int rc = ns_preflight_check(device_index, job, source_name, res, err,
+                                errlen);
+    if (rc == NS_OK && marked) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+        if (fd >= 0)
+            close(fd);
+    }
     return rc;
 }
 

@@ -53,6 +53,18 @@ typedef struct {
 int ns_preflight_check(uint32_t device_index, const ns_job_t *job,
                        const char *source_name, ns_preflight_t *res, char *err,
                        size_t errlen) NS_MUST_CHECK;
+/* ns_preflight_check, once: a check that passed leaves a marker in
+ * <cache_dir>/checked named by a hash of all it depends on (the device's
+ * name and driver and OpenCL versions, the program's built-in name,
+ * source hash and options, each step's entry and argument kinds), and
+ * the same check again is NS_OK at once (*res zeroed). Building from
+ * source costs tens of ms each time (PoCL's clang preprocesses its
+ * OpenCL headers), where the runner loads the same kernel from its
+ * binary cache. cache_dir NULL or "": no markers. */
+int ns_preflight_check_cached(const char *cache_dir, uint32_t device_index,
+                              const ns_job_t *job, const char *source_name,
+                              ns_preflight_t *res, char *err,
+                              size_t errlen) NS_MUST_CHECK;
 
 /* Up to k units spread over the job (first, last, between), each run
  * alone four times as described above, on r. NS_ERR_INVAL with the

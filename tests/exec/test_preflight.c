@@ -417,10 +417,46 @@ TEST(log_rename)
     CHECK(strcmp(t, "file.cl without position, a.cl:x") == 0);
 }
 
+/* A check that passed leaves a marker and is not built again; a failed
+ * one leaves none; another argument kind is another check. */
+TEST(a_passed_check_is_remembered)
+{
+    char dir[] = "/tmp/ns-preflight-cache-XXXXXX", err[512] = "";
+    if (!CHECK(mkdtemp(dir) != NULL))
+        return;
+    ns_job_t j;
+    ns_preflight_t res;
+    const uint8_t ok[] = {IN, OUT}, bad[] = {OUT, OUT};
+    const char *src = "kernel void k(global const float *a, global float *o)"
+                      "{ o[get_global_id(0)] = a[0]; }";
+    s_job(&j, src, ok, 2);
+    CHECK_RC(ns_preflight_check_cached(dir, 0, &j, "mine.cl", &res, err,
+                                       sizeof err),
+             NS_OK);
+    CHECK(res.kernel_args == 2); /* built and checked */
+    CHECK_RC(ns_preflight_check_cached(dir, 0, &j, "mine.cl", &res, err,
+                                       sizeof err),
+             NS_OK);
+    CHECK(res.kernel_args == 0); /* the marker: not built again */
+    ns_job_release(&j);
+    s_job(&j, src, bad, 2); /* an OUT for a const pointer: refused */
+    for (int k = 0; k < 2; k++) {
+        CHECK_RC(ns_preflight_check_cached(dir, 0, &j, "mine.cl", &res, err,
+                                           sizeof err),
+                 NS_ERR_INVAL);
+        CHECK(strstr(err, "argument 0") != NULL);
+    }
+    ns_job_release(&j);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+}
+
 int main(void)
 {
     if (sodium_init() < 0)
         return 1;
+    RUN(a_passed_check_is_remembered);
     RUN(good_kernels_pass);
     RUN(build_errors_name_the_users_file);
     RUN(argument_mismatches_are_named);
