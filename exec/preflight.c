@@ -791,9 +791,12 @@ int ns_preflight_time(ns_runner_t *r, const ns_job_t *job,
                              errlen);
 }
 
-/* The units s_sample_one samples, each run once over zeroed outputs and
- * timed, the first one twice (the faster run counts: the first launch of
- * a program can pay for more than the kernel); nothing is compared. */
+/* The units s_sample_one samples, each run S_TIMED_RUNS times over
+ * zeroed outputs, the fastest run of each counting (as the sample's four
+ * runs did: a single run of a tiny unit is mostly noise, and a loaded
+ * machine once priced such a job 100 times over its budget); nothing is
+ * compared. */
+#define S_TIMED_RUNS 4
 static int s_time_one(ns_runner_t *r, const ns_job_t *job,
                       const ns_input_t *inputs, uint32_t k,
                       uint64_t *unit_run_ns, char *err, size_t errlen)
@@ -821,7 +824,7 @@ static int s_time_one(ns_runner_t *r, const ns_job_t *job,
     }
     for (uint32_t s = 0; s < k && rc == NS_OK; s++) {
         uint64_t unit = s_sampled_unit(job, n, k, s), best = UINT64_MAX;
-        for (int x = 0; x < (s == 0 ? 2 : 1) && rc == NS_OK; x++) {
+        for (int x = 0; x < S_TIMED_RUNS && rc == NS_OK; x++) {
             ns_timings_t t;
             memset(&t, 0, sizeof t);
             rc = ns_runner_run_units(r, job, inputs, &unit, 1, out, &t, err,

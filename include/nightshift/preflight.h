@@ -82,9 +82,10 @@ int ns_preflight_sample(ns_runner_t *r, const ns_job_t *job,
                         uint64_t *unit_run_ns, char *err,
                         size_t errlen) NS_MUST_CHECK;
 
-/* The same units as ns_preflight_sample's, each run once over zeroed
- * outputs and timed (the first twice), nothing compared: *unit_run_ns as
- * it gives, at the cost of k + 1 unit runs and one output-sized set. The
+/* The same units as ns_preflight_sample's, each run four times over
+ * zeroed outputs and timed, nothing compared: *unit_run_ns as it gives
+ * (the mean of each unit's fastest run), at the cost of 4 k unit runs
+ * and one output-sized set, no fills or passes over the outputs. The
  * requester takes its work estimate from this and announces the job while the
  * checks of ns_preflight_sample go on (their verdict comes before any spot
  * check). Runner errors as they are (a kernel that does not build:
