@@ -285,8 +285,7 @@ static int s_checked_path(const char *cache_dir, uint32_t device_index,
     for (size_t i = 0; i < sizeof what / sizeof what[0]; i++) {
         char text[256] = "";
         (void)clGetDeviceInfo(dev, what[i], sizeof text - 1, text, NULL);
-        crypto_generichash_update(&st, (const uint8_t *)text,
-                                  strlen(text) + 1);
+        crypto_generichash_update(&st, (const uint8_t *)text, strlen(text) + 1);
     }
     crypto_generichash_update(&st, (const uint8_t *)job->builtin,
                               strlen(job->builtin) + 1);
@@ -327,8 +326,8 @@ int ns_preflight_check_cached(const char *cache_dir, uint32_t device_index,
         memset(res, 0, sizeof *res);
         return NS_OK;
     }
-    int rc = ns_preflight_check(device_index, job, source_name, res, err,
-                                errlen);
+    int rc =
+        ns_preflight_check(device_index, job, source_name, res, err, errlen);
     if (rc == NS_OK && marked) {
         int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
         if (fd >= 0)
@@ -620,6 +619,14 @@ static void s_unit_undo(const ns_job_t *job, s_sample_t *b)
     }
 }
 
+/* How many of n units are sampled when k are asked for. */
+static uint32_t s_units_sampled(uint32_t k, uint64_t n)
+{
+    if (k > S_SAMPLE_MAX)
+        k = S_SAMPLE_MAX;
+    return k > n ? (uint32_t)n : k;
+}
+
 /* The unit of sample s out of k over the job's n units. */
 static uint64_t s_sampled_unit(const ns_job_t *job, uint64_t n, uint32_t k,
                                uint32_t s)
@@ -808,10 +815,7 @@ static int s_time_one(ns_runner_t *r, const ns_job_t *job,
         *unit_run_ns = 0;
     if (n == 0)
         return NS_ERR_INVAL;
-    if (k > S_SAMPLE_MAX)
-        k = S_SAMPLE_MAX;
-    if (k > n)
-        k = (uint32_t)n;
+    k = s_units_sampled(k, n);
     for (uint32_t i = 0; i < job->n_args && rc == NS_OK; i++) {
         if (job->args[i].kind != NS_ARG_OUT)
             continue;
@@ -853,10 +857,7 @@ static int s_sample_one(ns_runner_t *r, const ns_job_t *job,
     uint64_t n = ns_job_shard_units(job); /* a shard samples its own */
     if (n == 0)
         return NS_ERR_INVAL;
-    if (k > S_SAMPLE_MAX)
-        k = S_SAMPLE_MAX;
-    if (k > n)
-        k = (uint32_t)n;
+    k = s_units_sampled(k, n);
     s_sample_t b;
     int rc = s_sample_alloc(job, &b);
     if (rc != NS_OK) {

@@ -430,13 +430,13 @@ TEST(a_passed_check_is_remembered)
     const char *src = "kernel void k(global const float *a, global float *o)"
                       "{ o[get_global_id(0)] = a[0]; }";
     s_job(&j, src, ok, 2);
-    CHECK_RC(ns_preflight_check_cached(dir, 0, &j, "mine.cl", &res, err,
-                                       sizeof err),
-             NS_OK);
+    CHECK_RC(
+        ns_preflight_check_cached(dir, 0, &j, "mine.cl", &res, err, sizeof err),
+        NS_OK);
     CHECK(res.kernel_args == 2); /* built and checked */
-    CHECK_RC(ns_preflight_check_cached(dir, 0, &j, "mine.cl", &res, err,
-                                       sizeof err),
-             NS_OK);
+    CHECK_RC(
+        ns_preflight_check_cached(dir, 0, &j, "mine.cl", &res, err, sizeof err),
+        NS_OK);
     CHECK(res.kernel_args == 0); /* the marker: not built again */
     ns_job_release(&j);
     s_job(&j, src, bad, 2); /* an OUT for a const pointer: refused */
