@@ -410,6 +410,21 @@ static ns_requester_opts_t s_req_opts(s_world_t *w, const uint8_t nonce[16])
     return o;
 }
 
+/* The requester cut (destroyed as a crash would leave it) and started
+ * again with --resume on the same job; false if it cannot be made. */
+static bool s_resume_requester(s_world_t *w)
+{
+    ns_requester_destroy(&w->p[0].requester);
+    uint8_t nonce[16] = {1};
+    ns_requester_opts_t o = s_req_opts(w, nonce);
+    o.resume = true;
+    int rc;
+    w->p[0].requester =
+        ns_requester_new(&o, &w->p[0].io, w->p[0].ledger, w->runner,
+                         w->fx.acct[0].id, w->fx.genesis.network_id, &rc);
+    return w->p[0].requester != NULL;
+}
+
 /* Providers 1 and 2 with the given faults; the requester's job on top. */
 static s_world_t *s_world(const ns_fault_t *f1, const ns_fault_t *f2,
                           uint32_t deadline_s)
@@ -772,16 +787,8 @@ TEST(resume_picks_the_job_up)
          i++)
         s_step(w, 5);
     CHECK_EQ_INT(ns_requester_receipt(w->p[0].requester)->phase, NS_RQ_RUNNING);
-    ns_requester_destroy(&w->p[0].requester);
     memset(w->outputs[2], 0, sizeof w->want);
-    uint8_t nonce[16] = {1};
-    ns_requester_opts_t o = s_req_opts(w, nonce);
-    o.resume = true;
-    int rc;
-    w->p[0].requester =
-        ns_requester_new(&o, &w->p[0].io, w->p[0].ledger, w->runner,
-                         w->fx.acct[0].id, w->fx.genesis.network_id, &rc);
-    if (!CHECK(w->p[0].requester != NULL))
+    if (!CHECK(s_resume_requester(w)))
         return;
     CHECK(s_run(w, 20000));
     const ns_receipt_t *r = ns_requester_receipt(w->p[0].requester);
@@ -790,10 +797,8 @@ TEST(resume_picks_the_job_up)
     CHECK(memcmp(w->outputs[2], w->want, sizeof w->want) == 0);
     CHECK_EQ_INT(s_job_state(w, 1), NS_JOB_SETTLED);
     /* a settled job cannot be resumed again */
-    ns_requester_destroy(&w->p[0].requester);
-    w->p[0].requester =
-        ns_requester_new(&o, &w->p[0].io, w->p[0].ledger, w->runner,
-                         w->fx.acct[0].id, w->fx.genesis.network_id, &rc);
+    if (!CHECK(s_resume_requester(w)))
+        return;
     CHECK(s_run(w, 10));
     r = ns_requester_receipt(w->p[0].requester);
     CHECK_EQ_INT(r->phase, NS_RQ_DONE); /* its receipt, from the ledger */
@@ -961,15 +966,7 @@ TEST(resume_before_the_preflight_verdict_still_takes_it)
         s_world_free(w);
         return;
     }
-    ns_requester_destroy(&w->p[0].requester);
-    uint8_t nonce[16] = {1};
-    ns_requester_opts_t o = s_req_opts(w, nonce);
-    o.resume = true;
-    int rc;
-    w->p[0].requester =
-        ns_requester_new(&o, &w->p[0].io, w->p[0].ledger, w->runner,
-                         w->fx.acct[0].id, w->fx.genesis.network_id, &rc);
-    if (!CHECK(w->p[0].requester != NULL))
+    if (!CHECK(s_resume_requester(w)))
         return;
     CHECK(s_run(w, 40000));
     CHECK(s_said(w, "resuming"));
