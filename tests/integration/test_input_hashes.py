@@ -12,7 +12,10 @@ of a vector add whose input file was last written 10 s ago:
   3. hashes again once the file changes: touched (mtime now, racy),
      then rewritten with other bytes of the same size and an old mtime
      of its own: each job id is the one an empty cache gives;
-  4. a cache file of garbage is no record: the id is right.
+  4. a cache file of garbage is no record: the id is right;
+  5. a cache that cannot be made (its place is under a regular file) or
+     whose records file cannot be opened (a directory in its place): the
+     input is hashed and `run` works.
 """
 import hashlib
 import json
@@ -103,6 +106,16 @@ def test(net):
     with open(records, "wb") as f:
         f.write(os.urandom(RECORD * 1024))
     check_eq(job_id(cache), want2, "job id with a garbage cache file")
+
+    # 5. no cache to be had
+    blocker = os.path.join(net.dir, "a-file")
+    with open(blocker, "w") as f:
+        f.write("x")
+    check_eq(job_id(os.path.join(blocker, "cache")), want2,
+             "job id with a cache that cannot be made")
+    os.unlink(records)
+    os.makedirs(records)  # a directory where the records file goes
+    check_eq(job_id(cache), want2, "job id with an unopenable records file")
 
 
 nstest.main(test, "input_hashes")
