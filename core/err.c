@@ -44,6 +44,7 @@ static const struct {
     {"missing_dep", "depends on an entry not yet known"},
     {"duplicate", "entry already stored"},
     {"map_full", "ledger map full: raise ledger.map_size"},
+    {"interrupted", "interrupted"},
 };
 
 const char *ns_strerror(int rc)

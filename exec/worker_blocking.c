@@ -105,3 +105,49 @@ int ns_worker_run_challenge(ns_worker_t *w, const ns_chal_request_t *req,
         rc = s_run_wait(w, res, err, errlen);
     return rc;
 }
+
+int ns_worker_preflight(ns_worker_t *w, const ns_job_t *job,
+                        const ns_input_t *inputs, const int *fds,
+                        uint32_t what, uint32_t k, const char *name,
+                        const volatile int *stop, uint64_t *unit_ns,
+                        char *err, size_t errlen)
+{
+    ns_worker_result_t res;
+    int rc = ns_worker_submit_preflight(w, job, inputs, fds, what, k, name,
+                                        err, errlen);
+    if (rc != NS_OK)
+        return rc;
+    /* s_run_wait's loop, with the stop flag read between polls */
+    for (;;) {
+        if (ns_worker_collect(w, &res) == 1)
+            break;
+        if (stop && *stop) {
+            ns_worker_cancel(w);
+            snprintf(err, errlen, "interrupted");
+            return NS_ERR_INTR;
+        }
+        int fd = ns_worker_fd(w);
+        if (fd < 0) {
+            ns_worker_cancel(w);
+            snprintf(err, errlen, "the worker is gone");
+            return NS_ERR_STATE;
+        }
+        struct pollfd p = {fd, POLLIN, 0};
+        if (ns_worker_wants_write(w))
+            p.events |= POLLOUT;
+        int ms = ns_worker_timeout_ms(w);
+        if (ms < 0 || ms > 100)
+            ms = 100;
+        if (poll(&p, 1, ms) < 0 && errno != EINTR) {
+            ns_worker_cancel(w);
+            snprintf(err, errlen, "poll: %s", strerror(errno));
+            return NS_ERR_IO;
+        }
+    }
+    rc = res.status;
+    snprintf(err, errlen, "%s", rc == NS_OK ? "" : res.error);
+    if (rc == NS_OK && unit_ns)
+        *unit_ns = res.unit_ns;
+    ns_worker_result_release(&res);
+    return rc;
+}

@@ -1,6 +1,7 @@
 /* worker_child.c - the sandboxed worker process (worker.h): `nightshift
- * worker` opens one OpenCL device, then serves RUN, ITEMS, FRAUD and
- * CHALLENGE requests from its supervisor (worker_supervisor.c) until EOF.
+ * worker` opens one OpenCL device, then serves RUN, ITEMS, FRAUD,
+ * CHALLENGE, PREFLIGHT and CHECK requests from its supervisor
+ * (worker_supervisor.c) until EOF.
  *
  * Blocking reads and writes, one request at a time. Before it opens
  * OpenCL it closes inherited descriptors, sets RLIMIT_CORE 0, asks to die
@@ -9,6 +10,7 @@
  */
 #include "nightshift/challenge.h"
 #include "nightshift/log.h"
+#include "nightshift/preflight.h"
 #include "nightshift/runner.h"
 #include "nightshift/util.h"
 #include "nightshift/verify.h"
@@ -181,10 +183,11 @@ static int s_send_hello(int fd, int status, const char *error,
 }
 
 static int s_send_result(int fd, int status, const char *error,
-                         const ns_timings_t *t)
+                         const ns_timings_t *t, const uint64_t *extra,
+                         uint32_t n_extra)
 {
     msgpack_sbuffer sb;
-    ns_worker_result_pack(&sb, status, error, t);
+    ns_worker_result_pack_extra(&sb, status, error, t, extra, n_extra);
     int rc = s_write_full(fd, sb.data, sb.size);
     msgpack_sbuffer_destroy(&sb);
     return rc;
@@ -466,6 +469,65 @@ static int s_self_check(ns_runner_t *runner, const ns_job_t *job,
     return NS_ERR_PROOF;
 }
 
+/* PREFLIGHT: the requester's checks of its own job, in the order of
+ * x->what's bits; extra gets [unit_ns, kernel_args, build_us]. */
+static int s_preflight(ns_runner_t *runner, const s_worker_args_t *a,
+                       const ns_job_t *job, const ns_input_t *inputs,
+                       const ns_worker_extra_t *x, uint64_t extra[3],
+                       char *err, size_t errlen)
+{
+    int rc = NS_OK;
+    extra[0] = extra[1] = extra[2] = 0;
+    if (x->what & NS_PF_CHECK) {
+        ns_preflight_t pf;
+        memset(&pf, 0, sizeof pf);
+        rc = ns_preflight_check_cached(a->cache_dir, a->device_index, job,
+                                       x->name[0] ? x->name : NULL, &pf, err,
+                                       errlen);
+        extra[1] = pf.kernel_args;
+        extra[2] = pf.build_us;
+    }
+    if (rc == NS_OK && (x->what & NS_PF_TIME))
+        rc = ns_preflight_time(runner, job, inputs, x->k, &extra[0], err,
+                               errlen);
+    if (rc == NS_OK && (x->what & NS_PF_SAMPLE))
+        rc = ns_preflight_sample(runner, job, inputs, x->k,
+                                 (x->what & NS_PF_TIME) ? NULL : &extra[0],
+                                 err, errlen);
+    return rc;
+}
+
+/* CHECK: the requester's spot check of a provider's claimed outputs
+ * (claims[i], mapped from claim_fd[i] when that is not -1); extra gets
+ * ns_check_result_t's fields in their order. */
+static int s_check(ns_runner_t *runner, const ns_job_t *job,
+                   const ns_input_t *inputs, uint8_t *const *claims,
+                   const int *claim_fd, const ns_worker_extra_t *x,
+                   uint64_t extra[10], char *err, size_t errlen)
+{
+    ns_check_result_t res;
+    ns_input_t ins[NS_MAX_ARGS];
+    memset(&res, 0, sizeof res);
+    memset(ins, 0, sizeof ins);
+    for (uint32_t i = 0; i < job->n_args; i++)
+        if (job->args[i].kind == NS_ARG_IN)
+            ins[i] = inputs[i];
+    int rc = ns_spot_check_files(runner, job, x->desc_id, ins, claims,
+                                 claim_fd, x->root, x->secret, x->k, &res, err,
+                                 errlen);
+    extra[0] = res.checked;
+    extra[1] = res.mismatched;
+    extra[2] = res.first_bad;
+    extra[3] = res.bad_arg;
+    extra[4] = res.bad_pos;
+    extra[5] = res.changed;
+    extra[6] = res.verify_us;
+    extra[7] = res.commit_us;
+    extra[8] = res.rerun_us;
+    extra[9] = res.launch_us;
+    return rc;
+}
+
 /* One request: read it whole (inputs included, even the ones we cannot
  * hold, so the stream stays in step), run it, reply. NS_OK to go on;
  * anything else ends the worker. */
@@ -482,6 +544,10 @@ static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
     uint32_t n_fds = 0, fd_used = 0;
     ns_input_t inputs[NS_MAX_ARGS];
     uint8_t *outputs[NS_MAX_ARGS] = {NULL};
+    uint8_t *claims[NS_MAX_ARGS] = {NULL}; /* CHECK: the provider's */
+    int claim_fd[NS_MAX_ARGS];
+    uint64_t extra[NS_WORKER_MAX_EXTRA] = {0};
+    uint32_t n_extra = 0;
     ns_worker_request_t q;
     uint8_t *region = NULL;
     uint64_t region_len = 0;
@@ -492,6 +558,8 @@ static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
     int rc;
 
     memset(inputs, 0, sizeof inputs);
+    for (uint32_t i = 0; i < NS_MAX_ARGS; i++)
+        claim_fd[i] = -1;
     memset(&t, 0, sizeof t);
     memset(&q, 0, sizeof q);
     ns_job_init(&q.job);
@@ -529,16 +597,19 @@ static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
     const uint64_t *items = q.items;
     uint32_t type = q.type, n_items = q.n_items;
 
-    /* the inputs, then (a pipeline's proof with outs) the claimed OUT
-     * buffers, each in argument order */
-    bool outs = q.type == NS_WORKER_MSG_FRAUD && q.proof.n_outs;
-    for (uint32_t k = 0; k < 2 * job->n_args; k++) {
+    bool pf = type == NS_WORKER_MSG_PREFLIGHT, chk = type == NS_WORKER_MSG_CHECK;
+    /* the inputs, then (a pipeline's proof with outs, a CHECK) the claimed
+     * OUT buffers, each in argument order */
+    bool outs = (q.type == NS_WORKER_MSG_FRAUD && q.proof.n_outs) || chk;
+    /* a pre-flight that only builds runs no unit: no inputs came */
+    bool no_inputs = pf && !(q.x.what & (NS_PF_TIME | NS_PF_SAMPLE));
+    for (uint32_t k = no_inputs ? job->n_args : 0; k < 2 * job->n_args; k++) {
         uint32_t i = k % job->n_args;
         if (k < job->n_args ? job->args[i].kind != NS_ARG_IN
                             : !outs || job->args[i].kind != NS_ARG_OUT)
             continue;
         uint64_t size = job->args[i].size;
-        if (k < job->n_args && (q.files >> i & 1)) {
+        if (k < job->n_args ? (q.files >> i & 1) : (q.x.outfiles >> i & 1)) {
             /* not in the stream: its file came with the frame */
             int d = fd_used < n_fds ? fds[fd_used++] : -1;
             if (status == NS_OK && d < 0) {
@@ -553,6 +624,8 @@ static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
                 inputs[i].data = inmap[i];
                 inputs[i].len = size;
                 inputs[i].verified = q.verified;
+                if (k >= job->n_args)
+                    claim_fd[i] = d;
             }
             continue;
         }
@@ -604,7 +677,11 @@ static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
             status = NS_ERR_INVAL;
         }
     }
-    if (status == NS_OK && type != NS_WORKER_MSG_FRAUD) {
+    for (uint32_t i = 0; chk && i < job->n_args; i++)
+        if (job->args[i].kind == NS_ARG_OUT)
+            claims[i] = inmap[i] ? inmap[i] : inbuf[i];
+    bool runs = type == NS_WORKER_MSG_RUN || type == NS_WORKER_MSG_ITEMS;
+    if (status == NS_OK && runs) {
         for (uint32_t i = 0; i < job->n_args; i++)
             if (job->args[i].kind == NS_ARG_OUT)
                 region_len += s_round_up(job->args[i].size);
@@ -617,8 +694,16 @@ static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
             status = NS_ERR_NOMEM;
         }
     }
+    if (pf || chk)
+        n_extra = pf ? 3 : 10;
     if (status == NS_OK && type == NS_WORKER_MSG_FRAUD) {
         status = ns_fraud_check(runner, &q.proof, inputs, err, sizeof err);
+    } else if (status == NS_OK && pf) {
+        status = s_preflight(runner, a, job, inputs, &q.x, extra, err,
+                             sizeof err);
+    } else if (status == NS_OK && chk) {
+        status = s_check(runner, job, inputs, claims, claim_fd, &q.x, extra,
+                         err, sizeof err);
     } else if (status == NS_OK) {
         uint64_t off = 0;
         for (uint32_t i = 0; i < job->n_args; i++) {
@@ -649,8 +734,8 @@ static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
     }
     if (status != NS_OK && err[0] == '\0')
         snprintf(err, sizeof err, "%s", ns_strerror(status));
-    rc = s_send_result(fd, status, err, &t);
-    if (rc == NS_OK && status == NS_OK && type != NS_WORKER_MSG_FRAUD) {
+    rc = s_send_result(fd, status, err, &t, n_extra ? extra : NULL, n_extra);
+    if (rc == NS_OK && status == NS_OK && runs) {
         /* raw outputs, in argument order, without the alignment gaps */
         for (uint32_t i = 0; i < job->n_args && rc == NS_OK; i++)
             if (job->args[i].kind == NS_ARG_OUT)

@@ -91,6 +91,70 @@ int ns_worker_request_pack(msgpack_sbuffer *sb, const ns_job_t *job,
     return NS_OK;
 }
 
+int ns_worker_request_pack_extra(msgpack_sbuffer *sb, uint32_t type,
+                                 const ns_job_t *job, bool verified,
+                                 uint32_t files, const ns_worker_extra_t *x)
+{
+    msgpack_packer pk;
+    s_frame_begin(sb, &pk);
+    msgpack_pack_array(&pk, 6);
+    msgpack_pack_uint32(&pk, type);
+    ns_job_pack(&pk, job);
+    msgpack_pack_array(&pk, 0);
+    if (verified)
+        msgpack_pack_true(&pk);
+    else
+        msgpack_pack_false(&pk);
+    msgpack_pack_uint32(&pk, files);
+    if (type == NS_WORKER_MSG_PREFLIGHT) {
+        msgpack_pack_array(&pk, 3);
+        msgpack_pack_uint32(&pk, x->what);
+        msgpack_pack_uint32(&pk, x->k);
+        ns_mp_bin(&pk, x->name, strnlen(x->name, sizeof x->name - 1));
+    } else {
+        msgpack_pack_array(&pk, 5);
+        ns_mp_bin(&pk, x->desc_id, NS_HASH_BYTES);
+        ns_mp_bin(&pk, x->root, NS_HASH_BYTES);
+        ns_mp_bin(&pk, x->secret, sizeof x->secret);
+        msgpack_pack_uint32(&pk, x->k);
+        msgpack_pack_uint32(&pk, x->outfiles);
+    }
+    if (!sb->data || sb->size - NS_WORKER_FRAME_LEN > NS_WORKER_MAX_REQUEST) {
+        msgpack_sbuffer_destroy(sb);
+        return NS_ERR_TOOBIG;
+    }
+    s_frame_end(sb);
+    return NS_OK;
+}
+
+/* PREFLIGHT's and CHECK's sixth element. */
+static void s_extra_read(ns_mpr_t *r, uint32_t type, ns_worker_extra_t *x)
+{
+    memset(x, 0, sizeof *x);
+    if (type == NS_WORKER_MSG_PREFLIGHT) {
+        const uint8_t *name = NULL;
+        size_t name_len = 0;
+        ns_mpr_array_exact(r, 3);
+        ns_mpr_u32(r, &x->what);
+        ns_mpr_u32(r, &x->k);
+        ns_mpr_bin(r, &name, &name_len, sizeof x->name - 1);
+        if (r->err == NS_OK && name_len)
+            memcpy(x->name, name, name_len);
+        if (r->err == NS_OK &&
+            (x->what & ~(NS_PF_CHECK | NS_PF_TIME | NS_PF_SAMPLE)))
+            r->err = NS_ERR_INVAL;
+    } else {
+        ns_mpr_array_exact(r, 5);
+        ns_mpr_bin_exact(r, x->desc_id, NS_HASH_BYTES);
+        ns_mpr_bin_exact(r, x->root, NS_HASH_BYTES);
+        ns_mpr_bin_exact(r, x->secret, sizeof x->secret);
+        ns_mpr_u32(r, &x->k);
+        ns_mpr_u32(r, &x->outfiles);
+    }
+    if (r->err == NS_OK && x->k > NS_MAX_CHECKS)
+        r->err = NS_ERR_INVAL;
+}
+
 int ns_worker_fraud_pack(msgpack_sbuffer *sb, const ns_fraud_proof_t *p,
                          bool verified)
 {
@@ -122,8 +186,10 @@ int ns_worker_request_read(const uint8_t *head, size_t len,
     q->files = 0;
     ns_mpr_init(&r, head, len);
     uint32_t n = 0;
-    ns_mpr_array(&r, &n, 5);
+    ns_mpr_array(&r, &n, 6);
     ns_mpr_u32(&r, &q->type);
+    bool extra = q->type == NS_WORKER_MSG_PREFLIGHT ||
+                 q->type == NS_WORKER_MSG_CHECK;
     if (r.err == NS_OK && q->type == NS_WORKER_MSG_FRAUD && n == 3) {
         if (ns_fraud_read(&r, &q->proof, err, errlen) != NS_OK &&
             r.err == NS_OK)
@@ -131,10 +197,11 @@ int ns_worker_request_read(const uint8_t *head, size_t len,
         ns_mpr_bool(&r, &q->verified);
         return ns_mpr_end(&r);
     }
-    if (r.err == NS_OK && n != 4 && n != 5)
+    if (r.err == NS_OK && (extra ? n != 6 : n != 4 && n != 5))
         r.err = NS_ERR_TYPE;
     if (r.err == NS_OK && q->type != NS_WORKER_MSG_RUN &&
-        q->type != NS_WORKER_MSG_ITEMS && q->type != NS_WORKER_MSG_FRAUD)
+        q->type != NS_WORKER_MSG_ITEMS && q->type != NS_WORKER_MSG_FRAUD &&
+        !extra)
         r.err = NS_ERR_MSGTYPE;
     if (r.err == NS_OK && q->type == NS_WORKER_MSG_FRAUD)
         r.err = NS_ERR_TYPE;
@@ -150,12 +217,18 @@ int ns_worker_request_read(const uint8_t *head, size_t len,
     for (uint32_t i = 0; i < q->n_items && r.err == NS_OK; i++)
         ns_mpr_uint(&r, &q->items[i]);
     ns_mpr_bool(&r, &q->verified);
-    if (n == 5)
+    if (n >= 5)
         ns_mpr_u32(&r, &q->files);
-    /* descriptors stand for IN buffers only */
+    if (extra)
+        s_extra_read(&r, q->type, &q->x);
+    if (r.err == NS_OK && extra && q->n_items)
+        r.err = NS_ERR_INVAL;
+    /* descriptors stand for IN buffers only (CHECK's outfiles: OUT) */
     for (uint32_t i = 0; r.err == NS_OK && i < 32; i++)
-        if ((q->files >> i & 1) &&
-            (i >= q->job.n_args || q->job.args[i].kind != NS_ARG_IN))
+        if (((q->files >> i & 1) &&
+             (i >= q->job.n_args || q->job.args[i].kind != NS_ARG_IN)) ||
+            ((q->x.outfiles >> i & 1) &&
+             (i >= q->job.n_args || q->job.args[i].kind != NS_ARG_OUT)))
             r.err = NS_ERR_INVAL;
     return ns_mpr_end(&r);
 }
@@ -163,9 +236,18 @@ int ns_worker_request_read(const uint8_t *head, size_t len,
 void ns_worker_result_pack(msgpack_sbuffer *sb, int status, const char *error,
                            const ns_timings_t *t)
 {
+    ns_worker_result_pack_extra(sb, status, error, t, NULL, 0);
+}
+
+void ns_worker_result_pack_extra(msgpack_sbuffer *sb, int status,
+                                 const char *error, const ns_timings_t *t,
+                                 const uint64_t *extra, uint32_t n)
+{
     msgpack_packer pk;
+    if (n > NS_WORKER_MAX_EXTRA)
+        n = NS_WORKER_MAX_EXTRA;
     s_frame_begin(sb, &pk);
-    msgpack_pack_array(&pk, 4);
+    msgpack_pack_array(&pk, extra ? 5 : 4);
     msgpack_pack_uint32(&pk, NS_WORKER_MSG_RESULT);
     msgpack_pack_int(&pk, status);
     ns_mp_bin(&pk, error, strnlen(error, NS_WORKER_MAX_ERROR));
@@ -178,6 +260,11 @@ void ns_worker_result_pack(msgpack_sbuffer *sb, int status, const char *error,
         msgpack_pack_true(&pk);
     else
         msgpack_pack_false(&pk);
+    if (extra) {
+        msgpack_pack_array(&pk, n);
+        for (uint32_t i = 0; i < n; i++)
+            msgpack_pack_uint64(&pk, extra[i]);
+    }
     s_frame_end(sb);
 }
 
@@ -186,8 +273,11 @@ int ns_worker_result_read(const uint8_t *head, size_t len,
 {
     ns_mpr_t r;
     memset(out, 0, sizeof *out);
+    uint32_t n = 0;
     ns_mpr_init(&r, head, len);
-    ns_mpr_array_exact(&r, 4);
+    ns_mpr_array(&r, &n, 5);
+    if (r.err == NS_OK && n < 4)
+        r.err = NS_ERR_TYPE;
     ns_mpr_u32(&r, &out->type);
     ns_mpr_int(&r, &out->status);
     ns_mpr_bin(&r, &out->error, &out->error_len, NS_WORKER_MAX_ERROR);
@@ -197,6 +287,11 @@ int ns_worker_result_read(const uint8_t *head, size_t len,
     ns_mpr_uint(&r, &out->timings.run_us);
     ns_mpr_uint(&r, &out->timings.download_us);
     ns_mpr_bool(&r, &out->timings.cache_hit);
+    if (n == 5) {
+        ns_mpr_array(&r, &out->n_extra, NS_WORKER_MAX_EXTRA);
+        for (uint32_t i = 0; i < out->n_extra && r.err == NS_OK; i++)
+            ns_mpr_uint(&r, &out->extra[i]);
+    }
     return ns_mpr_end(&r);
 }
 
@@ -319,5 +414,7 @@ const char *ns_worker_mode_name(int type)
     return type == NS_WORKER_MSG_ITEMS       ? "items"
            : type == NS_WORKER_MSG_FRAUD     ? "fraud"
            : type == NS_WORKER_MSG_CHALLENGE ? "challenge"
+           : type == NS_WORKER_MSG_PREFLIGHT ? "preflight"
+           : type == NS_WORKER_MSG_CHECK     ? "check"
                                              : "run";
 }

@@ -105,7 +105,9 @@ struct ns_worker {
     uint32_t next_timeout_ms; /* ns_worker_set_timeout; 0 = o.timeout_ms */
     bool dispatched;          /* its request is being (or was) written */
     bool sent_all;            /* the whole request is written */
-    int mode; /* NS_WORKER_MSG_RUN, _ITEMS, _FRAUD or _CHALLENGE */
+    int mode; /* NS_WORKER_MSG_RUN, _ITEMS, _FRAUD, _CHALLENGE, _PREFLIGHT
+                 or _CHECK */
+    uint32_t check_k; /* CHECK: units asked for (the reply's bound) */
     ns_chal_request_t chal; /* CHALLENGE: the request, for the answer's
                                checks */
     ns_job_t job;           /* shallow copy, source NULL: sizes for the reply */
@@ -269,6 +271,28 @@ s_violation(ns_worker_t *w, const char *fmt, ...)
     s_respawn(w, had_started);
 }
 
+/* "SIGSEGV, signal 11: an out-of-bounds access?": what a signal that
+ * ended a worker running a kernel most likely means. Static text. */
+static const char *s_signal_text(int sig)
+{
+    static char other[32];
+    switch (sig) {
+    case SIGSEGV:
+        return "SIGSEGV, signal 11: an out-of-bounds access?";
+    case SIGBUS:
+        return "SIGBUS, signal 7: an out-of-bounds or misaligned access?";
+    case SIGFPE:
+        return "SIGFPE, signal 8: an integer division by zero?";
+    case SIGILL:
+        return "SIGILL, signal 4: an instruction this CPU does not have?";
+    case SIGABRT:
+        return "SIGABRT, signal 6: the OpenCL runtime aborted";
+    default:
+        snprintf(other, sizeof other, "signal %d", sig);
+        return other;
+    }
+}
+
 /* EOF or a reset on the socket: the worker is gone or going. */
 static void s_on_death(ns_worker_t *w)
 {
@@ -298,8 +322,8 @@ static void s_on_death(ns_worker_t *w)
                      "job)");
         else if (st != -1 && WIFSIGNALED(st))
             s_finish(w, NS_ERR_OPENCL,
-                     "the kernel crashed the OpenCL runtime (signal %d)",
-                     WTERMSIG(st));
+                     "the kernel crashed the OpenCL runtime (%s)",
+                     s_signal_text(WTERMSIG(st)));
         else
             s_finish(w, NS_ERR_OPENCL,
                      "the kernel crashed the OpenCL runtime (the worker "
@@ -448,12 +472,52 @@ static void s_on_result(ns_worker_t *w)
         return;
     }
 
+    bool pf = w->mode == NS_WORKER_MSG_PREFLIGHT,
+         chk = w->mode == NS_WORKER_MSG_CHECK;
+    if (reply.n_extra != (pf ? 3u : chk ? 10u : 0u)) {
+        s_violation(w, "%" PRIu32 " extra values in a %s reply",
+                    reply.n_extra, ns_worker_mode_name(w->mode));
+        return;
+    }
+    if (status == NS_OK && pf &&
+        (reply.extra[0] > S_MAX_TIMING_US * 1000 ||
+         reply.extra[1] > NS_MAX_ARGS || reply.extra[2] > S_MAX_TIMING_US)) {
+        s_violation(w, "implausible pre-flight figures");
+        return;
+    }
+    if (status == NS_OK && chk &&
+        (reply.extra[0] > w->check_k || reply.extra[1] > reply.extra[0] ||
+         reply.extra[3] >= NS_MAX_ARGS || reply.extra[6] > S_MAX_TIMING_US ||
+         reply.extra[7] > S_MAX_TIMING_US ||
+         reply.extra[8] > S_MAX_TIMING_US ||
+         reply.extra[9] > S_MAX_TIMING_US)) {
+        s_violation(w, "implausible check figures");
+        return;
+    }
     ns_worker_result_t *res = &w->res;
     s_sanitize(res->error, sizeof res->error, reply.error, reply.error_len);
     free(w->head);
     w->head = NULL;
-    if (status != NS_OK || w->mode == NS_WORKER_MSG_FRAUD) {
-        /* a FRAUD verdict has no data after it */
+    if (pf) {
+        res->unit_ns = reply.extra[0];
+        res->kernel_args = (uint32_t)reply.extra[1];
+        res->pf_build_us = reply.extra[2];
+    } else if (chk) {
+        ns_check_result_t *c = &res->check;
+        c->checked = (uint32_t)reply.extra[0];
+        c->mismatched = (uint32_t)reply.extra[1];
+        c->first_bad = reply.extra[2];
+        c->bad_arg = (uint32_t)reply.extra[3];
+        c->bad_pos = reply.extra[4];
+        c->changed = reply.extra[5];
+        c->verify_us = reply.extra[6];
+        c->commit_us = reply.extra[7];
+        c->rerun_us = reply.extra[8];
+        c->launch_us = reply.extra[9];
+    }
+    if (status != NS_OK || w->mode == NS_WORKER_MSG_FRAUD || pf || chk) {
+        /* a FRAUD verdict, a pre-flight and a check have no data after
+         * them */
         w->state = S_IDLE;
         w->rphase = R_LEN;
         res->timings = t;
@@ -923,12 +987,22 @@ static bool s_read_only(int d)
         ;
 }
 
-/* Both kinds of submission: a job (whole, or units) or a fraud proof
- * (job is then the proof's descriptor). */
+/* What a PREFLIGHT or CHECK submission adds (s_submit). */
+typedef struct {
+    uint32_t type; /* NS_WORKER_MSG_PREFLIGHT or _CHECK */
+    const ns_worker_extra_t *x;
+    uint8_t *const *claims; /* CHECK: the claimed OUT buffers, by argument */
+    const int *claim_fds;   /* CHECK: -1 or a file of claims[i] (may be
+                               NULL) */
+} s_extra_sub_t;
+
+/* Every kind of submission: a job (whole, or units), a fraud proof (job
+ * is then the proof's descriptor), a pre-flight or a check (xs). */
 static int s_submit(ns_worker_t *w, const ns_job_t *job,
                     const ns_input_t *inputs, const int *fds,
                     const uint64_t *items, uint32_t n,
-                    const ns_fraud_proof_t *proof, char *err, size_t errlen)
+                    const ns_fraud_proof_t *proof, const s_extra_sub_t *xs,
+                    char *err, size_t errlen)
 {
     char a[32], b[32];
     int rc;
@@ -951,7 +1025,21 @@ static int s_submit(ns_worker_t *w, const ns_job_t *job,
     /* a pipeline's proof with outs: the claimed OUT buffers travel too,
      * after the inputs (ns_fraud_check) */
     bool outs = proof && proof->n_outs;
-    for (uint32_t i = 0; i < job->n_args; i++) {
+    bool chk = xs && xs->type == NS_WORKER_MSG_CHECK;
+    /* a pre-flight that only builds and checks the arguments runs no
+     * unit: no inputs travel */
+    bool no_inputs = xs && xs->type == NS_WORKER_MSG_PREFLIGHT &&
+                     !(xs->x->what & (NS_PF_TIME | NS_PF_SAMPLE));
+    for (uint32_t i = 0; i < job->n_args && !no_inputs; i++) {
+        if (chk && job->args[i].kind == NS_ARG_OUT) {
+            if (!xs->claims || !xs->claims[i]) {
+                snprintf(err, errlen,
+                         "arg %" PRIu32 " (out): no claimed output to check",
+                         i);
+                return NS_ERR_INVAL;
+            }
+            continue;
+        }
         if (job->args[i].kind != NS_ARG_IN &&
             !(outs && job->args[i].kind == NS_ARG_OUT))
             continue;
@@ -992,7 +1080,7 @@ static int s_submit(ns_worker_t *w, const ns_job_t *job,
      * as descriptors (our dups, sent with the frame's first byte) */
     bool verified = true; /* all inputs already hashed by the caller */
     uint32_t files = 0;
-    for (uint32_t i = 0; i < job->n_args; i++) {
+    for (uint32_t i = 0; i < job->n_args && !no_inputs; i++) {
         if (job->args[i].kind != NS_ARG_IN)
             continue;
         if (!inputs[i].verified)
@@ -1013,9 +1101,34 @@ static int s_submit(ns_worker_t *w, const ns_job_t *job,
             files |= UINT32_C(1) << i;
         }
     }
+    /* a CHECK's claims that are files go as descriptors too, after the
+     * inputs' ones */
+    ns_worker_extra_t x;
+    memset(&x, 0, sizeof x);
+    if (xs)
+        x = *xs->x;
+    if (chk)
+        x.outfiles = 0;
+    for (uint32_t i = 0; chk && xs->claim_fds && i < job->n_args; i++) {
+        if (job->args[i].kind != NS_ARG_OUT || xs->claim_fds[i] < 0 ||
+            !s_read_only(xs->claim_fds[i]))
+            continue;
+        int d = fcntl(xs->claim_fds[i], F_DUPFD_CLOEXEC, 0);
+        if (d < 0) {
+            s_request_free(w);
+            snprintf(err, errlen,
+                     "arg %" PRIu32 ": cannot pass its file to the worker: %s",
+                     i, strerror(errno));
+            return NS_ERR_IO;
+        }
+        w->send_fds[w->n_send_fds++] = d;
+        x.outfiles |= UINT32_C(1) << i;
+    }
     if ((proof ? ns_worker_fraud_pack(&w->req, proof, verified)
-               : ns_worker_request_pack(&w->req, job, items, n, verified,
-                                        files)) != NS_OK) {
+     : xs    ? ns_worker_request_pack_extra(&w->req, xs->type, job, verified,
+                                            files, &x)
+             : ns_worker_request_pack(&w->req, job, items, n, verified,
+                                      files)) != NS_OK) {
         s_request_free(w);
         snprintf(err, errlen, "the job descriptor is over %d bytes",
                  NS_WORKER_MAX_REQUEST);
@@ -1025,16 +1138,16 @@ static int s_submit(ns_worker_t *w, const ns_job_t *job,
     w->n_wseg = 0;
     w->wseg[w->n_wseg].p = (const uint8_t *)w->req.data;
     w->wseg[w->n_wseg++].len = w->req.size;
-    for (uint32_t i = 0; i < job->n_args; i++) {
+    for (uint32_t i = 0; i < job->n_args && !no_inputs; i++) {
         if (job->args[i].kind != NS_ARG_IN || (files >> i & 1))
             continue;
         w->wseg[w->n_wseg].p = inputs[i].data;
         w->wseg[w->n_wseg++].len = job->args[i].size;
     }
-    for (uint32_t i = 0; outs && i < job->n_args; i++) {
-        if (job->args[i].kind != NS_ARG_OUT)
+    for (uint32_t i = 0; (outs || chk) && i < job->n_args; i++) {
+        if (job->args[i].kind != NS_ARG_OUT || (x.outfiles >> i & 1 && chk))
             continue;
-        w->wseg[w->n_wseg].p = inputs[i].data;
+        w->wseg[w->n_wseg].p = chk ? xs->claims[i] : inputs[i].data;
         w->wseg[w->n_wseg++].len = job->args[i].size;
     }
     w->wseg_i = 0;
@@ -1043,8 +1156,10 @@ static int s_submit(ns_worker_t *w, const ns_job_t *job,
     w->job = *job;
     w->job.source = NULL; /* a shallow copy: never freed, never read */
     w->job.steps = NULL;
+    w->check_k = chk ? x.k : 0;
     return s_queue(w,
                    proof   ? NS_WORKER_MSG_FRAUD
+                   : xs    ? (int)xs->type
                    : items ? NS_WORKER_MSG_ITEMS
                            : NS_WORKER_MSG_RUN,
                    err, errlen);
@@ -1054,20 +1169,63 @@ int ns_worker_submit(ns_worker_t *w, const ns_job_t *job,
                      const ns_input_t *inputs, const uint64_t *items,
                      uint32_t n, char *err, size_t errlen)
 {
-    return s_submit(w, job, inputs, NULL, items, n, NULL, err, errlen);
+    return s_submit(w, job, inputs, NULL, items, n, NULL, NULL, err, errlen);
 }
 
 int ns_worker_submit_files(ns_worker_t *w, const ns_job_t *job,
                            const ns_input_t *inputs, const int *fds, char *err,
                            size_t errlen)
 {
-    return s_submit(w, job, inputs, fds, NULL, 0, NULL, err, errlen);
+    return s_submit(w, job, inputs, fds, NULL, 0, NULL, NULL, err, errlen);
+}
+
+int ns_worker_submit_preflight(ns_worker_t *w, const ns_job_t *job,
+                               const ns_input_t *inputs, const int *fds,
+                               uint32_t what, uint32_t k, const char *name,
+                               char *err, size_t errlen)
+{
+    ns_worker_extra_t x;
+    memset(&x, 0, sizeof x);
+    if (!what || (what & ~(NS_PF_CHECK | NS_PF_TIME | NS_PF_SAMPLE)) ||
+        k > NS_MAX_CHECKS) {
+        snprintf(err, errlen, "a pre-flight of what %#x over %" PRIu32 " units",
+                 what, k);
+        return NS_ERR_INVAL;
+    }
+    x.what = what;
+    x.k = k;
+    if (name)
+        snprintf(x.name, sizeof x.name, "%s", name);
+    s_extra_sub_t xs = {NS_WORKER_MSG_PREFLIGHT, &x, NULL, NULL};
+    return s_submit(w, job, inputs, fds, NULL, 0, NULL, &xs, err, errlen);
+}
+
+int ns_worker_submit_check(ns_worker_t *w, const ns_job_t *job,
+                           const ns_hash_t desc_id, const ns_input_t *inputs,
+                           const int *fds, uint8_t *const *claims,
+                           const int *claim_fds, const ns_hash_t root,
+                           const uint8_t secret[32], uint32_t k, char *err,
+                           size_t errlen)
+{
+    ns_worker_extra_t x;
+    memset(&x, 0, sizeof x);
+    if (k > NS_MAX_CHECKS) {
+        snprintf(err, errlen, "%" PRIu32 " units to check: at most %d", k,
+                 NS_MAX_CHECKS);
+        return NS_ERR_TOOBIG;
+    }
+    memcpy(x.desc_id, desc_id, NS_HASH_BYTES);
+    memcpy(x.root, root, NS_HASH_BYTES);
+    memcpy(x.secret, secret, sizeof x.secret);
+    x.k = k;
+    s_extra_sub_t xs = {NS_WORKER_MSG_CHECK, &x, claims, claim_fds};
+    return s_submit(w, job, inputs, fds, NULL, 0, NULL, &xs, err, errlen);
 }
 
 int ns_worker_submit_fraud(ns_worker_t *w, const ns_fraud_proof_t *p,
                            const ns_input_t *inputs, char *err, size_t errlen)
 {
-    return s_submit(w, &p->job, inputs, NULL, NULL, 0, p, err, errlen);
+    return s_submit(w, &p->job, inputs, NULL, NULL, 0, p, NULL, err, errlen);
 }
 
 int ns_worker_submit_challenge(ns_worker_t *w, const ns_chal_request_t *req,

@@ -51,9 +51,10 @@ typedef enum {
     NS_ERR_MISSING = -37,   /* ledger: depends on an entry not yet known */
     NS_ERR_DUPLICATE = -38, /* ledger: entry already stored */
     NS_ERR_MAPFULL = -39,   /* ledger: the LMDB map is full */
+    NS_ERR_INTR = -40,      /* interrupted: a signal or a cancel */
 } ns_err;
 
-#define NS_ERR_COUNT 40 /* number of values, NS_OK included */
+#define NS_ERR_COUNT 41 /* number of values, NS_OK included */
 
 /* Human text for rc, e.g. "signature does not verify". Never NULL. */
 const char *ns_strerror(int rc);

@@ -158,6 +158,13 @@ typedef struct {
     uint64_t chal_device_us; /* the worker's prover wall time, microseconds
                                 (label: fill, commit and open; imatmul:
                                 generate, multiply, read back) */
+    /* PREFLIGHT (ns_worker_submit_preflight), status NS_OK only: */
+    uint64_t unit_ns;     /* TIME (or SAMPLE alone): a unit's time */
+    uint32_t kernel_args; /* CHECK: the kernel's parameter count */
+    uint64_t pf_build_us; /* CHECK: the build on the worker's device */
+    /* CHECK (ns_worker_submit_check): the spot check's outcome, filled
+     * whatever the status (as ns_spot_check_files fills it) */
+    ns_check_result_t check;
 } ns_worker_result_t;
 
 /* Free the buffers of a result and zero it (NULL-safe, idempotent). A
@@ -190,6 +197,44 @@ int ns_worker_submit_files(ns_worker_t *w, const ns_job_t *job,
 int ns_worker_submit_fraud(ns_worker_t *w, const ns_fraud_proof_t *p,
                            const ns_input_t *inputs, char *err,
                            size_t errlen) NS_MUST_CHECK;
+
+/* Queue the requester's pre-flight of its own job (preflight.h) in the
+ * worker, so that a kernel that crashes, hangs or exhausts memory costs
+ * the job, never the node or the command: what (NS_PF_* bits of
+ * worker_frame.h) runs ns_preflight_check_cached (with the worker's
+ * cache_dir; name as source_name), ns_preflight_time and
+ * ns_preflight_sample over k units, in that order, stopping at the first
+ * error. Inputs and fds as for ns_worker_submit_files. The result: status
+ * and error as those calls give them (a crash or the time limit as for a
+ * RUN), unit_ns, kernel_args and pf_build_us. */
+int ns_worker_submit_preflight(ns_worker_t *w, const ns_job_t *job,
+                               const ns_input_t *inputs, const int *fds,
+                               uint32_t what, uint32_t k, const char *name,
+                               char *err, size_t errlen) NS_MUST_CHECK;
+/* Queue the requester's spot check (ns_spot_check_files) of a provider's
+ * claimed outputs in the worker: claims[i] for every OUT argument i
+ * (borrowed until the result), claim_fds[i] (may be NULL) -1 or a file
+ * whose bytes are claims[i] (passed as a descriptor when it is open
+ * read-only, else the bytes go through the socket). root is the committed
+ * root the caller computed from these bytes; secret and k the draw. The
+ * result's status: NS_OK when the check ran (the verdict in res.check),
+ * else why it could not. */
+int ns_worker_submit_check(ns_worker_t *w, const ns_job_t *job,
+                           const ns_hash_t desc_id, const ns_input_t *inputs,
+                           const int *fds, uint8_t *const *claims,
+                           const int *claim_fds, const ns_hash_t root,
+                           const uint8_t secret[32], uint32_t k, char *err,
+                           size_t errlen) NS_MUST_CHECK;
+/* Blocking: ns_worker_submit_preflight and wait for its result (within
+ * the worker's limits). *stop (may be NULL) is read between polls (at
+ * most every 100 ms): once it is non-zero the pre-flight is abandoned
+ * (the worker killed) and NS_ERR_INTR returned. On NS_OK *unit_ns (may be
+ * NULL) gets the result's unit_ns. */
+int ns_worker_preflight(ns_worker_t *w, const ns_job_t *job,
+                        const ns_input_t *inputs, const int *fds,
+                        uint32_t what, uint32_t k, const char *name,
+                        const volatile int *stop, uint64_t *unit_ns,
+                        char *err, size_t errlen) NS_MUST_CHECK;
 
 /* Queue a hardware challenge (ns_worker_run_challenge); the request is
  * copied and packed here. Its result arrives through ns_worker_collect:

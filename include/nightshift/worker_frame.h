@@ -24,12 +24,31 @@
  *            memory for an input of GiBs). ITEMS re-runs the units
  *            (ns_runner_run_units) on zero-filled output buffers; FRAUD
  *            checks the proof (ns_fraud_check) against the inputs.
+ *   the requester's device work (user code never runs in the node or
+ *   the command, docs/ARCHITECTURE.md "The sandbox worker"):
+ *     PREFLIGHT [8, job, [], verified, files, [what, k, name (bin)]]
+ *            then the IN buffers as for RUN; what: NS_PF_* bits, run in
+ *            this order: CHECK (ns_preflight_check_cached: build, the
+ *            arguments against the signature), TIME (ns_preflight_time
+ *            of k units), SAMPLE (ns_preflight_sample of k units); name:
+ *            the source's name in messages (at most 63 bytes); CHECK
+ *            alone runs no unit, and no IN buffer follows
+ *     CHECK  [9, job, [], verified, files, [desc_id (bin 32), root (bin
+ *            32), secret (bin 32), k, outfiles]]  then the IN buffers as
+ *            for RUN, then the claimed OUT buffers in argument order:
+ *            those with bit i of outfiles set as descriptors (after the
+ *            inputs' ones), the others raw; the worker runs
+ *            ns_spot_check_files on them
  *   worker -> supervisor, one per request:
  *     RESULT [4, status, error (bin), [build_us, upload_us, run_us,
- *            download_us, cache_hit]]
+ *            download_us, cache_hit], extra]
  *            status 0: then raw output: RUN and ITEMS every OUT buffer
  *            in argument order; FRAUD nothing (status NS_OK: fraud
- *            proven, NS_ERR_PROOF: not a valid proof)
+ *            proven, NS_ERR_PROOF: not a valid proof); PREFLIGHT and
+ *            CHECK nothing. extra (absent for RUN, ITEMS, FRAUD):
+ *            PREFLIGHT [unit_ns, kernel_args, build_us]; CHECK [checked,
+ *            mismatched, first_bad, bad_arg, bad_pos, changed, verify_us,
+ *            commit_us, rerun_us, launch_us] (ns_check_result_t)
  *   hardware challenges (challenge.h), supervisor -> worker:
  *     CHALLENGE [6, kind, params, seed (bin 32), k]
  *            kind 1 (label): params [bytes, lanes, segments, steps], k
@@ -71,6 +90,15 @@
 #define NS_WORKER_MSG_FRAUD 5
 #define NS_WORKER_MSG_CHALLENGE 6
 #define NS_WORKER_MSG_CHAL_RESULT 7
+#define NS_WORKER_MSG_PREFLIGHT 8
+#define NS_WORKER_MSG_CHECK 9
+
+/* PREFLIGHT's what (preflight.h) */
+#define NS_PF_CHECK 1u  /* build, the arguments against the signature */
+#define NS_PF_TIME 2u   /* time k units: the work estimate */
+#define NS_PF_SAMPLE 4u /* run k units over four fills: verifiable? */
+
+#define NS_WORKER_MAX_EXTRA 12 /* values in a RESULT's extra */
 
 #define NS_WORKER_FRAME_LEN 4 /* bytes of the big-endian length prefix */
 #define NS_WORKER_IO_CHUNK (1u << 30) /* bytes per read/write system call */
@@ -129,16 +157,37 @@ int ns_worker_request_pack(msgpack_sbuffer *sb, const ns_job_t *job,
 int ns_worker_fraud_pack(msgpack_sbuffer *sb, const ns_fraud_proof_t *p,
                          bool verified) NS_MUST_CHECK;
 
+/* What PREFLIGHT and CHECK carry besides the job. */
 typedef struct {
-    uint32_t type; /* NS_WORKER_MSG_RUN, _ITEMS or _FRAUD */
+    uint32_t what;  /* PREFLIGHT: NS_PF_* bits */
+    uint32_t k;     /* units to time, sample or re-run */
+    char name[64];  /* PREFLIGHT: the source's name in messages ("" none) */
+    ns_hash_t desc_id;  /* CHECK: ns_job_id of the job */
+    ns_hash_t root;     /* CHECK: the committed root */
+    uint8_t secret[32]; /* CHECK: the draw's secret */
+    uint32_t outfiles;  /* CHECK: claimed OUT buffers sent as descriptors */
+} ns_worker_extra_t;
+
+/* The whole PREFLIGHT (type NS_WORKER_MSG_PREFLIGHT) or CHECK request
+ * frame into sb, as ns_worker_request_pack (no items). */
+int ns_worker_request_pack_extra(msgpack_sbuffer *sb, uint32_t type,
+                                 const ns_job_t *job, bool verified,
+                                 uint32_t files,
+                                 const ns_worker_extra_t *x) NS_MUST_CHECK;
+
+typedef struct {
+    uint32_t type; /* NS_WORKER_MSG_RUN, _ITEMS, _FRAUD, _PREFLIGHT or
+                      _CHECK */
+    ns_worker_extra_t x; /* PREFLIGHT, CHECK */
     ns_job_t job;  /* RUN, ITEMS: validated (ns_job_read); ns_job_init'ed
                       first */
     ns_fraud_proof_t proof; /* FRAUD: read strictly (ns_fraud_read) */
     uint64_t *items;        /* malloc'd, n_items entries; NULL when none */
     uint32_t n_items;       /* at most NS_WORKER_MAX_ITEMS */
     bool verified;          /* the inputs are known to match their hashes */
-    uint32_t files; /* RUN, ITEMS: IN buffers sent as descriptors (bit i);
-                       only IN arguments, checked here */
+    uint32_t files; /* RUN, ITEMS, PREFLIGHT, CHECK: IN buffers sent as
+                       descriptors (bit i); only IN arguments, checked
+                       here (CHECK's outfiles: only OUT arguments) */
 } ns_worker_request_t;
 
 /* Read a request head of len bytes into *q. The caller has ns_job_init'ed
@@ -158,12 +207,18 @@ typedef struct {
     const uint8_t *error; /* borrowed from the head, not NUL-terminated */
     size_t error_len;     /* at most NS_WORKER_MAX_ERROR */
     ns_timings_t timings;
+    uint64_t extra[NS_WORKER_MAX_EXTRA]; /* PREFLIGHT, CHECK: see above */
+    uint32_t n_extra;                    /* 0: none came */
 } ns_worker_reply_t;
 
 /* The whole RESULT frame into sb (initialised here, the caller destroys
  * it). error is cut at NS_WORKER_MAX_ERROR bytes. */
 void ns_worker_result_pack(msgpack_sbuffer *sb, int status, const char *error,
                            const ns_timings_t *t);
+/* The same with extra values (n at most NS_WORKER_MAX_EXTRA). */
+void ns_worker_result_pack_extra(msgpack_sbuffer *sb, int status,
+                                 const char *error, const ns_timings_t *t,
+                                 const uint64_t *extra, uint32_t n);
 
 /* Read a RESULT head into *r (borrows from head), as ns_worker_hello_read
  * does. */
@@ -217,7 +272,8 @@ int ns_worker_chal_result_read(const uint8_t *head, size_t len,
 /* "8.0 GiB", "512.0 MiB", "12 bytes" into out[cap]. */
 void ns_worker_fmt_bytes(char *out, size_t cap, uint64_t bytes);
 
-/* "run", "items", "fraud" or "challenge" for a request kind. Static
+/* "run", "items", "fraud", "challenge", "preflight" or "check" for a
+ * request kind. Static
  * text. */
 const char *ns_worker_mode_name(int type);
 
