@@ -15,8 +15,9 @@
 #include "nightshift/log.h"
 #include "nightshift/node.h"
 #include "nightshift/policy.h"
-#include "nightshift/preflight.h"
 #include "nightshift/util.h"
+#include "nightshift/worker_frame.h"
+#include "nightshift/worker_pool.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -51,6 +52,10 @@ typedef struct s_submit {
     int fault_no_preflight; /* --fault no-preflight (test networks) */
     /* the job */
     ns_blobs_t *store; /* light peer: <datadir>/blobs, the inputs' copies */
+    ns_wpool_t *pool;  /* where the job's kernel runs here: sandboxed
+                          workers (the light peer's requesters use them
+                          too), never this process */
+    int in_fds[NS_MAX_ARGS]; /* the inputs' blobs, read-only, or -1 */
     ns_jobspec_t spec;
     char out_paths[NS_MAX_ARGS][PATH_MAX]; /* --resume: from the jobdir */
     ns_buf_t packed;
@@ -457,6 +462,96 @@ static int s_config(s_submit_t *q, ns_config_t *cfg)
     return 0;
 }
 
+/* ---- the sandbox ---------------------------------------------------------
+ * The job's kernel never runs in this process: its build, its argument
+ * check and the shards' sampled units run in a sandboxed worker (exec/
+ * worker.h), which the light peer's requesters then use, warm. */
+
+static int s_pool(s_submit_t *q, char *err, size_t errlen)
+{
+    if (q->pool)
+        return NS_OK;
+    char cache[PATH_MAX];
+    int rc;
+    ns_worker_opts_t o;
+    ns_cache_dir(cache, sizeof cache); /* a check passed once: at once */
+    ns_worker_opts_init(&o);
+    o.cache_dir = cache[0] ? cache : NULL;
+    /* shards' requesters check side by side */
+    q->pool = ns_wpool_new(&o, q->spec.shards > 1 ? 2 : 1, &rc);
+    if (!q->pool)
+        snprintf(err, errlen, "cannot make a sandbox: %s", ns_strerror(rc));
+    return q->pool ? NS_OK : rc;
+}
+
+/* Run the pre-flight's parts in what (NS_PF_*) over k units of job in a
+ * sandboxed worker, within the pre-flight's budget and the job's
+ * deadline; Ctrl-C ends it (NS_ERR_INTR). err: one line for the user. */
+static int s_sandbox(s_submit_t *q, const ns_job_t *job, uint32_t what,
+                     uint32_t k, char *err, size_t errlen)
+{
+    int rc = s_pool(q, err, errlen);
+    if (rc != NS_OK)
+        return rc;
+    ns_worker_t *w = ns_wpool_take(q->pool, &rc);
+    if (!w) {
+        snprintf(err, errlen, "cannot start a sandboxed worker: %s",
+                 ns_strerror(rc));
+        return rc;
+    }
+    /* the inputs go as their blobs' descriptors where the store has them */
+    for (uint32_t i = 0; q->store && i < job->n_args; i++) {
+        uint64_t size = 0;
+        if (q->in_fds[i] >= 0 || job->args[i].kind != NS_ARG_IN ||
+            ns_blobs_open_ro(q->store, job->args[i].hash, &q->in_fds[i],
+                             &size) != NS_OK)
+            continue;
+        if (size != job->args[i].size) {
+            close(q->in_fds[i]);
+            q->in_fds[i] = -1;
+        }
+    }
+    uint64_t limit = NS_POLICY_PREFLIGHT_BUDGET_MS;
+    bool by_deadline = q->deadline_s && q->deadline_s * 1000 < limit;
+    if (by_deadline)
+        limit = q->deadline_s * 1000;
+    const char *name = q->spec.kernel_path;
+    if (name && strrchr(name, '/'))
+        name = strrchr(name, '/') + 1;
+    char why[NS_WORKER_MAX_ERROR + 1];
+    ns_worker_set_timeout(w, (uint32_t)limit);
+    rc = ns_worker_preflight(w, job, q->spec.inputs, q->in_fds, what, k, name,
+                             (const volatile int *)&s_interrupted, NULL, why,
+                             sizeof why);
+    ns_wpool_give(q->pool, &w);
+    const char *crash = "the kernel crashed the OpenCL runtime";
+    const char *part = what == NS_PF_CHECK ? "building the kernel"
+                                           : "the pre-flight's sampled units";
+    if (rc == NS_ERR_TIMEOUT && strstr(why, "ms limit") && by_deadline)
+        snprintf(err, errlen,
+                 "%s ran past %.1f s: this kernel cannot finish within its "
+                 "deadline of %llu s",
+                 part, (double)limit / 1000.0,
+                 (unsigned long long)q->deadline_s);
+    else if (rc == NS_ERR_TIMEOUT && strstr(why, "ms limit"))
+        snprintf(err, errlen, "%s ran past the pre-flight's budget of %.0f s",
+                 part, (double)limit / 1000.0);
+    else if (rc != NS_OK && !strncmp(why, crash, strlen(crash)))
+        snprintf(err, errlen, "the kernel crashed in the pre-flight%s",
+                 why + strlen(crash));
+    else
+        snprintf(err, errlen, "%s", why);
+    return rc;
+}
+
+/* ns_shardset_init's sampler: a shard's units in the sandbox. */
+static int s_shard_sample(void *user, const ns_job_t *shard, char *err,
+                          size_t errlen)
+{
+    return s_sandbox(user, shard, NS_PF_SAMPLE, 2, err, errlen);
+}
+
+
 /* The job from the flags, or from its saved copy for --resume. */
 static int s_job(s_submit_t *q, bool prepared)
 {
@@ -499,16 +594,13 @@ static int s_job(s_submit_t *q, bool prepared)
         if (q->node)
             goto pack;
     check:;
-        char err[512];
-        ns_preflight_t pf;
-        const char *name = q->spec.kernel_path;
-        if (name && strrchr(name, '/'))
-            name = strrchr(name, '/') + 1;
-        char cache[PATH_MAX];
-        ns_cache_dir(cache, sizeof cache); /* a check passed once: at once */
-        int rc = ns_preflight_check_cached(cache, 0, &q->spec.job, name, &pf,
-                                           err, sizeof err);
-        if (rc == NS_ERR_INVAL || rc == NS_ERR_OPENCL) {
+        char err[NS_WORKER_MAX_ERROR + 64];
+        /* in the sandbox: a compiler that crashes or hangs costs a line */
+        int rc = s_sandbox(q, &q->spec.job, NS_PF_CHECK, 0, err, sizeof err);
+        if (rc == NS_ERR_INTR)
+            return 128 + s_interrupted;
+        if (rc == NS_ERR_INVAL || rc == NS_ERR_OPENCL ||
+            rc == NS_ERR_TIMEOUT) {
             ns_cli_error("submit", "%s", err);
             return rc == NS_ERR_INVAL ? 2 : 1;
         }
@@ -539,14 +631,11 @@ pack:;
             return 2;
         }
         /* which dimension to cut: the units must keep to their rows'
-         * slices, tried here on our own device when we have one */
-        char cache[PATH_MAX];
-        int e = 0;
-        ns_cache_dir(cache, sizeof cache);
-        ns_runner_t *r = ns_runner_new(0, cache[0] ? cache : NULL, &e);
-        int rc = ns_shardset_init(&q->set, &q->spec.job, q->spec.shards, r,
-                                  q->spec.inputs, err, sizeof err);
-        ns_runner_destroy(&r);
+         * slices, tried here on our own device (in the sandbox) */
+        int rc = ns_shardset_init(&q->set, &q->spec.job, q->spec.shards,
+                                  s_shard_sample, q, err, sizeof err);
+        if (rc == NS_ERR_INTR)
+            return 128 + s_interrupted;
         if (rc != NS_OK) {
             ns_cli_error("submit", "%s", err);
             return rc == NS_ERR_INVAL || rc == NS_ERR_TOOBIG ? 2 : 1;
@@ -1268,6 +1357,13 @@ static int s_submit(s_submit_t *q)
 {
     ns_config_t cfg;
     char err[512];
+    /* Ctrl-C and SIGTERM end the command in every phase, the pre-flight's
+     * checks in the sandbox included */
+    struct sigaction sa0;
+    memset(&sa0, 0, sizeof sa0);
+    sa0.sa_handler = s_on_signal;
+    sigaction(SIGINT, &sa0, NULL);
+    sigaction(SIGTERM, &sa0, NULL);
     int status = s_open_store(q);
     if (status)
         return status;
@@ -1310,6 +1406,11 @@ static int s_submit(s_submit_t *q)
                         .cfg = &cfg,
                         .light = true,
                         .cache_dir = cache[0] ? cache : NULL};
+    if (s_pool(q, err, sizeof err) != NS_OK) {
+        ns_cli_error("submit", "%s", err);
+        return 1;
+    }
+    c.wpool = q->pool; /* warm: it checked the job */
     ns_node_t *node = ns_node_open(&c, err, sizeof err);
     if (!node) {
         ns_cli_error("submit", "%s", err);
@@ -1337,6 +1438,8 @@ int ns_cmd_submit(int argc, char **argv)
         return 1;
     ns_jobspec_init(&q->spec);
     ns_buf_init(&q->packed);
+    for (uint32_t i = 0; i < NS_MAX_ARGS; i++)
+        q->in_fds[i] = -1;
     q->bid_window_ms = NS_POLICY_BID_WINDOW_MS;
     q->deadline_s = NS_POLICY_DEADLINE_S;
     q->timeout_s = NS_POLICY_TIMEOUT_S;
@@ -1347,6 +1450,10 @@ int ns_cmd_submit(int argc, char **argv)
         status = s_submit(q);
     }
     ns_shardset_release(&q->set);
+    ns_wpool_destroy(&q->pool);
+    for (uint32_t i = 0; i < NS_MAX_ARGS; i++)
+        if (q->in_fds[i] >= 0)
+            close(q->in_fds[i]);
     ns_jobspec_release(&q->spec);
     ns_blobs_close(&q->store);
     ns_buf_release(&q->packed);

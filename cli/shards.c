@@ -2,7 +2,6 @@
 #include "shards.h"
 
 #include "nightshift/mp.h"
-#include "nightshift/preflight.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -54,7 +53,7 @@ nomem:
 }
 
 int ns_shardset_init(ns_shardset_t *s, const ns_job_t *whole, uint32_t n,
-                     ns_runner_t *r, const ns_input_t *inputs, char *err,
+                     ns_shard_sample_fn sample, void *user, char *err,
                      size_t errlen)
 {
     char why[512] = "";
@@ -66,9 +65,9 @@ int ns_shardset_init(ns_shardset_t *s, const ns_job_t *whole, uint32_t n,
         if (rc == NS_OK)
             rc = s_cut(s, whole, n, d, e, sizeof e);
         /* sampled units of the first and last shard stay in their rows */
-        for (uint32_t i = 0; rc == NS_OK && r && i < n; i += n - 1 ? n - 1 : 1)
-            rc = ns_preflight_sample(r, &s->shard[i].job, inputs, 2, NULL, e,
-                                     sizeof e);
+        for (uint32_t i = 0; rc == NS_OK && sample && i < n;
+             i += n - 1 ? n - 1 : 1)
+            rc = sample(user, &s->shard[i].job, e, sizeof e);
         if (rc == NS_OK)
             return NS_OK;
         ns_shardset_release(s);

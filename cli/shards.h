@@ -6,7 +6,6 @@
 
 #include "nightshift/job.h"
 #include "nightshift/mp.h"
-#include "nightshift/runner.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -24,15 +23,21 @@ typedef struct {
     ns_shard_t *shard;
 } ns_shardset_t;
 
+/* Samples units of a shard's descriptor (ns_preflight_sample, run where
+ * the caller runs kernels: a sandboxed worker): NS_OK, NS_ERR_INVAL when
+ * they write outside their rows' slices (err says why), or why they could
+ * not run. */
+typedef int (*ns_shard_sample_fn)(void *user, const ns_job_t *shard,
+                                  char *err, size_t errlen);
+
 /* Cut whole into n shards: descriptors, encodings and zeroed output
  * buffers. The dimension is the last one (dims - 1 down to 0) along which
- * the job can be cut (ns_job_shardable) and, when r is given, along which
- * sampled units of the first and the last shard write only inside their
- * rows' slices (ns_preflight_sample on r with the inputs). err says why
- * no dimension does. NS_ERR_INVAL / NS_ERR_TOOBIG / NS_ERR_NOMEM, or the
- * runner's error. */
+ * the job can be cut (ns_job_shardable) and, when sample is given, along
+ * which sampled units of the first and the last shard write only inside
+ * their rows' slices. err says why no dimension does. NS_ERR_INVAL /
+ * NS_ERR_TOOBIG / NS_ERR_NOMEM, or the sampler's error. */
 int ns_shardset_init(ns_shardset_t *s, const ns_job_t *whole, uint32_t n,
-                     ns_runner_t *r, const ns_input_t *inputs, char *err,
+                     ns_shard_sample_fn sample, void *user, char *err,
                      size_t errlen) NS_MUST_CHECK;
 void ns_shardset_release(ns_shardset_t *s);
 

@@ -55,6 +55,11 @@ int ns_cancel_job(ns_ledger_t *ledger, const ns_node_io_t *io,
 void ns_cancel_describe(const ns_cancel_result_t *res, char *out, size_t cap)
 {
     char refund[NS_CREDITS_TEXT];
+    if (res->unposted) {
+        snprintf(out, cap, "stopped before anything was posted: no credit "
+                           "moved");
+        return;
+    }
     snprintf(out, cap, "escrow of %s credits refunded%s",
              ns_credits_fmt(refund, res->refund),
              res->penalised  ? "; the provider missed its deadline: a tenth "

@@ -28,6 +28,7 @@ struct ns_hosted {
     ns_receipt_t rc;       /* before there is a requester: JOIN or FAILED */
     uint8_t *outputs[NS_MAX_ARGS]; /* OUT arguments without a path */
     char out_path[NS_MAX_ARGS][NS_CTL_MAX_PATH];
+    char source_name[128]; /* the kernel file, for the pre-flight's lines */
     /* by argument: out_path, or NULL; the requester receives the output
      * into a file beside it and renames it there once settled */
     const char *out_paths[NS_MAX_ARGS];
@@ -259,6 +260,8 @@ ns_hosted_t *ns_hosted_new(const ns_ctl_req_t *r, const uint8_t me[32],
     o->outputs = h->outputs;
     o->out_paths = h->out_paths;
     o->scratch_dir = ns_blobs_dir(blobs); /* the node's own, private */
+    snprintf(h->source_name, sizeof h->source_name, "%s", r->source_name);
+    o->source_name = h->source_name[0] ? h->source_name : NULL;
     if (ns_job_id(&h->job, o->desc_id) != NS_OK) {
         snprintf(err, errlen, "cannot encode the job");
         goto fail;

@@ -21,7 +21,6 @@
 #include "nightshift/loop.h"
 #include "nightshift/money.h"
 #include "nightshift/policy.h"
-#include "nightshift/preflight.h"
 #include "nightshift/slash.h"
 #include "nightshift/util.h"
 #include "nightshift/verified.h"
@@ -53,7 +52,8 @@ struct ns_node {
     ns_node_io_t io;
     ns_provider_t *provider;   /* full node */
     ns_worker_t *slash_worker; /* full node: SLASH re-runs */
-    ns_runner_t *runner;       /* requesters' spot checks */
+    ns_wpool_t *pool;          /* requesters' device work (sandboxed) */
+    bool own_pool;             /* made here, not the caller's */
     ns_slash_ctx_t slash_ctx;
     ns_control_t *control;   /* full node */
     ns_blobs_t *blobs;       /* inputs by hash: <datadir>/blobs */
@@ -80,8 +80,6 @@ struct ns_node {
     ns_genesis_serve_t *genesis_serve;           /* full node: GENESIS_REQ */
     ns_hosted_t *hosted[NS_NODE_MAX_REQUESTERS]; /* submit --node jobs */
     uint32_t copy_tick_id;      /* hosted jobs' inputs being copied */
-    ns_hash_t preflight_ok[16]; /* jobs (descriptor ids) that passed */
-    uint32_t n_preflight;
     /* ns_node_join */
     ns_join_t join;
     int join_rc;
@@ -470,10 +468,10 @@ static int s_start_market(ns_node_t *n, char *err, size_t errlen)
     ns_votes_set_on_confirmed(n->votes, s_on_confirmed, n);
     /* The peer table favours keys with stake in our ledger. */
     ns_p2p_set_stake_fn(n->p2p, s_stake_of, n);
-    /* SLASH proofs are re-run before the ledger applies them: in a
-     * sandboxed worker in a full node, on the light peer's own runner. */
-    n->slash_ctx.worker = n->c.light ? NULL : &n->slash_worker;
-    n->slash_ctx.runner = n->runner;
+    /* SLASH proofs are re-run before the ledger applies them, in a
+     * sandboxed worker (a proof carries a stranger's kernel). */
+    n->slash_ctx.worker = &n->slash_worker;
+    n->slash_ctx.runner = NULL;
     n->slash_ctx.blobs = n->blobs;
     n->slash_ctx.content = n->content;
     ns_ledger_set_verifier(n->ledger, ns_slash_verify, &n->slash_ctx);
@@ -604,6 +602,25 @@ static int s_start_http(ns_node_t *n, char *err, size_t errlen)
     return NS_OK;
 }
 
+/* The requesters' sandboxed workers: the caller's pool, or one of our own
+ * (no process starts until a requester needs one). */
+static int s_open_pool(ns_node_t *n, char *err, size_t errlen)
+{
+    if (n->c.wpool) {
+        n->pool = n->c.wpool;
+        return NS_OK;
+    }
+    ns_worker_opts_t o;
+    int rc;
+    ns_worker_opts_init(&o);
+    o.cache_dir = n->c.cache_dir;
+    n->pool = ns_wpool_new(&o, n->c.light ? 1 : NS_POLICY_RQ_WORKERS, &rc);
+    if (!n->pool)
+        return s_err(err, errlen, "out of memory");
+    n->own_pool = true;
+    return NS_OK;
+}
+
 ns_node_t *ns_node_open(const ns_node_conf_t *c, char *err, size_t errlen)
 {
     ns_node_t *n = calloc(1, sizeof *n);
@@ -624,10 +641,12 @@ ns_node_t *ns_node_open(const ns_node_conf_t *c, char *err, size_t errlen)
     if (s_lock_datadir(n, err, errlen) != NS_OK ||
         s_load(n, err, errlen) != NS_OK)
         goto fail;
+    if (s_open_pool(n, err, errlen) != NS_OK)
+        goto fail;
     if (c->light) {
-        n->runner = ns_runner_new(0, c->cache_dir, &rc);
-        if (!n->runner && !c->runner_optional) {
-            s_err(err, errlen, "no OpenCL device to check results on: %s",
+        /* its worker opens OpenCL while the peer joins */
+        if (!c->runner_optional && (rc = ns_wpool_warm(n->pool)) != NS_OK) {
+            s_err(err, errlen, "cannot start a sandboxed worker: %s",
                   ns_strerror(rc));
             goto fail;
         }
@@ -708,7 +727,8 @@ void ns_node_close(ns_node_t **np)
     ns_votes_destroy(&n->votes);
     ns_ledger_sync_destroy(&n->sync);
     ns_p2p_destroy(&n->p2p);
-    ns_runner_destroy(&n->runner);
+    if (n->own_pool)
+        ns_wpool_destroy(&n->pool);
     ns_ledger_close(&n->ledger);
     ns_genesis_release(&n->genesis);
     ns_identity_destroy(&n->me);
@@ -748,11 +768,6 @@ ns_requester_t *ns_node_add_requester(ns_node_t *n, ns_requester_opts_t *o,
         *err = NS_ERR_TOOBIG;
         return NULL;
     }
-    if (!n->runner) {
-        n->runner = ns_runner_new(0, n->c.cache_dir, err);
-        if (!n->runner)
-            return NULL;
-    }
     if (!o->endpoint)
         o->endpoint = ns_p2p_contact(n->p2p);
     o->blobs = n->blobs;
@@ -764,7 +779,7 @@ ns_requester_t *ns_node_add_requester(ns_node_t *n, ns_requester_opts_t *o,
         n->req_tick_id = 0;
         return NULL;
     }
-    ns_requester_t *q = ns_requester_new(o, &n->io, n->ledger, n->runner, n->me,
+    ns_requester_t *q = ns_requester_new(o, &n->io, n->ledger, n->pool, n->me,
                                          n->genesis.network_id, err);
     if (q) {
         n->req_counted[n->n_req] = false;
@@ -811,6 +826,30 @@ int ns_node_join(ns_node_t *n, char *err, size_t errlen)
 int ns_node_cancel(ns_node_t *n, const ns_hash_t job_id,
                    ns_cancel_result_t *res, char *err, size_t errlen)
 {
+    /* A hosted job not posted yet (its inputs being copied, its
+     * pre-flight in the sandbox) ends here: nothing is in the ledger. */
+    ns_ledger_job_t lj;
+    memset(res, 0, sizeof *res);
+    for (int i = 0; i < NS_NODE_MAX_REQUESTERS; i++) {
+        ns_hosted_t *h = n->hosted[i];
+        if (!h || memcmp(ns_hosted_job_id(h), job_id, NS_HASH_BYTES) ||
+            ns_ledger_job(n->ledger, job_id, &lj) == NS_OK)
+            continue;
+        ns_requester_t *q = ns_hosted_requester(h);
+        if (q && ns_requester_finished(q))
+            break; /* over already: the ledger's answer below */
+        if (q)
+            ns_requester_stop(q, "cancelled (nightshift cancel) before "
+                                 "anything was posted: no credit moved");
+        else
+            ns_hosted_fail(h, "cancelled (nightshift cancel) before "
+                              "anything was posted: no credit moved");
+        char hex[2 * NS_HASH_BYTES + 1];
+        ns_hex(hex, job_id, NS_HASH_BYTES);
+        res->unposted = true;
+        ns_info(NS_MOD_MARKET, "event=job_cancelled_unposted job=%.16s", hex);
+        return NS_OK;
+    }
     return ns_cancel_job(n->ledger, &n->io, ns_identity_pk(n->me), job_id, res,
                          err, errlen);
 }
@@ -924,20 +963,9 @@ int ns_node_submit(ns_node_t *n, const ns_ctl_req_t *r, ns_hash_t job_id,
     if (!h)
         return NS_ERR_INVAL;
     ns_requester_opts_t *o = ns_hosted_opts(h);
-    /* The pre-flight (preflight.h), once per descriptor. */
-    bool known = false;
-    for (uint32_t i = 0; i < n->n_preflight && i < 16 && !known; i++)
-        known = memcmp(n->preflight_ok[i], o->desc_id, NS_HASH_BYTES) == 0;
-    ns_preflight_t pf;
-    if (!known && (rc = ns_preflight_check(
-                       0, o->job, r->source_name[0] ? r->source_name : NULL,
-                       &pf, err, errlen)) != NS_OK) {
-        ns_hosted_destroy(&h);
-        return rc;
-    }
-    if (!known)
-        memcpy(n->preflight_ok[n->n_preflight++ % 16], o->desc_id,
-               NS_HASH_BYTES);
+    /* The pre-flight (preflight.h) is the requester's first step, in a
+     * sandboxed worker: its build, argument check and sampled units run
+     * the user's kernel, which must never run in the node. */
     n->hosted[slot] = h;
     memcpy(job_id, o->job_id, NS_HASH_BYTES);
     if (!ns_hosted_copying(h)) { /* no inputs to copy: it starts now */

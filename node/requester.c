@@ -14,52 +14,64 @@
 #include "nightshift/util.h"
 #include "nightshift/verified.h"
 #include "nightshift/verify.h"
+#include "nightshift/worker_pool.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <pthread.h>
 #include <sodium.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
-/* Device work off the node's loop: the pre-flight's sample runs and the
- * spot check take from a few ms (a small job on PoCL) to seconds (an
- * SGEMM 4096 on an H100: every unit re-run is a launch of its own), and a
- * loop held that long misses its heartbeats and its control socket's
- * deadlines. One such piece at a time per requester, on a thread of its
- * own; the tick takes its result once `done` is set. What the thread
- * reads (the job, inputs, mapped outputs, q->runner, which takes turns
- * between threads) nothing on the loop changes or frees meanwhile:
- * s_bg_join comes first wherever it would. */
-typedef enum { S_BG_NONE, S_BG_SAMPLE, S_BG_CHECK } s_bg_kind;
+/* Device work in the sandbox: the pre-flight (build, argument check,
+ * timing, sampled units), the spot check and the check of a provider's
+ * failure report run the user's kernel, so they run in a worker process
+ * lent by the node's pool (worker_pool.h), never in this process: a
+ * kernel that crashes, loops or exhausts memory costs the job one line,
+ * and the node (or `submit`) lives on. One piece at a time per requester,
+ * driven from the tick (ns_worker_collect never blocks); what the worker
+ * borrows (the job, inputs, mapped outputs) nothing on the loop changes
+ * or frees meanwhile: s_dw_abort comes first wherever it would. */
+typedef enum {
+    S_DW_NONE,
+    S_DW_TIME,   /* build, argument check, timing: the job is posted on it */
+    S_DW_SAMPLE, /* the sampled units' checks, during the auction */
+    S_DW_CHECK,  /* the spot check */
+    S_DW_REPRO,  /* a provider's failure report, tried here */
+} s_dw_kind;
 
 typedef struct {
-    pthread_t th;
-    bool thread;       /* th runs or has run, not joined */
-    int kind;          /* s_bg_kind: started, its result not taken */
-    atomic_bool done;  /* the work is finished (its fields below set) */
-    atomic_bool timed; /* SAMPLE: unit_ns is set, the checks go on */
+    int kind;            /* s_dw_kind: started, its result not taken */
+    bool done;           /* finished: rc, err and the figures below set */
+    ns_worker_t *w;      /* lent by the pool while the work is in flight */
+    uint32_t limit_ms;   /* the worker's wall clock for it */
+    bool deadline_bound; /* limit_ms is the job's deadline */
     int rc;
-    char err[512];
-    uint64_t unit_ns; /* SAMPLE: a unit's time on our device */
+    char err[NS_WORKER_MAX_ERROR + 1];
+    uint64_t unit_ns; /* TIME: a unit's time on our device */
+    double gflops;    /* TIME: our device's throughput, from its worker */
     /* CHECK */
     ns_hash_t root;
     uint32_t k;
-    int fds[NS_MAX_ARGS];
+    int ro_fds[NS_MAX_ARGS]; /* read-only reopenings of the part files */
+    int in_fds[NS_MAX_ARGS]; /* the inputs' blobs, read-only (-1: none;
+                                opened at the first piece of work) */
+    bool in_fds_open;
     uint64_t commit_us;
-} s_bg_t;
+    /* REPRO */
+    ns_failure_t fail;
+    bool whole; /* the whole launch (a crash), else unit 0 */
+} s_dw_t;
 
 struct ns_requester {
     ns_requester_opts_t o;
     const ns_node_io_t *io;
     ns_ledger_t *ledger;
-    ns_runner_t *runner;
+    ns_wpool_t *pool; /* the node's sandboxed workers (borrowed) */
     const ns_identity_t *me;
     ns_hash_t network_id;
     char job_hex[2 * NS_HASH_BYTES + 1];
@@ -81,7 +93,7 @@ struct ns_requester {
     uint8_t linked[NS_POLICY_MAX_BIDS][NS_ID_BYTES];
     uint32_t n_linked;
     uint32_t n_bids;
-    s_bg_t bg;          /* device work off the loop (s_bg_start) */
+    s_dw_t dw;          /* device work in the sandbox (s_dw_start) */
     uint64_t job_seq;   /* our JOB entry's seq */
     uint64_t award_seq; /* our AWARD entry's seq (current award) */
     ns_bid_t winner;
@@ -106,7 +118,7 @@ struct ns_requester {
     bool finished;
     char last_failure[NS_MAX_FAIL_REASON + 128]; /* the last report */
     char history[600];     /* why each earlier round's provider was dropped */
-    char wait_why[640];    /* NS_RQ_WAITING: the reason last said */
+    char wait_why[1024];   /* NS_RQ_WAITING: the reason last said */
     bool slash_by_ref;     /* a SLASH whose inputs peers fetch from us */
     bool posted;           /* resumed with our JOB entry in the ledger */
     bool fetch_resumed;    /* outputs taken up from part files (--resume) */
@@ -114,6 +126,8 @@ struct ns_requester {
     ns_challenger_t chal;  /* the winner's hardware challenge */
     ns_bid_t chal_bid;     /* the bid that wins if it passes */
     bool chal_waiting;     /* for the node's challenge lease (said once) */
+    ns_failure_t repro;    /* the winner's failure report being tried */
+    bool repro_pending;    /* here (s_repro_tick) */
     uint64_t done_wait_ms; /* since when we wait for them to */
     ns_receipt_t rc;
 };
@@ -157,87 +171,199 @@ static void s_phase(ns_requester_t *q, ns_rq_phase_t p)
 
 static void s_out_close(ns_requester_t *q);
 
-/* ---- device work off the loop (s_bg_t) ---------------------------------- */
+/* ---- device work in the sandbox (s_dw_t) ------------------------------- */
 
-#define S_BG_GRACE_MS NS_POLICY_REQUESTER_TICK_MS /* s_bg_start's wait */
-
-static void *s_bg_main(void *arg)
+static void s_dw_close_ro(ns_requester_t *q)
 {
-    ns_requester_t *q = arg;
-    s_bg_t *g = &q->bg;
-    if (g->kind == S_BG_SAMPLE) {
-        /* the timing first: the job is announced on it (s_post) while
-         * the checks go on; their verdict comes before any spot check */
-        g->rc = ns_preflight_time(q->runner, q->o.job, q->o.inputs,
-                                  NS_POLICY_PREFLIGHT_UNITS, &g->unit_ns,
-                                  g->err, sizeof g->err);
-        if (g->rc == NS_OK) {
-            atomic_store(&g->timed, true);
-            g->rc = ns_preflight_sample(q->runner, q->o.job, q->o.inputs,
-                                        NS_POLICY_PREFLIGHT_UNITS, NULL, g->err,
-                                        sizeof g->err);
+    for (uint32_t i = 0; i < NS_MAX_ARGS; i++)
+        if (q->dw.ro_fds[i] >= 0) {
+            close(q->dw.ro_fds[i]);
+            q->dw.ro_fds[i] = -1;
         }
-    } else
-        g->rc = ns_spot_check_files(
-            q->runner, q->o.job, q->o.desc_id, q->o.inputs, q->out_view, g->fds,
-            g->root, q->secret, g->k, &q->check, g->err, sizeof g->err);
-    atomic_store(&g->done, true);
-    return NULL;
 }
 
-static void s_bg_start(ns_requester_t *q, int kind)
+/* End the work in flight, if any (the worker killed and given back); its
+ * result is never taken. */
+static void s_dw_abort(ns_requester_t *q)
 {
-    s_bg_t *g = &q->bg;
+    if (q->dw.w)
+        ns_wpool_give(q->pool, &q->dw.w);
+    s_dw_close_ro(q);
+    q->dw.kind = S_DW_NONE;
+    q->dw.done = false;
+}
+
+/* Submit the work of q->dw.kind to a worker of the pool; false while none
+ * is free (the tick tries again). An error before anything runs is the
+ * work's result. */
+static bool s_dw_submit(ns_requester_t *q)
+{
+    s_dw_t *g = &q->dw;
+    int rc = NS_OK;
+    if (!q->pool) {
+        g->rc = NS_ERR_STATE;
+        snprintf(g->err, sizeof g->err, "no sandbox to run the kernel in");
+        g->done = true;
+        return true;
+    }
+    g->w = ns_wpool_take(q->pool, &rc);
+    if (!g->w && rc == NS_ERR_RATE)
+        return false;
+    if (!g->w) {
+        g->rc = rc;
+        snprintf(g->err, sizeof g->err,
+                 "cannot start a sandboxed worker for the kernel: %s",
+                 ns_strerror(rc));
+        g->done = true;
+        return true;
+    }
+    const ns_job_t *job = q->o.job;
+    if (!g->in_fds_open) {
+        /* the inputs go to the sandbox as their blobs' descriptors where
+         * the store holds them (no copy through the socket) */
+        g->in_fds_open = true;
+        for (uint32_t i = 0; q->o.blobs && i < job->n_args; i++) {
+            uint64_t size = 0;
+            if (job->args[i].kind != NS_ARG_IN ||
+                ns_blobs_open_ro(q->o.blobs, job->args[i].hash, &g->in_fds[i],
+                                 &size) != NS_OK)
+                continue;
+            if (size != job->args[i].size) {
+                close(g->in_fds[i]);
+                g->in_fds[i] = -1;
+            }
+        }
+    }
+    const int *in_fds = g->in_fds;
+    const char *name = q->o.source_name;
+    uint64_t unit = 0;
+    ns_worker_set_timeout(g->w, g->limit_ms);
+    switch (g->kind) {
+    case S_DW_TIME:
+        rc = ns_worker_submit_preflight(
+            g->w, job, q->o.inputs, in_fds, NS_PF_CHECK | NS_PF_TIME,
+            NS_POLICY_PREFLIGHT_UNITS, name, g->err, sizeof g->err);
+        break;
+    case S_DW_SAMPLE:
+        rc = ns_worker_submit_preflight(g->w, job, q->o.inputs, in_fds,
+                                        NS_PF_SAMPLE, NS_POLICY_PREFLIGHT_UNITS,
+                                        name, g->err, sizeof g->err);
+        break;
+    case S_DW_CHECK:
+        rc = ns_worker_submit_check(g->w, job, q->o.desc_id, q->o.inputs,
+                                    in_fds, q->out_view, g->ro_fds, g->root,
+                                    q->secret, g->k, g->err, sizeof g->err);
+        break;
+    default:
+        rc = g->whole ? ns_worker_submit_files(g->w, job, q->o.inputs, in_fds,
+                                               g->err, sizeof g->err)
+                      : ns_worker_submit(g->w, job, q->o.inputs, &unit, 1,
+                                         g->err, sizeof g->err);
+        break;
+    }
+    if (rc != NS_OK) {
+        ns_wpool_give(q->pool, &g->w);
+        g->rc = rc;
+        g->done = true;
+    }
+    return true;
+}
+
+/* Start work of the given kind within limit_ms of wall clock; the
+ * pre-flight's (TIME, SAMPLE, REPRO) never past the job's deadline. */
+static void s_dw_start(ns_requester_t *q, int kind, uint32_t limit_ms)
+{
+    s_dw_t *g = &q->dw;
+    if (g->kind != S_DW_NONE)
+        s_dw_abort(q);
     g->kind = kind;
+    g->done = false;
     g->rc = NS_OK;
     g->err[0] = '\0';
-    atomic_store(&g->done, false);
-    atomic_store(&g->timed, false);
-    g->thread = pthread_create(&g->th, NULL, s_bg_main, q) == 0;
-    if (!g->thread) {
-        (void)s_bg_main(q); /* no thread to be had: here, as before */
+    g->unit_ns = 0;
+    g->limit_ms = limit_ms;
+    g->deadline_bound = false;
+    uint64_t deadline_ms = q->o.deadline_s * 1000;
+    if (kind != S_DW_CHECK && deadline_ms && deadline_ms < limit_ms) {
+        g->limit_ms = (uint32_t)deadline_ms;
+        g->deadline_bound = true;
+    }
+    (void)s_dw_submit(q);
+}
+
+/* Move the work on: a free worker for work still waiting for one, the
+ * worker's bytes, its result once there. */
+static void s_dw_poll(ns_requester_t *q)
+{
+    s_dw_t *g = &q->dw;
+    if (g->kind == S_DW_NONE || g->done)
         return;
-    }
-    /* Small work (a small job's whole check) is over within a tick: wait
-     * that long, so that it costs no tick's latency; longer work goes on
-     * alone and is taken by a later tick. */
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += S_BG_GRACE_MS * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
-    if (pthread_timedjoin_np(g->th, NULL, &until) == 0)
-        g->thread = false;
+    if (!g->w && !s_dw_submit(q))
+        return;
+    if (g->done)
+        return;
+    ns_worker_result_t res;
+    if (ns_worker_collect(g->w, &res) != 1)
+        return;
+    g->rc = res.status;
+    snprintf(g->err, sizeof g->err, "%s", res.status ? res.error : "");
+    g->unit_ns = res.unit_ns;
+    const ns_devinfo_t *dev = ns_worker_device(g->w);
+    if (dev)
+        g->gflops = dev->gflops;
+    if (g->kind == S_DW_CHECK)
+        q->check = res.check;
+    ns_worker_result_release(&res);
+    ns_wpool_give(q->pool, &g->w);
+    s_dw_close_ro(q);
+    g->done = true;
 }
 
-/* Wait for the work started, if any; its result stays to be taken. */
-static void s_bg_join(ns_requester_t *q)
+/* The kind of the work started, once it is finished (its result in q->dw
+ * until the next start); S_DW_NONE while it runs or if none. */
+static int s_dw_take(ns_requester_t *q)
 {
-    if (q->bg.thread) {
-        pthread_join(q->bg.th, NULL);
-        q->bg.thread = false;
-    }
-}
-
-/* The kind of the work started, once it is finished (joined; its result
- * in q->bg until the next start); S_BG_NONE while it runs or if none. */
-static int s_bg_take(ns_requester_t *q)
-{
-    if (q->bg.kind == S_BG_NONE || !atomic_load(&q->bg.done))
-        return S_BG_NONE;
-    s_bg_join(q);
-    int kind = q->bg.kind;
-    q->bg.kind = S_BG_NONE;
+    s_dw_poll(q);
+    if (q->dw.kind == S_DW_NONE || !q->dw.done)
+        return S_DW_NONE;
+    int kind = q->dw.kind;
+    q->dw.kind = S_DW_NONE;
+    q->dw.done = false;
     return kind;
+}
+
+/* The sandbox's failure as the user reads it: a crash, the time limit,
+ * or what the checks found. where: "the pre-flight", "the check"... */
+static void s_dw_why(const ns_requester_t *q, const char *where, char *out,
+                     size_t cap)
+{
+    const s_dw_t *g = &q->dw;
+    const char *crash = "the kernel crashed the OpenCL runtime";
+    if (g->rc == NS_ERR_TIMEOUT && strstr(g->err, "ms limit")) {
+        if (g->deadline_bound)
+            snprintf(out, cap,
+                     "%s's sampled units ran past %.1f s: this kernel cannot "
+                     "finish within its deadline of %llu s",
+                     where, g->limit_ms / 1000.0,
+                     (unsigned long long)q->o.deadline_s);
+        else
+            snprintf(out, cap,
+                     "%s's sampled units ran past its budget of %.0f s: this "
+                     "kernel is too slow to check",
+                     where, g->limit_ms / 1000.0);
+    } else if (!strncmp(g->err, crash, strlen(crash))) {
+        snprintf(out, cap, "the kernel crashed in %s%s", where,
+                 g->err + strlen(crash));
+    } else {
+        snprintf(out, cap, "%s", g->err);
+    }
 }
 
 static void s_fail(ns_requester_t *q, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static void s_fail(ns_requester_t *q, const char *fmt, ...)
 {
-    s_bg_join(q); /* before the files it may read are closed */
+    s_dw_abort(q); /* before the files it may read are closed */
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(q->rc.error, sizeof q->rc.error, fmt, ap);
@@ -509,51 +635,48 @@ static int s_on_chunk(ns_requester_t *q, const ns_node_msg_t *m)
 }
 
 static void s_restart(ns_requester_t *q, const char *why);
-
-/* Run unit 0 here: does the job fail on our device too? NS_OK when it
- * runs; otherwise the error, with err saying why. */
-static int s_reproduce(ns_requester_t *q, char *err, size_t errlen)
-{
-    uint64_t unit = 0;
-    uint8_t *outs[NS_MAX_ARGS] = {0}, *own[NS_MAX_ARGS] = {0};
-    int rc = NS_OK;
-    /* into our output buffers (a later fetch overwrites them), or
-     * scratch ones for outputs that go to files */
-    for (uint32_t i = 0; i < q->o.job->n_args; i++) {
-        const ns_arg_t *a = &q->o.job->args[i];
-        if (a->kind != NS_ARG_OUT)
-            continue;
-        outs[i] = q->o.outputs ? q->o.outputs[i] : NULL;
-        if (!outs[i] && !(outs[i] = own[i] = calloc(1, a->size ? a->size : 1)))
-            rc = NS_ERR_NOMEM;
-    }
-    if (rc == NS_OK)
-        rc = ns_runner_run_units(q->runner, q->o.job, q->o.inputs, &unit, 1,
-                                 outs, NULL, err, errlen);
-    else
-        snprintf(err, errlen, "out of memory for the outputs");
-    for (uint32_t i = 0; i < NS_MAX_ARGS; i++)
-        free(own[i]);
-    return rc;
-}
+static void s_repro_done(ns_requester_t *q, const ns_failure_t *f,
+                         bool reproduced);
 
 /* The winner says the job failed on its side. A failure the job itself
- * causes (it does not build, its arguments do not fit) and that we
- * reproduce on our own device ends the job: escrow refunded, collateral
- * released, no penalty to anyone. Anything else moves the job to the next
- * bidder (collateral released: the provider told us at once). */
+ * may cause (it does not build, its arguments do not fit, it crashed the
+ * runtime) is tried here first, in our sandbox (s_repro_done): one that
+ * fails here too ends the job at once as ours (escrow refunded,
+ * collateral released, nobody excluded or penalised). Anything else moves
+ * the job to the next bidder (collateral released: the provider told us
+ * at once). Tried once the sandbox is free (the pre-flight's checks may
+ * still run): the failure waits in q->repro meanwhile. */
 static void s_provider_failed(ns_requester_t *q, const ns_failure_t *f)
 {
-    char who[NS_ID_SHORT_LEN + 1], err[400];
+    char who[NS_ID_SHORT_LEN + 1];
     ns_id_short(who, f->provider);
     q->rc.failures++;
     snprintf(q->last_failure, sizeof q->last_failure,
              "provider %s reported %s: %s", who, ns_fail_kind_name(f->kind),
              f->reason);
-    if (ns_fail_kind_is_jobs(f->kind) &&
-        s_reproduce(q, err, sizeof err) != NS_OK) {
+    if (ns_fail_kind_is_jobs(f->kind) || f->kind == NS_FAIL_CRASH) {
+        q->repro = *f;
+        q->repro_pending = true;
+        s_say(q, "%s; trying the job in our sandbox", q->last_failure);
+        return;
+    }
+    s_repro_done(q, f, false);
+}
+
+/* The provider's failure f, tried here (s_provider_failed): reproduced
+ * (the job's own: it ends) or not (the provider's: the next bidder). */
+static void s_repro_done(ns_requester_t *q, const ns_failure_t *f,
+                         bool reproduced)
+{
+    if (reproduced) {
+        char why[sizeof q->dw.err + 64], who[NS_ID_SHORT_LEN + 1];
+        s_dw_why(q, "our sandbox", why, sizeof why);
+        ns_id_short(who, f->provider);
         s_cancel(q, NULL, false);
-        s_fail(q, "the job fails: %s (here too: %s)", q->last_failure, err);
+        s_fail(q,
+               "the job fails here too, so it is the job's own and no "
+               "provider is at fault (provider %s reported %s): %s",
+               who, ns_fail_kind_name(f->kind), why);
         return;
     }
     s_cancel(q, NULL, true);
@@ -567,6 +690,37 @@ static void s_provider_failed(ns_requester_t *q, const ns_failure_t *f)
     s_restart(q, why);
 }
 
+/* A failure waiting for the sandbox (s_provider_failed): tried once it is
+ * free, taken when done, dropped when the job has moved on. */
+static void s_repro_tick(ns_requester_t *q)
+{
+    bool live = (q->phase == NS_RQ_ACCEPT || q->phase == NS_RQ_RUNNING) &&
+                !memcmp(q->repro.provider, q->winner.provider, NS_ID_BYTES);
+    if (q->dw.kind == S_DW_REPRO) {
+        if (!live) {
+            s_dw_abort(q);
+            q->repro_pending = false;
+        } else if (s_dw_take(q) == S_DW_REPRO) {
+            q->repro_pending = false;
+            s_repro_done(q, &q->repro, q->dw.rc != NS_OK);
+        }
+        return;
+    }
+    if (!q->repro_pending)
+        return;
+    if (!live) {
+        q->repro_pending = false;
+        return;
+    }
+    if (q->dw.kind != S_DW_NONE)
+        return; /* the pre-flight's checks first */
+    /* the reported failure: a build or its arguments show on unit 0; a
+     * crash may be on any unit, so the whole launch (within the
+     * pre-flight's budget: a crash shows early) */
+    q->dw.whole = q->repro.kind == NS_FAIL_CRASH;
+    s_dw_start(q, S_DW_REPRO, NS_POLICY_PREFLIGHT_BUDGET_MS);
+}
+
 static int s_on_failed(ns_requester_t *q, const ns_node_msg_t *m)
 {
     ns_failure_t f;
@@ -578,6 +732,7 @@ static int s_on_failed(ns_requester_t *q, const ns_node_msg_t *m)
         return NS_ERR_SIG;
     ns_ledger_job_t lj;
     if ((q->phase != NS_RQ_ACCEPT && q->phase != NS_RQ_RUNNING) ||
+        q->repro_pending ||
         memcmp(f.job_id, q->o.job_id, NS_HASH_BYTES) ||
         memcmp(f.provider, q->winner.provider, NS_ID_BYTES) ||
         ns_ledger_job(q->ledger, q->o.job_id, &lj) != NS_OK ||
@@ -721,7 +876,8 @@ static const char *s_out_path(const ns_requester_t *q, uint32_t i)
 
 static void s_out_unmap(ns_requester_t *q)
 {
-    s_bg_join(q); /* the check reads the mapped outputs */
+    if (q->dw.kind == S_DW_CHECK)
+        s_dw_abort(q); /* the check reads the mapped outputs */
     for (uint32_t i = 0; i < NS_MAX_ARGS; i++)
         if (q->out_map[i]) {
             munmap(q->out_map[i], (size_t)q->o.job->args[i].size);
@@ -1428,14 +1584,12 @@ static void s_verify(ns_requester_t *q)
     /* the root from the leaves taken as the bytes arrived: no second pass
      * over the outputs */
     ns_hash_t root;
-    int fds[NS_MAX_ARGS];
     int rc = ns_merkle_root_of(root, (const ns_hash_t *)q->leaves,
                                (size_t)q->n_leaves);
     if (rc == NS_OK && sodium_memcmp(root, lj.root, NS_HASH_BYTES) != 0)
         rc = NS_ERR_PROOF;
     for (uint32_t i = 0; i < NS_MAX_ARGS; i++) {
         const ns_arg_t *a = &q->o.job->args[i];
-        fds[i] = q->out_fd[i];
         q->out_view[i] =
             q->o.outputs && i < q->o.job->n_args && a->kind == NS_ARG_OUT
                 ? q->o.outputs[i]
@@ -1455,14 +1609,22 @@ static void s_verify(ns_requester_t *q)
     }
     uint64_t commit_us = ns_mono_us() - t0;
     if (rc == NS_OK) {
-        /* the re-runs, on a thread of their own: taken in a later tick */
-        q->bg.k = k;
-        memcpy(q->bg.root, lj.root, NS_HASH_BYTES);
-        memcpy(q->bg.fds, fds, sizeof fds);
-        q->bg.commit_us = commit_us;
-        s_bg_start(q, S_BG_CHECK);
-        if (s_bg_take(q) == S_BG_CHECK) /* over already: else a later tick */
-            s_checked(q, q->bg.rc, q->bg.err, q->bg.commit_us);
+        /* the re-runs, in the sandbox: taken in a later tick. The worker
+         * maps each part file itself, through a read-only reopening (the
+         * part file is ours and writable). */
+        s_dw_abort(q);
+        for (uint32_t i = 0; i < NS_MAX_ARGS; i++) {
+            char self[64];
+            snprintf(self, sizeof self, "/proc/self/fd/%d", q->out_fd[i]);
+            if (q->out_map[i])
+                q->dw.ro_fds[i] = open(self, O_RDONLY | O_CLOEXEC);
+        }
+        q->dw.k = k;
+        memcpy(q->dw.root, lj.root, NS_HASH_BYTES);
+        q->dw.commit_us = commit_us;
+        s_dw_start(q, S_DW_CHECK, NS_POLICY_CHECK_LIMIT_MS);
+        if (s_dw_take(q) == S_DW_CHECK) /* failed to start: else later */
+            s_checked(q, q->dw.rc, q->dw.err, q->dw.commit_us);
         return;
     }
     s_checked(q, rc, err, commit_us);
@@ -1609,7 +1771,7 @@ static uint64_t s_find_own(ns_requester_t *q, uint8_t type)
 static void s_resume_sample(ns_requester_t *q)
 {
     if (!q->o.no_preflight)
-        s_bg_start(q, S_BG_SAMPLE);
+        s_dw_start(q, S_DW_SAMPLE, NS_POLICY_PREFLIGHT_BUDGET_MS);
 }
 
 /* --resume, once the ledger is caught up: the job's terms and our own
@@ -1672,7 +1834,7 @@ static void s_resume(ns_requester_t *q)
         if (q->o.no_preflight)
             s_announce(q);
         else
-            s_bg_start(q, S_BG_SAMPLE);
+            s_dw_start(q, S_DW_TIME, NS_POLICY_PREFLIGHT_BUDGET_MS);
     }
 }
 
@@ -1683,9 +1845,7 @@ static void s_take_estimate(ns_requester_t *q, uint64_t unit_ns)
     /* No --work: the sampled units' time on our device, times the units,
      * at our device's throughput, is the work providers price. */
     if (!q->o.job->work_estimate && unit_ns) {
-        const ns_device_t *d = ns_runner_device(q->runner);
-        double gflops =
-            d && d->info.gflops > 0.1 ? d->info.gflops : NS_POLICY_REF_GFLOPS;
+        double gflops = q->dw.gflops > 0.1 ? q->dw.gflops : NS_POLICY_REF_GFLOPS;
         double flops = (double)unit_ns * 1e-9 *
                        (double)ns_job_shard_units(q->o.job) * gflops * 1e9;
         q->ann.work_flops = flops < 1 ? 1 : (uint64_t)flops;
@@ -1709,41 +1869,47 @@ static void s_post(ns_requester_t *q)
     ns_hash_t id;
     ns_account_t me;
     const uint8_t *self = ns_identity_pk(q->me);
-    /* Before any credit moves: can the outputs be written where they go
-     * (their part files, kept for the fetch), does the kernel build and
-     * run here, and how long does a unit take? Whether it can be checked
-     * unit by unit (the sample's other runs) is known while the auction
-     * and the run go on: ns_requester_tick takes that verdict, and a job
-     * that cannot be checked is cancelled before any spot check. */
+    /* Before any credit moves: does the kernel build and run here (in
+     * the sandbox), how long does a unit take, and can the outputs be
+     * written where they go (their part files, kept for the fetch; opened
+     * once the kernel is known to fit the device, so that a job too large
+     * for it reserves no disk)? Whether it can be checked unit by unit
+     * (the sample's other runs) is known while the auction and the run go
+     * on: ns_requester_tick takes that verdict, and a job that cannot be
+     * checked is cancelled before any spot check. */
     char err[PATH_MAX + 128];
-    if (q->bg.kind == S_BG_SAMPLE) {
-        bool over = s_bg_take(q) == S_BG_SAMPLE;
-        if (over && q->bg.rc != NS_OK) {
-            s_fail(q, "%s", q->bg.err);
+    if (q->dw.kind == S_DW_TIME) {
+        if (s_dw_take(q) != S_DW_TIME)
+            return; /* still building and timing */
+        if (q->dw.rc != NS_OK) {
+            char why[sizeof q->dw.err + 64];
+            s_dw_why(q, "the pre-flight", why, sizeof why);
+            s_fail(q, "%s", why);
             return;
         }
-        if (!over && !atomic_load(&q->bg.timed))
-            return; /* still timing */
-        s_take_estimate(q, q->bg.unit_ns);
-        if (over)
-            s_sample_passed(q);
+        s_take_estimate(q, q->dw.unit_ns);
+        /* the checks go on during the auction and the run; their
+         * verdict comes before any spot check */
+        s_dw_start(q, S_DW_SAMPLE, NS_POLICY_PREFLIGHT_BUDGET_MS);
         if (q->posted) { /* resumed: the JOB entry is in already */
             s_announce(q);
             return;
         }
-    } else {
-        for (uint32_t i = 0; i < q->o.job->n_args; i++)
-            if (s_out_path(q, i) &&
-                s_out_open(q, i, false, err, sizeof err) != NS_OK) {
-                s_fail(q, "%s", err);
-                return;
-            }
-        if (!q->o.no_preflight) {
-            s_bg_start(q, S_BG_SAMPLE);
-            s_post(q); /* taken now if it is over, else in a later tick */
+    } else if (!q->o.no_preflight) {
+        s_say(q, "pre-flight: building the kernel and timing %u units in "
+                 "the sandbox",
+              NS_POLICY_PREFLIGHT_UNITS);
+        s_dw_start(q, S_DW_TIME, NS_POLICY_PREFLIGHT_BUDGET_MS);
+        if (q->dw.done) /* it could not start */
+            s_post(q);
+        return;
+    }
+    for (uint32_t i = 0; i < q->o.job->n_args; i++)
+        if (s_out_path(q, i) &&
+            s_out_open(q, i, false, err, sizeof err) != NS_OK) {
+            s_fail(q, "%s", err);
             return;
         }
-    }
     memset(&b, 0, sizeof b);
     memcpy(b.job_id, q->o.job_id, NS_HASH_BYTES);
     b.escrow = q->o.max_price;
@@ -1857,14 +2023,21 @@ void ns_requester_tick(ns_requester_t *q, uint64_t now)
      * a kernel that cannot be checked unit by unit ends the job (any
      * award withdrawn, escrow back) before a spot check could blame its
      * provider for it. */
-    if (q->bg.kind == S_BG_SAMPLE && q->phase > NS_RQ_ANNOUNCE &&
-        q->phase < NS_RQ_DONE && s_bg_take(q) == S_BG_SAMPLE) {
-        if (q->bg.rc != NS_OK) {
+    if (q->dw.kind == S_DW_SAMPLE && q->phase > NS_RQ_ANNOUNCE &&
+        q->phase < NS_RQ_DONE && s_dw_take(q) == S_DW_SAMPLE) {
+        if (q->dw.rc != NS_OK) {
+            char why[sizeof q->dw.err + 64];
+            s_dw_why(q, "the pre-flight", why, sizeof why);
             s_cancel(q, NULL, false);
-            s_fail(q, "%s", q->bg.err);
+            s_fail(q, "%s", why);
             return;
         }
         s_sample_passed(q);
+    }
+    if (q->repro_pending || q->dw.kind == S_DW_REPRO) {
+        s_repro_tick(q);
+        if (q->finished || q->phase == NS_RQ_FAILED)
+            return;
     }
     switch (q->phase) {
     case NS_RQ_JOIN:
@@ -1936,10 +2109,10 @@ void ns_requester_tick(ns_requester_t *q, uint64_t now)
         }
         break;
     case NS_RQ_VERIFY:
-        if (q->bg.kind == S_BG_CHECK) {
-            if (s_bg_take(q) == S_BG_CHECK)
-                s_checked(q, q->bg.rc, q->bg.err, q->bg.commit_us);
-        } else if (q->bg.kind == S_BG_NONE && /* the pre-flight's verdict */
+        if (q->dw.kind == S_DW_CHECK) {
+            if (s_dw_take(q) == S_DW_CHECK)
+                s_checked(q, q->dw.rc, q->dw.err, q->dw.commit_us);
+        } else if (q->dw.kind == S_DW_NONE && /* the pre-flight's verdict */
                    s_result_confirmed(q, now)) {
             s_verify(q);
         }
@@ -1959,7 +2132,7 @@ void ns_requester_tick(ns_requester_t *q, uint64_t now)
 
 ns_requester_t *ns_requester_new(const ns_requester_opts_t *o,
                                  const ns_node_io_t *io, ns_ledger_t *ledger,
-                                 ns_runner_t *runner, const ns_identity_t *me,
+                                 ns_wpool_t *pool, const ns_identity_t *me,
                                  const ns_hash_t network_id, int *err)
 {
     ns_requester_t *q = calloc(1, sizeof *q);
@@ -1970,7 +2143,9 @@ ns_requester_t *ns_requester_new(const ns_requester_opts_t *o,
     q->o = *o;
     q->io = io;
     q->ledger = ledger;
-    q->runner = runner;
+    q->pool = pool;
+    for (uint32_t i = 0; i < NS_MAX_ARGS; i++)
+        q->dw.ro_fds[i] = q->dw.in_fds[i] = -1;
     q->me = me;
     memcpy(q->network_id, network_id, NS_HASH_BYTES);
     ns_buf_init(&q->body);
@@ -2044,7 +2219,10 @@ void ns_requester_destroy(ns_requester_t **qp)
     if (!qp || !*qp)
         return;
     ns_requester_t *q = *qp;
-    s_bg_join(q);
+    s_dw_abort(q);
+    for (uint32_t i = 0; i < NS_MAX_ARGS; i++)
+        if (q->dw.in_fds[i] >= 0)
+            close(q->dw.in_fds[i]);
     ns_fetch_release(&q->fetch);
     s_out_close(q);
     free(q->leaves);
@@ -2056,7 +2234,7 @@ void ns_requester_destroy(ns_requester_t **qp)
 
 bool ns_requester_busy(const ns_requester_t *q)
 {
-    return q->bg.kind != S_BG_NONE && !atomic_load(&q->bg.done);
+    return q->dw.kind != S_DW_NONE && !q->dw.done;
 }
 
 bool ns_requester_finished(const ns_requester_t *q)

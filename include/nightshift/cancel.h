@@ -17,6 +17,8 @@ typedef struct {
                         collateral burned */
     bool released;   /* a provider's collateral was released */
     ns_hash_t entry; /* the CANCEL entry */
+    bool unposted;   /* stopped before its JOB entry (in its pre-flight):
+                        no entry, no credit moved */
 } ns_cancel_result_t;
 
 /* Cancel job_id for requester `me` through io->append. Errors, with one

@@ -2,12 +2,14 @@
  * market's state machines on one event loop.
  *
  * Two shapes share this code:
- *  - a full node (`nightshift node`): its provider, the ledger's SLASH
- *    verifier in a sandboxed worker, the control socket, node.addr;
+ *  - a full node (`nightshift node`): its provider, the control socket,
+ *    node.addr;
  *  - a light peer (`nightshift submit`): no provider and no control
- *    socket, an in-process OpenCL runner for spot checks, it stops once
- *    its requesters are finished; closing it gives what it queued last
- *    NS_POLICY_CLOSE_LINGER_MS to go out.
+ *    socket, it stops once its requesters are finished; closing it gives
+ *    what it queued last NS_POLICY_CLOSE_LINGER_MS to go out.
+ * Neither runs a kernel in its own process: the ledger's SLASH verifier
+ * re-runs proofs in a sandboxed worker, and the requesters' pre-flights
+ * and spot checks run in workers of a pool (worker_pool.h).
  * Both can host requesters (ns_node_add_requester); market messages are
  * routed to the requester whose job they name, otherwise to the provider.
  *
@@ -36,10 +38,14 @@ typedef struct {
     const ns_config_t *cfg; /* borrowed; must outlive the node */
     bool light;             /* a requester-only peer (see above) */
     const char *fault;      /* full node, test networks: ns_fault_parse */
-    const char *cache_dir;  /* program binaries for the runner, or NULL */
+    const char *cache_dir;  /* program binaries for the sandboxed workers'
+                               runners, or NULL */
     bool runner_optional;   /* light peer that checks no results
-                               (cancel): it works without an OpenCL
-                               device too */
+                               (cancel): no worker is started ahead */
+    ns_wpool_t *wpool;      /* borrowed, must outlive the node: the
+                               workers of the requesters' device work
+                               (the caller's, already warm); NULL: the
+                               node makes its own */
 } ns_node_conf_t;
 
 /* Lock the datadir, load key and genesis, open the ledger, start p2p and

@@ -64,6 +64,17 @@
 #define NS_POLICY_REQUESTER_TICK_MS 5 /* state machine timer */
 /* Units the pre-flight runs alone (4 times each) before posting. */
 #define NS_POLICY_PREFLIGHT_UNITS 4
+/* The pre-flight's wall clock in the sandbox worker, build and sampled
+ * units together: at most this, and never past the job's deadline (a
+ * kernel whose sampled units alone take longer cannot finish in time). */
+#define NS_POLICY_PREFLIGHT_BUDGET_MS 60000
+/* A spot check's wall clock in the sandbox worker (a check re-runs k
+ * units: a small share of a job that met its deadline). */
+#define NS_POLICY_CHECK_LIMIT_MS 600000
+/* Sandboxed workers a node keeps warm for its requesters' device work
+ * (worker_pool.h): that many jobs' pre-flights or checks at once, the
+ * others wait their turn a tick at a time. */
+#define NS_POLICY_RQ_WORKERS 2
 /* Units of every step a provider re-runs on a copy of its outputs before
  * it commits to them (ns_self_check): a job whose units do not write alone
  * what its launch wrote would fail any requester's check, and the

@@ -28,6 +28,7 @@
 #include "nightshift/market.h"
 #include "nightshift/node_io.h"
 #include "nightshift/runner.h"
+#include "nightshift/worker_pool.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -57,6 +58,9 @@ typedef struct {
     const uint8_t *packed; /* the descriptor as providers fetch it */
     size_t packed_len;
     const ns_input_t *inputs; /* by argument (IN arguments) */
+    /* The kernel source's name in the pre-flight's messages ("mlp.cl";
+     * NULL: the built-in's name). */
+    const char *source_name;
     uint8_t **outputs;        /* by argument: buffers of the OUT sizes,
                                  for the OUT arguments without a path
                                  (NULL entries: see scratch_dir) */
@@ -129,13 +133,15 @@ typedef struct {
     uint32_t rounds, slashed, cancelled;
     uint32_t failures; /* FAILED reports from providers */
     uint64_t match_ms, run_ms, verify_ms;
-    char error[512]; /* FAILED: why, one line */
+    char error[1024]; /* FAILED: why, one line */
 } ns_receipt_t;
 
-/* ledger, runner (spot checks on our own device) and me are borrowed. */
+/* ledger, pool and me are borrowed. The job's kernel runs only in
+ * workers of pool (worker_pool.h: the pre-flight, the spot check, the
+ * check of a provider's failure report), never in this process. */
 ns_requester_t *ns_requester_new(const ns_requester_opts_t *o,
                                  const ns_node_io_t *io, ns_ledger_t *ledger,
-                                 ns_runner_t *runner, const ns_identity_t *me,
+                                 ns_wpool_t *pool, const ns_identity_t *me,
                                  const ns_hash_t network_id, int *err);
 void ns_requester_destroy(ns_requester_t **q);
 

@@ -25,6 +25,7 @@
 #include "nightshift/slash.h"
 #include "nightshift/verified.h"
 #include "nightshift/worker.h"
+#include "nightshift/worker_pool.h"
 
 #include <time.h>
 
@@ -62,7 +63,8 @@ struct s_world {
     uint64_t mono;
     s_party_t p[W_PARTIES];
     s_msg_t *head, *tail;
-    ns_runner_t *runner;
+    ns_wpool_t *pool; /* the requester's sandbox (this binary's `worker`) */
+    ns_worker_t *slash_worker;
     ns_slash_ctx_t slash;
     ns_devinfo_t dev;
     /* the job */
@@ -420,7 +422,7 @@ static bool s_resume_requester(s_world_t *w)
     o.resume = true;
     int rc;
     w->p[0].requester =
-        ns_requester_new(&o, &w->p[0].io, w->p[0].ledger, w->runner,
+        ns_requester_new(&o, &w->p[0].io, w->p[0].ledger, w->pool,
                          w->fx.acct[0].id, w->fx.genesis.network_id, &rc);
     return w->p[0].requester != NULL;
 }
@@ -434,12 +436,14 @@ static s_world_t *s_world(const ns_fault_t *f1, const ns_fault_t *f2,
     if (!w || fx_init(&w->fx, "sm", W_PARTIES, credits) != NS_OK)
         return NULL;
     int rc;
-    w->runner = ns_runner_new(0, NULL, &rc);
-    if (!w->runner) {
-        fprintf(stderr, "no OpenCL device: %s\n", ns_strerror(rc));
+    ns_worker_opts_t wo;
+    ns_worker_opts_init(&wo);
+    w->pool = ns_wpool_new(&wo, 1, &rc);
+    if (!w->pool) {
+        fprintf(stderr, "no worker pool: %s\n", ns_strerror(rc));
         return NULL;
     }
-    w->slash = (ns_slash_ctx_t){.runner = w->runner};
+    w->slash = (ns_slash_ctx_t){.worker = &w->slash_worker};
     w->dev.type = NS_DEV_CPU;
     w->dev.global_mem_bytes = UINT64_C(1) << 30;
     w->dev.gflops = 1;
@@ -490,7 +494,7 @@ static s_world_t *s_world(const ns_fault_t *f1, const ns_fault_t *f2,
     o.verified = s_verified;
     o.chal_allowance_ms = 20; /* the liar's work takes longer than this */
     w->p[0].requester =
-        ns_requester_new(&o, &w->p[0].io, w->p[0].ledger, w->runner,
+        ns_requester_new(&o, &w->p[0].io, w->p[0].ledger, w->pool,
                          w->fx.acct[0].id, w->fx.genesis.network_id, &rc);
     return w->p[0].requester ? w : NULL;
 }
@@ -511,7 +515,8 @@ static void s_world_free(s_world_t *w)
         if (i > 0)
             ns_ledger_close(&w->p[i].ledger);
     }
-    ns_runner_destroy(&w->runner);
+    ns_wpool_destroy(&w->pool);
+    ns_worker_destroy(&w->slash_worker);
     ns_job_release(&w->job);
     ns_buf_release(&w->packed);
     free(w->outputs[2]);
