@@ -515,6 +515,10 @@ static int s_sandbox(s_submit_t *q, const ns_job_t *job, uint32_t what,
     bool by_deadline = q->deadline_s && q->deadline_s * 1000 < limit;
     if (by_deadline)
         limit = q->deadline_s * 1000;
+    if (q->timeout_s && q->timeout_s * 1000 < limit) { /* --timeout-s too */
+        limit = q->timeout_s * 1000;
+        by_deadline = false;
+    }
     const char *name = q->spec.kernel_path;
     if (name && strrchr(name, '/'))
         name = strrchr(name, '/') + 1;

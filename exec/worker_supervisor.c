@@ -486,7 +486,10 @@ static void s_on_result(ns_worker_t *w)
         return;
     }
     if (status == NS_OK && chk &&
-        (reply.extra[0] > w->check_k || reply.extra[1] > reply.extra[0] ||
+        /* k units of each of a pipeline's steps */
+        (reply.extra[0] >
+             (uint64_t)w->check_k * (w->job.n_steps ? w->job.n_steps : 1) ||
+         reply.extra[1] > reply.extra[0] ||
          reply.extra[3] >= NS_MAX_ARGS || reply.extra[6] > S_MAX_TIMING_US ||
          reply.extra[7] > S_MAX_TIMING_US ||
          reply.extra[8] > S_MAX_TIMING_US ||

@@ -611,9 +611,16 @@ static int s_open_pool(ns_node_t *n, char *err, size_t errlen)
         return NS_OK;
     }
     ns_worker_opts_t o;
+    char programs[PATH_MAX];
     int rc;
     ns_worker_opts_init(&o);
+    /* the provider's program cache (and the pre-flight's markers) when
+     * the caller names none */
     o.cache_dir = n->c.cache_dir;
+    if (!o.cache_dir &&
+        ns_path_join(programs, sizeof programs, n->c.datadir, "programs") ==
+            NS_OK)
+        o.cache_dir = programs;
     n->pool = ns_wpool_new(&o, n->c.light ? 1 : NS_POLICY_RQ_WORKERS, &rc);
     if (!n->pool)
         return s_err(err, errlen, "out of memory");
