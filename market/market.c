@@ -24,7 +24,8 @@ int ns_announce_encode(const ns_announce_t *a, ns_buf_t *out)
     if (a->n_inputs > NS_MAX_ANN_INPUTS)
         return NS_ERR_TOOBIG;
     S_PACKER(out, w, pk);
-    msgpack_pack_array(&pk, a->n_inputs ? 17 : 16);
+    bool draw = a->draw && a->draw != NS_DRAW_ALL;
+    msgpack_pack_array(&pk, draw ? 18 : a->n_inputs ? 17 : 16);
     ns_mp_bin(&pk, a->job_id, NS_HASH_BYTES);
     ns_mp_bin(&pk, a->desc_id, NS_HASH_BYTES);
     ns_mp_bin(&pk, a->requester, NS_ID_BYTES);
@@ -47,7 +48,7 @@ int ns_announce_encode(const ns_announce_t *a, ns_buf_t *out)
     msgpack_pack_uint32(&pk, a->round);
     msgpack_pack_uint32(&pk, a->n_excluded);
     ns_mp_bin(&pk, a->excluded, (size_t)a->n_excluded * NS_ID_BYTES);
-    if (a->n_inputs) {
+    if (a->n_inputs || draw) {
         msgpack_pack_array(&pk, a->n_inputs);
         for (uint32_t i = 0; i < a->n_inputs; i++) {
             msgpack_pack_array(&pk, 2);
@@ -55,6 +56,8 @@ int ns_announce_encode(const ns_announce_t *a, ns_buf_t *out)
             msgpack_pack_uint64(&pk, a->inputs[i].size);
         }
     }
+    if (draw)
+        msgpack_pack_uint32(&pk, a->draw);
     return w.err;
 }
 
@@ -64,7 +67,7 @@ int ns_announce_decode(const uint8_t *buf, size_t len, ns_announce_t *a)
     memset(a, 0, sizeof *a);
     ns_mpr_init(&r, buf, len);
     uint32_t n_fields = 0;
-    if (ns_mpr_array(&r, &n_fields, 17) == NS_OK && n_fields < 16)
+    if (ns_mpr_array(&r, &n_fields, 18) == NS_OK && n_fields < 16)
         return NS_ERR_INVAL;
     ns_mpr_bin_exact(&r, a->job_id, NS_HASH_BYTES);
     ns_mpr_bin_exact(&r, a->desc_id, NS_HASH_BYTES);
@@ -90,13 +93,18 @@ int ns_announce_decode(const uint8_t *buf, size_t len, ns_announce_t *a)
     const uint8_t *ex = NULL;
     size_t ex_len = 0;
     ns_mpr_bin(&r, &ex, &ex_len, (size_t)NS_MAX_EXCLUDED * NS_ID_BYTES);
-    if (n_fields == 17 &&
+    if (n_fields >= 17 &&
         ns_mpr_array(&r, &a->n_inputs, NS_MAX_ANN_INPUTS) == NS_OK) {
         for (uint32_t i = 0; i < a->n_inputs; i++) {
             ns_mpr_array_exact(&r, 2);
             ns_mpr_bin_exact(&r, a->inputs[i].hash, NS_HASH_BYTES);
             ns_mpr_uint(&r, &a->inputs[i].size);
         }
+    }
+    if (n_fields == 18) {
+        ns_mpr_u32(&r, &a->draw);
+        if (r.err == NS_OK && a->draw == 0)
+            return NS_ERR_INVAL; /* a draw of nobody */
     }
     if (ns_mpr_end(&r) != NS_OK)
         return r.err;
@@ -110,6 +118,37 @@ int ns_announce_decode(const uint8_t *buf, size_t len, ns_announce_t *a)
         return NS_ERR_INVAL;
     memcpy(a->excluded, ex, ex_len);
     return NS_OK;
+}
+
+#define S_DRAW_TAG "nightshift/draw/v1"
+
+bool ns_bid_drawn(const ns_hash_t job_id, uint32_t round,
+                  const uint8_t provider[NS_ID_BYTES], uint32_t draw)
+{
+    if (draw == 0 || draw == NS_DRAW_ALL)
+        return true;
+    uint8_t r[4] = {(uint8_t)(round >> 24), (uint8_t)(round >> 16),
+                    (uint8_t)(round >> 8), (uint8_t)round};
+    uint8_t h[8];
+    crypto_generichash_state st;
+    crypto_generichash_init(&st, NULL, 0, sizeof h);
+    crypto_generichash_update(&st, (const uint8_t *)S_DRAW_TAG,
+                              sizeof S_DRAW_TAG - 1);
+    crypto_generichash_update(&st, job_id, NS_HASH_BYTES);
+    crypto_generichash_update(&st, r, sizeof r);
+    crypto_generichash_update(&st, provider, NS_ID_BYTES);
+    crypto_generichash_final(&st, h, sizeof h);
+    uint32_t v = (uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 |
+                 (uint32_t)h[2] << 8 | h[3];
+    return v < draw;
+}
+
+uint32_t ns_bid_draw_for(uint32_t qualified, uint32_t target)
+{
+    if (target == 0 || qualified <= target)
+        return NS_DRAW_ALL;
+    uint64_t d = ((uint64_t)target << 32) / qualified;
+    return d == 0 ? 1 : d >= NS_DRAW_ALL ? NS_DRAW_ALL : (uint32_t)d;
 }
 
 int ns_bid_encode(const ns_bid_t *b, const ns_bid_ext_t *ext, ns_buf_t *out)

@@ -388,6 +388,9 @@ static int s_on_job(ns_provider_t *p, const ns_node_msg_t *m)
     for (uint32_t e = 0; e < a.n_excluded; e++)
         if (memcmp(a.excluded[e], p->self, NS_ID_BYTES) == 0)
             return NS_OK;
+    /* asked only when drawn (market.h, "bids from a bounded set") */
+    if (!ns_bid_drawn(a.job_id, a.round, p->self, a.draw))
+        return NS_OK;
     if (s_busy(p) >= p->o.cfg->slots || !s_storage_ok(p))
         return NS_OK;
     ns_account_t req, me;

@@ -129,6 +129,7 @@ struct ns_requester {
     ns_failure_t repro;    /* the winner's failure report being tried */
     bool repro_pending;    /* here (s_repro_tick) */
     uint64_t done_wait_ms; /* since when we wait for them to */
+    uint32_t draw_widen;   /* rounds the bidder draw was widened */
     ns_receipt_t rc;
 };
 
@@ -417,6 +418,7 @@ typedef struct {
     const ns_requester_t *q;
     uint32_t seen, qualified, excluded, qualified_excluded;
     uint32_t failing[NS_REQ_COUNT];
+    bool drawn; /* s_count_qualified: only those the draw asks to bid */
 } s_explain_t;
 
 static bool s_is_excluded(const ns_announce_t *a, const uint8_t *id)
@@ -453,7 +455,7 @@ static bool s_count_provider(void *u, const uint8_t *id,
 
 static void s_explain(ns_requester_t *q, char *out, size_t cap)
 {
-    s_explain_t x = {q, 0, 0, 0, 0, {0}};
+    s_explain_t x = {q, 0, 0, 0, 0, {0}, false};
     q->io->visit_peers(q->io->user, s_count_provider, &x);
     size_t used;
     if ((x.seen && x.excluded == x.seen) ||
@@ -490,7 +492,8 @@ static bool s_count_qualified(void *u, const uint8_t *id,
 {
     s_explain_t *x = u;
     const ns_announce_t *a = &x->q->ann;
-    if (s_is_excluded(a, id))
+    if (s_is_excluded(a, id) ||
+        (x->drawn && !ns_bid_drawn(a->job_id, a->round, id, a->draw)))
         return false;
     ns_offer_t offer;
     ns_offer_from_heartbeat(&offer, hb);
@@ -500,9 +503,17 @@ static bool s_count_qualified(void *u, const uint8_t *id,
     return false;
 }
 
+/* Of them, those the announcement's draw asks to bid. */
+static uint32_t s_drawn_known(ns_requester_t *q)
+{
+    s_explain_t x = {q, 0, 0, 0, 0, {0}, true};
+    q->io->visit_peers(q->io->user, s_count_qualified, &x);
+    return x.qualified;
+}
+
 static uint32_t s_qualified_known(ns_requester_t *q)
 {
-    s_explain_t x = {q, 0, 0, 0, 0, {0}};
+    s_explain_t x = {q, 0, 0, 0, 0, {0}, false};
     q->io->visit_peers(q->io->user, s_count_qualified, &x);
     return x.qualified;
 }
@@ -552,6 +563,11 @@ static int s_on_bid(ns_requester_t *q, const ns_node_msg_t *m)
     int rc = ns_bid_decode(m->body, m->len, &b, &ext);
     if (rc != NS_OK)
         return rc;
+    /* a bid from a provider the draw did not ask costs no signature
+     * check (market.h, "bids from a bounded set") */
+    if (memcmp(b.job_id, q->o.job_id, NS_HASH_BYTES) == 0 &&
+        !ns_bid_drawn(b.job_id, q->ann.round, b.provider, q->ann.draw))
+        return NS_OK;
     if (memcmp(b.provider, m->sender, NS_ID_BYTES) ||
         ns_bid_verify(&b, q->network_id) != NS_OK)
         return NS_ERR_SIG;
@@ -823,6 +839,13 @@ static void s_announce(ns_requester_t *q)
     q->ann.round = q->round;
     q->n_bids = 0;
     q->n_linked = 0;
+    /* a few tens of bidders however many qualify, drawn afresh each round
+     * (wider after a round without a usable bid) */
+    uint64_t target = q->o.bid_target ? q->o.bid_target : NS_POLICY_BID_TARGET;
+    for (uint32_t i = 0; i < q->draw_widen && target < UINT32_MAX; i++)
+        target *= 4;
+    q->ann.draw = ns_bid_draw_for(
+        s_qualified_known(q), target > UINT32_MAX ? UINT32_MAX : (uint32_t)target);
     q->io->visit_peers(q->io->user, s_note_linked, q);
     if (q->io->contact) /* behind a router it follows our relay */
         snprintf(q->ann.endpoint, sizeof q->ann.endpoint, "%s",
@@ -833,8 +856,15 @@ static void s_announce(ns_requester_t *q)
         s_fail(q, "cannot announce the job");
         return;
     }
-    s_say(q, "auction round %u: job %.16s announced, bids for %u ms", q->round,
-          q->job_hex, q->ann.bid_window_ms);
+    if (q->ann.draw && q->ann.draw != NS_DRAW_ALL)
+        s_say(q,
+              "auction round %u: job %.16s announced, %u of the %u qualified "
+              "providers known drawn to bid, bids for %u ms",
+              q->round, q->job_hex, s_drawn_known(q), s_qualified_known(q),
+              q->ann.bid_window_ms);
+    else
+        s_say(q, "auction round %u: job %.16s announced, bids for %u ms",
+              q->round, q->job_hex, q->ann.bid_window_ms);
     s_phase(q, NS_RQ_BIDDING);
 }
 
@@ -1383,6 +1413,14 @@ static void s_award(ns_requester_t *q)
     for (;;) {
         int w =
             ns_auction_pick(q->bids, rank, q->n_bids, q->o.max_price, &q->ann);
+        if (w < 0 && q->ann.draw && q->ann.draw != NS_DRAW_ALL) {
+            /* none of the drawn could or would: ask more of them */
+            q->draw_widen++;
+            s_say(q, "no usable bid from the %u providers drawn; asking more",
+                  s_drawn_known(q));
+            s_announce(q);
+            return;
+        }
         if (w < 0) {
             char why[sizeof q->rc.error];
             s_explain(q, why, sizeof why);
@@ -2055,7 +2093,7 @@ void ns_requester_tick(ns_requester_t *q, uint64_t now)
          * re-runs the proof before it reads the announcement */
         if (now - q->phase_ms >= q->ann.bid_window_ms ||
             (q->n_bids > 0 && q->ann.bid_window_ms == q->o.bid_window_ms &&
-             q->n_bids >= s_qualified_known(q) &&
+             q->n_bids >= s_drawn_known(q) &&
              (!q->io->unheard_peers || q->io->unheard_peers(q->io->user) == 0)))
             s_award(q);
         break;

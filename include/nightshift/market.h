@@ -125,7 +125,29 @@ typedef struct {
     uint32_t n_inputs; /* distinct IN contents, by hash (NS_MAX_ANN_INPUTS);
                           absent on the wire from older requesters */
     ns_ann_input_t inputs[NS_MAX_ANN_INPUTS];
+    uint32_t draw; /* the bidder draw (ns_bid_drawn): the share of the
+                      qualified providers asked to bid, in 2^-32 units;
+                      0 (absent on the wire) or NS_DRAW_ALL: all of them */
 } ns_announce_t;
+
+/* ---- bids from a bounded set (docs/PROTOCOL.md, "Bids from a bounded
+ * set") ----------------------------------------------------------------
+ * A job that many providers could take asks only a drawn share of them to
+ * bid, so a job gets a few tens of bids however many providers match, and
+ * the requester checks that many signatures. The draw is a hash of the
+ * job, the round and the provider, which nobody can steer (the job id
+ * holds the requester's nonce, fixed before the round; the provider's id
+ * is its key): every provider is drawn for the same share of jobs, and a
+ * round without a usable bid is announced again with a wider draw. */
+#define NS_DRAW_ALL UINT32_MAX
+
+/* Whether provider is drawn to bid in round of job under draw (0 or
+ * NS_DRAW_ALL: everyone). */
+bool ns_bid_drawn(const ns_hash_t job_id, uint32_t round,
+                  const uint8_t provider[NS_ID_BYTES], uint32_t draw);
+/* The draw that asks about target of qualified providers (NS_DRAW_ALL
+ * when qualified <= target, or target is 0). */
+uint32_t ns_bid_draw_for(uint32_t qualified, uint32_t target);
 
 /* Read n bytes of announced input i at off into buf: NS_OK, or an error
  * (the proof then fails). */

@@ -84,6 +84,10 @@
 /* The throughput a work estimate assumes for a device not measured. */
 #define NS_POLICY_REF_GFLOPS 100.0
 #define NS_POLICY_MAX_BIDS 64 /* bids kept per auction round */
+/* Bidders a job asks for (market.h, "bids from a bounded set"): the
+ * announcement draws this many of the qualified providers the requester
+ * knows; a round without a usable bid widens the draw fourfold. */
+#define NS_POLICY_BID_TARGET 32
 /* A job no provider can take waits (requester.h no_wait): announced again
  * at most this often once a known provider qualifies, and this often
  * anyway. */

@@ -107,6 +107,7 @@ typedef struct {
     uint64_t max_price;  /* credits of escrow */
     uint64_t collateral; /* credits the provider locks */
     uint32_t bid_window_ms;
+    uint32_t bid_target; /* bidders asked for (0: NS_POLICY_BID_TARGET) */
     uint64_t deadline_s; /* result due within, from the announcement */
     uint64_t timeout_s;  /* give up after (0 = never) */
     ns_reqs_t reqs;

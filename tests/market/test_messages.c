@@ -120,6 +120,74 @@ TEST(announce_round_trip_and_caps)
     ns_buf_release(&buf);
 }
 
+/* The bidder draw (issue 27: bids from a bounded set): on the wire with
+ * or without inputs, never "nobody"; everyone drawn at NS_DRAW_ALL; each
+ * provider drawn for its share of jobs, none starved; a job asks about
+ * the target whatever the number that qualify. */
+TEST(announce_draw)
+{
+    ns_announce_t a, b;
+    ns_buf_t buf;
+    ns_buf_init(&buf);
+    s_announce(&a);
+    a.draw = ns_bid_draw_for(10000, 32);
+    CHECK_RC(ns_announce_encode(&a, &buf), NS_OK);
+    CHECK_RC(ns_announce_decode(buf.data, buf.len, &b), NS_OK);
+    CHECK(memcmp(&a, &b, sizeof a) == 0);
+    CHECK(s_prefixes_refused(s_dec_announce, &buf, &b));
+    a.n_inputs = 1;
+    randombytes_buf(a.inputs[0].hash, NS_HASH_BYTES);
+    a.inputs[0].size = 7;
+    CHECK_RC(ns_announce_encode(&a, &buf), NS_OK);
+    CHECK_RC(ns_announce_decode(buf.data, buf.len, &b), NS_OK);
+    CHECK(memcmp(&a, &b, sizeof a) == 0);
+    /* everyone: the field stays off the wire (older providers read it) */
+    s_announce(&a);
+    a.draw = NS_DRAW_ALL;
+    CHECK_RC(ns_announce_encode(&a, &buf), NS_OK);
+    CHECK_RC(ns_announce_decode(buf.data, buf.len, &b), NS_OK);
+    CHECK_EQ_INT(b.draw, 0);
+    CHECK(ns_bid_draw_for(32, 32) == NS_DRAW_ALL);
+    CHECK(ns_bid_draw_for(5, 32) == NS_DRAW_ALL);
+    CHECK(ns_bid_draw_for(64, 0) == NS_DRAW_ALL);
+    CHECK(ns_bid_draw_for(UINT32_MAX, 1) >= 1);
+
+    /* 2,000 providers, 500 jobs of 2 rounds, a target of 32 */
+    enum { P = 2000, J = 500 };
+    static uint8_t ids[P][NS_ID_BYTES];
+    static uint32_t drawn[P];
+    randombytes_buf(ids, sizeof ids);
+    memset(drawn, 0, sizeof drawn);
+    uint32_t draw = ns_bid_draw_for(P, 32), min_job = P, max_job = 0;
+    for (uint32_t j = 0; j < J; j++) {
+        ns_hash_t job;
+        randombytes_buf(job, sizeof job);
+        for (uint32_t round = 1; round <= 2; round++) {
+            uint32_t n = 0;
+            for (uint32_t p = 0; p < P; p++)
+                if (ns_bid_drawn(job, round, ids[p], draw)) {
+                    drawn[p]++;
+                    n++;
+                }
+            min_job = n < min_job ? n : min_job;
+            max_job = n > max_job ? n : max_job;
+            CHECK(ns_bid_drawn(job, round, ids[0], NS_DRAW_ALL));
+            CHECK(ns_bid_drawn(job, round, ids[0], 0));
+        }
+    }
+    /* per job: 32 expected (binomial, sd 5.6) */
+    CHECK(min_job >= 8 && max_job <= 64);
+    /* per provider: 1,000 draws at 1/62.5 each, 16 expected (sd 4) */
+    uint32_t starved = 0, most = 0;
+    for (uint32_t p = 0; p < P; p++) {
+        starved += drawn[p] == 0;
+        most = drawn[p] > most ? drawn[p] : most;
+    }
+    CHECK_EQ_INT(starved, 0);
+    CHECK(most <= 48);
+    ns_buf_release(&buf);
+}
+
 TEST(bid_round_trip)
 {
     ns_bid_t a, b;
@@ -543,6 +611,7 @@ int main(void)
     if (sodium_init() < 0)
         return 1;
     RUN(announce_round_trip_and_caps);
+    RUN(announce_draw);
     RUN(bid_round_trip);
     RUN(held_proof_binds_job_provider_mask_and_bytes);
     RUN(fetch_and_chunk_round_trip_and_caps);

@@ -85,6 +85,8 @@ static bool s_no_preflight;       /* the next world's requester skips it */
 static bool s_liar;               /* provider 1 claims an impossible device */
 static bool s_small_alloc;        /* providers allocate 1 KiB at most */
 static bool s_wait = false;       /* the requester waits for a provider */
+static uint32_t s_bid_target;     /* the next requester's (0: policy) */
+static uint8_t s_nonce;           /* the next job's nonce (another id) */
 static ns_verified_t *s_verified; /* the next requester challenges */
 
 /* ---- the fake network --------------------------------------------------- */
@@ -198,6 +200,7 @@ static bool s_visit(void *u, ns_peer_visit_fn fn, void *fu)
             hb->devices[0] = p->w->p[i].dev;
             hb->free_slots = p->w->p[i].free_slots;
             hb->price = p->w->p[i].cfg.price;
+            hb->stake = UINT64_C(1) << 40; /* micro-credits: any collateral */
         }
         stop = fn(fu, p->w->fx.acct[i].pk, hb);
     }
@@ -486,11 +489,12 @@ static s_world_t *s_world(const ns_fault_t *f1, const ns_fault_t *f2,
         if (!p->provider)
             return NULL;
     }
-    uint8_t nonce[16] = {1};
+    uint8_t nonce[16] = {1, s_nonce};
     ns_requester_opts_t o = s_req_opts(w, nonce);
     o.deadline_s = deadline_s;
     o.no_preflight = s_no_preflight;
     o.no_wait = !s_wait; /* today's tests: an empty auction fails at once */
+    o.bid_target = s_bid_target;
     o.verified = s_verified;
     o.chal_allowance_ms = 20; /* the liar's work takes longer than this */
     w->p[0].requester =
@@ -593,6 +597,38 @@ TEST(award_accept_result_settle)
     CHECK(s_said(w, "settled"));
     CHECK(s_conserved(w));
     s_world_free(w);
+}
+
+/* Bids from a bounded set (issue 27): asked for one bidder of the two
+ * that qualify, the requester announces a draw of half of them; a round
+ * where the drawn one cannot take the job (or none is drawn) is announced
+ * again with a wider draw instead of failing (no_wait is on), and the job
+ * settles. Run over several jobs, so that both outcomes of the draw
+ * come up. */
+TEST(bidder_draw_asks_a_share_and_widens)
+{
+    uint32_t widened = 0, first_round = 0;
+    for (uint8_t k = 0; k < 6; k++) {
+        s_bid_target = 1;
+        s_nonce = k;
+        s_world_t *w = s_world(NULL, NULL, 60);
+        s_bid_target = 0;
+        s_nonce = 0;
+        if (!CHECK(w != NULL))
+            return;
+        w->p[2].offline = true; /* drawn or not, it never bids */
+        CHECK(s_run(w, 20000));
+        const ns_receipt_t *r = ns_requester_receipt(w->p[0].requester);
+        CHECK_EQ_INT(r->phase, NS_RQ_DONE);
+        CHECK(memcmp(r->provider, w->fx.acct[1].pk, NS_ID_BYTES) == 0);
+        widened += s_said(w, "asking more");
+        first_round += r->rounds == 1;
+        CHECK(s_conserved(w));
+        s_world_free(w);
+    }
+    /* each job settled in its first round (its one provider drawn) or
+     * after a wider draw (it was not: half the time), never failed */
+    CHECK(widened + first_round == 6);
 }
 
 /* A CHUNK lost on its way (a dropped connection), to the provider (the
@@ -1106,6 +1142,7 @@ int main(int argc, char **argv)
         return 1;
     ns_log_threshold = NS_LOG_ERROR;
     RUN(award_accept_result_settle);
+    RUN(bidder_draw_asks_a_share_and_widens);
     RUN(lost_chunks_are_asked_again);
     RUN(accept_timeout_moves_on);
     RUN(lazy_provider_slashed_job_completed_elsewhere);
