@@ -334,6 +334,7 @@ void ns_peers_remove(ns_p2p_t *p, ns_peer_t *peer, const char *why)
     (void)ns_loop_remove_socket(p->loop, peer->dealer);
     ns_tr_close(&peer->dealer);
     free(peer->hb);
+    free(peer->hb_env);
     size_t idx = (size_t)(peer - p->peers);
     p->n_peers--;
     if (idx != p->n_peers)
@@ -355,6 +356,27 @@ int ns_peers_send(ns_p2p_t *p, ns_peer_t *peer, const uint8_t *buf, size_t len)
         return NS_ERR_NOTFOUND;
     }
     return ns_tr_reply(p, peer->rid, peer->rid_len, buf, len);
+}
+
+bool ns_peers_fresh_conn(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES],
+                         const uint8_t **rid, size_t *rid_len)
+{
+    uint64_t now = ns_mono_ms();
+    const ns_peer_t *peer = ns_peers_find(p, id);
+    if (peer && peer->rid_len && now - peer->rid_ms <= S_CONN_FRESH_MS) {
+        *rid = peer->rid;
+        *rid_len = peer->rid_len;
+        return true;
+    }
+    uint8_t curve[32];
+    const ns_link_t *link =
+        ns_id_curve_pk(id, curve) == NS_OK ? ns_link_find(p, curve) : NULL;
+    if (link && link->rid_len && now - link->rid_ms <= S_CONN_FRESH_MS) {
+        *rid = link->rid;
+        *rid_len = link->rid_len;
+        return true;
+    }
+    return false;
 }
 
 void ns_peers_note_conn(ns_p2p_t *p, const uint8_t key[32], const uint8_t *rid,
