@@ -444,12 +444,18 @@ int ns_p2p_send_raw(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES],
     ns_peer_t *via = ns_relay_route(p, id);
     if (via && ns_relay_send(p, via, id, buf, len) == NS_OK)
         return NS_OK;
-    uint64_t now = ns_mono_ms();
-    if (q && q->dealer && now - q->added_ms < S_DIAL_GRACE_MS)
-        return ns_peers_send(p, q, buf, len); /* queued until it answers */
+    /* A fresh dial may still answer: queued on our DEALER until it does.
+     * It may also never answer (an endpoint behind a router): the relays
+     * among our peers are tried too, and the recipient's seen-cache drops
+     * a second copy. */
+    bool dialling =
+        q && q->dealer && ns_mono_ms() - q->added_ms < S_DIAL_GRACE_MS;
+    int rc = dialling ? ns_peers_send(p, q, buf, len) : NS_ERR_NOTFOUND;
     if (s_send_via_relays(p, id, via, buf, len) == NS_OK)
-        return NS_OK;
-    return q ? ns_peers_send(p, q, buf, len) : NS_ERR_NOTFOUND;
+        rc = NS_OK;
+    if (rc != NS_OK && q && !dialling)
+        rc = ns_peers_send(p, q, buf, len);
+    return rc;
 }
 
 int ns_p2p_send(ns_p2p_t *p, const uint8_t peer[NS_ID_BYTES], uint8_t type,
@@ -514,13 +520,12 @@ bool ns_p2p_visit_heard(ns_p2p_t *p,
                                    const ns_heartbeat_t *hb),
                         void *u)
 {
-    uint64_t now = ns_mono_ms();
     for (int live = 1; live >= 0; live--)
         for (uint32_t i = 0; i < p->n_peers; i++) {
             const ns_peer_t *q = &p->peers[i];
+            /* an entry that never answered goes after
+             * S_CONNECT_TIMEOUT_MS: its heartbeat is that recent */
             if (!q->hb || (q->state == NS_PEER_LIVE) != live)
-                continue;
-            if (!live && now - q->last_hb_ms > 3ull * q->hb->interval_ms)
                 continue;
             if (fn(u, q->id, q->hb))
                 return true;

@@ -4,13 +4,15 @@
  * A node that cannot be dialled opens every link itself; the nodes it
  * dials keep it over that connection (peers.c, ns_peers_hold). Two such
  * nodes reach each other through a reachable peer that relays
- * (node.relay = on): the sender wraps its signed envelope in a RELAY
- * [to, envelope] to the relay, which passes the RELAY on unchanged to
- * `to` over its link there; `to` unwraps it and takes the envelope as if
- * it came from its signer, answering the same way back. A relay passes
- * on only between two of its live peers, only what the sender sent over
- * its own connection, and within a per-sender message budget and a
- * byte budget for everyone.
+ * (node.relay = on, the default): the sender wraps its signed envelope
+ * in a RELAY [to, envelope] to the relay, which passes the RELAY on
+ * unchanged to `to` over its link there; `to` unwraps it and takes the
+ * envelope as if it came from its signer, answering the same way back. A
+ * relay passes on only from a key in its table to a live peer or a key
+ * that talks to it over its own connection (behind a router without
+ * knowing it, not held yet), only what the sender sent over its own
+ * connection, and within a per-sender message budget and a byte budget
+ * for everyone.
  */
 #include "p2p_internal.h"
 

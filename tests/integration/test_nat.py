@@ -50,10 +50,12 @@ def test(net):
     log(f"job settled by h (behind the router) in {took:.1f} s: "
         f"{receipt['timings_ms']}")
     natnet.wait_paid(b, h, before)
-    # the provider counts it, and nothing went through a relay
+    # the provider counts it. (b, which relays by default, may carry a
+    # copy of what h sent r while h's fresh dial to r had not answered
+    # yet, and r's answers to a copy that came first: docs/PROTOCOL.md,
+    # "How a direct message goes".)
     prov = h.status()["provider"]
     check(prov["results"] >= 1, f"h's provider results: {prov}")
-    check_eq(b.status()["messages"]["relayed"], 0, "messages b relayed")
 
 
 nstest.main(test, "nat")
