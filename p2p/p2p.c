@@ -803,6 +803,13 @@ static int s_on_heartbeat(ns_p2p_t *p, const ns_envelope_t *env,
             peer = s_hold(p, src, env->sender, hb->endpoint);
         if (!peer && !dialable)
             peer = ns_peers_find(p, env->sender);
+        /* Told by a reachable peer (the held peers it tells us with the
+         * answer to our HELLO): an entry we do not dial, so that a
+         * requester knows of the provider before its auction closes. */
+        const ns_peer_t *via = peer ? NULL : ns_peers_of_src(p, src);
+        if (!peer && !dialable && via && via->reachable &&
+            ns_peers_admit_key(p, src, env->sender))
+            peer = ns_peers_add_heard(p, env->sender, hb->endpoint);
     } else if (peer && strcmp(peer->endpoint, hb->endpoint) != 0) {
         ns_peer_origin origin = peer->fixed      ? NS_PEER_FROM_FIXED
                                 : peer->outbound ? NS_PEER_FROM_OUT

@@ -370,6 +370,14 @@ typedef enum {
 ns_peer_t *ns_peers_add(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES],
                         const char *endpoint, ns_peer_origin origin,
                         bool bootstrap, bool vouched);
+/* A key that cannot be dialled, told by a reachable peer (one that holds
+ * it, answering our HELLO): an outbound entry with no DEALER, vouched
+ * by nobody (it gives way to any vouched newcomer), that counts
+ * as heard of (ns_p2p_visit_heard) until the key dials us (held then) or
+ * S_CONNECT_TIMEOUT_MS pass; a "relay:" contact whose relay is a live
+ * peer also makes the route. NULL as ns_peers_add. */
+ns_peer_t *ns_peers_add_heard(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES],
+                              const char *contact);
 /* A message came over the peer's DEALER: it is reachable. Takes a slot of
  * its direction, evicting the lowest-scored peer there if the newcomer
  * scores higher; false (and the peer is removed) when it does not get

@@ -1,22 +1,30 @@
-"""Behind a router without knowing it (issue 24, problem 6): a provider
-whose advertised address cannot be dialled (here a port where nothing
-listens) but that dials out fine, with the default settings
-(node.reachable=yes), bids lowest and must win, run, settle and be paid.
+"""A provider others cannot dial (issue 24, problem 6) bids lowest and must
+be challenged, win, run, settle and be paid:
+
+    test_nat_undialable.py dead  it advertises a port where nothing
+                                 listens, with the default settings
+                                 (node.reachable=yes: it does not know)
+    test_nat_undialable.py no    node.reachable=no (its contact is "" or
+                                 names b, which relays by default)
+
 Everything the requester sends it (challenge, award, chunk replies) has to
-travel over the connection the provider opened to the requester.
+travel over the connection the provider opened to the requester (or
+through b).
 
   b   bootstrap, no slots
   d   a dialable provider, the dearer one
-  u   the undialable provider, the cheapest (node.advertise names a port
-      that is bound but never listened on, so a dial there is refused)
+  u   the undialable provider, the cheapest (dead: node.advertise names
+      a port that is bound but never listened on, so a dial is refused)
   r   the requester: `submit` (a light peer) on loopback
 
-Before the fix the requester dialled u's advertised endpoint for its
-challenge (u's entry there was not reachable yet, so the DEALER queued it
-for ever): u logged no `challenged`, the round was given up and d got the
-job. Loopback only: no namespaces.
+Before the fix (dead) the requester sent its award to u's advertised
+endpoint (u's entry there never became reachable, so the DEALER queued it
+for ever) and d got the job; (no) the requester had never heard of u when
+d's bid came, closed the auction on it and d got the job. In both u logged
+no `challenged`. Loopback only: no namespaces.
 """
 import socket
+import sys
 
 import nstest
 from nstest import check, check_eq, log
@@ -24,7 +32,7 @@ from nstest import check, check_eq, log
 import natnet
 
 
-def test(net):
+def test(net, mode):
     # A port that refuses every dial, held for the whole test so that
     # nothing else takes it.
     dead = socket.socket()
@@ -36,10 +44,12 @@ def test(net):
     b.start(extra=["--set", "node.slots=0"])
     d.start(bootstrap=[b], extra=["--set", "node.stake=100000", "--set",
                                   "node.price=2000"])
+    how = (["--set", f"node.advertise={dead_ep}"] if mode == "dead"
+           else ["--set", "node.reachable=no"])
     u.start(bootstrap=[b], extra=["--set", "node.stake=100000", "--set",
-                                  "node.price=500", "--set",
-                                  f"node.advertise={dead_ep}"])
-    check(u.addr.endswith("@" + dead_ep), f"u's node.addr: {u.addr}")
+                                  "node.price=500", *how])
+    if mode == "dead":
+        check(u.addr.endswith("@" + dead_ep), f"u's node.addr: {u.addr}")
     net.wait_mesh([b, d])
     # b keeps u over u's own connection once its endpoint has not answered
     natnet.wait_held(b, u)
@@ -51,8 +61,9 @@ def test(net):
           "u was never challenged (its log has no event=challenged)")
     check_eq(receipt["status"], "settled", "the job's status")
     check_eq(receipt["provider"], u.id, "the job's provider (the cheapest)")
-    log(f"job settled by u (advertising {dead_ep}) in {took:.1f} s")
+    log(f"job settled by u ({mode}) in {took:.1f} s")
     natnet.wait_paid(b, u, before)
 
 
-nstest.main(test, "nat_undialable")
+MODE = sys.argv[1] if len(sys.argv) > 1 else "dead"
+nstest.main(lambda net: test(net, MODE), f"nat_undialable_{MODE}")
