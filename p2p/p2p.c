@@ -444,17 +444,13 @@ int ns_p2p_send_raw(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES],
     ns_peer_t *via = ns_relay_route(p, id);
     if (via && ns_relay_send(p, via, id, buf, len) == NS_OK)
         return NS_OK;
-    /* A fresh dial may still answer: queued on our DEALER until it does.
-     * It may also never answer (an endpoint behind a router): the relays
-     * among our peers are tried too, and the recipient's seen-cache drops
-     * a second copy. */
-    bool dialling =
-        q && q->dealer && ns_mono_ms() - q->added_ms < S_DIAL_GRACE_MS;
-    int rc = dialling ? ns_peers_send(p, q, buf, len) : NS_ERR_NOTFOUND;
+    /* Our dial may still answer (a slow one): queued on our DEALER until
+     * it does. It may also never answer (an endpoint behind a router):
+     * the relays among our peers are tried too, and the recipient's
+     * seen-cache drops a second copy. */
+    int rc = q && q->dealer ? ns_peers_send(p, q, buf, len) : NS_ERR_NOTFOUND;
     if (s_send_via_relays(p, id, via, buf, len) == NS_OK)
         rc = NS_OK;
-    if (rc != NS_OK && q && !dialling)
-        rc = ns_peers_send(p, q, buf, len);
     return rc;
 }
 

@@ -49,9 +49,6 @@
 /* a key not in the table is answered over its own connection this long
  * after its last message there */
 #define S_CONN_FRESH_MS 60000
-/* an entry dialled this recently may still answer: what we send it is
- * queued on our DEALER too, besides any relay */
-#define S_DIAL_GRACE_MS 1000
 /* heartbeats of held peers told in answer to one HELLO */
 #define S_HELD_INTRO 8
 /* relays among our live peers tried for a peer we have no way to */
@@ -418,9 +415,9 @@ bool ns_peers_fresh_conn(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES],
 /* Send a signed envelope to a peer by the best way we have
  * (docs/PROTOCOL.md, "Behind a router"): our DEALER once it answered, or
  * its connection when we hold it; else the connection it opened to us
- * lately, the relay it was reached by; else the relays among our live
- * peers (and our DEALER too while a fresh dial may still answer), and
- * last our DEALER.
+ * lately, the relay it was reached by; else both our DEALER (queued
+ * until its endpoint answers, if ever) and up to S_RELAY_TRY relays among
+ * our live peers.
  * NS_ERR_NOTFOUND when there is no way at all. */
 int ns_p2p_send_raw(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES],
                     const uint8_t *buf, size_t len);

@@ -257,7 +257,10 @@ int ns_relay_on_msg(ns_p2p_t *p, const ns_envelope_t *env,
         char a[NS_ID_TEXT_LEN + 1];
         ns_id_text(a, env->sender);
         ns_debug(NS_MOD_NET, "event=relay_refused from=%s reason=%s", a, why);
-        return NS_ERR_INVAL;
+        /* A recipient we do not know is a sender's guess that missed
+         * (p2p.c, ns_p2p_send_raw tries a few relays): no warning. */
+        return strcmp(why, "recipient_not_a_peer") == 0 ? NS_ERR_NOTFOUND
+                                                        : NS_ERR_INVAL;
     }
     /* Re-sign nothing: the RELAY goes on as its signer made it. */
     ns_buf_t msg;
