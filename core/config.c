@@ -26,6 +26,9 @@ void ns_config_defaults(ns_config_t *cfg)
     cfg->price = 1000;
     cfg->stake = 0;
     cfg->slots = 1;
+    /* Relaying is how two nodes behind routers meet: on by default, and
+     * it applies only while this node can be dialled (p2p/relay.c). */
+    cfg->relay = true;
     cfg->ledger_map_bytes = NS_DEFAULT_LEDGER_MAP_BYTES;
     cfg->blob_cache_bytes = UINT64_C(1) << 30;
     cfg->log_level = NS_LOG_INFO;
@@ -410,8 +413,8 @@ int ns_config_write(const ns_config_t *cfg, const char *path)
         PUT("reachable = no\n");
     else if (cfg->reachable == NS_REACH_AUTO)
         PUT("reachable = auto\n");
-    if (cfg->relay)
-        PUT("relay = on\n");
+    if (!cfg->relay)
+        PUT("relay = off\n");
     if (cfg->ledger_map_bytes != def.ledger_map_bytes)
         PUT("[ledger]\nmap_size = %llu\n",
             (unsigned long long)cfg->ledger_map_bytes);

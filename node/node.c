@@ -140,6 +140,12 @@ static bool s_io_visit(void *u, ns_peer_visit_fn fn, void *fu)
     return ns_p2p_pick_peer(n->p2p, fn, fu, id) == NS_OK;
 }
 
+static bool s_io_visit_heard(void *u, ns_peer_visit_fn fn, void *fu)
+{
+    ns_node_t *n = u;
+    return ns_p2p_visit_heard(n->p2p, fn, fu);
+}
+
 static uint32_t s_io_live(void *u)
 {
     ns_node_t *n = u;
@@ -639,11 +645,20 @@ ns_node_t *ns_node_open(const ns_node_conf_t *c, char *err, size_t errlen)
     n->lock_fd = -1;
     for (uint32_t i = 0; i < NS_POLICY_MAX_WORKERS; i++)
         n->wfd[i].fd = -1;
-    n->io = (ns_node_io_t){n,           s_io_send,         s_io_publish,
-                           s_io_dial,   s_io_append,       s_io_set_offer,
-                           s_io_visit,  s_io_live,         s_io_now,
-                           s_io_mono,   s_io_explain_join, s_io_contact,
-                           s_io_unheard};
+    n->io = (ns_node_io_t){n,
+                           s_io_send,
+                           s_io_publish,
+                           s_io_dial,
+                           s_io_append,
+                           s_io_set_offer,
+                           s_io_visit,
+                           s_io_live,
+                           s_io_now,
+                           s_io_mono,
+                           s_io_explain_join,
+                           s_io_contact,
+                           s_io_unheard,
+                           s_io_visit_heard};
     int rc;
     if (s_lock_datadir(n, err, errlen) != NS_OK ||
         s_load(n, err, errlen) != NS_OK)

@@ -503,18 +503,27 @@ static bool s_count_qualified(void *u, const uint8_t *id,
     return false;
 }
 
+/* Live peers, then those heard of whose endpoint has not answered
+ * (node_io.h, visit_heard): a provider behind a router counts, and is
+ * challenged, like any. */
+static bool s_visit_heard(ns_requester_t *q, ns_peer_visit_fn fn, void *u)
+{
+    return q->io->visit_heard ? q->io->visit_heard(q->io->user, fn, u)
+                              : q->io->visit_peers(q->io->user, fn, u);
+}
+
 /* Of them, those the announcement's draw asks to bid. */
 static uint32_t s_drawn_known(ns_requester_t *q)
 {
     s_explain_t x = {q, 0, 0, 0, 0, {0}, true};
-    q->io->visit_peers(q->io->user, s_count_qualified, &x);
+    s_visit_heard(q, s_count_qualified, &x);
     return x.qualified;
 }
 
 static uint32_t s_qualified_known(ns_requester_t *q)
 {
     s_explain_t x = {q, 0, 0, 0, 0, {0}, false};
-    q->io->visit_peers(q->io->user, s_count_qualified, &x);
+    s_visit_heard(q, s_count_qualified, &x);
     return x.qualified;
 }
 
@@ -1305,7 +1314,10 @@ static int s_vet(ns_requester_t *q, const ns_bid_t *bid, uint64_t now)
     memset(&c, 0, sizeof c);
     c.q = q;
     c.id = bid->provider;
-    q->io->visit_peers(q->io->user, s_find_claim, &c);
+    /* Not live here, a provider that cannot be dialled (and does not
+     * know it) is held to its claims all the same: its heartbeat is
+     * signed however it came. */
+    s_visit_heard(q, s_find_claim, &c);
     if (!c.found)
         return 1; /* no heartbeat: no claim to hold it to */
     /* one challenge at a time in this node (verified.h): wait our turn */

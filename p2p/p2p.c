@@ -276,8 +276,8 @@ int ns_p2p_publish_also(ns_p2p_t *p, uint8_t type, const uint8_t *body,
         ns_gossip_forward(p, msg.data, msg.len, NULL, NULL);
     /* The same envelope, so that a copy that also comes by gossip is a
      * duplicate to it, dropped at the seen-cache. */
-    ns_peer_t *q = also && rc == NS_OK ? ns_peers_find(p, also) : NULL;
-    if (q && q->dealer && ns_tr_send(p, q->dealer, msg.data, msg.len) == NS_OK)
+    if (also && rc == NS_OK && memcmp(also, p->self_id, NS_ID_BYTES) != 0 &&
+        ns_p2p_send_raw(p, also, msg.data, msg.len) == NS_OK)
         p->stats.forwarded++;
     ns_buf_release(&msg);
     return rc;
@@ -404,33 +404,64 @@ int ns_p2p_reply(ns_p2p_t *p, ns_p2p_src_t *src, uint8_t type,
     return rc;
 }
 
+/* Through up to S_RELAY_TRY live peers that relay (not `skip`, the route
+ * that already failed): a guess, since we do not know whom they hold, so
+ * more than one; the recipient's seen-cache drops a second copy. */
+static int s_send_via_relays(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES],
+                             const ns_peer_t *skip, const uint8_t *buf,
+                             size_t len)
+{
+    int rc = NS_ERR_NOTFOUND, tried = 0;
+    uint32_t start = p->n_peers ? ns_rand_below(p->n_peers) : 0;
+    for (uint32_t k = 0; k < p->n_peers && tried < S_RELAY_TRY; k++) {
+        ns_peer_t *q = &p->peers[(start + k) % p->n_peers];
+        if (q == skip || q->state != NS_PEER_LIVE || q->held || !q->hb ||
+            !(q->hb->flags & NS_HB_RELAY) ||
+            memcmp(q->id, id, NS_ID_BYTES) == 0)
+            continue;
+        tried++;
+        if (ns_relay_send(p, q, id, buf, len) == NS_OK)
+            rc = NS_OK;
+    }
+    return rc;
+}
+
+int ns_p2p_send_raw(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES],
+                    const uint8_t *buf, size_t len)
+{
+    ns_peer_t *q = ns_peers_find(p, id);
+    if (q && (q->reachable || q->held))
+        return ns_peers_send(p, q, buf, len);
+    /* Its advertised endpoint has not answered (yet): it may be behind a
+     * router without knowing it, but it talks to us over a connection of
+     * its own (a bid over a DEALER that reconnected after our restart
+     * also comes before any HELLO). */
+    const uint8_t *rid = NULL;
+    size_t rid_len = 0;
+    if (ns_peers_fresh_conn(p, id, &rid, &rid_len) &&
+        ns_tr_reply(p, rid, rid_len, buf, len) == NS_OK)
+        return NS_OK;
+    ns_peer_t *via = ns_relay_route(p, id);
+    if (via && ns_relay_send(p, via, id, buf, len) == NS_OK)
+        return NS_OK;
+    /* Our dial may still answer (a slow one): queued on our DEALER until
+     * it does. It may also never answer (an endpoint behind a router):
+     * the relays among our peers are tried too, and the recipient's
+     * seen-cache drops a second copy. */
+    int rc = q && q->dealer ? ns_peers_send(p, q, buf, len) : NS_ERR_NOTFOUND;
+    if (s_send_via_relays(p, id, via, buf, len) == NS_OK)
+        rc = NS_OK;
+    return rc;
+}
+
 int ns_p2p_send(ns_p2p_t *p, const uint8_t peer[NS_ID_BYTES], uint8_t type,
                 const uint8_t *body, size_t len)
 {
-    /* Directly when we are linked (our DEALER, or its connection to us
-     * when it cannot be dialled), else through the relay it was reached
-     * by. */
-    ns_peer_t *q = ns_peers_find(p, peer);
-    ns_peer_t *via = q && q->reachable ? NULL : ns_relay_route(p, peer);
-    /* Not in the table (yet): a key that talks to us over a connection of
-     * its own is answered there (a bid over a DEALER that reconnected
-     * after our restart comes before any HELLO). */
-    const ns_link_t *conn = NULL;
-    uint8_t curve[32];
-    if (!q && !via && ns_id_curve_pk(peer, curve) == NS_OK)
-        conn = ns_link_find(p, curve);
-    if (conn &&
-        (!conn->rid_len || ns_mono_ms() - conn->rid_ms > S_CONN_FRESH_MS))
-        conn = NULL;
-    if (!q && !via && !conn)
-        return NS_ERR_NOTFOUND;
     ns_buf_t msg;
     ns_buf_init(&msg);
     int rc = ns_p2p_sign(p, type, body, len, &msg, NULL);
     if (rc == NS_OK)
-        rc = via ? ns_relay_send(p, via, peer, msg.data, msg.len)
-             : q ? ns_peers_send(p, q, msg.data, msg.len)
-                 : ns_tr_reply(p, conn->rid, conn->rid_len, msg.data, msg.len);
+        rc = ns_p2p_send_raw(p, peer, msg.data, msg.len);
     ns_buf_release(&msg);
     return rc;
 }
@@ -478,6 +509,24 @@ int ns_p2p_block(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES], uint32_t ms)
     if (peer)
         ns_peers_remove(p, peer, "blocked");
     return NS_OK;
+}
+
+bool ns_p2p_visit_heard(ns_p2p_t *p,
+                        bool (*fn)(void *u, const uint8_t id[NS_ID_BYTES],
+                                   const ns_heartbeat_t *hb),
+                        void *u)
+{
+    for (int live = 1; live >= 0; live--)
+        for (uint32_t i = 0; i < p->n_peers; i++) {
+            const ns_peer_t *q = &p->peers[i];
+            /* an entry that never answered goes after
+             * S_CONNECT_TIMEOUT_MS: its heartbeat is that recent */
+            if (!q->hb || (q->state == NS_PEER_LIVE) != live)
+                continue;
+            if (fn(u, q->id, q->hb))
+                return true;
+        }
+    return false;
 }
 
 int ns_p2p_pick_peer(ns_p2p_t *p,
@@ -566,6 +615,21 @@ void ns_p2p_drop(ns_p2p_t *p, ns_link_t *link, int reason,
 }
 
 /* ---- built-in message types --------------------------------------------- */
+
+int ns_p2p_env_bytes(const ns_envelope_t *env, ns_buf_t *out)
+{
+    /* the six-element array around the signed bytes and the signature */
+    static const uint8_t head = 0x96, sig_head[2] = {0xc4, NS_SIG_BYTES};
+    out->len = 0;
+    int rc = ns_buf_append(out, &head, 1);
+    if (rc == NS_OK)
+        rc = ns_buf_append(out, env->signed_part, env->signed_len);
+    if (rc == NS_OK)
+        rc = ns_buf_append(out, sig_head, 2);
+    if (rc == NS_OK)
+        rc = ns_buf_append(out, env->sig, NS_SIG_BYTES);
+    return rc;
+}
 
 static bool s_from_sender_link(const s_src_t *src, const uint8_t *sender)
 {
@@ -668,6 +732,18 @@ static int s_on_hello(ns_p2p_t *p, const ns_envelope_t *env, const s_src_t *src)
         (void)s_reply(p, src, p->scratch.data, p->scratch.len);
     if (p->last_hb.len)
         (void)s_reply(p, src, p->last_hb.data, p->last_hb.len);
+    /* And those of a few peers we hold: PEERS cannot name them (they
+     * cannot be dialled), yet a requester that joins should know of the
+     * providers among them before its auction closes. */
+    uint32_t told = 0;
+    for (uint32_t k = 0; k < p->n_peers && told < S_HELD_INTRO; k++) {
+        const ns_peer_t *q = &p->peers[(start + k) % p->n_peers];
+        if (q->state != NS_PEER_LIVE || !q->held || !q->hb_env ||
+            memcmp(q->id, env->sender, NS_ID_BYTES) == 0)
+            continue;
+        if (s_reply(p, src, q->hb_env, q->hb_env_len) == NS_OK)
+            told++;
+    }
     return NS_OK;
 }
 
@@ -723,6 +799,13 @@ static int s_on_heartbeat(ns_p2p_t *p, const ns_envelope_t *env,
             peer = s_hold(p, src, env->sender, hb->endpoint);
         if (!peer && !dialable)
             peer = ns_peers_find(p, env->sender);
+        /* Told by a reachable peer (the held peers it tells us with the
+         * answer to our HELLO): an entry we do not dial, so that a
+         * requester knows of the provider before its auction closes. */
+        const ns_peer_t *via = peer ? NULL : ns_peers_of_src(p, src);
+        if (!peer && !dialable && via && via->reachable &&
+            ns_peers_admit_key(p, src, env->sender))
+            peer = ns_peers_add_heard(p, env->sender, hb->endpoint);
     } else if (peer && strcmp(peer->endpoint, hb->endpoint) != 0) {
         ns_peer_origin origin = peer->fixed      ? NS_PEER_FROM_FIXED
                                 : peer->outbound ? NS_PEER_FROM_OUT
@@ -791,6 +874,15 @@ static int s_on_heartbeat(ns_p2p_t *p, const ns_envelope_t *env,
     ns_heartbeat_t *old = peer->hb;
     peer->hb = hb;
     hb = old;
+    if (peer->held && peer->state == NS_PEER_LIVE &&
+        ns_p2p_env_bytes(env, &p->scratch) == NS_OK) {
+        uint8_t *copy = realloc(peer->hb_env, p->scratch.len);
+        if (copy) {
+            memcpy(copy, p->scratch.data, p->scratch.len);
+            peer->hb_env = copy;
+            peer->hb_env_len = (uint32_t)p->scratch.len;
+        }
+    }
     /* A relay among our peers: our contact can name it at once (a light
      * peer announces its job as soon as it has a peer). */
     if (relay_news && ns_relay_update_contact(p) && p->running)

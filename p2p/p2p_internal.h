@@ -49,6 +49,10 @@
 /* a key not in the table is answered over its own connection this long
  * after its last message there */
 #define S_CONN_FRESH_MS 60000
+/* heartbeats of held peers told in answer to one HELLO */
+#define S_HELD_INTRO 8
+/* relays among our live peers tried for a peer we have no way to */
+#define S_RELAY_TRY 2
 /* peers reached through a relay, and how long an unused route is kept */
 #define S_ROUTES 64
 #define S_ROUTE_MS 600000
@@ -139,6 +143,10 @@ typedef struct {
     uint64_t last_hb_ms;      /* monotonic, last fresh heartbeat */
     uint64_t last_hb_wall_ms; /* sender's timestamp of that heartbeat */
     ns_heartbeat_t *hb;       /* its latest heartbeat, owned */
+    uint8_t *hb_env;          /* held: that heartbeat's envelope, owned,
+                                 told to a peer that says HELLO (nobody
+                                 can learn of it from PEERS) */
+    uint32_t hb_env_len;
     bool hb_passed;           /* we passed one of its heartbeats on since
                                  it entered the table (p2p.c) */
     ns_link_t link;           /* limits on what its DEALER delivers */
@@ -359,6 +367,14 @@ typedef enum {
 ns_peer_t *ns_peers_add(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES],
                         const char *endpoint, ns_peer_origin origin,
                         bool bootstrap, bool vouched);
+/* A key that cannot be dialled, told by a reachable peer (one that holds
+ * it, answering our HELLO): an outbound entry with no DEALER, vouched
+ * by nobody (it gives way to any vouched newcomer), that counts
+ * as heard of (ns_p2p_visit_heard) until the key dials us (held then) or
+ * S_CONNECT_TIMEOUT_MS pass; a "relay:" contact whose relay is a live
+ * peer also makes the route. NULL as ns_peers_add. */
+ns_peer_t *ns_peers_add_heard(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES],
+                              const char *contact);
 /* A message came over the peer's DEALER: it is reachable. Takes a slot of
  * its direction, evicting the lowest-scored peer there if the newcomer
  * scores higher; false (and the peer is removed) when it does not get
@@ -391,6 +407,20 @@ void ns_peers_note_conn(ns_p2p_t *p, const uint8_t key[32], const uint8_t *rid,
 /* Send raw bytes to a peer: over our DEALER, or over its connection to our
  * ROUTER when held. As ns_tr_send. */
 int ns_peers_send(ns_p2p_t *p, ns_peer_t *peer, const uint8_t *buf, size_t len);
+/* The routing id of the connection the key of `id` opened to our ROUTER,
+ * when a message came over it in the last S_CONN_FRESH_MS (the peer's
+ * entry first, else the key's inbound link); false when there is none. */
+bool ns_peers_fresh_conn(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES],
+                         const uint8_t **rid, size_t *rid_len);
+/* Send a signed envelope to a peer by the best way we have
+ * (docs/PROTOCOL.md, "Behind a router"): our DEALER once it answered, or
+ * its connection when we hold it; else the connection it opened to us
+ * lately, the relay it was reached by; else both our DEALER (queued
+ * until its endpoint answers, if ever) and up to S_RELAY_TRY relays among
+ * our live peers.
+ * NS_ERR_NOTFOUND when there is no way at all. */
+int ns_p2p_send_raw(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES],
+                    const uint8_t *buf, size_t len);
 /* Whether a contact can be dialled (a tcp:// endpoint). */
 bool ns_contact_dialable(const char *contact);
 void ns_peers_send_hello(ns_p2p_t *p, ns_peer_t *peer);
@@ -450,6 +480,9 @@ int ns_p2p_src_send(ns_p2p_t *p, const struct ns_p2p_src *src,
 /* Ingest from a given source (a relayed envelope). */
 int ns_p2p_ingest_src(ns_p2p_t *p, struct ns_p2p_src *src, const uint8_t *buf,
                       size_t len);
+/* The bytes of a verified envelope as its signer made them (to pass it
+ * on unchanged). */
+int ns_p2p_env_bytes(const ns_envelope_t *env, ns_buf_t *out);
 /* Whether the source's link is the sender's own connection. */
 bool ns_p2p_from_sender_link(const struct ns_p2p_src *src,
                              const uint8_t *sender);

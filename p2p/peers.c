@@ -74,12 +74,13 @@ static ns_peer_t *s_oldest_unvouched(ns_p2p_t *p, bool outbound)
     return oldest;
 }
 
-ns_peer_t *ns_peers_add(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES],
+/* dial: open a DEALER to endpoint (else an entry that waits for the key
+ * to dial us). */
+static ns_peer_t *s_add(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES],
                         const char *endpoint, ns_peer_origin origin,
-                        bool bootstrap, bool vouched)
+                        bool bootstrap, bool vouched, bool dial)
 {
-    if (memcmp(id, p->self_id, NS_ID_BYTES) == 0 ||
-        !ns_contact_dialable(endpoint))
+    if (memcmp(id, p->self_id, NS_ID_BYTES) == 0)
         return NULL;
     bool fixed = origin == NS_PEER_FROM_FIXED;
     bool outbound = s_is_outbound(origin);
@@ -102,10 +103,11 @@ ns_peer_t *ns_peers_add(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES],
         p->stats.table_full++;
         return NULL;
     }
-    void *dealer = ns_tr_connect(p, curve, endpoint);
-    if (!dealer)
+    void *dealer = dial ? ns_tr_connect(p, curve, endpoint) : NULL;
+    if (dial && !dealer)
         return NULL;
-    if (ns_loop_add_socket(p->loop, dealer, ns_p2p_on_dealer, p) != NS_OK) {
+    if (dial &&
+        ns_loop_add_socket(p->loop, dealer, ns_p2p_on_dealer, p) != NS_OK) {
         p->stats.table_full++; /* the loop's room was taken by others */
         ns_tr_close(&dealer);
         return NULL;
@@ -134,6 +136,32 @@ ns_peer_t *ns_peers_add(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES],
              "event=peer_added id=%s endpoint=%s bootstrap=%d outbound=%d",
              idtext, endpoint, bootstrap, outbound);
     ns_peers_send_hello(p, peer);
+    return peer;
+}
+
+ns_peer_t *ns_peers_add(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES],
+                        const char *endpoint, ns_peer_origin origin,
+                        bool bootstrap, bool vouched)
+{
+    if (!ns_contact_dialable(endpoint))
+        return NULL;
+    return s_add(p, id, endpoint, origin, bootstrap, vouched, true);
+}
+
+ns_peer_t *ns_peers_add_heard(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES],
+                              const char *contact)
+{
+    ns_peer_t *peer =
+        s_add(p, id, contact, NS_PEER_FROM_OUT, false, false, false);
+    /* "relay:<id>@...": through that relay, when it is a live peer. */
+    const char *relay = peer ? ns_contact_relay(contact) : NULL;
+    uint8_t rid[NS_ID_BYTES];
+    char rep[NS_ENDPOINT_MAX];
+    const ns_peer_t *via = relay && ns_addr_parse(relay, rid, rep) == NS_OK
+                               ? ns_peers_find(p, rid)
+                               : NULL;
+    if (via && via->state == NS_PEER_LIVE)
+        ns_relay_route_set(p, id, rid);
     return peer;
 }
 
@@ -334,6 +362,7 @@ void ns_peers_remove(ns_p2p_t *p, ns_peer_t *peer, const char *why)
     (void)ns_loop_remove_socket(p->loop, peer->dealer);
     ns_tr_close(&peer->dealer);
     free(peer->hb);
+    free(peer->hb_env);
     size_t idx = (size_t)(peer - p->peers);
     p->n_peers--;
     if (idx != p->n_peers)
@@ -355,6 +384,27 @@ int ns_peers_send(ns_p2p_t *p, ns_peer_t *peer, const uint8_t *buf, size_t len)
         return NS_ERR_NOTFOUND;
     }
     return ns_tr_reply(p, peer->rid, peer->rid_len, buf, len);
+}
+
+bool ns_peers_fresh_conn(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES],
+                         const uint8_t **rid, size_t *rid_len)
+{
+    uint64_t now = ns_mono_ms();
+    const ns_peer_t *peer = ns_peers_find(p, id);
+    if (peer && peer->rid_len && now - peer->rid_ms <= S_CONN_FRESH_MS) {
+        *rid = peer->rid;
+        *rid_len = peer->rid_len;
+        return true;
+    }
+    uint8_t curve[32];
+    const ns_link_t *link =
+        ns_id_curve_pk(id, curve) == NS_OK ? ns_link_find(p, curve) : NULL;
+    if (link && link->rid_len && now - link->rid_ms <= S_CONN_FRESH_MS) {
+        *rid = link->rid;
+        *rid_len = link->rid_len;
+        return true;
+    }
+    return false;
 }
 
 void ns_peers_note_conn(ns_p2p_t *p, const uint8_t key[32], const uint8_t *rid,
@@ -431,7 +481,7 @@ ns_peer_t *ns_peers_hold(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES],
 
 void ns_peers_send_hello(ns_p2p_t *p, ns_peer_t *peer)
 {
-    if (peer->held)
+    if (peer->held || !peer->dealer)
         return; /* it dials us; we cannot dial it */
     ns_hello_t hello;
     memset(&hello, 0, sizeof hello);

@@ -4,13 +4,15 @@
  * A node that cannot be dialled opens every link itself; the nodes it
  * dials keep it over that connection (peers.c, ns_peers_hold). Two such
  * nodes reach each other through a reachable peer that relays
- * (node.relay = on): the sender wraps its signed envelope in a RELAY
- * [to, envelope] to the relay, which passes the RELAY on unchanged to
- * `to` over its link there; `to` unwraps it and takes the envelope as if
- * it came from its signer, answering the same way back. A relay passes
- * on only between two of its live peers, only what the sender sent over
- * its own connection, and within a per-sender message budget and a
- * byte budget for everyone.
+ * (node.relay = on, the default): the sender wraps its signed envelope
+ * in a RELAY [to, envelope] to the relay, which passes the RELAY on
+ * unchanged to `to` over its link there; `to` unwraps it and takes the
+ * envelope as if it came from its signer, answering the same way back. A
+ * relay passes on only from a key in its table to a live peer or a key
+ * that talks to it over its own connection (behind a router without
+ * knowing it, not held yet), only what the sender sent over its own
+ * connection, and within a per-sender message budget and a byte budget
+ * for everyone.
  */
 #include "p2p_internal.h"
 
@@ -54,9 +56,11 @@ bool ns_relay_update_contact(ns_p2p_t *p)
                 next[0] = '\0';
         }
     }
-    uint32_t flags = NS_HB_DIRECT |
-                     (p->cfg->relay && !p->unreachable ? NS_HB_RELAY : 0) |
-                     (p->light ? NS_HB_LIGHT : 0);
+    /* A light peer's endpoint lives as long as one command: no relay. */
+    uint32_t flags =
+        NS_HB_DIRECT |
+        (p->cfg->relay && !p->unreachable && !p->light ? NS_HB_RELAY : 0) |
+        (p->light ? NS_HB_LIGHT : 0);
     if (strcmp(next, p->contact) == 0 && flags == p->my_hb.flags)
         return false;
     snprintf(p->contact, sizeof p->contact, "%s", next);
@@ -220,15 +224,22 @@ int ns_relay_on_msg(ns_p2p_t *p, const ns_envelope_t *env,
         return s_deliver(p, env, &r, src);
     /* Pass it on: only when we relay, and we can be dialled (a relay is
      * a meeting point), only what its signer sent over its own link. */
+    /* Signer and recipient: live peers, or keys in our table that talk
+     * to us over a connection of their own while their advertised
+     * endpoint has not answered (behind a router without knowing it:
+     * held only after S_HOLD_AFTER_MS, ns_peers_maintain). */
     ns_peer_t *from = ns_peers_find(p, env->sender);
     ns_peer_t *to = ns_peers_find(p, r.to);
+    const uint8_t *to_rid = NULL;
+    size_t to_rid_len = 0;
+    bool to_live = to && to->state == NS_PEER_LIVE;
     const char *why = NULL;
-    if (!p->cfg->relay || p->unreachable)
+    if (!p->cfg->relay || p->unreachable || p->light)
         why = "not_relaying";
-    else if (!ns_p2p_from_sender_link(src, env->sender) || !from ||
-             from->state != NS_PEER_LIVE)
+    else if (!ns_p2p_from_sender_link(src, env->sender) || !from)
         why = "sender_not_a_peer";
-    else if (!to || to->state != NS_PEER_LIVE)
+    else if (!to ||
+             (!to_live && !ns_peers_fresh_conn(p, r.to, &to_rid, &to_rid_len)))
         why = "recipient_not_a_peer";
     if (!why) {
         uint64_t now_us = ns_mono_us();
@@ -246,22 +257,18 @@ int ns_relay_on_msg(ns_p2p_t *p, const ns_envelope_t *env,
         char a[NS_ID_TEXT_LEN + 1];
         ns_id_text(a, env->sender);
         ns_debug(NS_MOD_NET, "event=relay_refused from=%s reason=%s", a, why);
-        return NS_ERR_INVAL;
+        /* A recipient we do not know is a sender's guess that missed
+         * (p2p.c, ns_p2p_send_raw tries a few relays): no warning. */
+        return strcmp(why, "recipient_not_a_peer") == 0 ? NS_ERR_NOTFOUND
+                                                        : NS_ERR_INVAL;
     }
-    /* Re-sign nothing: the RELAY goes on as its signer made it, the
-     * six-element array around the signed bytes and the signature. */
+    /* Re-sign nothing: the RELAY goes on as its signer made it. */
     ns_buf_t msg;
     ns_buf_init(&msg);
-    static const uint8_t head = 0x96, sig_head[2] = {0xc4, NS_SIG_BYTES};
-    rc = ns_buf_append(&msg, &head, 1);
+    rc = ns_p2p_env_bytes(env, &msg);
     if (rc == NS_OK)
-        rc = ns_buf_append(&msg, env->signed_part, env->signed_len);
-    if (rc == NS_OK)
-        rc = ns_buf_append(&msg, sig_head, 2);
-    if (rc == NS_OK)
-        rc = ns_buf_append(&msg, env->sig, NS_SIG_BYTES);
-    if (rc == NS_OK)
-        rc = ns_peers_send(p, to, msg.data, msg.len);
+        rc = to_live ? ns_peers_send(p, to, msg.data, msg.len)
+                     : ns_tr_reply(p, to_rid, to_rid_len, msg.data, msg.len);
     ns_buf_release(&msg);
     if (rc == NS_OK) {
         p->stats.relayed++;

@@ -60,6 +60,10 @@ typedef struct {
     /* Peers learned of lately and not heard from yet (p2p.h,
      * ns_p2p_unheard_peers over NS_POLICY_UNHEARD_MS); NULL: none. */
     uint32_t (*unheard_peers)(void *user);
+    /* Visit live peers, then the peers heard from lately whose endpoint
+     * has not answered (p2p.h, ns_p2p_visit_heard: providers behind a
+     * router that do not know it); NULL: visit_peers only. */
+    bool (*visit_heard)(void *user, ns_peer_visit_fn fn, void *u);
 } ns_node_io_t;
 
 /* A message for a state machine: verified, from sender. reply answers

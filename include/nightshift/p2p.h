@@ -154,6 +154,18 @@ int ns_p2p_connect(ns_p2p_t *p, const char *addr) NS_MUST_CHECK;
 int ns_p2p_block(ns_p2p_t *p, const uint8_t id[NS_ID_BYTES],
                  uint32_t ms) NS_MUST_CHECK;
 
+/* Visit each live peer's latest heartbeat, then those of the entries in
+ * the table that are not live: keys whose advertised endpoint has not
+ * answered (yet; such an entry goes after 15 s) that we heard of from a
+ * peer holding them or over their own connection (a provider behind a
+ * router that does not know it). Their heartbeats
+ * are signed by them however they came, so a requester can count them
+ * and hold them to their claims. True when fn stopped. */
+bool ns_p2p_visit_heard(ns_p2p_t *p,
+                        bool (*fn)(void *u, const uint8_t id[NS_ID_BYTES],
+                                   const ns_heartbeat_t *hb),
+                        void *u);
+
 /* A random live peer whose latest heartbeat satisfies want (NULL = any),
  * among those with a score >= 0 when there are any (docs/PROTOCOL.md,
  * "Peer admission and scores"). NS_ERR_NOTFOUND if none. */

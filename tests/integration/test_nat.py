@@ -31,7 +31,9 @@ def test(net):
                                   "node.stake=100000"])
     st = h.status()
     check_eq(st["reachable"], 0, "h's status.reachable")
-    check_eq(st["contact"], "", "h's contact (no relay among its peers)")
+    # "" until b's heartbeat names b a relay (node.relay is on by default)
+    check(st["contact"] in ("", f"relay:{b.addr}"),
+          f"h's contact: {st['contact']!r}")
 
     joined = natnet.wait_held(b, h)
     log(f"b lists h (behind the router) {joined:.2f} s after h answered")
@@ -48,10 +50,12 @@ def test(net):
     log(f"job settled by h (behind the router) in {took:.1f} s: "
         f"{receipt['timings_ms']}")
     natnet.wait_paid(b, h, before)
-    # the provider counts it, and nothing went through a relay
+    # the provider counts it. (b, which relays by default, may carry a
+    # copy of what h sent r while h's fresh dial to r had not answered
+    # yet, and r's answers to a copy that came first: docs/PROTOCOL.md,
+    # "How a direct message goes".)
     prov = h.status()["provider"]
     check(prov["results"] >= 1, f"h's provider results: {prov}")
-    check_eq(b.status()["messages"]["relayed"], 0, "messages b relayed")
 
 
 nstest.main(test, "nat")

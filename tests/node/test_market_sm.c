@@ -464,7 +464,7 @@ static s_world_t *s_world(const ns_fault_t *f1, const ns_fault_t *f2,
         ns_ledger_set_verifier(p->ledger, ns_slash_verify, &w->slash);
         p->io = (ns_node_io_t){
             p,      s_send, s_publish, s_dial, s_append, s_set_offer, s_visit,
-            s_live, s_now,  s_mono,    NULL,   NULL,     NULL};
+            s_live, s_now,  s_mono,    NULL,   NULL,     NULL,        NULL};
         ns_config_defaults(&p->cfg);
         p->cfg.slots = 1;
         p->cfg.stake = 100;

@@ -843,11 +843,12 @@ TEST(relay_rules)
     uint8_t nobody[NS_ID_BYTES];
     memset(nobody, 7, sizeof nobody);
 
-    /* Not relaying (node.relay is off by default): refused, counted. */
+    /* Not relaying (node.relay = off; on by default): refused, counted. */
+    f.cfg.relay = false;
     s_relay_msg(&m, f.other, nobody, 150);
     CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_ERR_INVAL);
     CHECK_EQ_INT(f.p->stats.relay_refused, 1);
-    /* Relaying, but the signer is no live peer of ours: refused. */
+    /* Relaying, but the signer is not in our table: refused. */
     f.cfg.relay = true;
     nobody[0]++; /* another message (the first is in the seen-cache) */
     s_relay_msg(&m, f.other, nobody, 150);
