@@ -22,6 +22,7 @@
 
 #include "bench_common.h"
 
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,43 +118,78 @@ static int s_inproc(ns_runner_t *r, const ns_job_t *job, const ns_input_t *in,
 }
 
 /* The same in the sandbox, as the requester runs it now: TIME (the build
- * and argument check on their marker) then SAMPLE, two requests. */
+ * and argument check on their marker) then SAMPLE, two requests, the
+ * inputs as read-only descriptors of their files (the requester's blobs). */
 static int s_sandboxed(ns_worker_t *w, const ns_job_t *job,
-                       const ns_input_t *in, char *err)
+                       const ns_input_t *in, const int *fds, char *err)
 {
     uint64_t unit_ns;
-    int rc = ns_worker_preflight(w, job, in, NULL, NS_PF_CHECK | NS_PF_TIME,
+    int rc = ns_worker_preflight(w, job, in, fds, NS_PF_CHECK | NS_PF_TIME,
                                  NS_POLICY_PREFLIGHT_UNITS, NULL, NULL,
                                  &unit_ns, err, S_ERR_LEN);
     if (rc == NS_OK)
-        rc = ns_worker_preflight(w, job, in, NULL, NS_PF_SAMPLE,
+        rc = ns_worker_preflight(w, job, in, fds, NS_PF_SAMPLE,
                                  NS_POLICY_PREFLIGHT_UNITS, NULL, NULL, NULL,
                                  err, S_ERR_LEN);
     return rc;
 }
 
-static int s_row(const char *what, ns_runner_t *r, ns_worker_t *w,
-                 const ns_job_t *job, const ns_input_t *in, uint32_t reps)
+/* Each input of job into a file of dir, opened read-only, as a blob. */
+static int s_input_files(const char *dir, const ns_job_t *job,
+                         const ns_input_t *in, int *fds)
+{
+    for (uint32_t i = 0; i < NS_MAX_ARGS; i++)
+        fds[i] = -1;
+    for (uint32_t i = 0; i < job->n_args; i++) {
+        if (job->args[i].kind != NS_ARG_IN)
+            continue;
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/in%u", dir, i);
+        FILE *f = fopen(path, "wb");
+        if (!f || fwrite(in[i].data, 1, in[i].len, f) != in[i].len ||
+            fclose(f) != 0)
+            return NS_ERR_IO;
+        fds[i] = open(path, O_RDONLY | O_CLOEXEC);
+        if (fds[i] < 0)
+            return NS_ERR_IO;
+    }
+    return NS_OK;
+}
+
+static int s_row(const char *what, const char *dir, ns_runner_t *r,
+                 ns_worker_t *w, const ns_job_t *job, const ns_input_t *in,
+                 uint32_t reps)
 {
     double a[S_MAX_REPS], b[S_MAX_REPS];
     char err[S_ERR_LEN];
+    int fds[NS_MAX_ARGS];
+    if (s_input_files(dir, job, in, fds) != NS_OK) {
+        fprintf(stderr, "bench_sandbox: cannot write the inputs in %s\n", dir);
+        return NS_ERR_IO;
+    }
+    int rc = NS_OK;
     for (uint32_t i = 0; i <= reps; i++) {
         uint64_t t0 = ns_mono_us();
-        int rc = s_inproc(r, job, in, err);
+        rc = s_inproc(r, job, in, err);
         uint64_t t1 = ns_mono_us();
         if (rc == NS_OK)
-            rc = s_sandboxed(w, job, in, err);
+            rc = s_sandboxed(w, job, in, fds, err);
         uint64_t t2 = ns_mono_us();
         if (rc != NS_OK) {
             fprintf(stderr, "bench_sandbox: %s: %s: %s\n", what,
                     ns_strerror(rc), err);
-            return rc;
+            break;
         }
         if (i == 0)
             continue; /* builds, first touches */
         a[i - 1] = (double)(t1 - t0) / 1e3;
         b[i - 1] = (double)(t2 - t1) / 1e3;
     }
+    for (uint32_t i = 0; i < NS_MAX_ARGS; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    if (rc != NS_OK)
+        return rc;
     double ma = s_median(a, reps), mb = s_median(b, reps);
     printf("%-26s %12.2f %12.2f %8.3fx\n", what, ma, mb, ma > 0 ? mb / ma : 0);
     return NS_OK;
@@ -214,11 +250,11 @@ int main(int argc, char **argv)
     memset(in, 0, sizeof in);
     snprintf(what, sizeof what, "sgemm %u", n);
     if (s_sgemm(&job, in, a, b, n) == NS_OK)
-        rc = s_row(what, r, w, &job, in, reps);
+        rc = s_row(what, cache, r, w, &job, in, reps);
     ns_job_release(&job);
     memset(in, 0, sizeof in);
     if (rc == NS_OK && s_vadd(&job, in, a, 1024) == NS_OK)
-        rc = s_row("vector_add 1024", r, w, &job, in, reps);
+        rc = s_row("vector_add 1024", cache, r, w, &job, in, reps);
     ns_job_release(&job);
     ns_worker_destroy(&w);
     ns_runner_destroy(&r);
