@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""Issue 24's benchmark: what the sandbox costs, in one run next to the
+build before it (a requester that ran the pre-flight in its own process).
+Figures only: nothing here passes or fails on time.
+
+1. The pre-flight (timing and sampled units) of SGEMM N and of a 1,024-
+   float vector add, in-process next to a warm sandboxed worker
+   (build/bench/bench_sandbox, medians).
+2. End to end, each binary in turn on the same machine: bench_market.py's
+   SGEMM N and small-job tables (`submit --node` and the light peer against
+   `nightshift run`), for --base BIN (the build before; skipped without
+   it) and for this build. The goal: the worker costs at most 5 % over the
+   base's figures.
+
+    bench/bench_sandbox.py [--base BIN] [--sgemm-n 2048] [--reps 3]
+                           [--small-reps 10]
+"""
+import argparse
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--base", help="the nightshift binary to compare with")
+    ap.add_argument("--sgemm-n", default="2048")
+    ap.add_argument("--reps", default="3")
+    ap.add_argument("--small-reps", default="10")
+    args = ap.parse_args()
+    here = os.path.join(ROOT, "build", "nightshift")
+    tool = os.path.join(ROOT, "build", "bench", "bench_sandbox")
+    for path in (here, tool):
+        if not os.access(path, os.X_OK):
+            sys.exit(f"bench_sandbox: no {path} (build with ./setup.sh)")
+    print("== 1. the pre-flight, in-process and in the sandbox", flush=True)
+    subprocess.run([tool, args.sgemm_n, "7"], check=False)
+    runs = [("base " + args.base, args.base)] if args.base else []
+    runs.append(("this build", here))
+    for name, binary in runs:
+        print(f"\n== 2. end to end: {name}", flush=True)
+        env = {**os.environ, "NIGHTSHIFT_BIN": binary}
+        subprocess.run([sys.executable,
+                        os.path.join(ROOT, "bench", "bench_market.py"),
+                        "--only", "e2e,small", "--sgemm-n", args.sgemm_n,
+                        "--reps", args.reps, "--small-reps",
+                        args.small_reps], env=env, check=False)
+
+
+if __name__ == "__main__":
+    main()
