@@ -58,6 +58,14 @@
  * fork of its author (detected everywhere within a fraction of a second)
  * is then known first (docs/PROTOCOL.md, "Forks"). */
 #define NS_POLICY_CLAIM_DELAY_MS 1000
+/* A provider looks for awards of its own that their requester left past
+ * deadline + the genesis close window (docs/PROTOCOL.md, "Closing") this
+ * often (each look reads every job of the ledger), and posts the CLOSE
+ * CLOSE_MARGIN after that moment by its clock: an honest requester's
+ * SETTLE or SLASH stamped inside the window has reached every node by
+ * then. */
+#define NS_POLICY_CLOSE_TICK_MS 2000
+#define NS_POLICY_CLOSE_MARGIN_MS 2000
 
 /* ---- the requester (node/requester.c) ----------------------------------- */
 
