@@ -17,7 +17,8 @@ Each time, on every node, within deadline + window + a margin (and never
 before deadline + window), the job is closed, the provider's locked
 collateral is free again, the requester's escrow is unlocked, the right
 party has the money and the ledger conserves. The time from deadline to
-the last node's unlocked collateral is printed.
+the last node's unlocked collateral is printed. The requester, resumed
+after the second, says its job was closed by its provider.
 """
 import array
 import json
@@ -162,6 +163,18 @@ def run_case(net, tn, boot, nodes, req, case, cut):
                               f"{was})")
             check_eq(b1["jobs_cancelled"], b0["jobs_cancelled"] + 1,
                      f"{case}: node{k}: provider's penalised jobs")
+    if results:
+        # back, the requester learns why there are no outputs
+        full = [d for d in os.listdir(os.path.join(req, "jobs"))
+                if d.startswith(short)]
+        check_eq(len(full), 1, f"{case}: the job's directory")
+        r = cli("submit", "--datadir", req, "--bootstrap", boot, "--resume",
+                full[0], timeout=60)
+        log(f"{case}: --resume: exit {r.returncode}: "
+            f"{nstest.error_lines(r.stderr)}")
+        check(r.returncode != 0 and "closed by its provider" in r.stderr,
+              f"{case}: --resume of the closed job says so "
+              f"({r.stderr.strip()[-300:]})")
     return bool(results)
 
 
