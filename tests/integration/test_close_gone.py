@@ -11,7 +11,11 @@
   2. one killed as soon as it sees the provider's RESULT ("result
      committed"), before it could fetch the outputs and settle: past
      deadline + window the provider CLOSEs it and is paid, its collateral
-     back.
+     back;
+  3. as 2, and then the requester forks its chain (two TRANSFERs signed
+     with its key at one seq, injected at two nodes: tests/tools/forge.c)
+     and is banned on every node in the middle of its job: the same
+     CLOSE, the same outcome.
 
 Each time, on every node, within deadline + window + a margin (and never
 before deadline + window), the job is closed, the provider's locked
@@ -27,8 +31,10 @@ import re
 import signal
 import subprocess
 import time
+import types
 
 import nstest
+from ledgerutil import forge, inject
 from nstest import check, check_eq, cli, log
 
 N = 3
@@ -65,7 +71,31 @@ def job_entries(doc, short):
     return [e for e in doc["list"] if e["summary"].startswith(f"job {short}")]
 
 
-def run_case(net, tn, boot, nodes, req, case, cut):
+def fork_requester(nodes, req, req_id):
+    """Two TRANSFERs of the requester at its next seq, at two nodes: a
+    fork; every node bans it."""
+    doc = entries(nodes[0])
+    mine = [e for e in doc["list"] if e["author"] == req_id]
+    head = max(mine, key=lambda e: e["seq"])
+    r = cli("status", "--datadir", nodes[0], "--json")
+    check(r.returncode == 0, f"status: {r.stderr.strip()}")
+    network_id = json.loads(r.stdout)["network_id"]
+    author = types.SimpleNamespace(datadir=req)
+    to = [types.SimpleNamespace(id=node_id(d)) for d in nodes[:2]]
+    t1, _ = forge(author, network_id, head["seq"] + 1, head["id"], to[0], 1)
+    t2, _ = forge(author, network_id, head["seq"] + 1, head["id"], to[1], 2)
+    at = [types.SimpleNamespace(addr=open(os.path.join(d, "node.addr"))
+                                .read().strip(), name=os.path.basename(d))
+          for d in nodes[:2]]
+    inject([(at[0], t1), (at[1], t2)], network_id)
+    nstest.wait_until(lambda: all(balance(d, req_id)["banned"]
+                                  for d in nodes),
+                      15, "the requester banned on every node")
+    log("requester banned on every node (fork at seq "
+        f"{head['seq'] + 1})")
+
+
+def run_case(net, tn, boot, nodes, req, case, cut, fork=False):
     out = os.path.join(net.dir, f"out-{case}.bin")
     args = ["--builtin", "vector_add", "--global", str(ITEMS),
             "--arg", f"in:{net.dir}/a.bin", "--arg", f"in:{net.dir}/b.bin",
@@ -112,6 +142,8 @@ def run_case(net, tn, boot, nodes, req, case, cut):
     req_id = job[0]["author"]
     prov = acc[0]["author"]
     check(prov in ids, f"{case}: the provider is one of the nodes")
+    if fork:
+        fork_requester(nodes, req, req_id)
     # the deadline the requester posted (its JOB's clock + --deadline-s)
     deadline_ms = job[0]["timestamp_ms"] + DEADLINE_S * 1000
     close_at_ms = deadline_ms + WINDOW_S * 1000
@@ -163,7 +195,7 @@ def run_case(net, tn, boot, nodes, req, case, cut):
                               f"{was})")
             check_eq(b1["jobs_cancelled"], b0["jobs_cancelled"] + 1,
                      f"{case}: node{k}: provider's penalised jobs")
-    if results:
+    if results and not fork:
         # back, the requester learns why there are no outputs
         full = [d for d in os.listdir(os.path.join(req, "jobs"))
                 if d.startswith(short)]
@@ -193,6 +225,9 @@ def test(net):
           "after accept: the provider had the inputs before the kill")
     check(run_case(net, tn, boot, nodes, req, "after result", "result"),
           "after result: closed without the RESULT")
+    check(run_case(net, tn, boot, nodes, req, "banned after result",
+                   "result", fork=True),
+          "banned after result: closed without the RESULT")
 
 
 nstest.main(test, "close_gone")
