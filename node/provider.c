@@ -1221,7 +1221,17 @@ static void s_close_left(ns_provider_t *p)
     uint32_t n = ns_ledger_closable(p->o.ledger, p->self,
                                     now - NS_POLICY_CLOSE_MARGIN_MS, c, 8);
     for (uint32_t i = 0; i < n; i++) {
+        ns_ledger_job_t lj;
+        ns_account_t req;
         if (s_close_refused(p, c[i].job_id))
+            continue;
+        /* An entry of the requester that waits here (a SLASH whose inputs
+         * are still being fetched for its re-run) may end the award inside
+         * the window: close only once it is in, as on the nodes that have
+         * it already. */
+        if (ns_ledger_job(p->o.ledger, c[i].job_id, &lj) != NS_OK ||
+            ns_ledger_account(p->o.ledger, lj.requester, &req) != NS_OK ||
+            ns_ledger_buffered_through(p->o.ledger, lj.requester) > req.seq)
             continue;
         ns_entry_body_t b;
         ns_hash_t id;
