@@ -54,6 +54,7 @@ struct ns_ledger {
     uint64_t rejected[NS_ERR_COUNT];
     ns_hash_t missing;       /* set by validation on NS_ERR_MISSING */
     uint64_t claim_delay_ms; /* ns_ledger_set_claim_delay; 0: none */
+    uint64_t close_ahead_ms; /* ns_ledger_set_close_hold; 0: none */
     struct {
         ns_hash_t id;
         uint64_t at_ms;         /* ns_mono_ms when stored; 0: empty */
@@ -1335,6 +1336,11 @@ static int s_adopt(ns_ledger_t *l, const uint8_t *buf, size_t len,
 static int s_store(ns_ledger_t *l, const uint8_t *buf, size_t len,
                    const ns_entry_t *e)
 {
+    /* A CLOSE stamped ahead of our clock is not taken yet: sync brings it
+     * again once it is due (ns_ledger_set_close_hold). */
+    if (l->close_ahead_ms && e->type == NS_ENTRY_CLOSE &&
+        e->timestamp_ms > ns_now_ms() + l->close_ahead_ms)
+        return NS_ERR_STALE;
     int rc = s_batch(l);
     if (rc != NS_OK)
         return rc;
@@ -1851,6 +1857,11 @@ int ns_ledger_credit(ns_ledger_t *l, const ns_hash_t ref,
 void ns_ledger_set_claim_delay(ns_ledger_t *l, uint64_t ms)
 {
     l->claim_delay_ms = ms;
+}
+
+void ns_ledger_set_close_hold(ns_ledger_t *l, uint64_t ms)
+{
+    l->close_ahead_ms = ms;
 }
 
 /* Whether src was stored less than the claim delay ago. */

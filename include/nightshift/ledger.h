@@ -384,6 +384,14 @@ uint32_t ns_ledger_unclaimed(ns_ledger_t *l, const uint8_t to[NS_ID_BYTES],
  * NS_LEDGER_RECENT entries stored since the ledger opened; older ones
  * count as old enough. */
 void ns_ledger_set_claim_delay(ns_ledger_t *l, uint64_t ms);
+/* Refuse, for now (NS_ERR_STALE, nothing stored), a CLOSE stamped more
+ * than ms ahead of this node's wall clock; range pulls bring it again
+ * once it is due. A delivery policy, not a rule: every node applies the
+ * CLOSE in the end, but an honest requester's SETTLE or SLASH stamped
+ * inside the window, which comes before the CLOSE's time, applies first
+ * here and the early CLOSE is then refused (docs/PROTOCOL.md, "Closing").
+ * 0, the default: none. */
+void ns_ledger_set_close_hold(ns_ledger_t *l, uint64_t ms);
 
 /* Encoded entry of (author, seq): *buf malloc'd. */
 int ns_ledger_get(ns_ledger_t *l, const uint8_t author[NS_ID_BYTES],

@@ -66,6 +66,11 @@
  * then. */
 #define NS_POLICY_CLOSE_TICK_MS 2000
 #define NS_POLICY_CLOSE_MARGIN_MS 2000
+/* A node takes a CLOSE only once its timestamp is at most this far ahead
+ * of its own clock (ns_ledger_set_close_hold): a provider that stamps one
+ * ahead to cut the requester's window short finds the requester's SLASH
+ * applied first. */
+#define NS_POLICY_CLOSE_HOLD_MS 2000
 
 /* ---- the requester (node/requester.c) ----------------------------------- */
 

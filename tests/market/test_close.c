@@ -285,6 +285,43 @@ TEST(award_refunded)
     fx_free(&fx);
 }
 
+/* A node that holds CLOSEs stamped ahead of its clock (the node's
+ * policy, ns_ledger_set_close_hold) refuses one a provider stamped in the
+ * future to cut the window short, stores nothing, and takes the
+ * requester's SLASH inside the window; a CLOSE that is due applies. */
+TEST(close_ahead_of_the_clock_waits)
+{
+    fx_t fx;
+    if (!s_init(&fx, "close-hold", 3))
+        return;
+    ns_ledger_set_close_hold(fx.l, 2000);
+    fx.now = ns_now_ms() - 100000; /* the jobs are in the past */
+    s_job_t j, k;
+    s_setup_job(&fx, &j, 1, true, true);
+    s_setup_job(&fx, &k, 2, true, true);
+    ns_ledger_stats_t st0, st1;
+    ns_ledger_stats(fx.l, &st0);
+    s_clock(&fx, ns_now_ms() + 60000); /* deadline + window is long past */
+    ns_entry_body_t b = fx_ref(j.job, j.result);
+    REFUSED(&fx, P, NS_ENTRY_CLOSE, &b, NS_ERR_STALE);
+    ns_ledger_stats(fx.l, &st1);
+    CHECK_EQ_INT(st1.entries, st0.entries);
+    CHECK_EQ_INT(st1.buffered, st0.buffered);
+    CHECK_EQ_INT(s_job(&fx, j.job).state, NS_JOB_AWARDED);
+    /* the requester's SLASH, stamped inside the window, comes first */
+    s_clock(&fx, j.deadline + S_WINDOW - 1);
+    b = s_slash(&j, s_good_proof);
+    PUT(&fx, R, NS_ENTRY_SLASH, &b, NULL, 0, NULL);
+    CHECK_EQ_INT(s_job(&fx, j.job).state, NS_JOB_OPEN);
+    /* a CLOSE that is due applies */
+    s_clock(&fx, ns_now_ms() - 1000);
+    b = fx_ref(k.job, k.result);
+    PUT(&fx, P, NS_ENTRY_CLOSE, &b, NULL, 0, NULL);
+    CHECK_EQ_INT(s_job(&fx, k.job).state, NS_JOB_SETTLED);
+    CONSERVED(&fx);
+    fx_free(&fx);
+}
+
 /* ---- delivery orders --------------------------------------------------- */
 
 #define S_ORDERS 40
@@ -501,6 +538,7 @@ int main(void)
     RUN(requester_inside_window);
     RUN(accept_penalised);
     RUN(award_refunded);
+    RUN(close_ahead_of_the_clock_waits);
     RUN(close_and_late_slash_any_order);
     RUN(banned_requester);
     return ns_test_finish("market_close");
