@@ -285,6 +285,48 @@ TEST(award_refunded)
     fx_free(&fx);
 }
 
+/* What the provider's node asks each tick: its awards past deadline +
+ * window, each with the entry its record says a CLOSE names; CLOSEs made
+ * from the answer all hold, and then nothing is left to close. */
+TEST(closable_names_each_row)
+{
+    fx_t fx;
+    if (!s_init(&fx, "close-closable", 3))
+        return;
+    s_job_t j[3];
+    s_setup_job(&fx, &j[0], 1, true, true);
+    s_setup_job(&fx, &j[1], 2, true, false);
+    s_setup_job(&fx, &j[2], 3, false, false);
+    const uint8_t *want[3] = {j[0].result, j[1].accept, j[2].award};
+    const uint8_t rows[3] = {NS_ENTRY_RESULT, NS_ENTRY_ACCEPT, NS_ENTRY_AWARD};
+    ns_ledger_closable_t c[8];
+    const uint64_t last = j[2].deadline + S_WINDOW;
+    CHECK_EQ_INT(ns_ledger_closable(fx.l, fx.acct[P].pk, j[0].deadline, c, 8),
+                 0);
+    CHECK_EQ_INT(ns_ledger_closable(fx.l, fx.acct[Q].pk, last, c, 8), 0);
+    CHECK_EQ_INT(ns_ledger_closable(fx.l, fx.acct[P].pk, last, c, 1), 1);
+    uint32_t n = ns_ledger_closable(fx.l, fx.acct[P].pk, last, c, 8);
+    CHECK_EQ_INT(n, 3);
+    s_clock(&fx, last);
+    for (uint32_t i = 0; i < n; i++) {
+        int k = -1;
+        for (int x = 0; x < 3; x++)
+            if (memcmp(c[i].job_id, j[x].job, NS_HASH_BYTES) == 0)
+                k = x;
+        if (!CHECK(k >= 0))
+            continue;
+        CHECK_MEM(c[i].ref_id, want[k], NS_HASH_BYTES);
+        CHECK_EQ_INT(c[i].row, rows[k]);
+        ns_entry_body_t b = fx_ref(c[i].job_id, c[i].ref_id);
+        PUT(&fx, P, NS_ENTRY_CLOSE, &b, NULL, 0, NULL);
+    }
+    CHECK_EQ_INT(ns_ledger_closable(fx.l, fx.acct[P].pk, last + 1000, c, 8), 0);
+    CHECK_EQ_INT(s_acct(&fx, P).locked_collateral, 0);
+    CHECK_EQ_INT(s_acct(&fx, R).locked_escrow, 0);
+    CONSERVED(&fx);
+    fx_free(&fx);
+}
+
 /* A node that holds CLOSEs stamped ahead of its clock (the node's
  * policy, ns_ledger_set_close_hold) refuses one a provider stamped in the
  * future to cut the window short, stores nothing, and takes the
@@ -539,6 +581,7 @@ int main(void)
     RUN(accept_penalised);
     RUN(award_refunded);
     RUN(close_ahead_of_the_clock_waits);
+    RUN(closable_names_each_row);
     RUN(close_and_late_slash_any_order);
     RUN(banned_requester);
     return ns_test_finish("market_close");
