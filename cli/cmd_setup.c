@@ -472,12 +472,16 @@ out:
 static const char s_genesis_usage[] =
     "usage: nightshift genesis --out FILE --alloc ID=CREDITS... [--name "
     "NAME]\n"
-    "                          [--production] [--json]\n"
+    "                          [--close-window-s S] [--production] "
+    "[--json]\n"
     "\n"
     "Write a genesis file for a new network: every node of that network\n"
     "holds the identical file, and its BLAKE2b-256 hash is the network id.\n"
     "Test networks (the default) allow fault injection; --production does "
     "not.\n"
+    "--close-window-s: how long after a job's deadline its requester may\n"
+    "still settle, slash or cancel an award before the provider may close\n"
+    "it (default 600; 1 to 604800).\n"
     "At least one --alloc is required. --json prints path, name,\n"
     "network_id, test_network, accounts and total (credits).\n";
 
@@ -490,6 +494,7 @@ int ns_cmd_genesis(int argc, char **argv)
     }
     const char *out = NULL, *name = "nightshift-testnet";
     bool test = true;
+    uint64_t window_ms = 0; /* the default */
     int json = 0;
     ns_alloc_t *allocs = calloc((size_t)argc, sizeof *allocs);
     uint32_t n = 0;
@@ -514,6 +519,17 @@ int ns_cmd_genesis(int argc, char **argv)
             out = v;
         } else if (strcmp(argv[i], "--name") == 0) {
             name = v;
+        } else if (strcmp(argv[i], "--close-window-s") == 0) {
+            uint64_t s;
+            if (ns_parse_u64(v, &s) != NS_OK || s == 0 ||
+                s > NS_GENESIS_CLOSE_WINDOW_MAX_MS / 1000) {
+                ns_cli_error(
+                    cmd, "bad --close-window-s '%s': seconds, 1 to %llu", v,
+                    (unsigned long long)(NS_GENESIS_CLOSE_WINDOW_MAX_MS /
+                                         1000));
+                goto out;
+            }
+            window_ms = s * 1000;
         } else if (strcmp(argv[i], "--alloc") == 0) {
             const char *eq = strchr(v, '=');
             char idtext[NS_ID_TEXT_LEN + 1];
@@ -550,7 +566,8 @@ int ns_cmd_genesis(int argc, char **argv)
         goto out;
     }
     exit_code = 1;
-    int rc = ns_genesis_write(out, name, test, ns_now_ms(), allocs, n);
+    int rc = ns_genesis_write_window(out, name, test, ns_now_ms(), window_ms,
+                                     allocs, n);
     if (rc != NS_OK) {
         ns_cli_error(cmd, "cannot write %s: %s", out, ns_strerror(rc));
         goto out;

@@ -44,6 +44,19 @@ static int s_handler(void *user, const char *section, const char *key,
                 snprintf(c->err, c->errlen, "created_ms: not a number");
                 return 0;
             }
+        } else if (strcmp(key, "close_window_ms") == 0) {
+            uint64_t v;
+            if (ns_parse_u64(value, &v) != NS_OK ||
+                v < NS_GENESIS_CLOSE_WINDOW_MIN_MS ||
+                v > NS_GENESIS_CLOSE_WINDOW_MAX_MS || g->close_window_ms) {
+                snprintf(c->err, c->errlen,
+                         "close_window_ms: milliseconds from %llu to %llu, "
+                         "once",
+                         (unsigned long long)NS_GENESIS_CLOSE_WINDOW_MIN_MS,
+                         (unsigned long long)NS_GENESIS_CLOSE_WINDOW_MAX_MS);
+                return 0;
+            }
+            g->close_window_ms = v;
         } else {
             snprintf(c->err, c->errlen, "unknown key [network] %s", key);
             return 0;
@@ -150,19 +163,38 @@ void ns_genesis_release(ns_genesis_t *g)
     memset(g, 0, sizeof *g);
 }
 
+uint64_t ns_genesis_close_window_ms(const ns_genesis_t *g)
+{
+    return g->close_window_ms ? g->close_window_ms : NS_GENESIS_CLOSE_WINDOW_MS;
+}
+
 int ns_genesis_write(const char *path, const char *name, bool test_network,
                      uint64_t created_ms, const ns_alloc_t *allocs, uint32_t n)
 {
-    size_t cap = 256 + (size_t)n * (NS_ID_TEXT_LEN + 32);
+    return ns_genesis_write_window(path, name, test_network, created_ms, 0,
+                                   allocs, n);
+}
+
+int ns_genesis_write_window(const char *path, const char *name,
+                            bool test_network, uint64_t created_ms,
+                            uint64_t close_window_ms, const ns_alloc_t *allocs,
+                            uint32_t n)
+{
+    size_t cap = 320 + (size_t)n * (NS_ID_TEXT_LEN + 32);
     char *text = malloc(cap);
     if (!text)
         return NS_ERR_NOMEM;
+    char window[64] = "";
+    if (close_window_ms)
+        snprintf(window, sizeof window, "close_window_ms = %llu\n",
+                 (unsigned long long)close_window_ms);
     size_t len = (size_t)snprintf(
         text, cap,
         "; nightshift genesis: every node of the network holds this exact "
         "file\n[network]\nname = %s\ntest_network = %s\ncreated_ms = "
-        "%llu\n[alloc]\n",
-        name, test_network ? "true" : "false", (unsigned long long)created_ms);
+        "%llu\n%s[alloc]\n",
+        name, test_network ? "true" : "false", (unsigned long long)created_ms,
+        window);
     for (uint32_t i = 0; i < n && len < cap; i++) {
         char id[NS_ID_TEXT_LEN + 1], amount[NS_CREDITS_TEXT];
         ns_id_text(id, allocs[i].id);
@@ -181,7 +213,8 @@ int ns_genesis_write(const char *path, const char *name, bool test_network,
     int rc =
         ns_genesis_parse((const uint8_t *)text, len, &check, why, sizeof why);
     if (rc == NS_OK) {
-        if (check.n_allocs != n || strcmp(check.name, name) != 0)
+        if (check.n_allocs != n || strcmp(check.name, name) != 0 ||
+            check.close_window_ms != close_window_ms)
             rc = NS_ERR_INVAL;
         ns_genesis_release(&check);
     } else {

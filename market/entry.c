@@ -9,8 +9,8 @@
 const char *ns_entry_type_name(uint32_t type)
 {
     static const char *const names[] = {
-        "?",      "transfer", "stake",  "unstake", "job",   "award",
-        "accept", "result",   "settle", "slash",   "cancel"};
+        "?",      "transfer", "stake",  "unstake", "job",    "award",
+        "accept", "result",   "settle", "slash",   "cancel", "close"};
     return type <= NS_ENTRY_TYPE_MAX ? names[type] : "unknown";
 }
 
@@ -235,6 +235,7 @@ int ns_entry_body_encode(uint8_t type, const ns_entry_body_t *b, ns_buf_t *out)
         break;
     case NS_ENTRY_ACCEPT:
     case NS_ENTRY_SETTLE:
+    case NS_ENTRY_CLOSE:
         msgpack_pack_array(&pk, 2);
         ns_mp_bin(&pk, b->job_id, NS_HASH_BYTES);
         ns_mp_bin(&pk, b->ref_id, NS_HASH_BYTES);
@@ -303,6 +304,7 @@ int ns_entry_body_decode(const ns_entry_t *e, ns_entry_body_t *b)
         break;
     case NS_ENTRY_ACCEPT:
     case NS_ENTRY_SETTLE:
+    case NS_ENTRY_CLOSE:
         ns_mpr_array_exact(&r, 2);
         ns_mpr_bin_exact(&r, b->job_id, NS_HASH_BYTES);
         ns_mpr_bin_exact(&r, b->ref_id, NS_HASH_BYTES);

@@ -54,6 +54,7 @@ struct ns_ledger {
     uint64_t rejected[NS_ERR_COUNT];
     ns_hash_t missing;       /* set by validation on NS_ERR_MISSING */
     uint64_t claim_delay_ms; /* ns_ledger_set_claim_delay; 0: none */
+    uint64_t close_ahead_ms; /* ns_ledger_set_close_hold; 0: none */
     struct {
         ns_hash_t id;
         uint64_t at_ms;         /* ns_mono_ms when stored; 0: empty */
@@ -641,6 +642,32 @@ static int s_built_on(ns_ledger_t *l, MDB_txn *t, const ns_entry_t *e,
     return s_unwind(l, t, job.requester, seq, e->id, v);
 }
 
+/* What a CLOSE (undo record u) did to accounts besides its author's own
+ * chain state: the requester's escrow is locked again, and the author's
+ * counter as a provider goes back (the rewind keeps counters as they
+ * are stored). */
+static int s_undo_close(ns_ledger_t *l, MDB_txn *t, const ns_entry_t *e,
+                        const ns_undo_rec_t *u)
+{
+    ns_lstore_t *st = &l->store;
+    ns_account_t r, p;
+    int rc = ns_lstore_account_get(st, t, u->job_pre.requester, &r);
+    if (rc != NS_OK)
+        return rc;
+    if (r.locked_escrow > UINT64_MAX - u->job_pre.escrow)
+        return NS_ERR_CORRUPT;
+    r.locked_escrow += u->job_pre.escrow;
+    if ((rc = ns_lstore_account_put(st, t, &r)) != NS_OK ||
+        (rc = ns_lstore_account_get(st, t, e->author, &p)) != NS_OK)
+        return rc;
+    if (u->job_post.state == NS_JOB_SETTLED && p.jobs_settled)
+        p.jobs_settled--;
+    else if (u->job_post.state == NS_JOB_CANCELLED &&
+             (u->flags & NS_UNDO_LOCK_NEW) == 0 && p.jobs_cancelled)
+        p.jobs_cancelled--;
+    return ns_lstore_account_put(st, t, &p);
+}
+
 /* Take back entry e (body b), the last one on its author's chain: what it
  * changed outside its author's account goes back to what it was before
  * (its undo record, ledger_records.h): the credit it made (unless taken
@@ -771,6 +798,9 @@ static int s_undo_entry(ns_ledger_t *l, MDB_txn *t, const ns_entry_t *e,
             return rc;
         s_touch(v, u.prov);
     }
+    if (e->type == NS_ENTRY_CLOSE && (u.flags & NS_UNDO_JOB) &&
+        (rc = s_undo_close(l, t, e, &u)) != NS_OK)
+        return rc;
     if (l->totals.burned < u.burned)
         return NS_ERR_CORRUPT;
     l->totals.burned -= u.burned;
@@ -871,7 +901,7 @@ static int s_take_back(ns_ledger_t *l, MDB_txn *t, ns_account_t *a,
     }
     /* the account as the undone entries of other chains left it (a SETTLE
      * taken back takes its counter back) */
-    uint64_t locked = 0;
+    uint64_t locked = 0, escrow = 0;
     bool banned = a->banned;
     if (rc == NS_OK)
         rc = ns_lstore_account_get(&l->store, t, a->id, a);
@@ -879,7 +909,9 @@ static int s_take_back(ns_ledger_t *l, MDB_txn *t, ns_account_t *a,
     if (rc == NS_OK)
         rc = ns_lstore_locked_sum(&l->store, t, a->id, &locked);
     if (rc == NS_OK)
-        ns_rule_rewind(a, &pre, locked, forked, &l->totals);
+        rc = ns_lstore_escrow_sum(&l->store, t, a->id, &escrow);
+    if (rc == NS_OK)
+        ns_rule_rewind(a, &pre, locked, escrow, forked, &l->totals);
     return rc;
 }
 
@@ -1304,6 +1336,11 @@ static int s_adopt(ns_ledger_t *l, const uint8_t *buf, size_t len,
 static int s_store(ns_ledger_t *l, const uint8_t *buf, size_t len,
                    const ns_entry_t *e)
 {
+    /* A CLOSE stamped ahead of our clock is not taken yet: sync brings it
+     * again once it is due (ns_ledger_set_close_hold). */
+    if (l->close_ahead_ms && e->type == NS_ENTRY_CLOSE &&
+        e->timestamp_ms > ns_now_ms() + l->close_ahead_ms)
+        return NS_ERR_STALE;
     int rc = s_batch(l);
     if (rc != NS_OK)
         return rc;
@@ -1583,6 +1620,7 @@ static ns_ledger_t *s_open(const char *dir, const ns_genesis_t *g,
     ns_lbuf_init(&l->pending, NS_LEDGER_BUFFER_BYTES,
                  NS_LEDGER_BUFFER_AUTHOR_BYTES);
     memcpy(l->store.network_id, g->network_id, NS_HASH_BYTES);
+    l->store.close_window_ms = ns_genesis_close_window_ms(g);
     l->readonly = readonly;
     crypto_shorthash_keygen(l->moved.key);
     char datafile[PATH_MAX];
@@ -1739,6 +1777,64 @@ int ns_ledger_job(ns_ledger_t *l, const ns_hash_t job_id, ns_ledger_job_t *out)
     return rc;
 }
 
+uint64_t ns_ledger_close_window_ms(const ns_ledger_t *l)
+{
+    return l->store.close_window_ms;
+}
+
+typedef struct {
+    ns_ledger_t *l;
+    MDB_txn *t;
+    const uint8_t *provider;
+    uint64_t now_ms;
+    ns_ledger_closable_t *out;
+    uint32_t n, max;
+} s_closable_t;
+
+static bool s_closable_one(void *u, const ns_ledger_job_t *j)
+{
+    s_closable_t *c = u;
+    if (j->state != NS_JOB_AWARDED ||
+        memcmp(j->provider, c->provider, NS_ID_BYTES) ||
+        ns_rule_close_at(j, c->l->store.close_window_ms) > c->now_ms)
+        return true;
+    ns_ledger_closable_t *o = &c->out[c->n];
+    ns_pjob_rec_t pj;
+    ns_lock_rec_t k;
+    int rc =
+        ns_lstore_pjob_get(&c->l->store, c->t, c->provider, j->award_id, &pj);
+    memcpy(o->job_id, j->job_id, NS_HASH_BYTES);
+    if (rc == NS_OK && !sodium_is_zero(pj.result_id, NS_HASH_BYTES)) {
+        memcpy(o->ref_id, pj.result_id, NS_HASH_BYTES);
+        o->row = NS_ENTRY_RESULT;
+    } else if (rc == NS_OK) {
+        memcpy(o->ref_id, pj.accept_id, NS_HASH_BYTES);
+        o->row = NS_ENTRY_ACCEPT;
+    } else if (rc == NS_ERR_NOTFOUND &&
+               ns_lstore_lock_get(&c->l->store, c->t, c->provider, j->award_id,
+                                  &k) == NS_ERR_NOTFOUND) {
+        memcpy(o->ref_id, j->award_id, NS_HASH_BYTES);
+        o->row = NS_ENTRY_AWARD;
+    } else {
+        return true;
+    }
+    return ++c->n < c->max;
+}
+
+uint32_t ns_ledger_closable(ns_ledger_t *l, const uint8_t provider[NS_ID_BYTES],
+                            uint64_t now_ms, ns_ledger_closable_t *out,
+                            uint32_t max)
+{
+    MDB_txn *t;
+    bool own;
+    if (max == 0 || s_read_txn(l, &t, &own) != NS_OK)
+        return 0;
+    s_closable_t c = {l, t, provider, now_ms, out, 0, max};
+    ns_lstore_each_job(&l->store, t, s_closable_one, &c);
+    s_read_done(t, own);
+    return c.n;
+}
+
 int ns_ledger_credit(ns_ledger_t *l, const ns_hash_t ref,
                      const uint8_t to[NS_ID_BYTES], uint64_t *amount,
                      bool *claimed)
@@ -1761,6 +1857,11 @@ int ns_ledger_credit(ns_ledger_t *l, const ns_hash_t ref,
 void ns_ledger_set_claim_delay(ns_ledger_t *l, uint64_t ms)
 {
     l->claim_delay_ms = ms;
+}
+
+void ns_ledger_set_close_hold(ns_ledger_t *l, uint64_t ms)
+{
+    l->close_ahead_ms = ms;
 }
 
 /* Whether src was stored less than the claim delay ago. */

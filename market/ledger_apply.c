@@ -114,6 +114,31 @@ static void s_load(ns_lapply_t *ap, MDB_txn *t, s_refs_t *w, ns_rule_io_t *io)
             s_lock_get(ap, t, e, w, io->key_provider, io->key_award, &io->lock);
         io->prov_rc = ns_lstore_account_get(s, t, io->job.provider, &io->prov);
         break;
+    case NS_ENTRY_CLOSE:
+        s_load_ref(ap, t, b->ref_id, &io->ref);
+        if (io->ref.rc == NS_OK && io->ref.e.type == NS_ENTRY_RESULT)
+            s_load_ref(ap, t, io->ref.b.ref_id, &io->accept);
+        io->job_rc = ns_lstore_job_get(s, t, b->job_id, &io->job);
+        if (io->job_rc == NS_OK)
+            io->req_rc =
+                ns_lstore_account_get(s, t, io->job.requester, &io->req);
+        if (io->ref.rc != NS_OK)
+            break;
+        /* the award the ref stands for; the rule checks the rest */
+        memcpy(io->key_provider, e->author, NS_ID_BYTES);
+        if (io->ref.e.type == NS_ENTRY_AWARD)
+            memcpy(io->key_award, io->ref.e.id, NS_HASH_BYTES);
+        else if (io->ref.e.type == NS_ENTRY_ACCEPT)
+            memcpy(io->key_award, io->ref.b.ref_id, NS_HASH_BYTES);
+        else if (io->accept.rc == NS_OK)
+            memcpy(io->key_award, io->accept.b.ref_id, NS_HASH_BYTES);
+        else
+            break;
+        io->pjob_rc =
+            ns_lstore_pjob_get(s, t, e->author, io->key_award, &io->pjob);
+        io->lock_rc =
+            s_lock_get(ap, t, e, w, e->author, io->key_award, &io->lock);
+        break;
     default:
         break;
     }
@@ -145,6 +170,8 @@ static int s_write(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
                                                  io->key_award, &io->pjob)))
         return rc;
     if (io->put_prov && (rc = ns_lstore_account_put(s, t, &io->prov)))
+        return rc;
+    if (io->put_req && (rc = ns_lstore_account_put(s, t, &io->req)))
         return rc;
     if (io->put_job)
         rc = ns_lstore_job_put(s, t, &io->job);
@@ -229,10 +256,12 @@ static int s_apply_body(ns_lapply_t *ap, MDB_txn *t, const ns_entry_t *e,
     io->network_id = ap->store->network_id;
     io->verifier = ap->verifier;
     io->verifier_user = ap->verifier_user;
+    io->close_window_ms = ap->store->close_window_ms;
     io->author = a;
     io->totals = ap->totals;
     io->ref.rc = io->accept.rc = NS_ERR_NOTFOUND;
-    io->job_rc = io->prov_rc = io->lock_rc = io->pjob_rc = NS_ERR_NOTFOUND;
+    io->job_rc = io->prov_rc = io->lock_rc = io->pjob_rc = io->req_rc =
+        NS_ERR_NOTFOUND;
     s_load(ap, t, w, io);
     /* A job entry: what the rule may change outside the author's account,
      * as it was (the undo record; other entries need none, and the ingest

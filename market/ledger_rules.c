@@ -75,8 +75,8 @@ void ns_rule_digest_move(ns_hash_t digest, const uint8_t *author,
 }
 
 void ns_rule_rewind(ns_account_t *a, const ns_account_t *pre,
-                    uint64_t locked_collateral, bool ban,
-                    ns_ledger_totals_t *totals)
+                    uint64_t locked_collateral, uint64_t locked_escrow,
+                    bool ban, ns_ledger_totals_t *totals)
 {
     if (a->seq)
         s_digest_step(totals->digest, a->id, a->seq, a->head);
@@ -95,6 +95,7 @@ void ns_rule_rewind(ns_account_t *a, const ns_account_t *pre,
     a->jobs_slashed = slashed;
     a->jobs_cancelled = cancelled;
     a->locked_collateral = locked_collateral;
+    a->locked_escrow = locked_escrow;
     a->banned = ban || banned;
 }
 
@@ -186,6 +187,25 @@ static void s_job_end_award(ns_ledger_job_t *job)
     memset(job->result_id, 0, NS_HASH_BYTES);
     memset(job->root, 0, NS_HASH_BYTES);
     job->n_items = 0;
+}
+
+uint64_t ns_rule_close_at(const ns_ledger_job_t *job, uint64_t window_ms)
+{
+    if (window_ms == 0)
+        window_ms = NS_GENESIS_CLOSE_WINDOW_MS;
+    return job->deadline_ms > UINT64_MAX - window_ms
+               ? UINT64_MAX
+               : job->deadline_ms + window_ms;
+}
+
+/* An award past deadline + window is its provider's to close (CLOSE):
+ * the requester's SETTLE, SLASH or CANCEL of it comes too late. Both
+ * sides read the same two numbers, the job's deadline and the entry's
+ * own timestamp, so every node draws the line in the same place. */
+static bool s_late(const ns_rule_io_t *io)
+{
+    return io->e->timestamp_ms >=
+           ns_rule_close_at(&io->job, io->close_window_ms);
 }
 
 /* ---- the body rules ------------------------------------------------------ */
@@ -374,7 +394,7 @@ static int s_settle_check(ns_rule_io_t *io)
         return rc;
     if (memcmp(job->requester, io->e->author, NS_ID_BYTES) ||
         job->state != NS_JOB_AWARDED ||
-        memcmp(job->award_id, io->accept.b.ref_id, NS_HASH_BYTES))
+        memcmp(job->award_id, io->accept.b.ref_id, NS_HASH_BYTES) || s_late(io))
         return NS_ERR_JOBSTATE;
     if (io->prov_rc != NS_OK)
         return io->prov_rc;
@@ -444,6 +464,8 @@ int ns_rule_cancel(ns_rule_io_t *io)
         return NS_ERR_JOBSTATE;
     if (b->reopen && b->new_deadline_ms <= e->timestamp_ms)
         return NS_ERR_INVAL;
+    if (job->state == NS_JOB_AWARDED && s_late(io))
+        return NS_ERR_JOBSTATE; /* the provider's to close now */
     if (!s_is_zero(b->ref_id)) {
         /* The award's provider accepted and went silent: after the
          * deadline, a tenth of its collateral is burned. */
@@ -488,6 +510,113 @@ int ns_rule_cancel(ns_rule_io_t *io)
     return NS_OK;
 }
 
+int ns_rule_close(ns_rule_io_t *io)
+{
+    const ns_entry_t *e = io->e;
+    const ns_entry_body_t *b = io->b;
+    ns_account_t *a = io->author;
+    ns_ledger_job_t *job = &io->job;
+    int rc = s_ref(io);
+    if (rc != NS_OK)
+        return rc;
+    /* ref is the author's own RESULT or ACCEPT of the award, or the AWARD
+     * that names the author */
+    const uint8_t *award = NULL;
+    const uint8_t type = io->ref.e.type;
+    if (memcmp(io->ref.b.job_id, b->job_id, NS_HASH_BYTES))
+        return NS_ERR_INVAL;
+    if (type == NS_ENTRY_RESULT) {
+        if (io->accept.rc != NS_OK) /* a stored RESULT names a stored ACCEPT */
+            return io->accept.rc == NS_ERR_NOTFOUND ? NS_ERR_CORRUPT
+                                                    : io->accept.rc;
+        award = io->accept.b.ref_id;
+    } else if (type == NS_ENTRY_ACCEPT) {
+        award = io->ref.b.ref_id;
+    } else if (type == NS_ENTRY_AWARD) {
+        award = io->ref.e.id;
+    } else {
+        return NS_ERR_INVAL;
+    }
+    const uint8_t *provider =
+        type == NS_ENTRY_AWARD ? io->ref.b.bid.provider : io->ref.e.author;
+    if (memcmp(provider, e->author, NS_ID_BYTES))
+        return NS_ERR_INVAL;
+    if ((rc = s_job(io)) != NS_OK)
+        return rc;
+    if (job->state != NS_JOB_AWARDED ||
+        memcmp(job->award_id, award, NS_HASH_BYTES) || !s_late(io))
+        return NS_ERR_JOBSTATE; /* ended already, or not the provider's yet */
+    /* The row is the author's own record of the award, which only its
+     * own chain writes: the RESULT once there is one, else the ACCEPT,
+     * else the AWARD (never accepted). */
+    if (type == NS_ENTRY_AWARD) {
+        if (io->pjob_rc != NS_ERR_NOTFOUND || io->lock_rc != NS_ERR_NOTFOUND)
+            return io->pjob_rc == NS_OK || io->lock_rc == NS_OK
+                       ? NS_ERR_JOBSTATE
+                       : (io->pjob_rc != NS_ERR_NOTFOUND ? io->pjob_rc
+                                                         : io->lock_rc);
+    } else {
+        if (io->pjob_rc != NS_OK)
+            return io->pjob_rc == NS_ERR_NOTFOUND ? NS_ERR_CORRUPT
+                                                  : io->pjob_rc;
+        const uint8_t *want =
+            type == NS_ENTRY_RESULT ? io->pjob.result_id : io->pjob.accept_id;
+        if (memcmp(want, io->ref.e.id, NS_HASH_BYTES) ||
+            (type == NS_ENTRY_ACCEPT && !s_is_zero(io->pjob.result_id)))
+            return NS_ERR_JOBSTATE; /* a RESULT is there: name it */
+        if (io->lock_rc != NS_OK)
+            return io->lock_rc == NS_ERR_NOTFOUND ? NS_ERR_CORRUPT
+                                                  : io->lock_rc;
+    }
+    if (io->req_rc != NS_OK)
+        return io->req_rc;
+    if (io->req.locked_escrow < job->escrow || job->price > job->escrow)
+        return NS_ERR_CORRUPT;
+    uint64_t refund = job->escrow;
+    if (type == NS_ENTRY_RESULT) {
+        /* a RESULT nobody challenged in time: paid, collateral back */
+        if (io->lock.state == NS_LOCK_LOCKED) {
+            if (a->locked_collateral < io->lock.amount)
+                return NS_ERR_CORRUPT;
+            a->locked_collateral -= io->lock.amount;
+            a->staked += io->lock.amount;
+            io->lock.state = NS_LOCK_RELEASED;
+        }
+        if (a->free > UINT64_MAX - job->price)
+            return NS_ERR_CORRUPT;
+        a->free += job->price;
+        refund -= job->price;
+        a->jobs_settled++;
+        job->state = NS_JOB_SETTLED;
+    } else if (type == NS_ENTRY_ACCEPT) {
+        /* accepted, no RESULT: the deadline rule of CANCEL, a tenth of
+         * the collateral burned */
+        if (io->lock.state == NS_LOCK_LOCKED) {
+            const uint64_t penalty = io->lock.amount / 10;
+            if (a->locked_collateral < io->lock.amount)
+                return NS_ERR_CORRUPT;
+            a->locked_collateral -= io->lock.amount;
+            a->staked += io->lock.amount - penalty;
+            io->totals->burned += penalty;
+            io->lock.amount -= penalty;
+            io->lock.state = NS_LOCK_RELEASED;
+        }
+        a->jobs_cancelled++;
+        job->state = NS_JOB_CANCELLED;
+        s_job_end_award(job);
+    } else {
+        /* never accepted: nothing was locked, and nothing may be now */
+        io->lock.amount = 0;
+        io->lock.state = NS_LOCK_RELEASED;
+        job->state = NS_JOB_CANCELLED;
+        s_job_end_award(job);
+    }
+    io->req.locked_escrow -= job->escrow;
+    s_credit(io, job->requester, refund, NULL);
+    io->put_lock = io->put_req = io->put_job = true;
+    return NS_OK;
+}
+
 int ns_rule_body(ns_rule_io_t *io)
 {
     switch (io->e->type) {
@@ -511,6 +640,8 @@ int ns_rule_body(ns_rule_io_t *io)
         return ns_rule_slash(io);
     case NS_ENTRY_CANCEL:
         return ns_rule_cancel(io);
+    case NS_ENTRY_CLOSE:
+        return ns_rule_close(io);
     default:
         return NS_ERR_MSGTYPE;
     }

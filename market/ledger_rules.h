@@ -37,6 +37,8 @@ typedef struct {
  *                     SLASH: lock of (provider, award)
  *   CANCEL            job; with an accept id: ref (the ACCEPT), lock of
  *                     (provider, award), prov
+ *   CLOSE             ref (the RESULT, ACCEPT or AWARD), accept (behind a
+ *                     RESULT), lock and pjob of (author, award), job, req
  * A record that depends on another is loaded only when that one loaded. */
 typedef struct {
     /* in */
@@ -45,6 +47,7 @@ typedef struct {
     const uint8_t *network_id;     /* bids in AWARD are signed for it */
     ns_slash_verifier_fn verifier; /* SLASH's fraud-proof check or NULL */
     void *verifier_user;
+    uint64_t close_window_ms; /* the genesis's; 0: the default */
     /* in/out */
     ns_account_t *author;       /* e's author, refs already taken in */
     ns_ledger_totals_t *totals; /* pending and burned credits */
@@ -54,6 +57,8 @@ typedef struct {
     ns_ledger_job_t job; /* b->job_id */
     int prov_rc;
     ns_account_t prov; /* the job's provider */
+    int req_rc;
+    ns_account_t req; /* CLOSE: the job's requester */
     int lock_rc;
     ns_lock_rec_t lock; /* key: key_provider, key_award */
     int pjob_rc;
@@ -61,7 +66,7 @@ typedef struct {
     uint8_t key_provider[NS_ID_BYTES]; /* set by the apply step */
     ns_hash_t key_award;               /* set by the apply step */
     /* out: what to write back */
-    bool put_job, put_prov, put_lock, put_pjob, put_credit;
+    bool put_job, put_prov, put_req, put_lock, put_pjob, put_credit;
     ns_credit_rec_t credit;         /* a new credit from e (e->id, to) */
     uint8_t credit_to[NS_ID_BYTES]; /* its recipient */
     ns_hash_t missing;              /* on NS_ERR_MISSING: the id needed */
@@ -93,10 +98,12 @@ void ns_rule_digest_move(ns_hash_t digest, const uint8_t *author,
  * What only other chains change stays as it is now (its counters as a
  * provider); locked_collateral is the sum of its locks still locked
  * (a SLASH or a penalty of another chain may have taken part of it
- * after the pre-state was taken, or before: nodes differ). */
+ * after the pre-state was taken, or before: nodes differ), and
+ * locked_escrow the escrow of its jobs still open or awarded (a CLOSE
+ * of another chain may have ended one, before or after). */
 void ns_rule_rewind(ns_account_t *a, const ns_account_t *pre,
-                    uint64_t locked_collateral, bool ban,
-                    ns_ledger_totals_t *totals);
+                    uint64_t locked_collateral, uint64_t locked_escrow,
+                    bool ban, ns_ledger_totals_t *totals);
 
 /* Taking in the credit e->refs[i] (ref) for its author. */
 typedef struct {
@@ -124,6 +131,12 @@ int ns_rule_result(ns_rule_io_t *io);
 int ns_rule_settle(ns_rule_io_t *io);
 int ns_rule_slash(ns_rule_io_t *io);
 int ns_rule_cancel(ns_rule_io_t *io);
+int ns_rule_close(ns_rule_io_t *io);
 int ns_rule_body(ns_rule_io_t *io);
+
+/* When an award of job stops being its requester's to end and becomes
+ * its provider's to close: the job's deadline plus the close window
+ * (window 0: the default), saturated. */
+uint64_t ns_rule_close_at(const ns_ledger_job_t *job, uint64_t window_ms);
 
 #endif

@@ -432,6 +432,51 @@ int ns_lstore_locked_sum(ns_lstore_t *s, MDB_txn *t, const uint8_t *provider,
                                                      : ns_lstore_rc(s, mrc);
 }
 
+int ns_lstore_escrow_sum(ns_lstore_t *s, MDB_txn *t, const uint8_t *requester,
+                         uint64_t *sum)
+{
+    MDB_cursor *c = NULL;
+    *sum = 0;
+    int mrc = mdb_cursor_open(t, s->jobs, &c);
+    if (mrc != MDB_SUCCESS)
+        return ns_lstore_rc(s, mrc);
+    MDB_val k, v;
+    for (mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == MDB_SUCCESS;
+         mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        ns_ledger_job_t j;
+        if (v.mv_size != sizeof j) {
+            mdb_cursor_close(c);
+            return NS_ERR_CORRUPT;
+        }
+        memcpy(&j, v.mv_data, sizeof j);
+        if ((j.state == NS_JOB_OPEN || j.state == NS_JOB_AWARDED) &&
+            memcmp(j.requester, requester, NS_ID_BYTES) == 0)
+            *sum += j.escrow;
+    }
+    mdb_cursor_close(c);
+    return mrc == MDB_SUCCESS || mrc == MDB_NOTFOUND ? NS_OK
+                                                     : ns_lstore_rc(s, mrc);
+}
+
+void ns_lstore_each_job(ns_lstore_t *s, MDB_txn *t,
+                        bool (*fn)(void *u, const ns_ledger_job_t *j), void *u)
+{
+    MDB_cursor *c = NULL;
+    if (mdb_cursor_open(t, s->jobs, &c) != MDB_SUCCESS)
+        return;
+    MDB_val k, v;
+    for (int mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == MDB_SUCCESS;
+         mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        ns_ledger_job_t j;
+        if (v.mv_size != sizeof j)
+            break;
+        memcpy(&j, v.mv_data, sizeof j);
+        if (!fn(u, &j))
+            break;
+    }
+    mdb_cursor_close(c);
+}
+
 int ns_lstore_undo_get(ns_lstore_t *s, MDB_txn *t, const ns_hash_t id,
                        ns_undo_rec_t *u, ns_undo_release_t *rel, uint32_t max)
 {

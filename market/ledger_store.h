@@ -60,6 +60,8 @@ typedef struct {
         forkentries, prestate, meta, undo;
     bool has_undo; /* false: a read-only view of a ledger without it */
     ns_hash_t network_id;     /* entries are parsed for this network */
+    uint64_t close_window_ms; /* the genesis close window (CLOSE, and the
+                                 requester's last moment to end an award) */
     int last_rc;              /* LMDB or errno code of the last storage error */
     char last_error[128];     /* its text (mdb_strerror); "" if none */
     ns_ratelimit_t log_limit; /* storage error log lines */
@@ -131,6 +133,14 @@ int ns_lstore_pjob_del(ns_lstore_t *s, MDB_txn *t, const uint8_t *provider,
  * locked_collateral (every change to one changes the other). */
 int ns_lstore_locked_sum(ns_lstore_t *s, MDB_txn *t, const uint8_t *provider,
                          uint64_t *sum) NS_MUST_CHECK;
+/* The escrow of requester's jobs still open or awarded: what its
+ * locked_escrow holds (every rule moves the two together). A scan of
+ * every job: only a fork's rewind asks. */
+int ns_lstore_escrow_sum(ns_lstore_t *s, MDB_txn *t, const uint8_t *requester,
+                         uint64_t *sum) NS_MUST_CHECK;
+/* Visit every job (by id) until fn returns false. */
+void ns_lstore_each_job(ns_lstore_t *s, MDB_txn *t,
+                        bool (*fn)(void *u, const ns_ledger_job_t *j), void *u);
 /* The undo record of entry id (ledger_records.h): u and up to max
  * released locks into rel (*n_rel: how many). NS_ERR_NOTFOUND when the
  * entry has none. */

@@ -549,7 +549,8 @@ static bool s_other_party(ns_ledger_sync_t *s, const ns_identity_t *me,
     ns_ledger_job_t j;
     if (type != NS_ENTRY_AWARD && type != NS_ENTRY_ACCEPT &&
         type != NS_ENTRY_RESULT && type != NS_ENTRY_SETTLE &&
-        type != NS_ENTRY_SLASH && type != NS_ENTRY_CANCEL)
+        type != NS_ENTRY_SLASH && type != NS_ENTRY_CANCEL &&
+        type != NS_ENTRY_CLOSE)
         return false;
     if (ns_ledger_job(s->ledger, b->job_id, &j) != NS_OK)
         return false;

@@ -33,6 +33,18 @@ int ns_cancel_job(ns_ledger_t *ledger, const ns_node_io_t *io,
     memset(&b, 0, sizeof b);
     memcpy(b.job_id, job_id, NS_HASH_BYTES);
     bool awarded = lj.state == NS_JOB_AWARDED;
+    /* Past deadline + close window an award is its provider's to close
+     * (docs/PROTOCOL.md, "Closing"): our CANCEL would be refused. */
+    const uint64_t window = ns_ledger_close_window_ms(ledger);
+    if (awarded && lj.deadline_ms <= UINT64_MAX - window &&
+        io->now_ms(io->user) >= lj.deadline_ms + window) {
+        snprintf(err, errlen,
+                 "job %s is past its deadline and the close window (%llu s): "
+                 "its provider closes it (the escrow, less the price of a "
+                 "result, comes back as a credit)",
+                 hex, (unsigned long long)(window / 1000));
+        return NS_ERR_JOBSTATE;
+    }
     /* At fault: it accepted, the deadline passed, no RESULT. */
     if (awarded && !sodium_is_zero(lj.accept_id, NS_HASH_BYTES) &&
         sodium_is_zero(lj.result_id, NS_HASH_BYTES) &&

@@ -297,6 +297,8 @@ static void s_provider(s_out_t *o, const msgpack_object *st)
          "Announcements refused for the requester's standing."},
         {"claims", "nightshift_provider_claims_total",
          "Claim entries written (payments taken in)."},
+        {"closed", "nightshift_provider_closed_total",
+         "CLOSE entries written (awards their requester left)."},
     };
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
         char path[64];

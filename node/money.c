@@ -51,6 +51,16 @@ static void s_track(ns_money_t *m, const ns_hash_t job_id,
     m->n_jobs++;
 }
 
+/* Stop following job (our own CLOSE ended it: logged there). */
+static void s_untrack(ns_money_t *m, const ns_hash_t job_id)
+{
+    for (uint32_t i = 0; i < m->n_jobs; i++)
+        if (memcmp(m->jobs[i].job_id, job_id, NS_HASH_BYTES) == 0) {
+            m->jobs[i] = m->jobs[--m->n_jobs];
+            return;
+        }
+}
+
 /* Whether we, as the provider of award_id, still wait on job. */
 static bool s_live(ns_money_t *m, const ns_hash_t job_id,
                    const ns_hash_t award_id)
@@ -152,6 +162,7 @@ void ns_money_own(ns_money_t *m, uint8_t type, const ns_entry_body_t *b,
     case NS_ENTRY_SETTLE:
     case NS_ENTRY_SLASH:
     case NS_ENTRY_CANCEL:
+    case NS_ENTRY_CLOSE:
         have_job = ns_ledger_job(m->ledger, b->job_id, &lj) == NS_OK;
         s_job_text(jid, b->job_id);
         break;
@@ -218,6 +229,28 @@ void ns_money_own(ns_money_t *m, uint8_t type, const ns_entry_body_t *b,
                     "event=job_reopened job=%s escrow=%s reason=\"the award "
                     "ended; the escrow stays locked\"",
                     jid, s_c(c1, lj.escrow));
+        break;
+    case NS_ENTRY_CLOSE:
+        /* ours: the requester left the job past deadline + window */
+        if (have_job) {
+            ns_id_short(who, lj.requester);
+            if (lj.state == NS_JOB_SETTLED)
+                ns_info(NS_MOD_MARKET,
+                        "event=job_closed job=%s requester=%s price=%s "
+                        "staked=%s free=%s reason=\"no settlement by "
+                        "deadline + close window: paid from the escrow, our "
+                        "collateral back\"",
+                        jid, who, s_c(c1, lj.price), s_c(c2, a.staked),
+                        s_c(c3, a.free));
+            else
+                ns_info(NS_MOD_MARKET,
+                        "event=job_closed job=%s requester=%s staked=%s "
+                        "reason=\"no result of ours by the deadline: the "
+                        "escrow goes back to the requester, our collateral "
+                        "(less a tenth, if we had accepted) to our stake\"",
+                        jid, who, s_c(c1, a.staked));
+            s_untrack(m, b->job_id);
+        }
         break;
     default: /* AWARD, RESULT: no money moves */
         break;

@@ -482,6 +482,7 @@ static int s_start_market(ns_node_t *n, char *err, size_t errlen)
     n->slash_ctx.content = n->content;
     ns_ledger_set_verifier(n->ledger, ns_slash_verify, &n->slash_ctx);
     ns_ledger_set_claim_delay(n->ledger, NS_POLICY_CLAIM_DELAY_MS);
+    ns_ledger_set_close_hold(n->ledger, NS_POLICY_CLOSE_HOLD_MS);
     if (!(n->money = ns_money_new(n->ledger, n->genesis.network_id,
                                   ns_identity_pk(n->me))))
         return s_err(err, errlen, "out of memory");

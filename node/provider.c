@@ -81,7 +81,7 @@ struct ns_provider {
     ns_buf_t body;
     struct {
         uint64_t announces, bids, awards, accepts, results, failed;
-        uint64_t served_bytes, refused_requester, claims, table_full;
+        uint64_t served_bytes, refused_requester, claims, table_full, closed;
         uint64_t inputs_cached, stopped, no_storage;
         uint64_t input_bytes;   /* input bytes received from requesters */
         uint64_t resumed_bytes; /* found in partial files, not fetched */
@@ -93,6 +93,9 @@ struct ns_provider {
     bool storage_refusing; /* said so for this outage */
     ns_account_t seen;     /* our account at the last claim tick */
     bool have_seen;
+    uint64_t close_ms; /* monotonic: the last look for awards to close */
+    ns_hash_t close_refused[8]; /* jobs whose CLOSE the ledger refused */
+    uint32_t close_refused_next;
     ns_prover_t prover; /* hardware challenges (prover.h) */
 };
 
@@ -1194,9 +1197,72 @@ static void s_watch_account(ns_provider_t *p)
     p->have_seen = true;
 }
 
+static bool s_close_refused(const ns_provider_t *p, const ns_hash_t job_id)
+{
+    for (uint32_t i = 0; i < 8; i++)
+        if (memcmp(p->close_refused[i], job_id, NS_HASH_BYTES) == 0)
+            return true;
+    return false;
+}
+
+/* Close the awards of ours that their requester left (docs/PROTOCOL.md,
+ * "Closing"): the ledger names each job whose deadline + close window
+ * has passed by our clock less NS_POLICY_CLOSE_MARGIN_MS, with the entry
+ * our record of the award says (our RESULT: paid; our ACCEPT: the
+ * deadline rule; the AWARD, never accepted: the escrow back). The rule
+ * itself reads only the CLOSE's timestamp and the job's deadline. */
+static void s_close_left(ns_provider_t *p)
+{
+    uint64_t mono = ns_mono_ms();
+    if (p->close_ms && mono - p->close_ms < NS_POLICY_CLOSE_TICK_MS)
+        return;
+    p->close_ms = mono;
+    uint64_t now = p->io->now_ms(p->io->user);
+    if (now < NS_POLICY_CLOSE_MARGIN_MS)
+        return;
+    ns_ledger_closable_t c[8];
+    uint32_t n = ns_ledger_closable(p->o.ledger, p->self,
+                                    now - NS_POLICY_CLOSE_MARGIN_MS, c, 8);
+    for (uint32_t i = 0; i < n; i++) {
+        ns_ledger_job_t lj;
+        ns_account_t req;
+        if (s_close_refused(p, c[i].job_id))
+            continue;
+        /* An entry of the requester that waits here (a SLASH whose inputs
+         * are still being fetched for its re-run) may end the award inside
+         * the window: close only once it is in, as on the nodes that have
+         * it already. */
+        if (ns_ledger_job(p->o.ledger, c[i].job_id, &lj) != NS_OK ||
+            ns_ledger_account(p->o.ledger, lj.requester, &req) != NS_OK ||
+            ns_ledger_buffered_through(p->o.ledger, lj.requester) > req.seq)
+            continue;
+        ns_entry_body_t b;
+        ns_hash_t id;
+        char jid[17];
+        memset(&b, 0, sizeof b);
+        memcpy(b.job_id, c[i].job_id, NS_HASH_BYTES);
+        memcpy(b.ref_id, c[i].ref_id, NS_HASH_BYTES);
+        s_job_hex(jid, c[i].job_id);
+        int rc = p->io->append(p->io->user, NS_ENTRY_CLOSE, &b, id);
+        if (rc == NS_OK) {
+            p->stats.closed++;
+            ns_info(NS_MOD_MARKET, "event=closed job=%s row=%s", jid,
+                    ns_entry_type_name(c[i].row));
+        } else {
+            memcpy(p->close_refused[p->close_refused_next], c[i].job_id,
+                   NS_HASH_BYTES);
+            p->close_refused_next = (p->close_refused_next + 1) % 8;
+            ns_warn(NS_MOD_MARKET, "event=close_refused job=%s row=%s err=%s",
+                    jid, ns_entry_type_name(c[i].row), ns_errname(rc));
+        }
+    }
+}
+
 void ns_provider_claim(ns_provider_t *p)
 {
     s_watch_account(p);
+    if (ns_ledger_write_state(p->o.ledger, NULL, NULL) == NS_OK)
+        s_close_left(p);
     uint8_t ref[NS_HASH_BYTES];
     if (ns_ledger_write_state(p->o.ledger, NULL, NULL) == NS_OK &&
         ns_ledger_unclaimed(p->o.ledger, p->self, ref, 1) > 0) {
@@ -1379,7 +1445,7 @@ static const char *const s_state_names[] = {
 
 void ns_provider_pack_status(const ns_provider_t *p, msgpack_packer *pk)
 {
-    msgpack_pack_map(pk, 23);
+    msgpack_pack_map(pk, 24);
 #define KV(k, v)                                                               \
     ns_mp_str(pk, k);                                                          \
     msgpack_pack_uint64(pk, v)
@@ -1393,6 +1459,7 @@ void ns_provider_pack_status(const ns_provider_t *p, msgpack_packer *pk)
     KV("served_bytes", p->stats.served_bytes);
     KV("refused_requesters", p->stats.refused_requester);
     KV("claims", p->stats.claims);
+    KV("closed", p->stats.closed);
     KV("table_full", p->stats.table_full);
     KV("busy", s_busy(p));
     uint64_t by_state[PJ_SERVE + 1] = {0};

@@ -1862,6 +1862,18 @@ static void s_resume(ns_requester_t *q)
         s_phase(q, NS_RQ_RUNNING);
         s_say(q, "resuming: job already awarded, waiting for its result");
         s_resume_sample(q);
+    } else if (lj.state == NS_JOB_SETTLED && !s_find_own(q, NS_ENTRY_SETTLE)) {
+        /* not our SETTLE: its provider CLOSEd it past deadline + window
+         * (docs/PROTOCOL.md, "Closing"); its outputs never came here */
+        char price[NS_CREDITS_TEXT], refund[NS_CREDITS_TEXT];
+        memcpy(q->rc.provider, lj.provider, NS_ID_BYTES);
+        s_fail(q,
+               "job %.16s was closed by its provider past its deadline and "
+               "the close window: paid %s credits for a result not checked "
+               "here, the other %s credits of the escrow come back as a "
+               "credit; no outputs were written",
+               q->job_hex, ns_credits_fmt(price, lj.price),
+               ns_credits_fmt(refund, lj.escrow - lj.price));
     } else if (lj.state == NS_JOB_SETTLED) {
         memcpy(q->rc.provider, lj.provider, NS_ID_BYTES);
         q->rc.price = lj.price;

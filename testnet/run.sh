@@ -15,7 +15,7 @@ REPO_ROOT=$(dirname "$SCRIPT_DIR")
 usage() {
     cat <<EOF
 usage: $PROG -n N -d DIR [-p BASE_PORT] [-i HEARTBEAT_MS] [-t TIMEOUT_S]
-                      [-c CREDITS] [-r REQUESTERS]
+                      [-c CREDITS] [-r REQUESTERS] [-w CLOSE_WINDOW_S]
 
 Start a local nightshift test network: N nodes on 127.0.0.1, node i on
 BASE_PORT+i, all sharing one genesis that funds every node and a requester.
@@ -37,6 +37,10 @@ background and outlive this script; stop them with testnet/stop.sh -d DIR.
   -r REQUESTERS    funded requester datadirs to create (default 1):
                    requester, requester1, .. requesterR-1, each funded
                    with CREDITS, so that R submits can run at once
+  -w CLOSE_WINDOW_S the genesis close window: how long after a job's
+                   deadline its requester may still settle, slash or
+                   cancel before the provider closes it (default 60,
+                   at most 120; docs/PROTOCOL.md, "Closing")
   -h, --help       this help
 
 The binary is \$NIGHTSHIFT_BIN, else build/nightshift in the repository,
@@ -70,13 +74,14 @@ usage_error() {
 is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
 
 N="" DIR="" BASE_PORT="" HB_MS=1000 TIMEOUT_S=30 CREDITS=1000000 NREQ=1
+CLOSE_S=60
 for a in "$@"; do
     if [ "$a" = "--help" ] || [ "$a" = "-h" ]; then
         usage
         exit 0
     fi
 done
-while getopts ":n:d:p:i:t:c:r:" opt; do
+while getopts ":n:d:p:i:t:c:r:w:" opt; do
     case $opt in
     n) N=$OPTARG ;;
     d) DIR=$OPTARG ;;
@@ -85,6 +90,7 @@ while getopts ":n:d:p:i:t:c:r:" opt; do
     t) TIMEOUT_S=$OPTARG ;;
     c) CREDITS=$OPTARG ;;
     r) NREQ=$OPTARG ;;
+    w) CLOSE_S=$OPTARG ;;
     :) usage_error "-$OPTARG needs a value" ;;
     *) usage_error "unknown option -$OPTARG" ;;
     esac
@@ -102,6 +108,8 @@ is_uint "$TIMEOUT_S" && [ "$TIMEOUT_S" -ge 1 ] ||
 is_uint "$CREDITS" || usage_error "-c must be a number, not '$CREDITS'"
 is_uint "$NREQ" && [ "$NREQ" -ge 1 ] && [ "$NREQ" -le 200 ] ||
     usage_error "-r must be 1..200, not '$NREQ'"
+is_uint "$CLOSE_S" && [ "$CLOSE_S" -ge 1 ] && [ "$CLOSE_S" -le 120 ] ||
+    usage_error "-w must be 1..120 seconds, not '$CLOSE_S'"
 if [ -n "$BASE_PORT" ]; then
     is_uint "$BASE_PORT" && [ "$BASE_PORT" -ge 1 ] &&
         [ $((BASE_PORT + N - 1)) -le 65535 ] ||
@@ -283,8 +291,11 @@ alloc=()
 for ((i = 0; i <= LAST; i++)); do
     alloc+=(--alloc "${IDS[i]}=$CREDITS")
 done
+# A test network's close window is a minute (-w), not ten: a job its
+# requester left is closed by its provider that long past its deadline
+# (docs/PROTOCOL.md, "Closing").
 ns genesis --out "$DIR/genesis.ini" --name "testnet-$(basename "$DIR")" \
-    "${alloc[@]}" >/dev/null
+    --close-window-s "$CLOSE_S" "${alloc[@]}" >/dev/null
 for ((i = 0; i <= LAST; i++)); do
     ns init --datadir "${DATADIRS[i]}" --genesis "$DIR/genesis.ini" >/dev/null
 done

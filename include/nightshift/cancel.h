@@ -23,7 +23,8 @@ typedef struct {
 
 /* Cancel job_id for requester `me` through io->append. Errors, with one
  * line in err: NS_ERR_NOTFOUND (no such job in this ledger), NS_ERR_PERM
- * (another account's job), NS_ERR_JOBSTATE (already settled or cancelled),
+ * (another account's job), NS_ERR_JOBSTATE (already settled or cancelled,
+ * or awarded and past deadline + close window: its provider's to close),
  * or the ledger's refusal. */
 int ns_cancel_job(ns_ledger_t *ledger, const ns_node_io_t *io,
                   const uint8_t me[NS_ID_BYTES], const ns_hash_t job_id,

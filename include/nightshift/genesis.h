@@ -6,6 +6,11 @@
  *   name = local-testnet        ; 1..64 printable characters
  *   test_network = true         ; allows fault injection flags
  *   created_ms = 1763700000000
+ *   close_window_ms = 60000     ; optional: how long after a job's deadline
+ *                               ; its requester may still settle, slash or
+ *                               ; cancel an award before the provider may
+ *                               ; close it (docs/PROTOCOL.md, "Closing");
+ *                               ; NS_GENESIS_CLOSE_WINDOW_MS when left out
  *   [alloc]
  *   <node id> = <credits>       ; one line per funded account: credits,
  *                               ; up to six decimals (micro-credits)
@@ -28,6 +33,10 @@
 #define NS_MAX_GENESIS_ALLOCS 4096
 #define NS_MAX_NETWORK_NAME 64
 #define NS_MAX_SUPPLY (UINT64_C(1) << 62) /* total cap, micro-credits */
+/* The close window when the genesis names none, and its bounds. */
+#define NS_GENESIS_CLOSE_WINDOW_MS (UINT64_C(10) * 60 * 1000)
+#define NS_GENESIS_CLOSE_WINDOW_MIN_MS UINT64_C(1000)
+#define NS_GENESIS_CLOSE_WINDOW_MAX_MS (UINT64_C(7) * 24 * 3600 * 1000)
 
 typedef struct {
     uint8_t id[NS_ID_BYTES];
@@ -39,6 +48,7 @@ typedef struct {
     char name[NS_MAX_NETWORK_NAME + 1];
     bool test_network;
     uint64_t created_ms;
+    uint64_t close_window_ms; /* as written; 0: not in the file */
     uint32_t n_allocs;
     ns_alloc_t *allocs;   /* owned */
     uint64_t total_micro; /* micro-credits */
@@ -51,10 +61,18 @@ int ns_genesis_load(const char *path, ns_genesis_t *g, char *err,
                     size_t errlen) NS_MUST_CHECK;
 void ns_genesis_release(ns_genesis_t *g);
 
-/* Write a genesis file (text form above). */
+/* The close window the network runs with: the file's, or the default. */
+uint64_t ns_genesis_close_window_ms(const ns_genesis_t *g);
+
+/* Write a genesis file (text form above); close_window_ms 0 leaves the
+ * key out (the default applies). */
 int ns_genesis_write(const char *path, const char *name, bool test_network,
                      uint64_t created_ms, const ns_alloc_t *allocs,
                      uint32_t n) NS_MUST_CHECK;
+int ns_genesis_write_window(const char *path, const char *name,
+                            bool test_network, uint64_t created_ms,
+                            uint64_t close_window_ms, const ns_alloc_t *allocs,
+                            uint32_t n) NS_MUST_CHECK;
 
 /* ---- the genesis over the wire (docs/PROTOCOL.md, "Genesis transfer") --
  *

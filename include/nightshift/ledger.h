@@ -71,8 +71,11 @@ typedef enum {
     NS_ENTRY_SETTLE = 8,   /* [job_id, result_id] pays, refunds, releases */
     NS_ENTRY_SLASH = 9,    /* [job_id, result_id, proof] burns collateral */
     NS_ENTRY_CANCEL = 10,  /* [job_id, accept_id|zero, reopen, deadline] */
+    NS_ENTRY_CLOSE = 11,   /* [job_id, result_id|accept_id|award_id] the
+                              award's provider ends a job its requester left
+                              past deadline + the genesis close window */
 } ns_entry_type;
-#define NS_ENTRY_TYPE_MAX 10
+#define NS_ENTRY_TYPE_MAX 11
 
 /* A decoded entry; body and refs borrow from the encoded bytes. */
 typedef struct {
@@ -109,7 +112,8 @@ typedef struct {
     uint8_t nonce[16];    /* JOB: makes each submission's id unique */
     ns_bid_t bid;         /* AWARD */
     ns_hash_t ref_id;     /* ACCEPT: award; RESULT: accept; SETTLE,
-                             SLASH: result; CANCEL: accept or zero */
+                             SLASH: result; CANCEL: accept or zero;
+                             CLOSE: result, accept or award */
     ns_hash_t root;       /* RESULT */
     uint64_t n_items;     /* RESULT */
     const uint8_t *proof; /* SLASH, borrowed */
@@ -345,6 +349,23 @@ int ns_ledger_account(ns_ledger_t *l, const uint8_t id[NS_ID_BYTES],
                       ns_account_t *out) NS_MUST_CHECK;
 int ns_ledger_job(ns_ledger_t *l, const ns_hash_t job_id,
                   ns_ledger_job_t *out) NS_MUST_CHECK;
+/* The genesis close window this ledger applies (docs/PROTOCOL.md,
+ * "Closing"). */
+uint64_t ns_ledger_close_window_ms(const ns_ledger_t *l);
+/* A job whose award its provider may close, and the entry its CLOSE
+ * names: the provider's RESULT of the award, else its ACCEPT, else the
+ * AWARD (never accepted). */
+typedef struct {
+    ns_hash_t job_id, ref_id;
+    uint8_t row; /* NS_ENTRY_RESULT, NS_ENTRY_ACCEPT or NS_ENTRY_AWARD */
+} ns_ledger_closable_t;
+/* Up to max jobs awarded to provider whose deadline + close window is at
+ * or before now_ms. now_ms is the caller's wall clock: it says when to
+ * post a CLOSE, never whether one holds (the rule reads the CLOSE's own
+ * timestamp). A scan of every job: for a periodic tick. */
+uint32_t ns_ledger_closable(ns_ledger_t *l, const uint8_t provider[NS_ID_BYTES],
+                            uint64_t now_ms, ns_ledger_closable_t *out,
+                            uint32_t max);
 /* Credit that `ref` holds for `to`: amount, and whether taken in. */
 int ns_ledger_credit(ns_ledger_t *l, const ns_hash_t ref,
                      const uint8_t to[NS_ID_BYTES], uint64_t *amount,
@@ -363,6 +384,14 @@ uint32_t ns_ledger_unclaimed(ns_ledger_t *l, const uint8_t to[NS_ID_BYTES],
  * NS_LEDGER_RECENT entries stored since the ledger opened; older ones
  * count as old enough. */
 void ns_ledger_set_claim_delay(ns_ledger_t *l, uint64_t ms);
+/* Refuse, for now (NS_ERR_STALE, nothing stored), a CLOSE stamped more
+ * than ms ahead of this node's wall clock; range pulls bring it again
+ * once it is due. A delivery policy, not a rule: every node applies the
+ * CLOSE in the end, but an honest requester's SETTLE or SLASH stamped
+ * inside the window, which comes before the CLOSE's time, applies first
+ * here and the early CLOSE is then refused (docs/PROTOCOL.md, "Closing").
+ * 0, the default: none. */
+void ns_ledger_set_close_hold(ns_ledger_t *l, uint64_t ms);
 
 /* Encoded entry of (author, seq): *buf malloc'd. */
 int ns_ledger_get(ns_ledger_t *l, const uint8_t author[NS_ID_BYTES],

@@ -58,6 +58,19 @@
  * fork of its author (detected everywhere within a fraction of a second)
  * is then known first (docs/PROTOCOL.md, "Forks"). */
 #define NS_POLICY_CLAIM_DELAY_MS 1000
+/* A provider looks for awards of its own that their requester left past
+ * deadline + the genesis close window (docs/PROTOCOL.md, "Closing") this
+ * often (each look reads every job of the ledger), and posts the CLOSE
+ * CLOSE_MARGIN after that moment by its clock: an honest requester's
+ * SETTLE or SLASH stamped inside the window has reached every node by
+ * then. */
+#define NS_POLICY_CLOSE_TICK_MS 2000
+#define NS_POLICY_CLOSE_MARGIN_MS 2000
+/* A node takes a CLOSE only once its timestamp is at most this far ahead
+ * of its own clock (ns_ledger_set_close_hold): a provider that stamps one
+ * ahead to cut the requester's window short finds the requester's SLASH
+ * applied first. */
+#define NS_POLICY_CLOSE_HOLD_MS 2000
 
 /* ---- the requester (node/requester.c) ----------------------------------- */
 

@@ -492,6 +492,48 @@ TEST(write_never_writes_what_load_misreads)
 }
 
 /* GENESIS_REQ / GENESIS (genesis.h): round trips, and every size rule. */
+/* close_window_ms: optional, bounded, once; the default when left out;
+ * written only when asked, and read back as written. */
+TEST(close_window)
+{
+    ns_genesis_t g;
+    char err[256], path[512];
+    CHECK_RC(s_parse("[network]\nname = w\n", &g, err, sizeof err), NS_OK);
+    CHECK_EQ_INT(g.close_window_ms, 0);
+    CHECK_EQ_INT(ns_genesis_close_window_ms(&g), NS_GENESIS_CLOSE_WINDOW_MS);
+    ns_genesis_release(&g);
+    CHECK_RC(s_parse("[network]\nname = w\nclose_window_ms = 60000\n", &g, err,
+                     sizeof err),
+             NS_OK);
+    CHECK_EQ_INT(ns_genesis_close_window_ms(&g), 60000);
+    ns_genesis_release(&g);
+    static const char *const bad[] = {"999", "x", "", "604800001",
+                                      "60000\nclose_window_ms = 60000"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char text[160];
+        snprintf(text, sizeof text,
+                 "[network]\nname = w\nclose_window_ms = %s\n", bad[i]);
+        CHECK_RC(s_parse(text, &g, err, sizeof err), NS_ERR_CONFIG);
+        CHECK(strstr(err, "close_window_ms") != NULL);
+    }
+    uint8_t id[NS_ID_BYTES];
+    s_id(id, 1);
+    ns_alloc_t a = {{0}, 5};
+    memcpy(a.id, id, NS_ID_BYTES);
+    snprintf(path, sizeof path, "%s/window.ini", s_dir);
+    CHECK_RC(ns_genesis_write_window(path, "w", true, 1, 90000, &a, 1), NS_OK);
+    if (CHECK_RC(ns_genesis_load(path, &g, err, sizeof err), NS_OK)) {
+        CHECK_EQ_INT(g.close_window_ms, 90000);
+        ns_genesis_release(&g);
+    }
+    CHECK_RC(ns_genesis_write(path, "w", true, 1, &a, 1), NS_OK);
+    if (CHECK_RC(ns_genesis_load(path, &g, err, sizeof err), NS_OK)) {
+        CHECK_EQ_INT(g.close_window_ms, 0);
+        ns_genesis_release(&g);
+    }
+    unlink(path);
+}
+
 TEST(chunk_codec)
 {
     ns_buf_t b;
@@ -586,6 +628,7 @@ int main(void)
     RUN(bad_bytes);
     RUN(write_never_writes_what_load_misreads);
     RUN(chunk_codec);
+    RUN(close_window);
     if (rmdir(s_dir) != 0)
         fprintf(stderr, "warning: could not remove %s\n", s_dir);
     return ns_test_finish("core_genesis");

@@ -69,8 +69,9 @@ static void s_round_trip(const ns_genesis_t *g)
     ns_genesis_t again;
     char err[256] = "";
     const char *path = s_path();
-    int rc = ns_genesis_write(path, g->name, g->test_network, g->created_ms,
-                              g->allocs, g->n_allocs);
+    int rc =
+        ns_genesis_write_window(path, g->name, g->test_network, g->created_ms,
+                                g->close_window_ms, g->allocs, g->n_allocs);
     /* "name = ;x" reads as an empty name (inih's inline comment needs a
      * space before it), so the writer, which checks its text with the
      * parser, refuses the names "name=;x" gave; nothing else. */
@@ -85,6 +86,7 @@ static void s_round_trip(const ns_genesis_t *g)
     S_ASSERT(strcmp(again.name, g->name) == 0);
     S_ASSERT(again.test_network == g->test_network);
     S_ASSERT(again.created_ms == g->created_ms);
+    S_ASSERT(again.close_window_ms == g->close_window_ms);
     S_ASSERT(again.n_allocs == g->n_allocs);
     S_ASSERT(again.total_micro == g->total_micro);
     S_ASSERT(g->n_allocs == 0 || memcmp(again.allocs, g->allocs,

@@ -537,16 +537,18 @@ def testnet_script(name, *args, timeout=90):
                           timeout=timeout, env=env, stdin=subprocess.DEVNULL)
 
 
-def testnet(net, n, interval_ms=500):
-    """A testnet of n nodes (testnet/run.sh, heartbeats every interval_ms)
-    in net.dir/tn on reserved ports, stopped when the test ends. Returns
-    (its directory, its bootstrap address)."""
+def testnet(net, n, interval_ms=500, close_window_s=None):
+    """A testnet of n nodes (testnet/run.sh, heartbeats every interval_ms;
+    the genesis close window run.sh's default, or close_window_s) in
+    net.dir/tn on reserved ports, stopped when the test ends. Returns (its
+    directory, its bootstrap address)."""
     tn = os.path.join(net.dir, "tn")
     base, port_lock = reserve_ports(n)
     net.at_exit(port_lock.close)
     net.at_exit(lambda: testnet_script("stop.sh", "-d", tn, timeout=30))
+    window = ("-w", close_window_s) if close_window_s else ()
     r = testnet_script("run.sh", "-n", n, "-d", tn, "-p", base, "-i",
-                       interval_ms, "-t", 60)
+                       interval_ms, "-t", 60, *window)
     check(r.returncode == 0, f"run.sh: {r.stdout}\n{r.stderr}")
     with open(os.path.join(tn, "bootstrap")) as f:
         return tn, f.read().strip()

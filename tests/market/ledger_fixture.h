@@ -131,20 +131,27 @@ static inline int fx_mkdtemp(char *out, size_t cap, const char *name)
 
 /* ---- genesis ------------------------------------------------------------ */
 
+/* The close window of the genesis the next fx_init writes (0: the key is
+ * left out, the default applies); a test that closes jobs sets it. */
+static uint64_t fx_close_window_ms;
+
 /* Genesis text for the given ids and amounts (malloc'd, caller frees). The
  * amounts are the ledger's units, micro-credits: the file says credits. */
 static inline char *fx_genesis_text(const char *name, const uint8_t *ids,
                                     const uint64_t *credits, uint32_t n)
 {
-    size_t cap = 256 + (size_t)n * (NS_ID_TEXT_LEN + 32);
+    size_t cap = 320 + (size_t)n * (NS_ID_TEXT_LEN + 32);
     char *t = malloc(cap);
     if (!t)
         return NULL;
     size_t len = (size_t)snprintf(t, cap,
                                   "[network]\nname = %s\ntest_network = "
-                                  "true\ncreated_ms = 1763700000000\n"
-                                  "[alloc]\n",
+                                  "true\ncreated_ms = 1763700000000\n",
                                   name);
+    if (fx_close_window_ms)
+        len += (size_t)snprintf(t + len, cap - len, "close_window_ms = %llu\n",
+                                (unsigned long long)fx_close_window_ms);
+    len += (size_t)snprintf(t + len, cap - len, "[alloc]\n");
     for (uint32_t i = 0; i < n; i++) {
         char id[NS_ID_TEXT_LEN + 1], amount[NS_CREDITS_TEXT];
         ns_id_text(id, ids + (size_t)i * NS_ID_BYTES);

@@ -2,7 +2,9 @@
  *
  * A few dozen accounts make random entries, valid and invalid: transfers,
  * stakes, unstakes, claims, jobs through award, accept, result, settle,
- * slash and cancel, plus garbage bytes, mutated and replayed entries,
+ * slash and cancel, the provider's close once deadline + window passed
+ * (and the requester's entries that come too late for it), plus garbage
+ * bytes, mutated and replayed entries,
  * chain errors (stale, wrong prev, gaps, missing refs) and the odd fork.
  * A small model of the rules predicts the outcome of every operation
  * (NS_OK or the specific error) and the resulting balances; after every
@@ -34,6 +36,9 @@
 #define MAX_CREDITS 16384
 #define MAX_FORKS 8
 #define WINDOW 24 /* entries shuffled together for the third ledger */
+/* The genesis close window: short beside the run (4,000 entries, 10 ms
+ * apart) so that many awards pass deadline + window. */
+#define CLOSE_WINDOW_MS 2000
 
 /* ---- seeded randomness (splitmix64) ------------------------------------- */
 
@@ -280,6 +285,13 @@ static uint64_t s_next_ts(void)
     return s_fx.now + 10; /* what fx_make will stamp */
 }
 
+/* The next entry comes at or after deadline + window of job j: its
+ * award is the provider's to close. */
+static bool s_late(const m_job_t *j)
+{
+    return s_next_ts() >= j->deadline + CLOSE_WINDOW_MS;
+}
+
 static bool s_active(uint32_t i)
 {
     return !M.a[i].banned;
@@ -459,6 +471,42 @@ static void s_model_apply(const s_op_t *op, const ns_hash_t id)
         job->award = -1;
         break;
     }
+    case NS_ENTRY_CLOSE: {
+        /* the provider (a) closes its award: ts past deadline + window */
+        m_acct_t *r = &M.a[job->requester];
+        uint64_t refund = job->escrow;
+        r->lesc -= job->escrow;
+        if (aw->has_result) {
+            if (aw->lock_state == LOCK_LOCKED) {
+                a->lcol -= aw->lock;
+                a->staked += aw->lock;
+                aw->lock_state = LOCK_RELEASED;
+            }
+            a->free += aw->price;
+            refund -= aw->price;
+            a->settled++;
+            job->state = NS_JOB_SETTLED;
+        } else if (aw->accepted) {
+            if (aw->lock_state == LOCK_LOCKED) {
+                uint64_t penalty = aw->lock / 10;
+                a->lcol -= aw->lock;
+                a->staked += aw->lock - penalty;
+                M.burned += penalty;
+                aw->lock -= penalty;
+                aw->lock_state = LOCK_RELEASED;
+            }
+            a->cancelled++;
+            job->state = NS_JOB_CANCELLED;
+            job->award = -1;
+        } else {
+            aw->lock = 0;
+            aw->lock_state = LOCK_RELEASED;
+            job->state = NS_JOB_CANCELLED;
+            job->award = -1;
+        }
+        s_add_credit(id, job->requester, refund, -1);
+        break;
+    }
     case NS_ENTRY_CANCEL:
         if (op->cancel_with_accept) {
             m_acct_t *p = &M.a[aw->provider];
@@ -515,6 +563,7 @@ static void s_log_add(const s_op_t *op, const ns_buf_t *raw, const ns_hash_t id)
     }
     bool named = op->type == NS_ENTRY_ACCEPT || op->type == NS_ENTRY_RESULT ||
                  op->type == NS_ENTRY_SETTLE || op->type == NS_ENTRY_SLASH ||
+                 op->type == NS_ENTRY_CLOSE ||
                  (op->type == NS_ENTRY_CANCEL && op->cancel_with_accept);
     if (named) {
         int32_t d = s_lookup(op->body.ref_id);
@@ -929,6 +978,8 @@ static bool g_close(bool slash)
         if (op.proof[0] != 1)
             op.want = NS_ERR_PROOF;
     }
+    if (s_late(j)) /* the provider's to close: checked before the proof */
+        op.want = NS_ERR_JOBSTATE;
     if (s_chance(200))
         s_add_claims(&op, 1 + (uint32_t)s_below(3));
     s_exec(&op);
@@ -957,9 +1008,53 @@ static bool g_cancel(void)
     } else {
         op.body = fx_cancel(j->id, NULL, reopen, deadline);
     }
+    if (j->state == NS_JOB_AWARDED && s_late(j))
+        op.want = NS_ERR_JOBSTATE; /* the provider's to close now */
     if (reopen && s_chance(100)) {
         op.body.new_deadline_ms = ts - s_below(10);
         op.want = NS_ERR_INVAL;
+    }
+    s_exec(&op);
+    return true;
+}
+
+/* The provider's CLOSE of its current award, naming the row its own
+ * record says (RESULT, else ACCEPT, else AWARD), or now and then a wrong
+ * one; refused before deadline + window. */
+static bool g_pclose(void)
+{
+    int ak = -1;
+    for (int tries = 0; tries < 64 && ak < 0; tries++) {
+        int k = s_pick_award(s_chance(700), s_chance(500), true);
+        if (k >= 0 && M.job[M.award[k].job].state == NS_JOB_AWARDED)
+            ak = k;
+    }
+    if (ak < 0)
+        return false;
+    const m_award_t *aw = &M.award[ak];
+    const m_job_t *j = &M.job[aw->job];
+    if (!s_active(aw->provider))
+        return false;
+    s_op_t op;
+    s_op_init(&op, aw->provider, NS_ENTRY_CLOSE, NS_OK);
+    op.job = (int)aw->job;
+    op.award = ak;
+    const uint8_t *ref = aw->has_result ? aw->result_id
+                         : aw->accepted ? aw->accept_id
+                                        : aw->id;
+    if (aw->has_result && s_chance(100)) {
+        ref = aw->accept_id; /* a RESULT is there: it must be named */
+        op.want = NS_ERR_JOBSTATE;
+    } else if (!s_late(j)) {
+        op.want = NS_ERR_JOBSTATE; /* not the provider's yet */
+    }
+    op.body = fx_ref(j->id, ref);
+    if (s_chance(200))
+        s_add_claims(&op, 1 + (uint32_t)s_below(3));
+    if (op.want == NS_OK) {
+        for (uint32_t i = 0; i < op.n_refs; i++)
+            if (M.credit[op.claim[i]].release == ak)
+                op.want = NS_ERR_JOBSTATE; /* cannot happen: award live */
     }
     s_exec(&op);
     return true;
@@ -1171,6 +1266,7 @@ enum {
     K_SETTLE,
     K_SLASH,
     K_CANCEL,
+    K_CLOSE,
     K_GARBAGE,
     K_MUTATE,
     K_REPLAY,
@@ -1181,18 +1277,31 @@ enum {
 };
 
 static const s_kind_t s_kinds[K_COUNT] = {
-    [K_TRANSFER] = {"transfer", 90}, [K_TRANSFER_BAD] = {"bad transfer", 15},
-    [K_STAKE] = {"stake", 60},       [K_STAKE_BAD] = {"bad stake", 10},
-    [K_UNSTAKE] = {"unstake", 25},   [K_UNSTAKE_BAD] = {"bad unstake", 10},
-    [K_CLAIM] = {"claim", 60},       [K_CLAIM_BAD] = {"bad claim", 20},
-    [K_JOB] = {"job", 70},           [K_JOB_BAD] = {"bad job", 10},
-    [K_AWARD] = {"award", 80},       [K_AWARD_BAD] = {"bad award", 15},
-    [K_ACCEPT] = {"accept", 80},     [K_ACCEPT_AGAIN] = {"second accept", 8},
-    [K_RESULT] = {"result", 70},     [K_SETTLE] = {"settle", 50},
-    [K_SLASH] = {"slash", 15},       [K_CANCEL] = {"cancel", 35},
-    [K_GARBAGE] = {"garbage", 15},   [K_MUTATE] = {"mutated", 20},
-    [K_REPLAY] = {"replay", 15},     [K_CHAIN] = {"chain error", 20},
-    [K_FORK] = {"fork", 1},          [K_BANNED] = {"banned author", 3},
+    [K_TRANSFER] = {"transfer", 90},
+    [K_TRANSFER_BAD] = {"bad transfer", 15},
+    [K_STAKE] = {"stake", 60},
+    [K_STAKE_BAD] = {"bad stake", 10},
+    [K_UNSTAKE] = {"unstake", 25},
+    [K_UNSTAKE_BAD] = {"bad unstake", 10},
+    [K_CLAIM] = {"claim", 60},
+    [K_CLAIM_BAD] = {"bad claim", 20},
+    [K_JOB] = {"job", 70},
+    [K_JOB_BAD] = {"bad job", 10},
+    [K_AWARD] = {"award", 80},
+    [K_AWARD_BAD] = {"bad award", 15},
+    [K_ACCEPT] = {"accept", 80},
+    [K_ACCEPT_AGAIN] = {"second accept", 8},
+    [K_RESULT] = {"result", 70},
+    [K_SETTLE] = {"settle", 50},
+    [K_SLASH] = {"slash", 15},
+    [K_CANCEL] = {"cancel", 35},
+    [K_CLOSE] = {"close", 30},
+    [K_GARBAGE] = {"garbage", 15},
+    [K_MUTATE] = {"mutated", 20},
+    [K_REPLAY] = {"replay", 15},
+    [K_CHAIN] = {"chain error", 20},
+    [K_FORK] = {"fork", 1},
+    [K_BANNED] = {"banned author", 3},
 };
 
 static bool s_run_kind(int k)
@@ -1234,6 +1343,8 @@ static bool s_run_kind(int k)
         return g_close(true);
     case K_CANCEL:
         return g_cancel();
+    case K_CLOSE:
+        return g_pclose();
     case K_GARBAGE:
         return g_garbage();
     case K_MUTATE:
@@ -1268,6 +1379,7 @@ static bool s_setup(void)
     uint64_t credits[NA];
     for (uint32_t i = 0; i < NA; i++)
         credits[i] = 2000 + s_below(30000);
+    fx_close_window_ms = CLOSE_WINDOW_MS;
     int rc = fx_init_seeded(&s_fx, "property", NA, credits, &s_seed);
     if (rc != NS_OK) {
         fprintf(stderr, "fixture: %s (%s)\n", ns_strerror(rc), s_fx.err);

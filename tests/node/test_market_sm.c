@@ -1131,6 +1131,72 @@ TEST(hardware_challenges_before_the_award)
     s_world_free(w);
 }
 
+/* The job's record in ledger l (zero when there is none). */
+static ns_ledger_job_t s_ljob(s_world_t *w, uint32_t l)
+{
+    ns_ledger_job_t lj;
+    uint8_t nonce[16] = {1};
+    ns_hash_t desc, id;
+    memset(&lj, 0, sizeof lj);
+    if (ns_job_id(&w->job, desc) == NS_OK) {
+        ns_ledger_job_id(id, w->fx.acct[0].pk, desc, nonce);
+        if (ns_ledger_job(w->p[l].ledger, id, &lj) != NS_OK)
+            memset(&lj, 0, sizeof lj);
+    }
+    return lj;
+}
+
+/* The requester vanishes once the provider's RESULT is in the ledger
+ * (it never got the outputs, so it never settled). Past deadline + close
+ * window (1 s here) + NS_POLICY_CLOSE_MARGIN_MS the provider closes the
+ * job by itself: paid, its collateral back, the rest of the escrow a
+ * credit for the requester, the same on every ledger. */
+TEST(requester_gone_provider_closes)
+{
+    fx_close_window_ms = 1000;
+    s_world_t *w = s_world(NULL, NULL, 3);
+    fx_close_window_ms = 0;
+    if (!CHECK(w != NULL))
+        return;
+    w->p[2].offline = true; /* one bid: the winner is provider 1 */
+    ns_account_t r0 = s_acct(w, 0, 0), p0 = s_acct(w, 1, 1);
+    for (int i = 0;
+         i < 20000 && sodium_is_zero(s_ljob(w, 1).accept_id, NS_HASH_BYTES);
+         i++)
+        s_step(w, 5);
+    w->p[0].drop_chunks = UINT32_MAX; /* the outputs never reach it */
+    for (int i = 0;
+         i < 20000 && sodium_is_zero(s_ljob(w, 1).result_id, NS_HASH_BYTES);
+         i++)
+        s_step(w, 5);
+    if (!CHECK(!sodium_is_zero(s_ljob(w, 1).result_id, NS_HASH_BYTES))) {
+        s_world_free(w);
+        return;
+    }
+    ns_requester_destroy(&w->p[0].requester);
+    w->p[0].offline = true;
+    const ns_ledger_job_t lj = s_ljob(w, 1);
+    CHECK_EQ_INT(lj.state, NS_JOB_AWARDED);
+    CHECK_EQ_INT(s_acct(w, 1, 1).locked_collateral, 50);
+    /* wall clock: deadline + window + margin + a close tick */
+    uint64_t until = lj.deadline_ms + 1000 + NS_POLICY_CLOSE_MARGIN_MS +
+                     NS_POLICY_CLOSE_TICK_MS + 2000;
+    while (ns_now_ms() < until && s_ljob(w, 1).state == NS_JOB_AWARDED)
+        s_step(w, 5);
+    CHECK(ns_now_ms() >= lj.deadline_ms + 1000); /* never before */
+    for (uint32_t l = 0; l < W_PARTIES; l++) {
+        CHECK_EQ_INT(s_ljob(w, l).state, NS_JOB_SETTLED);
+        ns_account_t p = s_acct(w, l, 1), r = s_acct(w, l, 0);
+        CHECK_EQ_INT(p.locked_collateral, 0);
+        CHECK_EQ_INT(p.free + p.staked, p0.free + p0.staked + lj.price);
+        CHECK_EQ_INT(p.jobs_settled, 1);
+        CHECK_EQ_INT(r.locked_escrow, 0);
+        CHECK_EQ_INT(r.free, r0.free - lj.escrow); /* the rest: a credit */
+    }
+    CHECK(s_conserved(w));
+    s_world_free(w);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "worker") == 0) {
@@ -1159,6 +1225,7 @@ int main(int argc, char **argv)
     RUN(forged_failure_is_ignored);
     RUN(giving_up_cancels_and_releases);
     RUN(hardware_challenges_before_the_award);
+    RUN(requester_gone_provider_closes);
     (void)s_w;
     return ns_test_finish("node_market_sm");
 }
