@@ -11,6 +11,12 @@ Figures only: nothing here passes or fails on time.
    `nightshift run`), for --base BIN (the build before; skipped without
    it) and for this build. The goal: the worker costs at most 5 % over the
    base's figures.
+3. The closing rule (docs/PROTOCOL.md, "Closing"): the time from a job's
+   deadline to its provider's collateral unlocked on every node, for a
+   requester killed after the accept, after the RESULT, and after the
+   RESULT and then banned for a fork (tests/integration/
+   test_close_gone.py's scenarios on a 3-node testnet with a 3 s window:
+   the figure is the window plus the margin, the tick and gossip).
 
     bench/bench_sandbox.py [--base BIN] [--sgemm-n 2048] [--reps 3]
                            [--small-reps 10]
@@ -29,6 +35,8 @@ def main():
     ap.add_argument("--sgemm-n", default="2048")
     ap.add_argument("--reps", default="3")
     ap.add_argument("--small-reps", default="10")
+    ap.add_argument("--no-close", action="store_true",
+                    help="skip part 3 (about a minute)")
     args = ap.parse_args()
     here = os.path.join(ROOT, "build", "nightshift")
     tool = os.path.join(ROOT, "build", "bench", "bench_sandbox")
@@ -47,6 +55,19 @@ def main():
                         "--only", "e2e,small", "--sgemm-n", args.sgemm_n,
                         "--reps", args.reps, "--small-reps",
                         args.small_reps], env=env, check=False)
+    if not args.no_close:
+        print("\n== 3. the closing rule: deadline to unlocked collateral",
+              flush=True)
+        env = {**os.environ, "NIGHTSHIFT_BIN": here,
+               "NS_FORGE_BIN": os.path.join(ROOT, "build", "tests",
+                                            "integration", "ns_forge")}
+        r = subprocess.run([sys.executable, os.path.join(
+            ROOT, "tests", "integration", "test_close_gone.py")],
+            env=env, capture_output=True, text=True, check=False)
+        for line in r.stdout.splitlines():
+            if "deadline to unlocked" in line or line.startswith(("PASS",
+                                                                  "FAIL")):
+                print("  " + line.split("] ", 1)[-1], flush=True)
 
 
 if __name__ == "__main__":
