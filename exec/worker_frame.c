@@ -128,7 +128,8 @@ int ns_worker_request_pack_extra(msgpack_sbuffer *sb, uint32_t type,
 }
 
 /* PREFLIGHT's and CHECK's sixth element. */
-static void s_extra_read(ns_mpr_t *r, uint32_t type, ns_worker_extra_t *x)
+static void s_extra_read(ns_mpr_t *r, uint32_t type, ns_worker_extra_t *x,
+                         char *err, size_t errlen)
 {
     memset(x, 0, sizeof *x);
     if (type == NS_WORKER_MSG_PREFLIGHT) {
@@ -141,8 +142,11 @@ static void s_extra_read(ns_mpr_t *r, uint32_t type, ns_worker_extra_t *x)
         if (r->err == NS_OK && name_len)
             memcpy(x->name, name, name_len);
         if (r->err == NS_OK &&
-            (x->what & ~(NS_PF_CHECK | NS_PF_TIME | NS_PF_SAMPLE)))
+            (x->what & ~(NS_PF_CHECK | NS_PF_TIME | NS_PF_SAMPLE))) {
+            snprintf(err, errlen, "a pre-flight of unknown parts %#x",
+                     x->what);
             r->err = NS_ERR_INVAL;
+        }
     } else {
         ns_mpr_array_exact(r, 5);
         ns_mpr_bin_exact(r, x->desc_id, NS_HASH_BYTES);
@@ -151,8 +155,11 @@ static void s_extra_read(ns_mpr_t *r, uint32_t type, ns_worker_extra_t *x)
         ns_mpr_u32(r, &x->k);
         ns_mpr_u32(r, &x->outfiles);
     }
-    if (r->err == NS_OK && x->k > NS_MAX_CHECKS)
+    if (r->err == NS_OK && x->k > NS_MAX_CHECKS) {
+        snprintf(err, errlen, "%" PRIu32 " units, over %d", x->k,
+                 NS_MAX_CHECKS);
         r->err = NS_ERR_INVAL;
+    }
 }
 
 int ns_worker_fraud_pack(msgpack_sbuffer *sb, const ns_fraud_proof_t *p,
@@ -220,16 +227,24 @@ int ns_worker_request_read(const uint8_t *head, size_t len,
     if (n >= 5)
         ns_mpr_u32(&r, &q->files);
     if (extra)
-        s_extra_read(&r, q->type, &q->x);
-    if (r.err == NS_OK && extra && q->n_items)
+        s_extra_read(&r, q->type, &q->x, err, errlen);
+    if (r.err == NS_OK && extra && q->n_items) {
+        snprintf(err, errlen, "a %s request with items",
+                 ns_worker_mode_name((int)q->type));
         r.err = NS_ERR_INVAL;
+    }
     /* descriptors stand for IN buffers only (CHECK's outfiles: OUT) */
     for (uint32_t i = 0; r.err == NS_OK && i < 32; i++)
         if (((q->files >> i & 1) &&
              (i >= q->job.n_args || q->job.args[i].kind != NS_ARG_IN)) ||
             ((q->x.outfiles >> i & 1) &&
-             (i >= q->job.n_args || q->job.args[i].kind != NS_ARG_OUT)))
+             (i >= q->job.n_args || q->job.args[i].kind != NS_ARG_OUT))) {
+            snprintf(err, errlen,
+                     "a descriptor for arg %" PRIu32 ", not a buffer of "
+                     "that kind",
+                     i);
             r.err = NS_ERR_INVAL;
+        }
     return ns_mpr_end(&r);
 }
 

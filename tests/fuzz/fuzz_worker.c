@@ -16,6 +16,7 @@
  * packing what was read gives a frame whose length prefix is right, that
  * reads back to the same message and packs to the same bytes.
  */
+#include "nightshift/mp.h"
 #include "nightshift/worker_frame.h"
 
 #include <stdio.h>
@@ -131,16 +132,46 @@ static void s_request(const uint8_t *data, size_t size)
     char err[256];
     if (s_request_read(data, size, q) != NS_OK)
         goto out;
-    S_ASSERT(q->type == NS_WORKER_MSG_RUN || q->type == NS_WORKER_MSG_ITEMS);
+    bool extra = q->type == NS_WORKER_MSG_PREFLIGHT ||
+                 q->type == NS_WORKER_MSG_CHECK;
+    S_ASSERT(q->type == NS_WORKER_MSG_RUN || q->type == NS_WORKER_MSG_ITEMS ||
+             extra);
     S_ASSERT(q->n_items <= NS_WORKER_MAX_ITEMS);
     S_ASSERT((q->items != NULL) == (q->n_items > 0));
     S_ASSERT(ns_job_validate(&q->job, err, sizeof err) == NS_OK);
-    bool items = q->type == NS_WORKER_MSG_ITEMS;
-    if (items != (q->n_items > 0))
-        goto out; /* the packer says "items" by giving some */
     msgpack_sbuffer sb1, sb2;
     const uint8_t *head;
     size_t len;
+    if (extra) {
+        /* PREFLIGHT and CHECK: no items, their values within the caps,
+         * descriptors only where the job has IN (and CHECK's OUT) */
+        S_ASSERT(q->n_items == 0 && q->x.k <= NS_MAX_CHECKS);
+        S_ASSERT(q->x.name[sizeof q->x.name - 1] == '\0');
+        for (uint32_t i = 0; i < 32; i++) {
+            S_ASSERT(!(q->files >> i & 1) ||
+                     (i < q->job.n_args && q->job.args[i].kind == NS_ARG_IN));
+            S_ASSERT(!(q->x.outfiles >> i & 1) ||
+                     (i < q->job.n_args && q->job.args[i].kind == NS_ARG_OUT));
+        }
+        S_ASSERT(ns_worker_request_pack_extra(&sb1, q->type, &q->job,
+                                              q->verified, q->files,
+                                              &q->x) == NS_OK);
+        s_head(&sb1, &head, &len);
+        S_ASSERT(s_request_read(head, len, again) == NS_OK);
+        S_ASSERT(again->type == q->type && again->files == q->files &&
+                 again->verified == q->verified &&
+                 memcmp(&again->x, &q->x, sizeof q->x) == 0);
+        S_ASSERT(ns_worker_request_pack_extra(&sb2, again->type, &again->job,
+                                              again->verified, again->files,
+                                              &again->x) == NS_OK);
+        s_same_frames(&sb1, &sb2);
+        msgpack_sbuffer_destroy(&sb1);
+        msgpack_sbuffer_destroy(&sb2);
+        goto out;
+    }
+    bool items = q->type == NS_WORKER_MSG_ITEMS;
+    if (items != (q->n_items > 0))
+        goto out; /* the packer says "items" by giving some */
     S_ASSERT(ns_worker_request_pack(&sb1, &q->job, q->items, q->n_items,
                                     q->verified, q->files) == NS_OK);
     s_head(&sb1, &head, &len);
@@ -176,16 +207,27 @@ static void s_result(const uint8_t *data, size_t size)
     msgpack_sbuffer sb1, sb2;
     const uint8_t *head;
     size_t len;
-    ns_worker_result_pack(&sb1, (int)r.status, error, &r.timings);
+    /* extra values: absent, or at most NS_WORKER_MAX_EXTRA of them */
+    S_ASSERT(r.n_extra <= NS_WORKER_MAX_EXTRA);
+    /* a RESULT of 5 elements carries its extra, even an empty one */
+    ns_mpr_t top;
+    uint32_t n_top = 0;
+    ns_mpr_init(&top, data, size);
+    bool extra = ns_mpr_array(&top, &n_top, 5) == NS_OK && n_top == 5;
+    ns_worker_result_pack_extra(&sb1, (int)r.status, error, &r.timings,
+                                extra ? r.extra : NULL, r.n_extra);
     s_head(&sb1, &head, &len);
     S_ASSERT(len <= size);
     S_ASSERT(ns_worker_result_read(head, len, &again) == NS_OK);
     S_ASSERT(again.type == r.type && again.status == r.status &&
-             again.error_len == r.error_len);
+             again.error_len == r.error_len && again.n_extra == r.n_extra);
     S_ASSERT(r.error_len == 0 ||
              memcmp(again.error, r.error, r.error_len) == 0);
     S_ASSERT(memcmp(&again.timings, &r.timings, sizeof r.timings) == 0);
-    ns_worker_result_pack(&sb2, (int)again.status, error, &again.timings);
+    S_ASSERT(memcmp(again.extra, r.extra, sizeof r.extra) == 0);
+    ns_worker_result_pack_extra(&sb2, (int)again.status, error,
+                                &again.timings, extra ? again.extra : NULL,
+                                again.n_extra);
     s_same_frames(&sb1, &sb2);
     msgpack_sbuffer_destroy(&sb1);
     msgpack_sbuffer_destroy(&sb2);

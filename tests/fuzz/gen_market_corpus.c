@@ -75,7 +75,11 @@ int main(int argc, char **argv)
         s_ann.inputs[i].size = (UINT64_C(1) << (10 + 4 * i)) + i;
     }
     s_announce("announce naming 3 inputs", &b);
+    s_ann.draw = ns_bid_draw_for(10000, 32);
+    s_announce("announce naming 3 inputs, 32 of 10,000 drawn", &b);
     s_ann.n_inputs = 0;
+    s_announce("announce, no inputs, a draw", &b);
+    s_ann.draw = 0;
 
     /* BID */
     ns_bid_t bid, bid_back;

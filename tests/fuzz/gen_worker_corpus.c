@@ -102,6 +102,44 @@ int main(int argc, char **argv)
     seeds_check(ns_worker_request_pack(&sb, &job, NULL, 0, true, files),
                 "files");
     s_save("RUN, every input a file descriptor", &sb, SIZE_MAX, 0);
+    /* PREFLIGHT and CHECK (the requester's work in the sandbox) */
+    ns_worker_extra_t x;
+    memset(&x, 0, sizeof x);
+    x.what = NS_PF_CHECK | NS_PF_TIME;
+    x.k = 4;
+    snprintf(x.name, sizeof x.name, "mlp.cl");
+    seeds_check(ns_worker_request_pack_extra(&sb, NS_WORKER_MSG_PREFLIGHT,
+                                             &job, true, files, &x),
+                "preflight");
+    ns_job_init(&q.job);
+    seeds_check(ns_worker_request_read((const uint8_t *)sb.data + 4,
+                                       sb.size - 4, &q, err, sizeof err),
+                "preflight");
+    ns_job_release(&q.job);
+    s_save("PREFLIGHT, check and time 4 units", &sb, 1, NS_WORKER_MSG_RUN);
+    x.what = NS_PF_SAMPLE;
+    x.name[0] = '\0';
+    seeds_check(ns_worker_request_pack_extra(&sb, NS_WORKER_MSG_PREFLIGHT,
+                                             &job, false, 0, &x),
+                "preflight");
+    s_save("PREFLIGHT, sample", &sb, SIZE_MAX, 0);
+    memset(&x, 0, sizeof x);
+    x.k = 64;
+    memset(x.desc_id, 0xd1, sizeof x.desc_id);
+    memset(x.root, 0x77, sizeof x.root);
+    memset(x.secret, 0x5e, sizeof x.secret);
+    for (uint32_t i = 0; i < job.n_args; i++)
+        if (job.args[i].kind == NS_ARG_OUT)
+            x.outfiles |= UINT32_C(1) << i;
+    seeds_check(ns_worker_request_pack_extra(&sb, NS_WORKER_MSG_CHECK, &job,
+                                             true, files, &x),
+                "check");
+    ns_job_init(&q.job);
+    seeds_check(ns_worker_request_read((const uint8_t *)sb.data + 4,
+                                       sb.size - 4, &q, err, sizeof err),
+                "check");
+    ns_job_release(&q.job);
+    s_save("CHECK, 64 units, claims as files", &sb, 1, NS_WORKER_MSG_ITEMS);
     ns_job_release(&job);
 
     /* RESULT */
@@ -126,6 +164,15 @@ int main(int argc, char **argv)
     s_save("RESULT, build failed", &sb, SIZE_MAX, 0);
     ns_worker_result_pack(&sb, NS_ERR_TIMEOUT, error, &t);
     s_save("RESULT, the longest error", &sb, SIZE_MAX, 0);
+    uint64_t pf[3] = {123456, 6, 88000};
+    ns_worker_result_pack_extra(&sb, NS_OK, "", &t, pf, 3);
+    seeds_check(
+        ns_worker_result_read((const uint8_t *)sb.data + 4, sb.size - 4, &r),
+        "result");
+    s_save("RESULT of a PREFLIGHT", &sb, 1, NS_WORKER_MSG_HELLO);
+    uint64_t ck[10] = {64, 1, 17, 2, 4096, 12, 5000, 900, 4000, 300};
+    ns_worker_result_pack_extra(&sb, NS_OK, "", &t, ck, 10);
+    s_save("RESULT of a CHECK, one unit wrong", &sb, SIZE_MAX, 0);
 
     seeds_done();
     return 0;
