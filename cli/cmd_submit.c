@@ -555,6 +555,25 @@ static int s_shard_sample(void *user, const ns_job_t *shard, char *err,
     return s_sandbox(user, shard, NS_PF_SAMPLE, 2, err, errlen);
 }
 
+/* --resume: the terms saved with the job (jobdir.h) where the command
+ * line gave none, so that the job is announced again as it was first
+ * (a GPU job stays a GPU job). */
+static void s_take_terms(s_submit_t *q, const ns_ctl_terms_t *t)
+{
+    static const ns_reqs_t none;
+    if (!q->max_price)
+        q->max_price = t->max_price;
+    if (!q->collateral)
+        q->collateral = t->collateral;
+    if (!memcmp(&q->reqs, &none, sizeof none))
+        q->reqs = t->reqs;
+    if (q->bid_window_ms == NS_POLICY_BID_WINDOW_MS)
+        q->bid_window_ms = t->bid_window_ms;
+    if (q->deadline_s == NS_POLICY_DEADLINE_S)
+        q->deadline_s = t->deadline_s;
+    if (!q->no_wait)
+        q->no_wait = t->no_wait;
+}
 
 /* The job from the flags, or from its saved copy for --resume. */
 static int s_job(s_submit_t *q, bool prepared)
@@ -582,6 +601,15 @@ static int s_job(s_submit_t *q, bool prepared)
                 q->spec.mapped[i] ? q->spec.inputs[i].len : 0;
         for (uint32_t i = 0; i < NS_MAX_ARGS; i++)
             q->spec.out_paths[i] = q->out_paths[i][0] ? q->out_paths[i] : NULL;
+        ns_ctl_terms_t t;
+        int trc = ns_jobdir_load_terms(q->datadir, q->resume, &t);
+        if (trc == NS_OK)
+            s_take_terms(q, &t);
+        else if (trc != NS_ERR_NOTFOUND)
+            ns_cli_error("submit",
+                         "warning: the job's saved terms do not read (%s); "
+                         "give its --device, --min-mem and --region again",
+                         ns_strerror(trc));
     } else {
         q->spec.as_pipeline = !q->steps_apart; /* its steps: one award */
         int status = ns_jobspec_prepare(&q->spec, "submit");
@@ -1267,6 +1295,15 @@ static int s_submit_one(s_submit_t *q, ns_node_t *node)
                        &q->spec.job, q->store,
                        (const char *const *)q->spec.out_paths) != NS_OK) {
         ns_cli_error("submit", "cannot save the job under %s/jobs", q->datadir);
+        return status;
+    }
+    ns_ctl_terms_t terms = {o.max_price,  o.collateral, o.bid_window_ms,
+                            o.deadline_s, o.timeout_s,  o.reqs,
+                            o.no_wait};
+    if (!q->resume &&
+        ns_jobdir_save_terms(q->datadir, job_hex, &terms) != NS_OK) {
+        ns_cli_error("submit", "cannot save the job's terms under %s/jobs",
+                     q->datadir);
         return status;
     }
     ns_requester_t *req = ns_node_add_requester(node, &o, &rc);

@@ -71,9 +71,8 @@ static void s_pack_paths(msgpack_packer *pk, uint32_t n,
             msgpack_pack_nil(pk);
 }
 
-static void s_pack_submit(msgpack_packer *pk, const ns_ctl_req_t *r)
+void ns_ctl_terms_pack(msgpack_packer *pk, const ns_ctl_terms_t *t)
 {
-    const ns_ctl_terms_t *t = &r->terms;
     msgpack_pack_array(pk, 11);
     msgpack_pack_uint64(pk, t->max_price);
     msgpack_pack_uint64(pk, t->collateral);
@@ -89,6 +88,11 @@ static void s_pack_submit(msgpack_packer *pk, const ns_ctl_req_t *r)
         msgpack_pack_true(pk);
     else
         msgpack_pack_false(pk);
+}
+
+static void s_pack_submit(msgpack_packer *pk, const ns_ctl_req_t *r)
+{
+    ns_ctl_terms_pack(pk, &r->terms);
     ns_mp_bin(pk, r->desc, r->desc_len);
     s_pack_paths(pk, r->n_args, r->in_path);
     s_pack_paths(pk, r->n_args, r->out_path);
@@ -119,9 +123,8 @@ static void s_read_paths(ns_mpr_t *rd, uint32_t want,
     }
 }
 
-static void s_read_submit(ns_mpr_t *rd, ns_ctl_req_t *r)
+void ns_ctl_terms_read(ns_mpr_t *rd, ns_ctl_terms_t *t)
 {
-    ns_ctl_terms_t *t = &r->terms;
     ns_mpr_array_exact(rd, 11);
     ns_mpr_uint(rd, &t->max_price);
     ns_mpr_uint(rd, &t->collateral);
@@ -134,6 +137,11 @@ static void s_read_submit(ns_mpr_t *rd, ns_ctl_req_t *r)
     ns_mpr_u32(rd, &t->reqs.min_cl_minor);
     ns_mpr_str(rd, t->reqs.region, NS_MAX_REGION);
     ns_mpr_bool(rd, &t->no_wait);
+}
+
+static void s_read_submit(ns_mpr_t *rd, ns_ctl_req_t *r)
+{
+    ns_ctl_terms_read(rd, &r->terms);
     ns_mpr_bin(rd, &r->desc, &r->desc_len, NS_MAX_JOB_MSG);
     uint32_t n = 0;
     /* both path arrays have the descriptor's argument count: peek it */

@@ -1,5 +1,6 @@
 /* jobdir.c - submitted jobs on disk, for resuming (jobdir.h). */
 #include "nightshift/jobdir.h"
+#include "nightshift/control.h"
 
 #include "nightshift/log.h"
 #include "nightshift/mp.h"
@@ -13,6 +14,49 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+int ns_jobdir_save_terms(const char *datadir, const char *job_hex,
+                         const ns_ctl_terms_t *t)
+{
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/jobs/%s/terms.msgpack", datadir,
+                 job_hex) >= (int)sizeof path)
+        return NS_ERR_TOOBIG;
+    ns_buf_t b;
+    ns_mp_writer_t w;
+    msgpack_packer pk;
+    ns_buf_init(&b);
+    ns_mp_writer_init(&w, &pk, &b);
+    ns_ctl_terms_pack(&pk, t);
+    int rc = w.err != NS_OK
+                 ? w.err
+                 : ns_file_write_atomic(path, b.data, b.len, 0600);
+    ns_buf_release(&b);
+    return rc;
+}
+
+int ns_jobdir_load_terms(const char *datadir, const char *job_hex,
+                         ns_ctl_terms_t *t)
+{
+    char path[PATH_MAX];
+    uint8_t buf[1024];
+    if (snprintf(path, sizeof path, "%s/jobs/%s/terms.msgpack", datadir,
+                 job_hex) >= (int)sizeof path)
+        return NS_ERR_TOOBIG;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return errno == ENOENT ? NS_ERR_NOTFOUND : NS_ERR_IO;
+    size_t n = fread(buf, 1, sizeof buf, f);
+    bool more = fgetc(f) != EOF;
+    fclose(f);
+    if (more)
+        return NS_ERR_CORRUPT;
+    ns_mpr_t rd;
+    memset(t, 0, sizeof *t);
+    ns_mpr_init(&rd, buf, n);
+    ns_ctl_terms_read(&rd, t);
+    return ns_mpr_end(&rd) == NS_OK ? NS_OK : NS_ERR_CORRUPT;
+}
 
 int ns_jobdir_save(const char *datadir, const char *job_hex,
                    const uint8_t *packed, size_t packed_len,

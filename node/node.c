@@ -928,6 +928,12 @@ static void s_hosted_start(ns_node_t *n, ns_hosted_t *h)
                        ns_strerror(rc));
         return;
     }
+    /* its terms too: a resume announces it with the same requirements */
+    ns_ctl_terms_t t = {o->max_price,  o->collateral, o->bid_window_ms,
+                        o->deadline_s, o->timeout_s,  o->reqs,
+                        o->no_wait};
+    if (ns_jobdir_save_terms(n->c.datadir, hex, &t) != NS_OK)
+        ns_warn(NS_MOD_NODE, "event=jobdir_terms_failed job=%.16s", hex);
     ns_requester_t *q = ns_node_add_requester(n, o, &rc);
     if (!q) {
         ns_hosted_fail(h, "cannot start the requester: %s", ns_strerror(rc));

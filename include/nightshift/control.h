@@ -65,13 +65,21 @@ typedef enum {
 } ns_ctl_kind_t;
 
 /* A job's terms, as `submit` takes them. */
-typedef struct {
+typedef struct ns_ctl_terms {
     uint64_t max_price, collateral; /* credits */
     uint32_t bid_window_ms;
     uint64_t deadline_s, timeout_s;
     ns_reqs_t reqs;
     bool no_wait; /* fail at once when no provider can take the job */
 } ns_ctl_terms_t;
+
+/* The terms' one codec (the SUBMIT request's and a saved job's, jobdir.h):
+ * [max_price, collateral, bid_window_ms, deadline_s, timeout_s, min
+ * memory, device type, OpenCL C major, minor, region, no_wait]. The
+ * reader is strict (exact count and types, the region capped); its error
+ * is left in rd. */
+void ns_ctl_terms_pack(msgpack_packer *pk, const ns_ctl_terms_t *t);
+void ns_ctl_terms_read(ns_mpr_t *rd, ns_ctl_terms_t *t);
 
 typedef struct ns_ctl_req {
     ns_ctl_kind_t kind;

@@ -13,6 +13,8 @@
 #include "nightshift/ledger.h"
 #include "nightshift/runner.h"
 
+struct ns_ctl_terms; /* control.h */
+
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -26,6 +28,17 @@ int ns_jobdir_save(const char *datadir, const char *job_hex,
                    const uint8_t *packed, size_t packed_len,
                    const ns_job_t *job, ns_blobs_t *blobs,
                    const char *const *out_paths) NS_MUST_CHECK;
+
+/* The job's terms (its price, collateral, requirements, windows) saved
+ * as terms.msgpack (ns_ctl_terms_pack, written atomically) beside it, so
+ * that `submit --resume` announces it again with the same requirements
+ * (a GPU job resumed must not go to a CPU). */
+int ns_jobdir_save_terms(const char *datadir, const char *job_hex,
+                         const struct ns_ctl_terms *t) NS_MUST_CHECK;
+/* Read them back: NS_ERR_NOTFOUND when none were saved (a job directory
+ * of an earlier version), NS_ERR_CORRUPT when the file does not read. */
+int ns_jobdir_load_terms(const char *datadir, const char *job_hex,
+                         struct ns_ctl_terms *t) NS_MUST_CHECK;
 
 /* Read a saved job back: the descriptor into job (ns_job_release it),
  * each input mapped read-only from blobs (checked against the
