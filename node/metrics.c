@@ -307,6 +307,11 @@ static void s_provider(s_out_t *o, const msgpack_object *st)
     }
     s_by_key(o, st, "provider.jobs", "nightshift_provider_jobs", "gauge",
              "Jobs held now, by phase.", "phase", NULL);
+    s_by_key(o, st, "provider.not_bid", "nightshift_provider_not_bid_total",
+             "counter",
+             "Job announcements this node did not bid on, by reason "
+             "(not_drawn, no_stake, stake, device, region, price, busy).",
+             "reason", NULL);
     s_one(o, st, "provider.workers", "nightshift_provider_workers", "gauge",
           "Workers (one per slot) started.", 1);
     s_one(o, st, "provider.running", "nightshift_provider_workers_busy",

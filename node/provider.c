@@ -67,6 +67,22 @@ typedef struct {
     int w;               /* PJ_RUN: index in workers */
 } s_job_t;
 
+/* Why an announcement got no bid from us (status "not_bid", the metric
+ * nightshift_provider_not_bid_total{reason}). */
+enum {
+    S_NB_NOT_DRAWN, /* the job's bidder draw asked others */
+    S_NB_NO_STAKE,  /* we hold no stake at all */
+    S_NB_STAKE,     /* our stake is below the collateral asked */
+    S_NB_DEVICE,    /* no device of ours fits (memory, type, OpenCL C,
+                       buffers) */
+    S_NB_REGION,    /* another region asked */
+    S_NB_PRICE,     /* our price is over its ceiling */
+    S_NB_BUSY,      /* every slot busy, or our storage unwritable */
+    S_NB_COUNT
+};
+static const char *const s_nb_names[S_NB_COUNT] = {
+    "not_drawn", "no_stake", "stake", "device", "region", "price", "busy"};
+
 struct ns_provider {
     ns_provider_opts_t o;
     const ns_node_io_t *io;
@@ -88,6 +104,7 @@ struct ns_provider {
         uint64_t rewinds;       /* stalled transfers asked again */
         uint64_t refetched;     /* resumed inputs that failed, fetched whole */
         uint64_t bids_lost;     /* expired unanswered, or replaced */
+        uint64_t not_bid[S_NB_COUNT]; /* announcements passed over, why */
         ns_histo_t run;         /* worker wall time of each result */
     } stats;
     bool storage_refusing; /* said so for this outage */
@@ -392,10 +409,14 @@ static int s_on_job(ns_provider_t *p, const ns_node_msg_t *m)
         if (memcmp(a.excluded[e], p->self, NS_ID_BYTES) == 0)
             return NS_OK;
     /* asked only when drawn (market.h, "bids from a bounded set") */
-    if (!ns_bid_drawn(a.job_id, a.round, p->self, a.draw))
+    if (!ns_bid_drawn(a.job_id, a.round, p->self, a.draw)) {
+        p->stats.not_bid[S_NB_NOT_DRAWN]++;
         return NS_OK;
-    if (s_busy(p) >= p->o.cfg->slots || !s_storage_ok(p))
+    }
+    if (s_busy(p) >= p->o.cfg->slots || !s_storage_ok(p)) {
+        p->stats.not_bid[S_NB_BUSY]++;
         return NS_OK;
+    }
     ns_account_t req, me;
     if (ns_ledger_account(p->o.ledger, a.requester, &req) != NS_OK ||
         ns_ledger_account(p->o.ledger, p->self, &me) != NS_OK)
@@ -420,9 +441,18 @@ static int s_on_job(ns_provider_t *p, const ns_node_msg_t *m)
     ns_offer_t offer = {p->o.devices,    p->o.n_devices, price, me.staked, 1,
                         p->o.cfg->region};
     uint32_t dev = 0;
-    if (ns_reqs_check(&a.reqs, &offer, a.collateral, a.max_price, a.work_flops,
-                      &dev))
+    uint32_t miss = ns_reqs_check(&a.reqs, &offer, a.collateral, a.max_price,
+                                  a.work_flops, &dev);
+    if (miss) {
+        int why = (miss & NS_REQ_STAKE) ? (me.staked ? S_NB_STAKE
+                                                     : S_NB_NO_STAKE)
+                  : (miss & NS_REQ_REGION) ? S_NB_REGION
+                  : (miss & NS_REQ_PRICE)  ? S_NB_PRICE
+                  : (miss & NS_REQ_SLOTS)  ? S_NB_BUSY
+                                           : S_NB_DEVICE;
+        p->stats.not_bid[why]++;
         return NS_OK;
+    }
     /* Of the devices that qualify, one with a free worker: several jobs
      * spread over several devices. */
     for (uint32_t d = 0; d < p->o.n_devices; d++) {
@@ -1419,6 +1449,10 @@ ns_provider_t *ns_provider_new(const ns_provider_opts_t *o,
         if (b.amount)
             (void)io->append(io->user, NS_ENTRY_STAKE, &b, id);
     }
+    /* A provider that cannot bid says so, and what to do (FIRST-USE M6) */
+    char why[320];
+    if (ns_provider_not_bidding(p, why, sizeof why))
+        ns_warn(NS_MOD_MARKET, "event=not_bidding reason=\"%s\"", why);
     s_update_offer(p);
     return p;
 }
@@ -1443,9 +1477,43 @@ static const char *const s_state_names[] = {
     [PJ_RUN] = "run",   [PJ_HOLD] = "hold", [PJ_SERVE] = "serve",
 };
 
+bool ns_provider_not_bidding(const ns_provider_t *p, char *why, size_t cap)
+{
+    ns_account_t a;
+    if (p->o.n_devices == 0) {
+        snprintf(why, cap,
+                 "no OpenCL device: this node cannot run jobs (`nightshift "
+                 "devices` lists what it finds)");
+        return true;
+    }
+    if (ns_ledger_account(p->o.ledger, p->self, &a) != NS_OK || !a.staked) {
+        snprintf(why, cap,
+                 "no stake: this node will not bid until it stakes credits "
+                 "(a job asks a collateral out of the stake); get credits "
+                 "from a funded account (`nightshift transfer`) and stake "
+                 "them with `nightshift stake CREDITS --datadir D`");
+        return true;
+    }
+    why[0] = '\0';
+    return false;
+}
+
 void ns_provider_pack_status(const ns_provider_t *p, msgpack_packer *pk)
 {
-    msgpack_pack_map(pk, 24);
+    char why[320];
+    bool not_bidding = ns_provider_not_bidding(p, why, sizeof why);
+    msgpack_pack_map(pk, 26);
+    ns_mp_str(pk, "not_bidding"); /* why it cannot bid at all, or nil */
+    if (not_bidding)
+        ns_mp_str(pk, why);
+    else
+        msgpack_pack_nil(pk);
+    ns_mp_str(pk, "not_bid"); /* announcements passed over, by reason */
+    msgpack_pack_map(pk, S_NB_COUNT);
+    for (int i = 0; i < S_NB_COUNT; i++) {
+        ns_mp_str(pk, s_nb_names[i]);
+        msgpack_pack_uint64(pk, p->stats.not_bid[i]);
+    }
 #define KV(k, v)                                                               \
     ns_mp_str(pk, k);                                                          \
     msgpack_pack_uint64(pk, v)

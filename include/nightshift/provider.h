@@ -87,6 +87,10 @@ bool ns_provider_worker_wants_write(const ns_provider_t *p, uint32_t i);
  * the offer. Call every NS_POLICY_CLAIM_MS. */
 void ns_provider_claim(ns_provider_t *p);
 
+/* Whether this provider cannot bid at all now (no device, no stake), with
+ * why and what to do in why[cap] ("" when it can). */
+bool ns_provider_not_bidding(const ns_provider_t *p, char *why, size_t cap);
+
 /* Counters for status --json (a map): bids, awards (bids won),
  * bids_lost, jobs by phase now, run_seconds (histo.h)... */
 void ns_provider_pack_status(const ns_provider_t *p, msgpack_packer *pk);
