@@ -50,7 +50,9 @@ def status(binary, datadir):
     return json.loads(r.stdout) if r.returncode == 0 else None
 
 
-def bench(binary, args, work):
+def bench(binary, args, work, other=None):
+    """other: with --mixed, the binary of the even nodes (node 0, the
+    source, among them), binary that of the odd ones."""
     n = args.nodes
     dirs = [os.path.join(work, f"node{i}") for i in range(n)]
     for d in dirs:
@@ -74,7 +76,9 @@ def bench(binary, args, work):
 
     def start(d, *extra):
         log = open(os.path.join(d, "node.log"), "w")
-        p = subprocess.Popen([binary, "node", "--datadir", d, "--log-level",
+        i = dirs.index(d)
+        exe = other if other and i % 2 == 0 else binary
+        p = subprocess.Popen([exe, "node", "--datadir", d, "--log-level",
                               "warn", "--set",
                               f"node.heartbeat_interval_ms={args.hb_ms}",
                               *extra], stdout=log, stderr=log,
@@ -168,21 +172,26 @@ def main():
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "nightshift"))
     ap.add_argument("--ref", default=None,
                     help="an older binary to measure in the same run")
+    ap.add_argument("--mixed", action="store_true",
+                    help="one more run: the even nodes (the source among "
+                         "them) on --ref, the odd ones on --bin")
     ap.add_argument("--bench-ledger",
                     default=os.path.join(ROOT, "build", "bench",
                                          "bench_ledger"))
     args = ap.parse_args()
-    bins = [("this", args.bin)] + ([("ref", args.ref)] if args.ref else [])
+    bins = [("this", args.bin, None)] + \
+        ([("ref", args.ref, None)] if args.ref else []) + \
+        ([("mixed", args.bin, args.ref)] if args.ref and args.mixed else [])
     print(f"head sync on {args.nodes} loopback nodes, {args.authors} authors "
           f"+ the nodes, one `stake 1` every {args.every} s round the nodes, "
           f"{args.window:.0f} s window, heartbeat {args.hb_ms} ms")
     print(f"{'binary':<6} {'node':>4} {'HEADS/s':>8} {'HEADS B/s':>10} "
           f"{'items/s':>8} {'rx B/s':>9}  exchanges asked (incremental, "
           f"full, of them for divergence)")
-    for name, binary in bins:
+    for name, binary, other in bins:
         work = tempfile.mkdtemp(prefix="ns-bench-heads-")
         try:
-            r = bench(binary, args, work)
+            r = bench(binary, args, work, other)
         finally:
             shutil.rmtree(work, ignore_errors=True)
         for i, (msgs, nbytes, items, rx, counted, kinds) in \
