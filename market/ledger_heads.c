@@ -395,6 +395,7 @@ typedef struct {
     uint64_t since; /* we hold every head it had at this counter */
     uint64_t asked; /* the since of the page asked last */
     /* the exchange under way */
+    bool open;          /* asked, last page not in yet */
     bool full;          /* a full listing */
     bool broken;        /* it listed a head we lack that never moved */
     bool based;         /* base is set */
@@ -452,6 +453,7 @@ void ns_heads_peers_request(ns_heads_peers_t *ps,
     memset(q, 0, sizeof *q);
     q->since_form = since_form;
     p->lacked = 0;
+    p->open = true;
     p->full = !since_form || p->epoch == 0;
     p->broken = false;
     p->based = false;
@@ -529,6 +531,14 @@ uint32_t ns_heads_peers_answer(ns_heads_peers_t *ps, ns_ledger_t *l,
         return ahead;
     }
     next->since_form = true;
+    if (!p->open) {
+        /* Not asked (late, repeated or unsolicited): its heads are
+         * pulled, but it moves no cursor and asks no more pages. */
+        *more = false;
+        return ahead;
+    }
+    if (!*more)
+        p->open = false;
     if (h->full) {
         if (!p->full) { /* asked for changes, got a listing: it restarted */
             p->full = true;

@@ -255,6 +255,32 @@ static void test_restarted(void)
     CHECK_EQ_INT(r.listed, AUTHORS);
 }
 
+/* An answer nobody asked for (late, repeated, unsolicited) has its heads
+ * pulled but moves no cursor and asks no further page. */
+static void test_unasked(void)
+{
+    s_round_t r = s_exchange(true);
+    CHECK(!r.full);
+    ns_heads_req_t q = {.since_form = true}; /* epoch 0: a full listing */
+    ns_heads_t h;
+    CHECK_RC(ns_heads_answer(s_log, s_fx.l, &q, &h), NS_OK);
+    CHECK(h.full && h.n == AUTHORS);
+    h.has_next = true; /* as if more pages followed */
+    s_move(15);
+    bool lack[NS_HEADS_MAX], more = true;
+    ns_heads_req_t next;
+    CHECK_EQ_INT(ns_heads_peers_answer(s_peers, s_b, s_fx.acct[0].pk, &h, lack,
+                                       &more, &next),
+                 0);
+    CHECK(!more);
+    ns_heads_release(&h);
+    r = s_exchange(true);
+    CHECK(!r.full);
+    CHECK_EQ_INT(r.listed, 1);
+    CHECK(r.listed_of[15]);
+    s_settled(1);
+}
+
 /* A node that asks in the old form gets the old full answer. */
 static void test_old_form(void)
 {
@@ -411,6 +437,7 @@ int main(void)
     test_lost_pull();
     test_divergent();
     test_restarted();
+    test_unasked();
     test_old_form();
     test_strict();
     test_log();
