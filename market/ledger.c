@@ -68,6 +68,8 @@ struct ns_ledger {
     void *on_fork_user;
     ns_ledger_want_fn on_want; /* ns_ledger_set_on_want */
     void *on_want_user;
+    ns_ledger_head_fn on_head; /* ns_ledger_set_on_head */
+    void *on_head_user;
     /* The void's own transaction while a fork runs (a child of the batch,
      * which cannot be read while it has one): what the hooks read then
      * (the confirmation hook weighs stake), s_read_txn. */
@@ -318,6 +320,8 @@ int ns_ledger_commit(ns_ledger_t *l)
          * or the next commit would store totals the accounts disagree
          * with (and the ledger would not open again). */
         l->totals = l->committed;
+        if (l->on_head)
+            l->on_head(l->on_head_user, NULL); /* heads went back */
         ns_error(NS_MOD_LEDGER, "event=commit_failed err=%s detail=\"%s\"",
                  ns_errname(rc), l->store.last_error);
         s_write_failed(l, rc);
@@ -963,6 +967,8 @@ static void s_batch_lost(ns_ledger_t *l, int rc)
     uint32_t lost = l->batch_entries;
     s_batch_done(l);
     l->totals = l->committed;
+    if (l->on_head)
+        l->on_head(l->on_head_user, NULL); /* heads went back */
     ns_error(NS_MOD_LEDGER, "event=batch_lost err=%s entries=%u detail=\"%s\"",
              ns_errname(rc), lost, l->store.last_error);
 }
@@ -1184,6 +1190,8 @@ static int s_fork(ns_ledger_t *l, const uint8_t *buf, size_t len,
         s_batch_lost(l, frc);
         return frc;
     }
+    if (l->on_head) /* the void may take chains back */
+        l->on_head(l->on_head_user, NULL);
     ns_ledger_totals_t saved = l->totals;
     /* Entries the stake voted for stay (docs/PROTOCOL.md,
      * "Confirmation"): the void starts past them. Asked before the child
@@ -1296,6 +1304,8 @@ static void s_stored(ns_ledger_t *l, const ns_entry_t *e, size_t len)
     }
     if (l->on_stored)
         l->on_stored(l->on_stored_user, e);
+    if (l->on_head)
+        l->on_head(l->on_head_user, e->author);
 }
 
 /* e, confirmed, is an entry of a banned author (why: NS_ERR_BANNED) or at
@@ -1953,6 +1963,12 @@ void ns_ledger_set_on_fork(ns_ledger_t *l, ns_ledger_fork_fn fn, void *user)
 {
     l->on_fork = fn;
     l->on_fork_user = user;
+}
+
+void ns_ledger_set_on_head(ns_ledger_t *l, ns_ledger_head_fn fn, void *user)
+{
+    l->on_head = fn;
+    l->on_head_user = user;
 }
 
 bool ns_ledger_holds(ns_ledger_t *l, const ns_hash_t id)

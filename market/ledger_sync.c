@@ -10,6 +10,7 @@
  * nobody, and a commit per request would undo the batching.
  */
 #include "nightshift/ledger_sync.h"
+#include "nightshift/ledger_heads.h"
 #include "nightshift/log.h"
 #include "nightshift/policy.h"
 #include "nightshift/util.h"
@@ -28,7 +29,10 @@ struct ns_ledger_sync {
         uint64_t gossip_in, stored, buffered, rejected, duplicates;
         uint64_t heads_req_sent, heads_served, gets_sent, gets_served;
         uint64_t ranges_in, fork_proofs_sent;
+        uint64_t heads_bytes_in, heads_bytes_out, heads_items_in;
     } stats;
+    ns_heads_log_t *log;     /* our head moves, for peers' HEADS_REQ */
+    ns_heads_peers_t *peers; /* what each peer listed to us, up to where */
     uint32_t commit_timer; /* running while entries wait, 0 otherwise */
     /* A round of range pulls: GETs not answered yet, and whether its
      * replies brought anything. A round that did starts the next at once
@@ -198,82 +202,34 @@ static int s_on_entry(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
     return rc;
 }
 
-typedef struct {
-    const uint8_t *start;
-    uint8_t (*ids)[NS_ID_BYTES];
-    uint64_t *seqs;
-    uint32_t n;
-    bool more;
-    uint8_t next[NS_ID_BYTES];
-} s_heads_t;
-
-static bool s_collect_head(void *u, const ns_account_t *a)
-{
-    s_heads_t *c = u;
-    if (a->seq == 0 || memcmp(a->id, c->start, NS_ID_BYTES) < 0)
-        return true;
-    if (c->n == NS_SYNC_HEADS_MAX) {
-        c->more = true;
-        memcpy(c->next, a->id, NS_ID_BYTES);
-        return false;
-    }
-    memcpy(c->ids[c->n], a->id, NS_ID_BYTES);
-    c->seqs[c->n++] = a->seq;
-    return true;
-}
-
+/* A peer's HEADS_REQ: changes since the counter it names when it names
+ * our epoch, else a listing by author (ledger_heads.h). */
 static int s_on_heads_req(void *user, const ns_envelope_t *env,
                           ns_p2p_src_t *src)
 {
     ns_ledger_sync_t *s = user;
-    ns_mpr_t r;
-    uint8_t start[NS_ID_BYTES];
-    ns_mpr_init(&r, env->body, env->body_len);
-    ns_mpr_array_exact(&r, 1);
-    ns_mpr_bin_exact(&r, start, NS_ID_BYTES);
-    if (ns_mpr_end(&r) != NS_OK)
-        return r.err;
-    s_heads_t c = {start,
-                   malloc((size_t)NS_SYNC_HEADS_MAX * NS_ID_BYTES),
-                   malloc(NS_SYNC_HEADS_MAX * sizeof(uint64_t)),
-                   0,
-                   false,
-                   {0}};
-    int rc = NS_ERR_NOMEM;
-    if (c.ids && c.seqs) {
-        ns_ledger_each_account(s->ledger, s_collect_head, &c);
-        S_PACKER(&s->body, w, pk);
-        msgpack_pack_array(&pk, 2);
-        msgpack_pack_array(&pk, c.n);
-        for (uint32_t i = 0; i < c.n; i++) {
-            msgpack_pack_array(&pk, 2);
-            ns_mp_bin(&pk, c.ids[i], NS_ID_BYTES);
-            msgpack_pack_uint64(&pk, c.seqs[i]);
-        }
-        if (c.more)
-            ns_mp_bin(&pk, c.next, NS_ID_BYTES);
-        else
-            msgpack_pack_nil(&pk);
-        rc = w.err;
-        if (rc == NS_OK) {
-            s->stats.heads_served++;
-            rc = ns_p2p_reply(s->p2p, src, NS_MSG_HEADS, s->body.data,
-                              s->body.len);
-        }
-    }
-    free(c.ids);
-    free(c.seqs);
-    return rc;
+    ns_heads_req_t q;
+    ns_heads_t h;
+    int rc = ns_heads_req_decode(env->body, env->body_len, &q);
+    if (rc != NS_OK)
+        return rc;
+    rc = ns_heads_answer(s->log, s->ledger, &q, &h);
+    if (rc == NS_OK)
+        rc = ns_heads_encode(&s->body, &h);
+    ns_heads_release(&h);
+    if (rc != NS_OK)
+        return rc;
+    s->stats.heads_served++;
+    s->stats.heads_bytes_out += s->body.len;
+    return ns_p2p_reply(s->p2p, src, NS_MSG_HEADS, s->body.data, s->body.len);
 }
 
 static int s_send_heads_req(ns_ledger_sync_t *s, const uint8_t *peer,
-                            const uint8_t *start)
+                            const ns_heads_req_t *q)
 {
-    S_PACKER(&s->body, w, pk);
-    msgpack_pack_array(&pk, 1);
-    ns_mp_bin(&pk, start, NS_ID_BYTES);
-    if (w.err != NS_OK)
-        return w.err;
+    int rc = ns_heads_req_encode(&s->body, q);
+    if (rc != NS_OK)
+        return rc;
     s->stats.heads_req_sent++;
     return ns_p2p_send(s->p2p, peer, NS_MSG_HEADS_REQ, s->body.data,
                        s->body.len);
@@ -283,65 +239,57 @@ static int s_on_heads(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
 {
     (void)src;
     ns_ledger_sync_t *s = user;
-    ns_mpr_t r;
-    uint32_t n = 0;
-    ns_mpr_init(&r, env->body, env->body_len);
-    ns_mpr_array_exact(&r, 2);
-    ns_mpr_array(&r, &n, NS_SYNC_HEADS_MAX);
-    /* Read all pairs first: at most 64 ranges are asked per round, from a
-     * random place in the list, so that authors whose entries wait on
-     * other authors' entries cannot keep the rest from ever being asked. */
-    uint8_t(*authors)[NS_ID_BYTES] = n ? malloc((size_t)n * NS_ID_BYTES) : NULL;
-    uint64_t *seqs = n ? malloc(n * sizeof *seqs) : NULL;
-    if (n && (!authors || !seqs)) {
-        free(authors);
-        free(seqs);
+    ns_heads_t h;
+    int rc = ns_heads_decode(env->body, env->body_len, &h);
+    if (rc != NS_OK)
+        return rc;
+    s->stats.heads_bytes_in += env->body_len;
+    s->stats.heads_items_in += h.n;
+    bool *lack = h.n ? malloc(h.n * sizeof *lack) : NULL;
+    if (h.n && !lack) {
+        ns_heads_release(&h);
         return NS_ERR_NOMEM;
     }
-    for (uint32_t i = 0; i < n && r.err == NS_OK; i++) {
-        ns_mpr_array_exact(&r, 2);
-        ns_mpr_bin_exact(&r, authors[i], NS_ID_BYTES);
-        ns_mpr_uint(&r, &seqs[i]);
-    }
-    /* Two passes: first the chains whose next entry is nowhere here (only
-     * a pull brings it, and what waits in the buffer may wait for it),
-     * then those whose next entry waits on another chain. */
+    bool more = false;
+    ns_heads_req_t next;
+    uint32_t n = h.n;
+    (void)ns_heads_peers_answer(s->peers, s->ledger, env->sender, &h, lack,
+                                &more, &next);
+    /* At most 64 ranges are asked per round, from a random place in the
+     * list, so that authors whose entries wait on other authors' entries
+     * cannot keep the rest from ever being asked. Two passes: first the
+     * chains whose next entry is nowhere here (only a pull brings it, and
+     * what waits in the buffer may wait for it), then those whose next
+     * entry waits on another chain. */
     uint32_t gets = 0, start = n ? ns_rand_below(n) : 0;
-    for (uint32_t k = 0; k < 2 * n && r.err == NS_OK && gets < NS_SYNC_RANGES;
-         k++) {
+    for (uint32_t k = 0; k < 2 * n && gets < NS_SYNC_RANGES; k++) {
         uint32_t i = (start + k) % n;
+        const ns_head_item_t *it = &h.items[i];
         ns_account_t mine;
         /* A banned author's chain too: the entries the stake voted for
          * go on it (docs/PROTOCOL.md, "Confirmation"). */
-        if (ns_ledger_account(s->ledger, authors[i], &mine) != NS_OK ||
-            seqs[i] <= mine.seq)
+        if (!lack[i] || ns_ledger_account(s->ledger, it->id, &mine) != NS_OK ||
+            it->seq <= mine.seq)
             continue;
-        bool waits = ns_ledger_is_buffered(s->ledger, authors[i], mine.seq + 1);
+        bool waits = ns_ledger_is_buffered(s->ledger, it->id, mine.seq + 1);
         if (waits != (k >= n))
             continue; /* not this pass */
         /* From past what already waits in the buffer, unless all of it
          * does: then from the head, in case what it waits for is ours
          * to fetch again. */
-        uint64_t from = ns_ledger_buffered_through(s->ledger, authors[i]);
-        if (from >= seqs[i])
+        uint64_t from = ns_ledger_buffered_through(s->ledger, it->id);
+        if (from >= it->seq)
             from = mine.seq;
         uint64_t to =
-            seqs[i] < from + NS_SYNC_BATCH ? seqs[i] : from + NS_SYNC_BATCH;
-        if (s_send_get(s, env->sender, authors[i], from + 1, to) == NS_OK)
+            it->seq < from + NS_SYNC_BATCH ? it->seq : from + NS_SYNC_BATCH;
+        if (s_send_get(s, env->sender, it->id, from + 1, to) == NS_OK)
             gets++;
     }
-    free(authors);
-    free(seqs);
-    if (r.err != NS_OK)
-        return r.err;
-    uint8_t next[NS_ID_BYTES];
-    if (r.left >= 1 && r.p[0] == 0xc0) {
-        r.p++;
-        r.left--;
-    } else if (ns_mpr_bin_exact(&r, next, NS_ID_BYTES) == NS_OK) {
-        (void)s_send_heads_req(s, env->sender, next);
-    }
-    return ns_mpr_end(&r);
+    free(lack);
+    ns_heads_release(&h);
+    if (more)
+        (void)s_send_heads_req(s, env->sender, &next);
+    return NS_OK;
 }
 
 static int s_on_get(void *user, const ns_envelope_t *env, ns_p2p_src_t *src)
@@ -463,6 +411,13 @@ static bool s_digest_differs(void *u, const uint8_t *id,
     return memcmp(hb->ledger_digest, *mine, NS_HASH_BYTES) != 0;
 }
 
+/* The same, among peers that list changes since a counter. */
+static bool s_digest_differs_since(void *u, const uint8_t *id,
+                                   const ns_heartbeat_t *hb)
+{
+    return (hb->flags & NS_HB_HEADS_SINCE) && s_digest_differs(u, id, hb);
+}
+
 static void s_sync_round(ns_ledger_sync_t *s)
 {
     s->gets_out = 0; /* a reply lost in the last round must not stall us */
@@ -470,9 +425,15 @@ static void s_sync_round(ns_ledger_sync_t *s)
     ns_ledger_stats_t st;
     ns_ledger_stats(s->ledger, &st);
     uint8_t peer[NS_ID_BYTES];
-    static const uint8_t zero[NS_ID_BYTES];
-    if (ns_p2p_pick_peer(s->p2p, s_digest_differs, st.digest, peer) == NS_OK)
-        (void)s_send_heads_req(s, peer, zero);
+    ns_heads_req_t q;
+    /* Peers that list only what changed first; an older node lists all */
+    bool since = ns_p2p_pick_peer(s->p2p, s_digest_differs_since, st.digest,
+                                  peer) == NS_OK;
+    if (since ||
+        ns_p2p_pick_peer(s->p2p, s_digest_differs, st.digest, peer) == NS_OK) {
+        ns_heads_peers_request(s->peers, peer, since, &q);
+        (void)s_send_heads_req(s, peer, &q);
+    }
 }
 
 static void s_on_sync_timer(void *user, uint64_t now)
@@ -489,6 +450,17 @@ static void s_on_commit_timer(void *user, uint64_t now)
     s_commit_if_due(user);
 }
 
+/* The ledger's head hook: a move goes in the log peers are answered
+ * from; heads going back mean we may no longer hold what peers listed. */
+static void s_on_head(void *user, const uint8_t *author)
+{
+    ns_ledger_sync_t *s = user;
+    if (author)
+        (void)ns_heads_log_moved(s->log, author);
+    else
+        ns_heads_peers_forget_all(s->peers);
+}
+
 /* ---- public ---------------------------------------------------------------
  */
 
@@ -503,6 +475,14 @@ ns_ledger_sync_t *ns_ledger_sync_new(ns_p2p_t *p, ns_ledger_t *l, int *err)
     s->ledger = l;
     ns_buf_init(&s->body);
     ns_buf_init(&s->entry);
+    s->log = ns_heads_log_new();
+    s->peers = ns_heads_peers_new();
+    if (!s->log || !s->peers) {
+        *err = NS_ERR_NOMEM;
+        ns_ledger_sync_destroy(&s);
+        return NULL;
+    }
+    ns_ledger_set_on_head(l, s_on_head, s);
     int rc;
     uint32_t sync_timer = 0;
     if ((rc = ns_p2p_register(p, NS_MSG_ENTRY, true, s_on_entry, s)) ||
@@ -531,6 +511,9 @@ void ns_ledger_sync_destroy(ns_ledger_sync_t **ps)
         (void)ns_p2p_timer_cancel((*ps)->p2p, (*ps)->commit_timer);
     if ((*ps)->probe_timer)
         (void)ns_p2p_timer_cancel((*ps)->p2p, (*ps)->probe_timer);
+    ns_ledger_set_on_head((*ps)->ledger, NULL, NULL);
+    ns_heads_log_free(&(*ps)->log);
+    ns_heads_peers_free(&(*ps)->peers);
     ns_buf_release(&(*ps)->body);
     ns_buf_release(&(*ps)->entry);
     free(*ps);
@@ -612,7 +595,9 @@ void ns_ledger_sync_pack_status(ns_ledger_sync_t *s, msgpack_packer *pk)
     const char *why = "";
     uint64_t since = 0;
     bool writable = ns_ledger_write_state(s->ledger, &why, &since) == NS_OK;
-    msgpack_pack_map(pk, 15);
+    ns_heads_peers_stats_t hs;
+    ns_heads_peers_stats(s->peers, &hs);
+    msgpack_pack_map(pk, 16);
     ns_mp_str(pk, "writable");
     if (writable)
         msgpack_pack_true(pk);
@@ -643,6 +628,18 @@ void ns_ledger_sync_pack_status(ns_ledger_sync_t *s, msgpack_packer *pk)
     s_kv(pk, "stored", s->stats.stored);
     s_kv(pk, "ranges_in", s->stats.ranges_in);
     s_kv(pk, "fork_proofs_sent", s->stats.fork_proofs_sent);
+    /* head exchange (docs/PROTOCOL.md, "Sync"): HEADS body bytes both
+     * ways, heads received, exchanges by kind */
+    ns_mp_str(pk, "heads");
+    msgpack_pack_map(pk, 8);
+    s_kv(pk, "bytes_in", s->stats.heads_bytes_in);
+    s_kv(pk, "bytes_out", s->stats.heads_bytes_out);
+    s_kv(pk, "items_in", s->stats.heads_items_in);
+    s_kv(pk, "requests_sent", s->stats.heads_req_sent);
+    s_kv(pk, "served", s->stats.heads_served);
+    s_kv(pk, "full", hs.full);
+    s_kv(pk, "incremental", hs.incremental);
+    s_kv(pk, "divergent", hs.divergent);
     ns_mp_str(pk, "rejected");
     msgpack_pack_map(pk, (uint32_t)nr);
     for (size_t i = 0; i < nr; i++)

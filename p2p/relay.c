@@ -58,7 +58,7 @@ bool ns_relay_update_contact(ns_p2p_t *p)
     }
     /* A light peer's endpoint lives as long as one command: no relay. */
     uint32_t flags =
-        NS_HB_DIRECT |
+        NS_HB_DIRECT | NS_HB_HEADS_SINCE |
         (p->cfg->relay && !p->unreachable && !p->light ? NS_HB_RELAY : 0) |
         (p->light ? NS_HB_LIGHT : 0);
     if (strcmp(next, p->contact) == 0 && flags == p->my_hb.flags)

@@ -266,6 +266,12 @@ void ns_ledger_set_on_stored(ns_ledger_t *l, ns_ledger_stored_fn fn,
 typedef void (*ns_ledger_fork_fn)(void *u, const ns_hash_t first,
                                   const ns_hash_t second);
 void ns_ledger_set_on_fork(ns_ledger_t *l, ns_ledger_fork_fn fn, void *user);
+/* Called with the author of each entry stored (its chain's head moved),
+ * inside the batch, after the stored hook; with NULL when heads may have
+ * gone back (a batch lost or a commit failed, a fork's void): what the
+ * incremental head exchange lists (ledger_heads.h). */
+typedef void (*ns_ledger_head_fn)(void *u, const uint8_t *author);
+void ns_ledger_set_on_head(ns_ledger_t *l, ns_ledger_head_fn fn, void *user);
 /* id was just confirmed: if a fork voided it (or holds it as proof), put
  * it back in place of its author's unconfirmed entries. NS_OK when
  * applied, NS_ERR_NOTFOUND when it is not a voided entry here, or why

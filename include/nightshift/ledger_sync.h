@@ -3,12 +3,16 @@
  *
  * Types (docs/PROTOCOL.md, "Ledger sync"):
  *   16 ENTRY      gossiped: one encoded entry
- *   17 HEADS_REQ  direct: [start author]           "your heads, please"
- *   18 HEADS      direct: [[author, seq]..., next author or nil]
+ *   17 HEADS_REQ  direct: [start author, epoch, since] "your heads that
+ *                 moved since", or [start author] (older nodes: all)
+ *   18 HEADS      direct: [epoch, upto, full, [[author, seq, ctr]...],
+ *                 next author or nil, digest], or the older
+ *                 [[author, seq]..., next author or nil] (ledger_heads.h)
  *   19 GET        direct: [author, from seq, to seq]
  *   20 ENTRIES    direct: [author, responder's head seq, [entry...]]
  * Every NS_LEDGER_SYNC_MS a node picks a live peer whose heartbeat
- * announces a different heads digest, asks for its heads and pulls the
+ * announces a different heads digest, asks for its heads (those that
+ * changed since its last exchange with that peer) and pulls the
  * ranges it lacks in batches of at most NS_SYNC_BATCH entries (chains
  * whose next entry is nowhere here first); a round that brought entries
  * starts the next as soon as its last reply is in. Ingested

@@ -72,6 +72,9 @@ typedef enum {
     4u /* the sender is a light peer (`submit` without a                       \
           node): its endpoint lives as long as one command,                    \
           so peer exchange does not pass it on */
+#define NS_HB_HEADS_SINCE                                                      \
+    8u /* the sender answers HEADS_REQ with changes since                      \
+          a counter (ledger_heads.h): ask it in that form */
 
 /* The message types a decoder accepts, one bit per type (0..255). Owned
  * by the caller (the p2p keeps one and adds the types of the layers above
