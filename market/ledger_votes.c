@@ -69,7 +69,10 @@ struct ns_votes {
     uint32_t seats;
     uint64_t epoch_ms;
     uint64_t epoch;  /* of the last look */
-    bool drawn;      /* cur was drawn for `epoch` (frozen until it ends) */
+    uint64_t settle_ms;
+    bool drawn;      /* cur was drawn (more staked accounts than seats) */
+    uint64_t frozen; /* epoch + 1 whose draw holds until it ends; 0 */
+    uint64_t moved_ms; /* ns_mono_ms of the last stake move */
     ns_hash_t seed;  /* of the last draw */
     uint64_t staked; /* accounts holding stake at the last look */
     uint64_t total_at_ms;
@@ -266,36 +269,49 @@ static bool s_add_stake(void *u, const ns_account_t *a)
     return true;
 }
 
-/* The committee, looked at again (a walk over every account) when the
- * epoch changed; within S_STAKE_MOVED_MS after stake moved (a STAKE,
- * UNSTAKE or SLASH stored, a fork voided entries) while no draw holds it;
- * and at least every NS_VOTE_STAKE_MS whatever happened (a failed commit
- * rolls stake back without a word; a network that shrank to the seats).
- * A committee drawn for this epoch stays as it is. */
+/* The committee, looked at again (a walk over every account):
+ * - while every staked account sits on it (a small network): within
+ *   S_STAKE_MOVED_MS after stake moved (a STAKE, UNSTAKE or SLASH stored,
+ *   a fork voided entries), and it follows stake as it stands;
+ * - with more: drawn for the epoch from the stake as it stands once the
+ *   epoch is settle_ms old and stake has stood still for settle_ms (at
+ *   the latest 3 settle_ms into the epoch), so that the stake entries of
+ *   the epoch's first moments, and those still on their way when it
+ *   began, are in every node's draw; then frozen until the epoch ends,
+ *   whatever stake does. Until it freezes, the draw follows stake (the
+ *   same draw when nothing moves);
+ * - in any case at a new epoch and at least every NS_VOTE_STAKE_MS (a
+ *   failed commit rolls stake back without a word; a network that
+ *   shrank to the seats). */
 static void s_refresh_stake(ns_votes_t *v)
 {
     uint64_t now = ns_mono_ms();
     uint64_t age = now - v->total_at_ms;
-    uint64_t epoch = ns_now_ms() / v->epoch_ms;
-    if (v->total_at_ms && epoch == v->epoch &&
-        (v->stake_moved && !v->drawn ? age < S_STAKE_MOVED_MS
-                                     : age < NS_VOTE_STAKE_MS))
+    uint64_t wall = ns_now_ms();
+    uint64_t epoch = wall / v->epoch_ms, into = wall % v->epoch_ms;
+    bool frozen = v->frozen == epoch + 1;
+    bool settled = into >= v->settle_ms &&
+                   (now - v->moved_ms >= v->settle_ms ||
+                    into >= 3 * v->settle_ms);
+    if (v->total_at_ms && epoch == v->epoch && age < NS_VOTE_STAKE_MS &&
+        (frozen || ((!v->stake_moved || age < S_STAKE_MOVED_MS) &&
+                    !(v->drawn && settled))))
         return;
     v->stake_moved = false;
     v->total_at_ms = now;
     v->n_walk = 0;
     ns_ledger_each_account(v->ledger, s_add_stake, v);
     v->staked = v->n_walk;
-    bool keep = v->drawn && epoch == v->epoch && v->n_walk > v->seats;
     v->epoch = epoch;
-    if (keep)
+    if (frozen && v->n_walk > v->seats)
         return;
     s_table_t next = {0};
     if (ns_votes_draw(ns_ledger_network_id(v->ledger), epoch, v->walk,
                       v->n_walk, v->seats, next.m, &next.n, v->seed) != NS_OK)
         return; /* out of memory: the committee as it was */
     v->drawn = v->n_walk > v->seats;
-    v->stats.draws += v->drawn;
+    v->frozen = v->drawn && settled ? epoch + 1 : 0;
+    v->stats.draws += v->frozen != 0;
     for (uint32_t i = 0; i < next.n; i++)
         next.weight = s_add(next.weight, next.m[i].weight);
     int me = s_member(&next, v->self);
@@ -306,8 +322,8 @@ static void s_refresh_stake(ns_votes_t *v)
     next.gen = v->cur.gen + 1;
     v->old = v->cur;
     v->cur = next;
-    /* Every slot carried over now (rare: a stake move in a small network,
-     * a new epoch), so that none is ever two tables behind. */
+    /* Every slot carried over now (rare: a stake move, a new epoch), so
+     * that none is ever two tables behind. */
     for (uint32_t i = 0; i < NS_VOTE_TABLE; i++)
         if (v->slots[i].used)
             s_carry(v, &v->slots[i]);
@@ -494,7 +510,10 @@ static void s_on_stored(void *u, const ns_entry_t *e)
     ns_votes_t *v = u;
     if (e->type == NS_ENTRY_STAKE || e->type == NS_ENTRY_UNSTAKE ||
         e->type == NS_ENTRY_SLASH)
+    {
         v->stake_moved = true; /* weigh again, soon */
+        v->moved_ms = ns_mono_ms();
+    }
     /* Old entries (a catch-up) are not voted for unasked: their credits
      * were taken in long ago, or ask (VOTE_REQ) when they are. */
     uint64_t now = ns_now_ms();
@@ -621,6 +640,7 @@ static void s_on_fork(void *u, const ns_hash_t first, const ns_hash_t second)
     ns_votes_t *v = u;
     v->stake_moved = true; /* the void may have undone a STAKE */
     uint64_t now = ns_mono_ms();
+    v->moved_ms = now;
     s_watch(v, first, now);
     s_watch(v, second, now);
 }
@@ -716,6 +736,7 @@ ns_votes_t *ns_votes_new(ns_p2p_t *p, ns_ledger_t *l,
         v->buckets[i] = S_NO_SLOT;
     v->seats = NS_VOTE_SEATS;
     v->epoch_ms = NS_VOTE_EPOCH_MS;
+    v->settle_ms = NS_VOTE_SETTLE_MS;
     v->p2p = p;
     v->ledger = l;
     memcpy(v->self, self, NS_ID_BYTES);
@@ -774,14 +795,16 @@ static void s_kv(msgpack_packer *pk, const char *k, uint64_t val)
     msgpack_pack_uint64(pk, val);
 }
 
-void ns_votes_set_committee(ns_votes_t *v, uint32_t seats, uint64_t epoch_ms)
+void ns_votes_set_committee(ns_votes_t *v, uint32_t seats, uint64_t epoch_ms,
+                            uint64_t settle_ms)
 {
     if (seats >= 1 && seats <= NS_VOTE_SEATS_MAX)
         v->seats = seats;
     if (epoch_ms > 0)
         v->epoch_ms = epoch_ms;
+    v->settle_ms = settle_ms < v->epoch_ms / 3 ? settle_ms : v->epoch_ms / 3;
     v->total_at_ms = 0; /* look again */
-    v->drawn = false;
+    v->frozen = 0;
 }
 
 uint64_t ns_votes_member_weight(ns_votes_t *v, const uint8_t id[NS_ID_BYTES])
@@ -801,8 +824,8 @@ void ns_votes_pack_status(ns_votes_t *v, msgpack_packer *pk)
     s_kv(pk, "committee", v->cur.n);
     s_kv(pk, "staked_accounts", v->staked);
     s_kv(pk, "epoch", v->epoch);
-    ns_mp_str(pk, "drawn");
-    if (v->drawn)
+    ns_mp_str(pk, "drawn"); /* frozen for this epoch */
+    if (v->frozen)
         msgpack_pack_true(pk);
     else
         msgpack_pack_false(pk);

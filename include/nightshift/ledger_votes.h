@@ -7,8 +7,9 @@
  * as it always did). With more, NS_VOTE_SEATS seats drawn per epoch
  * (NS_VOTE_EPOCH_MS of wall clock) by stake, with replacement, from a
  * seed every node derives from the epoch and the stake it holds
- * (ns_votes_draw): each member weighs its seats, and a stake change
- * counts from the next epoch. Only members vote; a vote from anyone
+ * (ns_votes_draw), once that stake has settled (NS_VOTE_SETTLE_MS): each
+ * member weighs its seats, and a later stake change counts from the next
+ * epoch. Only members vote; a vote from anyone
  * else is dropped and not passed on, so the votes a node receives per
  * entry are bounded by the seats, not by the number of staked accounts.
  *
@@ -43,6 +44,9 @@
 #define NS_VOTE_SEATS_MAX 64 /* members a committee can hold (a bitmap) */
 /* A drawn committee serves one epoch: epoch = wall clock ms / this. */
 #define NS_VOTE_EPOCH_MS 60000
+/* It is drawn from the stake as it stands this long into the epoch, once
+ * stake has stood still this long (at the latest three times this in). */
+#define NS_VOTE_SETTLE_MS 5000
 #define NS_VOTE_ASK_MS 1000 /* how often credits waiting on a vote ask */
 #define NS_VOTE_STAKE_MS                                                       \
     60000 /* the sum of all stake is read again at                             \
@@ -95,10 +99,12 @@ void ns_votes_set_on_confirmed(ns_votes_t *v, ns_votes_confirmed_fn fn,
                                void *user);
 
 /* Tests: the seats of a drawn committee (default NS_VOTE_SEATS, at most
- * NS_VOTE_SEATS_MAX) and the epoch length in ms (default
- * NS_VOTE_EPOCH_MS). Every node of a network must use the same. The
+ * NS_VOTE_SEATS_MAX), the epoch length and the settle time in ms
+ * (defaults NS_VOTE_EPOCH_MS, NS_VOTE_SETTLE_MS; settle at most a third
+ * of the epoch). Every node of a network must use the same. The
  * committee is drawn again at the next look. */
-void ns_votes_set_committee(ns_votes_t *v, uint32_t seats, uint64_t epoch_ms);
+void ns_votes_set_committee(ns_votes_t *v, uint32_t seats, uint64_t epoch_ms,
+                            uint64_t settle_ms);
 /* Whether account id sits on the committee now, and its weight there
  * (0: not a member). */
 uint64_t ns_votes_member_weight(ns_votes_t *v, const uint8_t id[NS_ID_BYTES]);

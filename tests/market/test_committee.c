@@ -26,7 +26,8 @@
 #include <time.h>
 
 enum { NS = 24, SELF = NS, BIG = NS + 1, NA = NS + 2, SEATS = 4 };
-#define EPOCH_MS 1500
+#define EPOCH_MS 2000
+#define SETTLE_MS 200
 
 static fx_t s_fx;
 static ns_config_t s_cfg;
@@ -43,12 +44,12 @@ static void s_sleep_ms(uint64_t ms)
     nanosleep(&ts, NULL);
 }
 
-/* Until just after an epoch starts: a test that must stay in one epoch
- * has all of it. */
+/* Until just after an epoch's committee is settled: a test that must
+ * stay with one committee has the rest of the epoch. */
 static void s_epoch_start(void)
 {
     uint64_t in = ns_now_ms() % EPOCH_MS;
-    s_sleep_ms(EPOCH_MS - in + 20);
+    s_sleep_ms(EPOCH_MS - in + SETTLE_MS + 20);
 }
 
 /* A VOTE envelope from account `who` for the n ids, ingested by node k;
@@ -335,7 +336,7 @@ TEST(stake_moves_the_committee_only_at_the_epoch)
     s_epoch_start();
     uint64_t epoch = ns_now_ms() / EPOCH_MS;
     uint64_t before[NA], mid[NA], after[NA];
-    s_members(s_v[0], before);
+    s_members(s_v[0], before); /* drawn and frozen for the epoch */
     CHECK_EQ_INT(before[BIG], 0);
     /* BIG stakes nineteen times all the rest: mid-epoch, nothing moves */
     ns_entry_body_t b = fx_amount(45600);
@@ -410,7 +411,7 @@ int main(void)
             fprintf(stderr, "setup: %s\n", ns_strerror(err));
             return 1;
         }
-        ns_votes_set_committee(s_v[k], SEATS, EPOCH_MS);
+        ns_votes_set_committee(s_v[k], SEATS, EPOCH_MS, SETTLE_MS);
     }
     s_ts = ns_now_ms();
     RUN(every_node_draws_the_same_committee);
