@@ -3,20 +3,20 @@
  * and "Committee").
  *
  * The committee is a table of at most NS_VOTE_SEATS_MAX members sorted by
- * id, read again from the ledger's accounts (one walk) within 20 ms after
- * stake moved while every staked account sits on it, at each epoch and at
- * least every NS_VOTE_STAKE_MS otherwise. A drawn committee stays as it
- * is until the epoch ends, whatever stake does meanwhile.
+ * id, read again from the ledger's accounts (one walk): within 20 ms
+ * after stake moved while every staked account sits on it; else drawn
+ * per epoch once stake has settled, and then left as it is until the
+ * epoch ends, whatever stake does meanwhile (s_refresh_stake).
  *
  * The tally is a table of the latest NS_VOTE_TABLE entry ids voted on: a
  * ring of slots (the oldest is reused first) indexed by a chained hash of
  * the id. Each slot holds a bitmap of the members that voted (O(1) a
- * vote) and their weight. When the committee changes, a slot's bitmap is
- * carried over to the new table the next time the slot is looked at (its
- * voters that are still members keep their vote; the others drop out).
- * What a node forgets (a restart, an id pushed out of the ring, a vote
- * from before a committee change) it asks again: every NS_VOTE_ASK_MS,
- * the credits waiting for a confirmation ask a peer for its votes
+ * vote) and their weight. When the committee changes, every slot's bitmap
+ * is carried over to the new table (its voters that are still members
+ * keep their vote, with their new weight; the others drop out). What a
+ * node forgets (a restart, an id pushed out of the ring, a vote from a
+ * member it did not draw) it asks again: every NS_VOTE_ASK_MS, the
+ * credits waiting for a confirmation ask a peer for its votes
  * (VOTE_REQ).
  *
  * A confirmation found while the ledger stores an entry (our own vote)
