@@ -9,7 +9,8 @@ receive with no job (heartbeats, sync), then small jobs (a 1,024-float
 vector add through `submit --node`, one after the other, spread over the
 nodes) run for a window. Per node per job = (received during the jobs -
 the idle rate x the window) / jobs settled, the mean over nodes; the VOTE
-messages a node counted (`votes.received` ids in status) are shown too.
+messages a node received (type 21 in status's by_type, duplicates
+included) and the vote ids it counted (`votes.received`) are shown too.
 With --before BIN the same is measured for that binary first (main's
 build, say), in the same run, so that both sets of figures share the
 machine's load. Figures only: nothing here passes or fails.
@@ -38,12 +39,15 @@ def status(binary, datadir):
 
 
 def counters(binary, dirs):
-    """rx messages, rx bytes and vote ids received, per node."""
+    """rx messages, rx bytes, vote ids counted and VOTE messages received
+    (type 21, duplicates included), per node."""
     out = []
     for d in dirs:
         s = status(binary, d)
+        by_type = s["messages"].get("by_type", {})
         out.append((s["messages"]["rx"], s["messages"]["rx_bytes"],
-                    s.get("votes", {}).get("received", 0)))
+                    s.get("votes", {}).get("received", 0),
+                    by_type.get("21", [0])[0]))
     return out
 
 
@@ -111,12 +115,14 @@ def bench(binary, n, jobs, idle_s, work):
                "msgs": mean([p[0] for p in per]),
                "bytes": mean([p[1] for p in per]),
                "vote_ids": mean([p[2] for p in per]),
+               "vote_msgs": mean([p[3] for p in per]),
                "idle_msgs_s": mean([i[0] / idle_dt for i in idle]),
                "idle_bytes_s": mean([i[1] / idle_dt for i in idle]),
                "load": os.getloadavg()[0]}
         print(f"  N={n:3d}  {settled}/{jobs} settled   per node per job: "
               f"{fig['msgs']:8.0f} msgs  {fig['bytes'] / 1024:8.1f} KiB  "
-              f"{fig['vote_ids']:7.0f} vote ids   (idle "
+              f"(VOTE {fig['vote_msgs']:5.0f} msgs, {fig['vote_ids']:4.0f} "
+              f"ids counted)   (idle "
               f"{fig['idle_msgs_s']:.0f} msg/s, "
               f"{fig['idle_bytes_s'] / 1024:.1f} KiB/s; load "
               f"{fig['load']:.1f})", flush=True)
@@ -138,10 +144,12 @@ def series(label, binary, sizes, args):
             shutil.rmtree(work, ignore_errors=True)
     lo, hi = min(sizes), max(sizes)
     if lo != hi and out[lo]["msgs"] > 0 and out[lo]["bytes"] > 0:
+        vr = (out[hi]["vote_msgs"] / out[lo]["vote_msgs"]
+              if out[lo]["vote_msgs"] > 0 else float("nan"))
         print(f"  ratio N={hi}/N={lo}: messages "
               f"{out[hi]['msgs'] / out[lo]['msgs']:.2f}x, bytes "
-              f"{out[hi]['bytes'] / out[lo]['bytes']:.2f}x (goal <= 1.3x)",
-              flush=True)
+              f"{out[hi]['bytes'] / out[lo]['bytes']:.2f}x (goal <= 1.3x); "
+              f"VOTE messages {vr:.2f}x", flush=True)
     return out
 
 
