@@ -47,7 +47,8 @@ def counters(binary, dirs):
         by_type = s["messages"].get("by_type", {})
         out.append((s["messages"]["rx"], s["messages"]["rx_bytes"],
                     s.get("votes", {}).get("received", 0),
-                    by_type.get("21", [0])[0]))
+                    by_type.get("21", [0])[0],
+                    s.get("votes", {}).get("confirmed", 0)))
     return out
 
 
@@ -116,6 +117,10 @@ def bench(binary, n, jobs, idle_s, work):
                "bytes": mean([p[1] for p in per]),
                "vote_ids": mean([p[2] for p in per]),
                "vote_msgs": mean([p[3] for p in per]),
+               # confirmations per job: the same on every node when every
+               # node draws the same committee (no idle correction)
+               "confirmed": [c / max(settled, 1) for c in
+                             (b[4] for b in busy)],
                "idle_msgs_s": mean([i[0] / idle_dt for i in idle]),
                "idle_bytes_s": mean([i[1] / idle_dt for i in idle]),
                "load": os.getloadavg()[0]}
@@ -126,6 +131,10 @@ def bench(binary, n, jobs, idle_s, work):
               f"{fig['idle_msgs_s']:.0f} msg/s, "
               f"{fig['idle_bytes_s'] / 1024:.1f} KiB/s; load "
               f"{fig['load']:.1f})", flush=True)
+        print(f"         entries confirmed per job per node: min "
+              f"{min(fig['confirmed']):.1f}, mean "
+              f"{mean(fig['confirmed']):.1f}, max "
+              f"{max(fig['confirmed']):.1f}", flush=True)
         return fig
     finally:
         if os.path.exists(os.path.join(tdir, "pids")):
