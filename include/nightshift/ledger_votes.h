@@ -40,7 +40,7 @@
 #define NS_VOTE_IDS_MAX 256 /* ids per VOTE or VOTE_REQ */
 /* Our votes go out in one VOTE per this window (at once with an AWARD or
  * a RESULT, which a provider or a requester waits on). */
-#define NS_VOTE_FLUSH_MS 200
+#define NS_VOTE_FLUSH_MS 500
 #define NS_VOTE_TABLE 8192  /* ids tallied at once (the oldest go first) */
 #define NS_VOTE_SEATS 16     /* seats of a drawn committee */
 #define NS_VOTE_SEATS_MAX 64 /* members a committee can hold (a bitmap) */
