@@ -26,7 +26,7 @@
 #include <time.h>
 
 enum { NS = 24, SELF = NS, BIG = NS + 1, NA = NS + 2, SEATS = 4 };
-#define EPOCH_MS 2000
+#define EPOCH_MS 3000 /* long enough for a test under load, short to wait */
 #define SETTLE_MS 200
 
 static fx_t s_fx;
