@@ -68,13 +68,13 @@ struct ns_votes {
     s_table_t cur, old; /* the committee, and the one before it */
     uint32_t seats;
     uint64_t epoch_ms;
-    uint64_t epoch;  /* of the last look */
+    uint64_t epoch; /* of the last look */
     uint64_t settle_ms;
-    bool drawn;      /* cur was drawn (more staked accounts than seats) */
-    uint64_t frozen; /* epoch + 1 whose draw holds until it ends; 0 */
+    bool drawn;        /* cur was drawn (more staked accounts than seats) */
+    uint64_t frozen;   /* epoch + 1 whose draw holds until it ends; 0 */
     uint64_t moved_ms; /* ns_mono_ms of the last stake move */
-    ns_hash_t seed;  /* of the last draw */
-    uint64_t staked; /* accounts holding stake at the last look */
+    ns_hash_t seed;    /* of the last draw */
+    uint64_t staked;   /* accounts holding stake at the last look */
     uint64_t total_at_ms;
     bool stake_moved;       /* a STAKE, UNSTAKE or SLASH since */
     uint64_t self_stake;    /* our weight on the committee (0: not a member) */
@@ -290,9 +290,8 @@ static void s_refresh_stake(ns_votes_t *v)
     uint64_t wall = ns_now_ms();
     uint64_t epoch = wall / v->epoch_ms, into = wall % v->epoch_ms;
     bool frozen = v->frozen == epoch + 1;
-    bool settled = into >= v->settle_ms &&
-                   (now - v->moved_ms >= v->settle_ms ||
-                    into >= 3 * v->settle_ms);
+    bool settled = into >= v->settle_ms && (now - v->moved_ms >= v->settle_ms ||
+                                            into >= 3 * v->settle_ms);
     if (v->total_at_ms && epoch == v->epoch && age < NS_VOTE_STAKE_MS &&
         (frozen || ((!v->stake_moved || age < S_STAKE_MOVED_MS) &&
                     !(v->drawn && settled))))
@@ -509,8 +508,7 @@ static void s_on_stored(void *u, const ns_entry_t *e)
 {
     ns_votes_t *v = u;
     if (e->type == NS_ENTRY_STAKE || e->type == NS_ENTRY_UNSTAKE ||
-        e->type == NS_ENTRY_SLASH)
-    {
+        e->type == NS_ENTRY_SLASH) {
         v->stake_moved = true; /* weigh again, soon */
         v->moved_ms = ns_mono_ms();
     }

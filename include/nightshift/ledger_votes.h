@@ -42,7 +42,7 @@
  * a RESULT, which a provider or a requester waits on). */
 #define NS_VOTE_FLUSH_MS 500
 #define NS_VOTE_TABLE 8192  /* ids tallied at once (the oldest go first) */
-#define NS_VOTE_SEATS 16     /* seats of a drawn committee */
+#define NS_VOTE_SEATS 16    /* seats of a drawn committee */
 #define NS_VOTE_SEATS_MAX 64 /* members a committee can hold (a bitmap) */
 /* A drawn committee serves one epoch: epoch = wall clock ms / this. */
 #define NS_VOTE_EPOCH_MS 60000
