@@ -108,6 +108,15 @@ def bench(binary, n, jobs, idle_s, work):
         time.sleep(3)  # the last job's votes and settlement spread
         c2 = counters(binary, dirs)
         busy_dt = time.monotonic() - tj
+        # the committee each node sits with (builds that have one)
+        com = [status(binary, d).get("votes", {}) for d in dirs]
+        if "committee" in com[0]:
+            print(f"         committee: {min(c['committee'] for c in com)}"
+                  f"-{max(c['committee'] for c in com)} members of "
+                  f"{max(c['staked_accounts'] for c in com)} staked, drawn "
+                  f"on {sum(bool(c['drawn']) for c in com)}/{n} nodes, "
+                  f"voting: {sum(c['our_stake'] > 0 for c in com)} nodes",
+                  flush=True)
         busy = delta(c2, c1)
         per = [tuple((bv - iv * busy_dt / idle_dt) / max(settled, 1)
                      for bv, iv in zip(bx, ix))

@@ -507,8 +507,12 @@ static void s_queue_adopt(ns_votes_t *v, const ns_hash_t id)
 static void s_on_stored(void *u, const ns_entry_t *e)
 {
     ns_votes_t *v = u;
-    if (e->type == NS_ENTRY_STAKE || e->type == NS_ENTRY_UNSTAKE ||
-        e->type == NS_ENTRY_SLASH) {
+    /* A STAKE of nothing is a provider's claim (its refs: payments, and
+     * collateral released back to stake): the weight stays. */
+    ns_entry_body_t b;
+    if (e->type == NS_ENTRY_UNSTAKE || e->type == NS_ENTRY_SLASH ||
+        (e->type == NS_ENTRY_STAKE &&
+         (ns_entry_body_decode(e, &b) != NS_OK || b.amount > 0))) {
         v->stake_moved = true; /* weigh again, soon */
         v->moved_ms = ns_mono_ms();
     }
