@@ -9,9 +9,9 @@
  * seed every node derives from the epoch and the stake it holds
  * (ns_votes_draw), once that stake has settled (NS_VOTE_SETTLE_MS): each
  * member weighs its seats, and a later stake change counts from the next
- * epoch. Only members vote; a vote from anyone
- * else is dropped and not passed on, so the votes a node receives per
- * entry are bounded by the seats, not by the number of staked accounts.
+ * epoch. Only members vote; a vote from anyone else is dropped and not
+ * passed on, so the votes a node receives per entry are bounded by the
+ * seats, not by the number of staked accounts.
  *
  * A member votes for every entry it stores: the first entry it saw at
  * that place of its author's chain (it never stores two). An entry is
