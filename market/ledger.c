@@ -1932,6 +1932,11 @@ uint32_t ns_ledger_unclaimed_all(ns_ledger_t *l, const uint8_t to[NS_ID_BYTES],
     return s_unclaimed(l, to, ids, max, s_claim_any);
 }
 
+const uint8_t *ns_ledger_network_id(const ns_ledger_t *l)
+{
+    return l->store.network_id;
+}
+
 void ns_ledger_set_confirm(ns_ledger_t *l, ns_ledger_confirm_fn fn, void *user)
 {
     l->confirm = fn;

@@ -235,6 +235,9 @@ void ns_ledger_close(ns_ledger_t **l);
 const char *ns_ledger_last_error(const ns_ledger_t *l);
 void ns_ledger_set_verifier(ns_ledger_t *l, ns_slash_verifier_fn fn,
                             void *user);
+/* The network id the ledger was opened with (its genesis's hash):
+ * NS_HASH_BYTES, borrowed for the ledger's lifetime. */
+const uint8_t *ns_ledger_network_id(const ns_ledger_t *l);
 /* Confirmation of entries by the votes of staked accounts
  * (ledger_votes.c; docs/PROTOCOL.md, "Confirmation"). */
 typedef enum {

@@ -7,7 +7,8 @@
  * confirmed only with more than half: A alone is not enough, A and B
  * are. A vote from C (no stake) is dropped; a second vote of one account
  * counts once; malformed VOTE bodies are refused whole; a credit is
- * offered for a claim only once its source is confirmed.
+ * offered for a claim only once its source is confirmed. When C stakes
+ * too, the committee changes and the votes already counted carry over.
  */
 #include "check.h"
 #include "ledger_fixture.h"
@@ -162,6 +163,25 @@ TEST(malformed_votes_are_refused_whole)
     free(many);
 }
 
+TEST(a_vote_outlives_a_committee_change)
+{
+    ns_hash_t x;
+    ns_hash(x, "carried", 7);
+    CHECK_RC(s_vote(A, x, 1), NS_OK); /* 450 of 900: not more than half */
+    CHECK_EQ_INT(ns_votes_state(s_v, x), NS_CONFIRM_NO);
+    /* C stakes: the committee is a new table, of 1000 */
+    ns_entry_body_t b = fx_amount(100);
+    CHECK_RC(fx_put(&s_fx, C, NS_ENTRY_STAKE, &b, NULL, 0, NULL), NS_OK);
+    CHECK_RC(ns_ledger_commit(s_fx.l), NS_OK);
+    struct timespec ts = {0, 30 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    CHECK_EQ_INT(ns_votes_member_weight(s_v, s_fx.acct[C].pk), 100);
+    CHECK_EQ_INT(ns_votes_state(s_v, x), NS_CONFIRM_NO);
+    /* A's vote was carried over: with B's, 900 of 1000 */
+    CHECK_RC(s_vote(B, x, 1), NS_OK);
+    CHECK_EQ_INT(ns_votes_state(s_v, x), NS_CONFIRM_YES);
+}
+
 int main(void)
 {
     if (sodium_init() < 0)
@@ -188,6 +208,7 @@ int main(void)
     RUN(nobody_can_vote_without_stake);
     RUN(more_than_half_of_the_stake_confirms);
     RUN(malformed_votes_are_refused_whole);
+    RUN(a_vote_outlives_a_committee_change);
     ns_votes_destroy(&s_v);
     ns_p2p_destroy(&s_p);
     ns_identity_destroy(&s_me);
