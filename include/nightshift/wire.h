@@ -207,9 +207,11 @@ int ns_pull_encode_since(const uint8_t *ids, uint32_t n, uint64_t since_ms,
                          ns_buf_t *out) NS_MUST_CHECK;
 /* IHAVE (cap NS_MAX_IHAVE_IDS) and IWANT (cap NS_MAX_IWANT_IDS): an
  * empty list or one over the cap is refused both ways. */
-int ns_ihave_encode(const uint8_t *ids, uint32_t n, ns_buf_t *out) NS_MUST_CHECK;
+int ns_ihave_encode(const uint8_t *ids, uint32_t n,
+                    ns_buf_t *out) NS_MUST_CHECK;
 int ns_ihave_decode(const uint8_t *buf, size_t len, ns_ids_t *m) NS_MUST_CHECK;
-int ns_iwant_encode(const uint8_t *ids, uint32_t n, ns_buf_t *out) NS_MUST_CHECK;
+int ns_iwant_encode(const uint8_t *ids, uint32_t n,
+                    ns_buf_t *out) NS_MUST_CHECK;
 int ns_iwant_decode(const uint8_t *buf, size_t len, ns_ids_t *m) NS_MUST_CHECK;
 int ns_relay_encode(const ns_relay_t *m, ns_buf_t *out) NS_MUST_CHECK;
 int ns_relay_decode(const uint8_t *buf, size_t len,
