@@ -47,6 +47,8 @@ const char *ns_wire_type_name(uint32_t type)
         return "ihave";
     case NS_MSG_IWANT:
         return "iwant";
+    case NS_MSG_MESH:
+        return "mesh";
     default:
         return "other";
     }
@@ -382,6 +384,31 @@ int ns_iwant_encode(const uint8_t *ids, uint32_t n, ns_buf_t *out)
 int ns_iwant_decode(const uint8_t *buf, size_t len, ns_ids_t *m)
 {
     return s_ids_decode(buf, len, NS_MAX_IWANT_IDS, m);
+}
+
+/* ---- mesh ---------------------------------------------------------------- */
+
+int ns_mesh_encode(bool graft, ns_buf_t *out)
+{
+    S_PACKER(out, w, pk);
+    if (graft)
+        msgpack_pack_true(&pk);
+    else
+        msgpack_pack_false(&pk);
+    return w.err;
+}
+
+int ns_mesh_decode(const uint8_t *buf, size_t len, bool *graft)
+{
+    ns_mpr_t r;
+    *graft = false;
+    ns_mpr_init(&r, buf, len);
+    ns_mpr_bool(&r, graft);
+    if (ns_mpr_end(&r) != NS_OK) {
+        *graft = false;
+        return r.err;
+    }
+    return NS_OK;
 }
 
 /* ---- devinfo ------------------------------------------------------------ */

@@ -1,22 +1,24 @@
 /* gossip.c - the seen-cache, push forwarding, lazy push and pull repair.
  *
- * Push: a fresh valid message of a gossiped type goes to our mesh: up to
- * `fanout` (D) live peers chosen once and kept while they stay live
- * (scored >= 0 while there are others), never to its origin or the link
- * it came from. Each node then receives about D copies of a message
- * however many peers it has. Heartbeats go on only from live (reachable)
- * peers, and only when they changed (p2p.c): each node sends its own
- * straight to all its peers.
- * Lazy push: the ids of what we pushed are batched for S_IHAVE_MS and
- * told in one IHAVE to up to S_LAZY_PEERS live peers outside the mesh; a
- * peer that lacks some answers with an IWANT, and we send those we still
- * hold. An id asked for is not asked again for S_IWANT_WAIT_MS.
- * Pull: every pull_interval_ms we send one random peer (scored >= 0 while
- * there are any) the ids of the gossiped messages we hold that were
- * signed since a time `since` (at most S_PULL_SINCE_MS ago, later when
- * they would be more than NS_MAX_PULL_IDS); it sends back the ones signed
- * since then that we lack, at most S_PULL_MAX_REPLY, which arrive and are
- * checked like any other message. The list is complete from `since`, so
+ * Push: a fresh valid message of a gossiped type goes to our mesh: at
+ * least `fanout` (D) live peers while there are, chosen at random and
+ * kept while they stay live (scored >= 0 while there are others), never
+ * to its origin or the link it came from. The mesh is symmetric: a peer
+ * we add is told with a MESH graft and adds us, unless it has D +
+ * S_MESH_EXTRA mesh peers already, when it answers with a prune (and we
+ * do not ask it again for S_MESH_BACKOFF_MS). Each node then receives at
+ * most D + S_MESH_EXTRA copies of a message however many peers it has.
+ * Heartbeats go on only from live (reachable) peers, and only when they changed
+ * (p2p.c): each node sends its own straight to all its peers. Lazy push: the
+ * ids of what we pushed are batched for S_IHAVE_MS and told in one IHAVE to up
+ * to S_LAZY_PEERS live peers outside the mesh; a peer that lacks some answers
+ * with an IWANT, and we send those we still hold. An id asked for is not asked
+ * again for S_IWANT_WAIT_MS. Pull: every pull_interval_ms we send one random
+ * peer (scored >= 0 while there are any) the ids of the gossiped messages we
+ * hold that were signed since a time `since` (at most S_PULL_SINCE_MS ago,
+ * later when they would be more than NS_MAX_PULL_IDS); it sends back the ones
+ * signed since then that we lack, at most S_PULL_MAX_REPLY, which arrive and
+ * are checked like any other message. The list is complete from `since`, so
  * nothing we hold is sent back.
  * Seen cache: its ring doubles (up to S_SEEN_MAX) rather than forget an
  * id before seen_ttl_ms: its size follows the message rate.
@@ -278,35 +280,83 @@ static bool s_gossip_peer(const ns_p2p_t *p, const ns_peer_t *peer, int pass,
            (pass == 1 || ns_peer_score(p, peer, now) >= 0);
 }
 
+/* Tell a peer it is in our mesh (graft) or not (prune). */
+static void s_send_mesh(ns_p2p_t *p, ns_peer_t *peer, bool graft)
+{
+    ns_buf_t msg;
+    ns_buf_init(&msg);
+    if (ns_mesh_encode(graft, &p->body) == NS_OK &&
+        ns_p2p_sign(p, NS_MSG_MESH, p->body.data, p->body.len, &msg, NULL) ==
+            NS_OK)
+        (void)ns_peers_send(p, peer, msg.data, msg.len);
+    ns_buf_release(&msg);
+}
+
+static uint32_t s_mesh_count(const ns_p2p_t *p)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < p->n_peers; i++)
+        n += p->peers[i].mesh;
+    return n;
+}
+
 void ns_gossip_mesh_fill(ns_p2p_t *p)
 {
     uint64_t now = ns_mono_ms();
-    uint32_t d = p->cfg->fanout, in = 0, good = 0;
+    uint32_t d = p->cfg->fanout, hi = d + S_MESH_EXTRA, in = 0, good = 0;
     for (uint32_t i = 0; i < p->n_peers; i++)
         good += s_gossip_peer(p, &p->peers[i], 0, now);
     for (uint32_t i = 0; i < p->n_peers; i++) {
         ns_peer_t *peer = &p->peers[i];
-        /* a peer scored < 0 leaves while better ones are there */
-        if (peer->mesh && (peer->state != NS_PEER_LIVE ||
-                           (good > in && !s_gossip_peer(p, peer, 0, now))))
+        if (peer->mesh && peer->state != NS_PEER_LIVE) {
+            peer->mesh = false; /* it will not hear a prune */
+        } else if (peer->mesh &&
+                   (in >= hi || /* fanout lowered */
+                    (good > in && !s_gossip_peer(p, peer, 0, now)))) {
+            /* a peer scored < 0 leaves while better ones are there */
             peer->mesh = false;
-        if (peer->mesh && in >= d)
-            peer->mesh = false; /* fanout lowered */
+            s_send_mesh(p, peer, false);
+        }
         in += peer->mesh;
     }
     uint32_t cand[1024];
     for (int pass = 0; pass < 2 && in < d; pass++) {
         uint32_t n = 0;
         for (uint32_t i = 0; i < p->n_peers && n < 1024; i++)
-            if (!p->peers[i].mesh && s_gossip_peer(p, &p->peers[i], pass, now))
+            if (!p->peers[i].mesh && now >= p->peers[i].mesh_backoff_ms &&
+                s_gossip_peer(p, &p->peers[i], pass, now))
                 cand[n++] = i;
         while (n > 0 && in < d) {
             uint32_t j = ns_rand_below(n);
-            p->peers[cand[j]].mesh = true;
+            ns_peer_t *peer = &p->peers[cand[j]];
+            peer->mesh = true;
+            s_send_mesh(p, peer, true);
             cand[j] = cand[--n];
             in++;
         }
     }
+}
+
+void ns_gossip_on_mesh(ns_p2p_t *p, const uint8_t sender[NS_ID_BYTES],
+                       bool graft)
+{
+    ns_peer_t *peer = ns_peers_find(p, sender);
+    if (!peer)
+        return;
+    uint64_t now = ns_mono_ms();
+    if (!graft) {
+        peer->mesh = false;
+        peer->mesh_backoff_ms = now + S_MESH_BACKOFF_MS;
+        return;
+    }
+    if (peer->mesh)
+        return;
+    if (peer->state == NS_PEER_LIVE &&
+        s_mesh_count(p) < p->cfg->fanout + S_MESH_EXTRA &&
+        ns_peer_score(p, peer, now) >= 0)
+        peer->mesh = true;
+    else
+        s_send_mesh(p, peer, false);
 }
 
 void ns_gossip_forward(ns_p2p_t *p, const ns_hash_t id, const uint8_t *buf,

@@ -940,6 +940,18 @@ static int s_on_ihave(ns_p2p_t *p, const ns_envelope_t *env, const s_src_t *src,
     return NS_OK;
 }
 
+static int s_on_mesh(ns_p2p_t *p, const ns_envelope_t *env, const s_src_t *src)
+{
+    bool graft;
+    int rc = ns_mesh_decode(env->body, env->body_len, &graft);
+    if (rc != NS_OK)
+        return rc;
+    if (!s_from_sender_link(src, env->sender) || (!src->rid && !src->peer))
+        return NS_ERR_INVAL;
+    ns_gossip_on_mesh(p, env->sender, graft);
+    return NS_OK;
+}
+
 /* ---- ingest ------------------------------------------------------------- */
 
 static int s_ingest(ns_p2p_t *p, s_src_t *src, const uint8_t *buf, size_t len)
@@ -1016,6 +1028,9 @@ static int s_ingest(ns_p2p_t *p, s_src_t *src, const uint8_t *buf, size_t len)
     case NS_MSG_IHAVE:
     case NS_MSG_IWANT:
         rc = s_on_ihave(p, &env, src, env.type == NS_MSG_IWANT);
+        break;
+    case NS_MSG_MESH:
+        rc = s_on_mesh(p, &env, src);
         break;
     case NS_MSG_RELAY:
         rc = ns_relay_on_msg(p, &env, src);

@@ -34,6 +34,13 @@
 #define S_LAZY_PEERS 4
 #define S_IWANT_WAIT_MS 1000
 #define S_ASKED_CAP 8192             /* ids asked for, remembered */
+/* The mesh is symmetric (docs/PROTOCOL.md, "Gossip"): a peer we add is
+ * told (MESH true, a graft) and adds us; one that has fanout +
+ * S_MESH_EXTRA mesh peers already refuses (MESH false, a prune), and is
+ * not asked again for S_MESH_BACKOFF_MS. So no node has more than
+ * fanout + S_MESH_EXTRA mesh peers. */
+#define S_MESH_EXTRA 2
+#define S_MESH_BACKOFF_MS 30000
 #define S_IWANT_MAX_BYTES (4u << 20) /* sent back for one IWANT */
 #define S_BAN_SLOTS 64         /* refused keys (wrong network) */
 #define S_BAN_MS (10 * 60 * 1000)
@@ -168,6 +175,7 @@ typedef struct {
     bool hb_passed;           /* we passed one of its heartbeats on since
                                  it entered the table (p2p.c) */
     bool mesh;                /* one of our D eager-push peers (gossip.c) */
+    uint64_t mesh_backoff_ms; /* monotonic: not grafted before (pruned) */
     ns_link_t link;           /* limits on what its DEALER delivers */
 } ns_peer_t;
 
@@ -476,15 +484,22 @@ const ns_link_t *ns_link_find(const ns_p2p_t *p, const uint8_t key[32]);
 bool ns_link_allow(const ns_config_t *cfg, ns_link_t *link, uint64_t now_us);
 
 /* gossip.c */
-/* Forward raw bytes to our mesh (up to fanout = D live peers), never to
+/* Forward raw bytes to our mesh (fanout = D to D + S_MESH_EXTRA live
+ * peers), never to
  * `except_a` (the origin) or the peer behind `except_link` (where it came
  * from), and queue its id for the next IHAVE to peers outside the mesh. */
 void ns_gossip_forward(ns_p2p_t *p, const ns_hash_t id, const uint8_t *buf,
                        size_t len, const uint8_t except_id[NS_ID_BYTES],
                        const uint8_t *except_link_key);
-/* Keep the mesh: drop peers that are not live (or scored < 0 while
- * others are there), fill up to fanout from the live peers. */
+/* Keep the mesh: drop peers that are not live (or, with a prune, scored
+ * < 0 while others are there), fill up to fanout from the live peers out
+ * of their backoff, with a graft to each. */
 void ns_gossip_mesh_fill(ns_p2p_t *p);
+/* A MESH from a peer over its own link: a graft (added while we have
+ * room, else answered with a prune) or a prune (removed, not grafted
+ * again for S_MESH_BACKOFF_MS). */
+void ns_gossip_on_mesh(ns_p2p_t *p, const uint8_t sender[NS_ID_BYTES],
+                       bool graft);
 /* The IHAVE timer: tell the queued ids to up to S_LAZY_PEERS peers
  * outside the mesh. */
 void ns_gossip_flush_ihave(ns_p2p_t *p);

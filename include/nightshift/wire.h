@@ -58,6 +58,8 @@ typedef enum {
                              cannot reach, through one that can */
     NS_MSG_IHAVE = 6,     /* direct: ids of gossip I hold (lazy push) */
     NS_MSG_IWANT = 7,     /* direct: send me these, told by your IHAVE */
+    NS_MSG_MESH = 8,      /* direct: true: you are in my gossip mesh (graft);
+                             false: you are not (prune) */
 } ns_msg_type;
 
 /* The envelope inside a RELAY: its body is [to bin(32), envelope bin],
@@ -85,7 +87,7 @@ typedef struct {
 } ns_wire_types_t;
 
 /* The last built-in p2p type: NS_MSG_HELLO .. NS_MSG_LAST_BUILTIN. */
-#define NS_MSG_LAST_BUILTIN NS_MSG_IWANT
+#define NS_MSG_LAST_BUILTIN NS_MSG_MESH
 
 /* Exactly the built-in p2p types, NS_MSG_HELLO .. NS_MSG_LAST_BUILTIN. */
 void ns_wire_types_init(ns_wire_types_t *types);
@@ -93,7 +95,7 @@ void ns_wire_types_add(ns_wire_types_t *types, uint8_t type);
 void ns_wire_types_remove(ns_wire_types_t *types, uint8_t type);
 /* False for any type above 255. */
 bool ns_wire_types_has(const ns_wire_types_t *types, uint32_t type);
-/* "hello", "heartbeat", "peers", "pull", "relay", "ihave", "iwant";
+/* "hello", "heartbeat", "peers", "pull", "relay", "ihave", "iwant", "mesh";
  * "other" for any other type. */
 const char *ns_wire_type_name(uint32_t type);
 
@@ -213,6 +215,9 @@ int ns_ihave_decode(const uint8_t *buf, size_t len, ns_ids_t *m) NS_MUST_CHECK;
 int ns_iwant_encode(const uint8_t *ids, uint32_t n,
                     ns_buf_t *out) NS_MUST_CHECK;
 int ns_iwant_decode(const uint8_t *buf, size_t len, ns_ids_t *m) NS_MUST_CHECK;
+/* MESH: one msgpack bool (graft true, prune false), nothing else. */
+int ns_mesh_encode(bool graft, ns_buf_t *out) NS_MUST_CHECK;
+int ns_mesh_decode(const uint8_t *buf, size_t len, bool *graft) NS_MUST_CHECK;
 int ns_relay_encode(const ns_relay_t *m, ns_buf_t *out) NS_MUST_CHECK;
 int ns_relay_decode(const uint8_t *buf, size_t len,
                     ns_relay_t *m) NS_MUST_CHECK;

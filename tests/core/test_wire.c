@@ -406,13 +406,14 @@ TEST(type_table)
     CHECK(!ns_wire_types_has(&types, 0));
     CHECK(ns_wire_types_has(&types, NS_MSG_IHAVE));
     CHECK(ns_wire_types_has(&types, NS_MSG_IWANT));
-    CHECK(!ns_wire_types_has(&types, 8));
+    CHECK(ns_wire_types_has(&types, NS_MSG_MESH));
+    CHECK(!ns_wire_types_has(&types, 9));
     CHECK(!ns_wire_types_has(&types, 200));
     CHECK(!ns_wire_types_has(&types, 255));
     CHECK(!ns_wire_types_has(&types, 256));
     CHECK(!ns_wire_types_has(&types, UINT32_MAX));
     /* every bit on its own: 63, 64 and 255 sit at word edges */
-    const uint8_t edges[] = {8, 63, 64, 127, 128, 255};
+    const uint8_t edges[] = {9, 63, 64, 127, 128, 255};
     for (size_t i = 0; i < sizeof edges; i++) {
         ns_wire_types_add(&types, edges[i]);
         CHECK(ns_wire_types_has(&types, edges[i]));
@@ -1494,6 +1495,33 @@ TEST(ihave_iwant)
     free(ids);
 }
 
+static int s_dec_mesh(const uint8_t *b, size_t n, void *o)
+{
+    return ns_mesh_decode(b, n, o);
+}
+
+/* MESH: one bool, both ways; nothing else. */
+TEST(mesh_body)
+{
+    bool got = false;
+    ns_buf_t body;
+    ns_buf_init(&body);
+    CHECK_RC(ns_mesh_encode(true, &body), NS_OK);
+    CHECK_RC(ns_mesh_decode(body.data, body.len, &got), NS_OK);
+    CHECK(got);
+    s_check_prefixes("mesh", s_dec_mesh, body.data, body.len, &got);
+    s_check_trailing("mesh", s_dec_mesh, body.data, body.len, &got);
+    CHECK_RC(ns_mesh_encode(false, &body), NS_OK);
+    CHECK_RC(ns_mesh_decode(body.data, body.len, &got), NS_OK);
+    CHECK(!got);
+    static const uint8_t one[] = {0x01}, nil[] = {0xc0}, arr[] = {0x91, 0xc3};
+    CHECK(ns_mesh_decode(one, sizeof one, &got) != NS_OK);
+    CHECK(ns_mesh_decode(nil, sizeof nil, &got) != NS_OK);
+    CHECK(ns_mesh_decode(arr, sizeof arr, &got) != NS_OK);
+    CHECK(!got);
+    ns_buf_release(&body);
+}
+
 /* A type the caller adds is accepted by the decoder given that table, and
  * only by it: a second table knows nothing of it. */
 TEST(register_type)
@@ -1548,6 +1576,7 @@ int main(void)
     RUN(pull_bad_input);
     RUN(pull_since);
     RUN(ihave_iwant);
+    RUN(mesh_body);
     RUN(register_type);
     ns_identity_destroy(&s_id);
     ns_identity_destroy(&s_id2);

@@ -119,6 +119,21 @@ static void s_ids(const uint8_t *p, size_t n, bool want)
     ns_buf_release(&b);
 }
 
+/* MESH: a bool, and a round trip. */
+static void s_mesh(const uint8_t *p, size_t n)
+{
+    bool graft, again;
+    ns_buf_t b;
+    if (ns_mesh_decode(p, n, &graft) != NS_OK)
+        return;
+    ns_buf_init(&b);
+    S_ASSERT(ns_mesh_encode(graft, &b) == NS_OK);
+    S_ASSERT(ns_mesh_decode(b.data, b.len, &again) == NS_OK);
+    S_ASSERT(again == graft);
+    S_ASSERT(b.len == n);
+    ns_buf_release(&b);
+}
+
 static void s_devinfo_list(const uint8_t *p, size_t n)
 {
     uint32_t count = 0, count2 = 0;
@@ -159,6 +174,9 @@ static void s_body(uint8_t type, const uint8_t *p, size_t n)
     case NS_MSG_IWANT:
         s_ids(p, n, true);
         break;
+    case NS_MSG_MESH:
+        s_mesh(p, n);
+        break;
     default:
         S_ASSERT(!"decoded an envelope of an unknown type");
     }
@@ -198,6 +216,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     s_pull(data, size);
     s_ids(data, size, false);
     s_ids(data, size, true);
+    s_mesh(data, size);
     s_devinfo_list(data, size);
     char *json = NULL;
     if (ns_mp_to_json(data, size, &json, (int)(size & 1)) == NS_OK) {

@@ -198,6 +198,12 @@ int main(int argc, char **argv)
     s_check(ns_iwant_encode(ids, 3, &body), "iwant 3");
     s_envelope_and_mutants(id, NS_MSG_IWANT, &body, "iwant 3", 1);
 
+    /* MESH graft and prune */
+    s_check(ns_mesh_encode(true, &body), "mesh graft");
+    s_envelope_and_mutants(id, NS_MSG_MESH, &body, "mesh graft", 1);
+    s_check(ns_mesh_encode(false, &body), "mesh prune");
+    s_envelope_and_mutants(id, NS_MSG_MESH, &body, "mesh prune", 0);
+
     /* a signed message of an unknown type */
     ns_buf_t env;
     ns_buf_init(&env);

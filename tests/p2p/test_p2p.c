@@ -1157,6 +1157,111 @@ TEST(lazy_push_and_pull_since)
     s_teardown(&f);
 }
 
+static uint32_t s_mesh_peers(const ns_p2p_t *p)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < p->n_peers; i++)
+        n += p->peers[i].mesh;
+    return n;
+}
+
+/* The mesh (docs/PROTOCOL.md, "Gossip"): filled to fanout from the live
+ * peers; a graft is taken while we have fewer than fanout + S_MESH_EXTRA
+ * mesh peers and refused beyond, so the degree is bounded; a prune
+ * removes the peer and keeps it out for S_MESH_BACKOFF_MS; MESH only over
+ * the sender's own link. */
+TEST(mesh_degree_bounded)
+{
+    s_fix_t f;
+    s_setup(&f, 100000);
+    if (!f.p)
+        return;
+    f.cfg.fanout = 1;
+    enum { K = 5 };
+    ns_identity_t *k[K];
+    uint8_t key[K][32];
+    ns_buf_t m, body;
+    ns_buf_init(&m);
+    ns_buf_init(&body);
+    uint64_t t = ns_now_ms();
+    for (int i = 0; i < K; i++) {
+        k[i] = ns_identity_generate();
+        CHECK(ns_id_curve_pk(ns_identity_pk(k[i]), key[i]) == NS_OK);
+        s_heartbeat_offer(&m, k[i], f.net, t, NS_HB_DIRECT, 7);
+        CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_OK);
+    }
+    CHECK_EQ_INT(f.p->n_peers, K);
+    for (uint32_t i = 0; i < f.p->n_peers; i++)
+        CHECK(ns_peers_reached(f.p, &f.p->peers[i]));
+    CHECK_EQ_INT(ns_p2p_live_peers(f.p), K);
+    ns_gossip_mesh_fill(f.p);
+    CHECK_EQ_INT(s_mesh_peers(f.p), 1);
+
+    /* grafts from the others: taken up to 1 + S_MESH_EXTRA, then not */
+    uint32_t taken = 0;
+    for (int i = 0; i < K; i++) {
+        ns_peer_t *peer = ns_peers_find(f.p, ns_identity_pk(k[i]));
+        if (!CHECK(peer != NULL) || peer->mesh)
+            continue;
+        struct ns_p2p_src own = {ns_link_get(f.p, key[i], ns_mono_ms()),
+                                 key[i],
+                                 (const uint8_t *)"\0km",
+                                 3,
+                                 NULL,
+                                 NULL,
+                                 NULL,
+                                 NULL};
+        CHECK_RC(ns_mesh_encode(true, &body), NS_OK);
+        CHECK_RC(ns_envelope_encode(k[i], NS_MSG_MESH, ns_now_ms(), body.data,
+                                    body.len, &m, NULL),
+                 NS_OK);
+        CHECK_RC(ns_p2p_ingest_src(f.p, &own, m.data, m.len), NS_OK);
+        taken += peer->mesh;
+    }
+    CHECK_EQ_INT(taken, S_MESH_EXTRA);
+    CHECK_EQ_INT(s_mesh_peers(f.p), 1 + S_MESH_EXTRA);
+
+    /* a prune from each mesh peer: out, and not grafted again soon */
+    for (int i = 0; i < K; i++) {
+        ns_peer_t *peer = ns_peers_find(f.p, ns_identity_pk(k[i]));
+        if (!peer || !peer->mesh)
+            continue;
+        struct ns_p2p_src own = {ns_link_get(f.p, key[i], ns_mono_ms()),
+                                 key[i],
+                                 (const uint8_t *)"\0km",
+                                 3,
+                                 NULL,
+                                 NULL,
+                                 NULL,
+                                 NULL};
+        CHECK_RC(ns_mesh_encode(false, &body), NS_OK);
+        CHECK_RC(ns_envelope_encode(k[i], NS_MSG_MESH, ns_now_ms(), body.data,
+                                    body.len, &m, NULL),
+                 NS_OK);
+        CHECK_RC(ns_p2p_ingest_src(f.p, &own, m.data, m.len), NS_OK);
+        CHECK(!peer->mesh);
+        CHECK(peer->mesh_backoff_ms > ns_mono_ms());
+    }
+    CHECK_EQ_INT(s_mesh_peers(f.p), 0);
+    ns_gossip_mesh_fill(f.p); /* from the two never pruned */
+    CHECK_EQ_INT(s_mesh_peers(f.p), 1);
+    for (uint32_t i = 0; i < f.p->n_peers; i++)
+        if (f.p->peers[i].mesh)
+            CHECK(f.p->peers[i].mesh_backoff_ms == 0);
+
+    /* not over the sender's own link: refused */
+    CHECK_RC(ns_mesh_encode(true, &body), NS_OK);
+    CHECK_RC(ns_envelope_encode(k[0], NS_MSG_MESH, ns_now_ms() + 1, body.data,
+                                body.len, &m, NULL),
+             NS_OK);
+    CHECK_RC(ns_p2p_ingest(f.p, key[0], m.data, m.len), NS_ERR_INVAL);
+    ns_buf_release(&m);
+    ns_buf_release(&body);
+    for (int i = 0; i < K; i++)
+        ns_identity_destroy(&k[i]);
+    s_teardown(&f);
+}
+
 int main(void)
 {
     if (sodium_init() < 0)
@@ -1178,5 +1283,6 @@ int main(void)
     RUN(heartbeat_news_only);
     RUN(seen_grows_with_rate);
     RUN(lazy_push_and_pull_since);
+    RUN(mesh_degree_bounded);
     return ns_test_finish("p2p");
 }
