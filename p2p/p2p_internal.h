@@ -30,7 +30,7 @@
  * S_LAZY_PEERS live peers outside the mesh; one that lacks some asks
  * with an IWANT, and does not ask again for S_IWANT_WAIT_MS (another
  * IHAVE then may). */
-#define S_IHAVE_MS 150
+#define S_IHAVE_MS 500
 #define S_LAZY_PEERS 4
 #define S_IWANT_WAIT_MS 1000
 #define S_ASKED_CAP 8192             /* ids asked for, remembered */
