@@ -453,6 +453,31 @@ void ns_gossip_on_ihave(ns_p2p_t *p, const ns_ids_t *m,
     ns_buf_release(&msg);
 }
 
+/* May an answer of `bytes` (to an IWANT or a PULL) go over the link? A
+ * token bucket per link (S_ANSWER_BYTES_PER_S, burst
+ * S_ANSWER_BYTES_BURST): a peer cannot make us send more than that by
+ * asking again and again for what it could ask once. */
+static bool s_answer_allow(ns_p2p_t *p, ns_link_t *link, size_t bytes)
+{
+    if (!link)
+        return true; /* fed by ns_p2p_ingest: no connection to answer */
+    uint64_t now = ns_mono_us();
+    if (link->answer_refill_us == 0)
+        link->answer_bytes = S_ANSWER_BYTES_BURST;
+    else
+        link->answer_bytes +=
+            (double)(now - link->answer_refill_us) / 1e6 * S_ANSWER_BYTES_PER_S;
+    if (link->answer_bytes > S_ANSWER_BYTES_BURST)
+        link->answer_bytes = S_ANSWER_BYTES_BURST;
+    link->answer_refill_us = now;
+    if (link->answer_bytes < (double)bytes) {
+        p->stats.answers_limited++;
+        return false;
+    }
+    link->answer_bytes -= (double)bytes;
+    return true;
+}
+
 void ns_gossip_on_iwant(ns_p2p_t *p, const ns_ids_t *m,
                         const struct ns_p2p_src *src)
 {
@@ -465,7 +490,8 @@ void ns_gossip_on_iwant(ns_p2p_t *p, const ns_ids_t *m,
             ns_seen_get(&p->seen, m->ids + (size_t)i * NS_HASH_BYTES);
         if (!e || !e->msg || !e->wall_ms)
             continue;
-        if (bytes + e->len > S_IWANT_MAX_BYTES)
+        if (bytes + e->len > S_IWANT_MAX_BYTES ||
+            !s_answer_allow(p, src->link, e->len))
             break;
         if (ns_p2p_src_send(p, src, e->msg, e->len) != NS_OK)
             break;
@@ -574,7 +600,8 @@ static bool s_answer(void *u, const ns_seen_entry_t *e)
     if (a->pull->n &&
         bsearch(e->id, a->pull->ids, a->pull->n, NS_HASH_BYTES, s_cmp_id))
         return true;
-    if (ns_p2p_src_send(a->p, a->src, e->msg, e->len) != NS_OK)
+    if (!s_answer_allow(a->p, a->src->link, e->len) ||
+        ns_p2p_src_send(a->p, a->src, e->msg, e->len) != NS_OK)
         return false;
     a->p->stats.pull_served++;
     return ++a->sent < S_PULL_MAX_REPLY;

@@ -1464,7 +1464,7 @@ void ns_p2p_pack_status(const ns_p2p_t *p, msgpack_packer *pk, uint32_t n_extra)
     s_kv_u64(pk, "peers_connecting", p->n_peers - ns_p2p_live_peers(p));
 
     ns_mp_str(pk, "messages");
-    msgpack_pack_map(pk, 29);
+    msgpack_pack_map(pk, 30);
     s_kv_u64(pk, "rx", p->stats.rx_msgs);
     s_kv_u64(pk, "rx_bytes", p->stats.rx_bytes);
     s_kv_u64(pk, "tx", p->stats.tx_msgs);
@@ -1493,6 +1493,7 @@ void ns_p2p_pack_status(const ns_p2p_t *p, msgpack_packer *pk, uint32_t n_extra)
     s_kv_u64(pk, "iwant_ids_sent", p->stats.iwant_ids_sent);
     s_kv_u64(pk, "iwant_served", p->stats.iwant_served);
     s_kv_u64(pk, "pull_served", p->stats.pull_served);
+    s_kv_u64(pk, "answers_limited", p->stats.answers_limited);
     /* by envelope type number (wire.h and the layers' headers; the last
      * one counts the types beyond and unreadable frames): [received,
      * of them duplicates, sent], types with any traffic only */

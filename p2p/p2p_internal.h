@@ -42,6 +42,10 @@
 #define S_MESH_EXTRA 2
 #define S_MESH_BACKOFF_MS 30000
 #define S_IWANT_MAX_BYTES (4u << 20) /* sent back for one IWANT */
+/* what IWANT and PULL answers may send over one link, all together:
+ * bytes per second and burst, so that neither amplifies */
+#define S_ANSWER_BYTES_PER_S (1024.0 * 1024)
+#define S_ANSWER_BYTES_BURST (4.0 * 1024 * 1024)
 #define S_BAN_SLOTS 64         /* refused keys (wrong network) */
 #define S_BAN_MS (10 * 60 * 1000)
 #define S_LOG_LINES_PER_MIN 3      /* warnings per link per minute */
@@ -118,6 +122,9 @@ typedef struct {
     uint64_t rid_ms;           /* monotonic, when */
     uint64_t hb_answer_ms;     /* monotonic, our heartbeat last sent back
                                   over it (p2p.c, s_on_heartbeat) */
+    double answer_bytes;       /* what IWANT and PULL answers may still
+                                  send over it (gossip.c) */
+    uint64_t answer_refill_us; /* monotonic; 0: never used, full */
 } ns_link_t;
 
 /* Unknown keys arriving over inbound connections from one IP address. */
@@ -354,6 +361,7 @@ struct ns_p2p {
         uint64_t ihave_sent, ihave_ids_sent, ihave_rx;
         uint64_t iwant_sent, iwant_ids_sent, iwant_served;
         uint64_t pull_served;
+        uint64_t answers_limited; /* IWANT/PULL answers cut by the budget */
     } stats;
     ns_ratelimit_t global_log; /* warnings from links we cannot name */
 };

@@ -1151,6 +1151,19 @@ TEST(lazy_push_and_pull_since)
              NS_OK);
     CHECK_RC(ns_p2p_ingest_src(f.p, &own, m.data, m.len), NS_OK);
     CHECK_EQ_INT(f.p->stats.send_failed, failed + 1);
+
+    /* the link's answer budget spent (a second of it short, so that the
+     * refill until the check does not cover the 4 bytes): an IWANT for
+     * held sends nothing */
+    own.link->answer_bytes = -S_ANSWER_BYTES_PER_S;
+    own.link->answer_refill_us = ns_mono_us();
+    CHECK_RC(ns_iwant_encode(held, 1, &body), NS_OK);
+    CHECK_RC(ns_envelope_encode(k, NS_MSG_IWANT, ns_now_ms() + 3, body.data,
+                                body.len, &m, NULL),
+             NS_OK);
+    CHECK_RC(ns_p2p_ingest_src(f.p, &own, m.data, m.len), NS_OK);
+    CHECK_EQ_INT(f.p->stats.send_failed, failed + 1);
+    CHECK_EQ_INT(f.p->stats.answers_limited, 1);
     ns_buf_release(&body);
     ns_buf_release(&m);
     ns_identity_destroy(&k);
