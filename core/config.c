@@ -14,7 +14,7 @@ void ns_config_defaults(ns_config_t *cfg)
     snprintf(cfg->listen, sizeof cfg->listen, "%s", NS_DEFAULT_LISTEN);
     cfg->heartbeat_interval_ms = 5000;
     cfg->heartbeat_peers = 16;
-    cfg->fanout = 6;
+    cfg->fanout = 4;
     cfg->max_peers = 64;
     cfg->pull_interval_ms = 2000;
     cfg->seen_ttl_ms = 120000;
@@ -46,7 +46,7 @@ const ns_config_key_t ns_config_keys[] = {
     {"node", "heartbeat_interval_ms", "how often the node announces itself"},
     {"node", "heartbeat_peers",
      "peers at that interval; it doubles as they double beyond (0: fixed)"},
-    {"node", "fanout", "push-gossip targets per message"},
+    {"node", "fanout", "gossip mesh degree D: eager-push peers"},
     {"node", "max_peers", "cap on the peer table"},
     {"node", "pull_interval_ms", "anti-entropy period"},
     {"node", "seen_ttl_ms", "how long message ids are remembered"},

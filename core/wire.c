@@ -11,7 +11,7 @@
 void ns_wire_types_init(ns_wire_types_t *types)
 {
     memset(types, 0, sizeof *types);
-    for (uint8_t t = NS_MSG_HELLO; t <= NS_MSG_RELAY; t++)
+    for (uint8_t t = NS_MSG_HELLO; t <= NS_MSG_LAST_BUILTIN; t++)
         ns_wire_types_add(types, t);
 }
 
@@ -43,6 +43,12 @@ const char *ns_wire_type_name(uint32_t type)
         return "pull";
     case NS_MSG_RELAY:
         return "relay";
+    case NS_MSG_IHAVE:
+        return "ihave";
+    case NS_MSG_IWANT:
+        return "iwant";
+    case NS_MSG_MESH:
+        return "mesh";
     default:
         return "other";
     }
@@ -294,18 +300,114 @@ int ns_pull_encode(const uint8_t *ids, uint32_t n, ns_buf_t *out)
     return w.err;
 }
 
+int ns_pull_encode_since(const uint8_t *ids, uint32_t n, uint64_t since_ms,
+                         ns_buf_t *out)
+{
+    if (since_ms == 0)
+        return ns_pull_encode(ids, n, out);
+    if (n > NS_MAX_PULL_IDS)
+        return NS_ERR_TOOBIG;
+    S_PACKER(out, w, pk);
+    msgpack_pack_array(&pk, 2);
+    msgpack_pack_uint64(&pk, since_ms);
+    ns_mp_bin(&pk, ids, (size_t)n * NS_HASH_BYTES);
+    return w.err;
+}
+
+/* The old form (a bare bin) or [since_ms uint > 0, bin]: the first byte
+ * tells which (a fixarray of 2 is 0x92, never a bin's marker). */
 int ns_pull_decode(const uint8_t *buf, size_t len, ns_pull_t *m)
 {
     ns_mpr_t r;
     size_t n = 0;
     memset(m, 0, sizeof *m);
     ns_mpr_init(&r, buf, len);
+    bool since = len > 0 && buf[0] == 0x92;
+    if (since) {
+        ns_mpr_array_exact(&r, 2);
+        ns_mpr_uint(&r, &m->since_ms);
+    }
     ns_mpr_bin(&r, &m->ids, &n, (size_t)NS_MAX_PULL_IDS * NS_HASH_BYTES);
     if (ns_mpr_end(&r) != NS_OK)
         return r.err;
-    if (n % NS_HASH_BYTES)
+    if (n % NS_HASH_BYTES || (since && m->since_ms == 0))
         return NS_ERR_TYPE;
     m->n = (uint32_t)(n / NS_HASH_BYTES);
+    return NS_OK;
+}
+
+/* ---- ihave / iwant ------------------------------------------------------ */
+
+static int s_ids_encode(const uint8_t *ids, uint32_t n, uint32_t cap,
+                        ns_buf_t *out)
+{
+    if (n == 0 || n > cap)
+        return n ? NS_ERR_TOOBIG : NS_ERR_INVAL;
+    S_PACKER(out, w, pk);
+    ns_mp_bin(&pk, ids, (size_t)n * NS_HASH_BYTES);
+    return w.err;
+}
+
+static int s_ids_decode(const uint8_t *buf, size_t len, uint32_t cap,
+                        ns_ids_t *m)
+{
+    ns_mpr_t r;
+    size_t n = 0;
+    memset(m, 0, sizeof *m);
+    ns_mpr_init(&r, buf, len);
+    ns_mpr_bin(&r, &m->ids, &n, (size_t)cap * NS_HASH_BYTES);
+    if (ns_mpr_end(&r) != NS_OK)
+        return r.err;
+    if (n == 0 || n % NS_HASH_BYTES) {
+        m->ids = NULL;
+        return NS_ERR_TYPE;
+    }
+    m->n = (uint32_t)(n / NS_HASH_BYTES);
+    return NS_OK;
+}
+
+int ns_ihave_encode(const uint8_t *ids, uint32_t n, ns_buf_t *out)
+{
+    return s_ids_encode(ids, n, NS_MAX_IHAVE_IDS, out);
+}
+
+int ns_ihave_decode(const uint8_t *buf, size_t len, ns_ids_t *m)
+{
+    return s_ids_decode(buf, len, NS_MAX_IHAVE_IDS, m);
+}
+
+int ns_iwant_encode(const uint8_t *ids, uint32_t n, ns_buf_t *out)
+{
+    return s_ids_encode(ids, n, NS_MAX_IWANT_IDS, out);
+}
+
+int ns_iwant_decode(const uint8_t *buf, size_t len, ns_ids_t *m)
+{
+    return s_ids_decode(buf, len, NS_MAX_IWANT_IDS, m);
+}
+
+/* ---- mesh ---------------------------------------------------------------- */
+
+int ns_mesh_encode(bool graft, ns_buf_t *out)
+{
+    S_PACKER(out, w, pk);
+    if (graft)
+        msgpack_pack_true(&pk);
+    else
+        msgpack_pack_false(&pk);
+    return w.err;
+}
+
+int ns_mesh_decode(const uint8_t *buf, size_t len, bool *graft)
+{
+    ns_mpr_t r;
+    *graft = false;
+    ns_mpr_init(&r, buf, len);
+    ns_mpr_bool(&r, graft);
+    if (ns_mpr_end(&r) != NS_OK) {
+        *graft = false;
+        return r.err;
+    }
     return NS_OK;
 }
 

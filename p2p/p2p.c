@@ -49,8 +49,10 @@ ns_p2p_t *ns_p2p_new(const ns_p2p_opts_t *opts, int *err)
     if ((rc = ns_identity_curve(opts->identity, p->curve_pk, p->curve_sk)) !=
         NS_OK)
         goto fail;
-    if ((rc = ns_seen_init(&p->seen, S_SEEN_CAP)) != NS_OK)
+    if ((rc = ns_seen_init(&p->seen, S_SEEN_CAP)) != NS_OK ||
+        (rc = ns_seen_init(&p->asked, S_ASKED_CAP)) != NS_OK)
         goto fail;
+    ns_seen_set_growth(&p->seen, S_SEEN_MAX, p->cfg->seen_ttl_ms);
     ns_wire_types_init(&p->types);
     ns_buf_init(&p->last_hb);
     ns_buf_init(&p->scratch);
@@ -156,6 +158,7 @@ void ns_p2p_destroy(ns_p2p_t **pp)
     if (p->ctx)
         zmq_ctx_term(p->ctx);
     ns_seen_release(&p->seen);
+    ns_seen_release(&p->asked);
     free(p->spare_hb);
     free(p->told_hb);
     ns_buf_release(&p->last_hb);
@@ -194,7 +197,7 @@ void *ns_p2p_zmq_context(ns_p2p_t *p)
 int ns_p2p_register(ns_p2p_t *p, uint8_t type, bool gossiped, ns_p2p_msg_fn fn,
                     void *user)
 {
-    if (type <= NS_MSG_RELAY || p->handlers[type].fn)
+    if (type <= NS_MSG_LAST_BUILTIN || p->handlers[type].fn)
         return NS_ERR_EXISTS;
     ns_wire_types_add(&p->types, type);
     p->handlers[type] = (ns_handler_t){fn, user, gossiped};
@@ -258,6 +261,13 @@ int ns_p2p_sign(ns_p2p_t *p, uint8_t type, const uint8_t *body, size_t len,
                               id);
 }
 
+/* Signed with a given timestamp: the seen-cache keeps it (PULL's since). */
+static int s_sign_at(ns_p2p_t *p, uint8_t type, const uint8_t *body, size_t len,
+                     uint64_t ts_ms, ns_buf_t *out, ns_hash_t id)
+{
+    return ns_envelope_encode(p->identity, type, ts_ms, body, len, out, id);
+}
+
 int ns_p2p_publish(ns_p2p_t *p, uint8_t type, const uint8_t *body, size_t len)
 {
     return ns_p2p_publish_also(p, type, body, len, NULL);
@@ -269,11 +279,12 @@ int ns_p2p_publish_also(ns_p2p_t *p, uint8_t type, const uint8_t *body,
     ns_hash_t id;
     ns_buf_t msg;
     ns_buf_init(&msg);
-    int rc = ns_p2p_sign(p, type, body, len, &msg, id);
+    uint64_t ts = ns_now_ms();
+    int rc = s_sign_at(p, type, body, len, ts, &msg, id);
     if (rc == NS_OK)
-        rc = ns_seen_add(&p->seen, id, ns_mono_ms(), msg.data, msg.len);
+        rc = ns_seen_add_at(&p->seen, id, ns_mono_ms(), ts, msg.data, msg.len);
     if (rc == NS_OK)
-        ns_gossip_forward(p, msg.data, msg.len, NULL, NULL);
+        ns_gossip_forward(p, id, msg.data, msg.len, NULL, NULL);
     /* The same envelope, so that a copy that also comes by gossip is a
      * duplicate to it, dropped at the seen-cache. */
     if (also && rc == NS_OK && memcmp(also, p->self_id, NS_ID_BYTES) != 0 &&
@@ -333,11 +344,12 @@ static bool s_heartbeat_same(const ns_heartbeat_t *a, const ns_heartbeat_t *b)
 void ns_p2p_send_heartbeat(ns_p2p_t *p)
 {
     ns_hash_t id;
+    uint64_t ts = ns_now_ms();
     p->my_hb.sent_us = ns_now_us();
     p->my_hb.interval_ms = s_hb_interval(p);
     if (ns_heartbeat_encode(&p->my_hb, &p->body) != NS_OK ||
-        ns_p2p_sign(p, NS_MSG_HEARTBEAT, p->body.data, p->body.len, &p->last_hb,
-                    id) != NS_OK) {
+        s_sign_at(p, NS_MSG_HEARTBEAT, p->body.data, p->body.len, ts,
+                  &p->last_hb, id) != NS_OK) {
         ns_error(NS_MOD_GOSSIP, "event=heartbeat_encode_failed");
         return;
     }
@@ -349,8 +361,9 @@ void ns_p2p_send_heartbeat(ns_p2p_t *p)
         p->told_hb = malloc(sizeof *p->told_hb);
     if (changed && p->told_hb)
         *p->told_hb = p->my_hb;
-    if (ns_seen_add(&p->seen, id, ns_mono_ms(),
-                    changed ? p->last_hb.data : NULL, p->last_hb.len) != NS_OK)
+    if (ns_seen_add_at(&p->seen, id, ns_mono_ms(), changed ? ts : 0,
+                       changed ? p->last_hb.data : NULL,
+                       p->last_hb.len) != NS_OK)
         return;
     /* Straight to every reachable peer rather than to `fanout` of them:
      * each hears us first-hand every interval, so none needs a relayed
@@ -909,6 +922,36 @@ static int s_on_pull(ns_p2p_t *p, const ns_envelope_t *env, const s_src_t *src)
     return NS_OK;
 }
 
+/* IHAVE and IWANT: over the sender's own link, as a PULL. */
+static int s_on_ihave(ns_p2p_t *p, const ns_envelope_t *env, const s_src_t *src,
+                      bool want)
+{
+    ns_ids_t m;
+    int rc = want ? ns_iwant_decode(env->body, env->body_len, &m)
+                  : ns_ihave_decode(env->body, env->body_len, &m);
+    if (rc != NS_OK)
+        return rc;
+    if (!s_from_sender_link(src, env->sender) || (!src->rid && !src->peer))
+        return NS_ERR_INVAL;
+    if (want)
+        ns_gossip_on_iwant(p, &m, src);
+    else
+        ns_gossip_on_ihave(p, &m, src);
+    return NS_OK;
+}
+
+static int s_on_mesh(ns_p2p_t *p, const ns_envelope_t *env, const s_src_t *src)
+{
+    bool graft;
+    int rc = ns_mesh_decode(env->body, env->body_len, &graft);
+    if (rc != NS_OK)
+        return rc;
+    if (!s_from_sender_link(src, env->sender) || (!src->rid && !src->peer))
+        return NS_ERR_INVAL;
+    ns_gossip_on_mesh(p, env->sender, graft);
+    return NS_OK;
+}
+
 /* ---- ingest ------------------------------------------------------------- */
 
 static int s_ingest(ns_p2p_t *p, s_src_t *src, const uint8_t *buf, size_t len)
@@ -965,8 +1008,9 @@ static int s_ingest(ns_p2p_t *p, s_src_t *src, const uint8_t *buf, size_t len)
     bool gossiped = env.type == NS_MSG_HEARTBEAT || h->gossiped;
     bool relay = gossiped;
     /* Remember the id before handling: a handler may forward or answer. */
-    if ((rc = ns_seen_add(&p->seen, env.id, ns_mono_ms(), gossiped ? buf : NULL,
-                          len)) != NS_OK)
+    if ((rc = ns_seen_add_at(&p->seen, env.id, ns_mono_ms(),
+                             gossiped ? env.timestamp_ms : 0,
+                             gossiped ? buf : NULL, len)) != NS_OK)
         return rc;
     switch (env.type) {
     case NS_MSG_HELLO:
@@ -980,6 +1024,13 @@ static int s_ingest(ns_p2p_t *p, s_src_t *src, const uint8_t *buf, size_t len)
         break;
     case NS_MSG_PULL:
         rc = s_on_pull(p, &env, src);
+        break;
+    case NS_MSG_IHAVE:
+    case NS_MSG_IWANT:
+        rc = s_on_ihave(p, &env, src, env.type == NS_MSG_IWANT);
+        break;
+    case NS_MSG_MESH:
+        rc = s_on_mesh(p, &env, src);
         break;
     case NS_MSG_RELAY:
         rc = ns_relay_on_msg(p, &env, src);
@@ -1007,7 +1058,7 @@ static int s_ingest(ns_p2p_t *p, s_src_t *src, const uint8_t *buf, size_t len)
             from->deliveries += 1.0;
     }
     if (relay)
-        ns_gossip_forward(p, buf, len, env.sender, src->key);
+        ns_gossip_forward(p, env.id, buf, len, env.sender, src->key);
     else if (gossiped)
         ns_seen_forget_msg(&p->seen, env.id); /* nor served to pulls */
     return NS_OK;
@@ -1224,15 +1275,16 @@ int ns_p2p_remove_socket(ns_p2p_t *p, void *socket)
 
 static bool s_own_timer(const ns_p2p_t *p, uint32_t id)
 {
-    return id &&
-           (id == p->hb_timer || id == p->pull_timer || id == p->maint_timer);
+    return id && (id == p->hb_timer || id == p->pull_timer ||
+                  id == p->maint_timer || id == p->ihave_timer);
 }
 
 int ns_p2p_timer_start(ns_p2p_t *p, uint32_t interval_ms, bool repeat,
                        ns_p2p_timer_fn fn, void *user, uint32_t *id)
 {
     uint32_t own = s_own_timer(p, p->hb_timer) + s_own_timer(p, p->pull_timer) +
-                   s_own_timer(p, p->maint_timer);
+                   s_own_timer(p, p->maint_timer) +
+                   s_own_timer(p, p->ihave_timer);
     if (ns_loop_timers(p->loop) - own >= NS_P2P_MAX_TIMERS)
         return NS_ERR_TOOBIG;
     return ns_loop_timer_start(p->loop, interval_ms, repeat, fn, user, id);
@@ -1339,12 +1391,15 @@ static void s_on_maintain_timer(void *user, uint64_t now_ms)
     ns_p2p_t *p = user;
     ns_peers_maintain(p, now_ms);
     ns_seen_expire(&p->seen, now_ms, p->cfg->seen_ttl_ms, S_PULL_WINDOW_MS);
+    ns_seen_expire(&p->asked, now_ms, S_IWANT_WAIT_MS, 0);
+    ns_gossip_mesh_fill(p);
     ns_tr_monitor_tick(p);
 }
 
 static void s_cancel_own_timers(ns_p2p_t *p)
 {
-    uint32_t *ids[] = {&p->hb_timer, &p->pull_timer, &p->maint_timer};
+    uint32_t *ids[] = {&p->hb_timer, &p->pull_timer, &p->maint_timer,
+                       &p->ihave_timer};
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
         if (*ids[i])
             (void)ns_loop_timer_cancel(p->loop, *ids[i]);
@@ -1409,7 +1464,7 @@ void ns_p2p_pack_status(const ns_p2p_t *p, msgpack_packer *pk, uint32_t n_extra)
     s_kv_u64(pk, "peers_connecting", p->n_peers - ns_p2p_live_peers(p));
 
     ns_mp_str(pk, "messages");
-    msgpack_pack_map(pk, 21);
+    msgpack_pack_map(pk, 30);
     s_kv_u64(pk, "rx", p->stats.rx_msgs);
     s_kv_u64(pk, "rx_bytes", p->stats.rx_bytes);
     s_kv_u64(pk, "tx", p->stats.tx_msgs);
@@ -1430,6 +1485,15 @@ void ns_p2p_pack_status(const ns_p2p_t *p, msgpack_packer *pk, uint32_t n_extra)
     s_kv_u64(pk, "links_cut", p->stats.links_cut);
     s_kv_u64(pk, "seen_cache", p->seen.count);
     s_kv_u64(pk, "seen_evicted", p->seen.evicted);
+    s_kv_u64(pk, "seen_cap", p->seen.cap);
+    s_kv_u64(pk, "ihave_sent", p->stats.ihave_sent);
+    s_kv_u64(pk, "ihave_ids_sent", p->stats.ihave_ids_sent);
+    s_kv_u64(pk, "ihave_rx", p->stats.ihave_rx);
+    s_kv_u64(pk, "iwant_sent", p->stats.iwant_sent);
+    s_kv_u64(pk, "iwant_ids_sent", p->stats.iwant_ids_sent);
+    s_kv_u64(pk, "iwant_served", p->stats.iwant_served);
+    s_kv_u64(pk, "pull_served", p->stats.pull_served);
+    s_kv_u64(pk, "answers_limited", p->stats.answers_limited);
     /* by envelope type number (wire.h and the layers' headers; the last
      * one counts the types beyond and unreadable frames): [received,
      * of them duplicates, sent], types with any traffic only */

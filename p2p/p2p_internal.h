@@ -9,14 +9,43 @@
 
 #define S_MAX_LINKS 256        /* inbound connections tracked for limits */
 #define S_OWN_SOCKETS 3        /* the ROUTER, ZAP and the ROUTER's monitor */
-#define S_OWN_TIMERS 3         /* heartbeat, pull, maintenance */
+#define S_OWN_TIMERS 4         /* heartbeat, pull, maintenance, IHAVE */
 #define S_MAINTAIN_MS 1000     /* peer expiry and seen-cache expiry */
 #define S_ROUTER_BATCH 256     /* messages read from the ROUTER per turn */
 #define S_DEALER_BATCH 64      /* and from each DEALER */
 #define S_LATENCY_RING 8192    /* heartbeat latency samples kept */
-#define S_SEEN_CAP 65536       /* message ids remembered (ring) */
+#define S_SEEN_CAP 65536       /* message ids remembered (ring), at first */
+/* the ring doubles, up to this, rather than forget an id before its
+ * seen_ttl_ms: its size follows the message rate (docs/PROTOCOL.md,
+ * "Gossip"); 2^21 ids hold 17,000 messages/s for 120 s, about 150 MB */
+#define S_SEEN_MAX (1u << 21)
 #define S_PULL_WINDOW_MS 30000 /* gossiped messages kept for pull repair */
 #define S_PULL_MAX_REPLY 256   /* messages sent back for one PULL */
+/* a PULL lists only messages signed in the last S_PULL_SINCE_MS (and
+ * never asks for older ones): their bytes are still stored by the asker
+ * even if they arrived late, so nothing it holds is sent back */
+#define S_PULL_SINCE_MS (S_PULL_WINDOW_MS / 2)
+/* Lazy push (docs/PROTOCOL.md, "Gossip"): ids of the gossip we passed on
+ * are told in one IHAVE, this long after the first of them, to up to
+ * S_LAZY_PEERS live peers outside the mesh; one that lacks some asks
+ * with an IWANT, and does not ask again for S_IWANT_WAIT_MS (another
+ * IHAVE then may). */
+#define S_IHAVE_MS 500
+#define S_LAZY_PEERS 4
+#define S_IWANT_WAIT_MS 1000
+#define S_ASKED_CAP 8192             /* ids asked for, remembered */
+/* The mesh is symmetric (docs/PROTOCOL.md, "Gossip"): a peer we add is
+ * told (MESH true, a graft) and adds us; one that has fanout +
+ * S_MESH_EXTRA mesh peers already refuses (MESH false, a prune), and is
+ * not asked again for S_MESH_BACKOFF_MS. So no node has more than
+ * fanout + S_MESH_EXTRA mesh peers. */
+#define S_MESH_EXTRA 2
+#define S_MESH_BACKOFF_MS 30000
+#define S_IWANT_MAX_BYTES (4u << 20) /* sent back for one IWANT */
+/* what IWANT and PULL answers may send over one link, all together:
+ * bytes per second and burst, so that neither amplifies */
+#define S_ANSWER_BYTES_PER_S (1024.0 * 1024)
+#define S_ANSWER_BYTES_BURST (4.0 * 1024 * 1024)
 #define S_BAN_SLOTS 64         /* refused keys (wrong network) */
 #define S_BAN_MS (10 * 60 * 1000)
 #define S_LOG_LINES_PER_MIN 3      /* warnings per link per minute */
@@ -93,6 +122,9 @@ typedef struct {
     uint64_t rid_ms;           /* monotonic, when */
     uint64_t hb_answer_ms;     /* monotonic, our heartbeat last sent back
                                   over it (p2p.c, s_on_heartbeat) */
+    double answer_bytes;       /* what IWANT and PULL answers may still
+                                  send over it (gossip.c) */
+    uint64_t answer_refill_us; /* monotonic; 0: never used, full */
 } ns_link_t;
 
 /* Unknown keys arriving over inbound connections from one IP address. */
@@ -149,6 +181,8 @@ typedef struct {
     uint32_t hb_env_len;
     bool hb_passed;           /* we passed one of its heartbeats on since
                                  it entered the table (p2p.c) */
+    bool mesh;                /* one of our D eager-push peers (gossip.c) */
+    uint64_t mesh_backoff_ms; /* monotonic: not grafted before (pruned) */
     ns_link_t link;           /* limits on what its DEALER delivers */
 } ns_peer_t;
 
@@ -157,8 +191,9 @@ typedef struct {
  * bytes for S_PULL_WINDOW_MS so that pulls can be answered. */
 typedef struct {
     ns_hash_t id;
-    uint64_t t_ms; /* monotonic arrival */
-    uint8_t *msg;  /* raw envelope while inside the pull window */
+    uint64_t t_ms;    /* monotonic arrival */
+    uint64_t wall_ms; /* gossip: its signer's timestamp; else 0 */
+    uint8_t *msg;     /* raw envelope while inside the pull window */
     uint32_t len;
 } ns_seen_entry_t;
 
@@ -171,6 +206,8 @@ typedef struct {
     uint8_t hash_key[16]; /* siphash key: ids cannot be ground into
                              one probe run */
     uint64_t evicted;     /* ids dropped before their TTL (full) */
+    uint32_t max_cap;     /* the ring may double up to this */
+    uint64_t ttl_ms;      /* while its oldest id is younger than this */
 } ns_seen_t;
 
 int ns_seen_init(ns_seen_t *s, uint32_t cap) NS_MUST_CHECK;
@@ -179,6 +216,19 @@ bool ns_seen_has(const ns_seen_t *s, const ns_hash_t id);
 /* Remember id; keep a copy of msg if msg != NULL. */
 int ns_seen_add(ns_seen_t *s, const ns_hash_t id, uint64_t now_ms,
                 const uint8_t *msg, size_t len) NS_MUST_CHECK;
+/* The same, for a gossiped message signed at wall_ms (PULL's since). */
+int ns_seen_add_at(ns_seen_t *s, const ns_hash_t id, uint64_t now_ms,
+                   uint64_t wall_ms, const uint8_t *msg,
+                   size_t len) NS_MUST_CHECK;
+/* Let the ring double, up to max_cap ids, instead of dropping an id
+ * younger than ttl_ms: its size then follows the rate (ttl x rate). */
+void ns_seen_set_growth(ns_seen_t *s, uint32_t max_cap, uint64_t ttl_ms);
+/* The entry of id, or NULL. */
+const ns_seen_entry_t *ns_seen_get(const ns_seen_t *s, const ns_hash_t id);
+/* Visit gossiped entries (wall_ms != 0) that arrived at or after
+ * min_t_ms, newest first, stored bytes or not, until fn returns false. */
+void ns_seen_each_since(const ns_seen_t *s, uint64_t min_t_ms,
+                        bool (*fn)(void *u, const ns_seen_entry_t *e), void *u);
 /* Drop the stored copy of id's bytes (it is not served to pulls). */
 void ns_seen_forget_msg(ns_seen_t *s, const ns_hash_t id);
 /* Forget ids older than ttl_ms and message bytes older than keep_ms. */
@@ -228,6 +278,7 @@ struct ns_p2p {
     uint16_t listen_port; /* the ROUTER's, host order */
     ns_loop_t *loop;      /* polls router, zap, the DEALERs and upper layers */
     uint32_t hb_timer, pull_timer, maint_timer; /* ids while running */
+    uint32_t ihave_timer; /* one-shot, while ids wait for an IHAVE */
     bool running;                               /* inside ns_p2p_run */
     bool chores_phased; /* chores rephased in the first aligned
                            heartbeat turn (p2p.c) */
@@ -270,6 +321,9 @@ struct ns_p2p {
     uint64_t relay_refill_us; /* monotonic */
 
     ns_seen_t seen;
+    ns_seen_t asked; /* ids we sent an IWANT for lately (lazy push) */
+    uint8_t ihave_ids[NS_MAX_IHAVE_IDS * NS_HASH_BYTES]; /* to tell */
+    uint32_t ihave_n;
     ns_handler_t handlers[256];
     ns_wire_types_t types; /* built-in types + those with a handler */
 
@@ -303,6 +357,11 @@ struct ns_p2p {
         uint64_t rx_type[S_STAT_TYPES], dup_type[S_STAT_TYPES];
         uint64_t tx_type[S_STAT_TYPES];
         uint64_t dropped_total;
+        /* lazy push and pull repair (docs/PROTOCOL.md, "Gossip") */
+        uint64_t ihave_sent, ihave_ids_sent, ihave_rx;
+        uint64_t iwant_sent, iwant_ids_sent, iwant_served;
+        uint64_t pull_served;
+        uint64_t answers_limited; /* IWANT/PULL answers cut by the budget */
     } stats;
     ns_ratelimit_t global_log; /* warnings from links we cannot name */
 };
@@ -433,11 +492,30 @@ const ns_link_t *ns_link_find(const ns_p2p_t *p, const uint8_t key[32]);
 bool ns_link_allow(const ns_config_t *cfg, ns_link_t *link, uint64_t now_us);
 
 /* gossip.c */
-/* Forward raw bytes to up to fanout live peers, never to `except_a` (the
- * origin) or the peer behind `except_link` (where it came from). */
-void ns_gossip_forward(ns_p2p_t *p, const uint8_t *buf, size_t len,
-                       const uint8_t except_id[NS_ID_BYTES],
+/* Forward raw bytes to our mesh (fanout = D to D + S_MESH_EXTRA live
+ * peers), never to
+ * `except_a` (the origin) or the peer behind `except_link` (where it came
+ * from), and queue its id for the next IHAVE to peers outside the mesh. */
+void ns_gossip_forward(ns_p2p_t *p, const ns_hash_t id, const uint8_t *buf,
+                       size_t len, const uint8_t except_id[NS_ID_BYTES],
                        const uint8_t *except_link_key);
+/* Keep the mesh: drop peers that are not live (or, with a prune, scored
+ * < 0 while others are there), fill up to fanout from the live peers out
+ * of their backoff, with a graft to each. */
+void ns_gossip_mesh_fill(ns_p2p_t *p);
+/* A MESH from a peer over its own link: a graft (added while we have
+ * room, else answered with a prune) or a prune (removed, not grafted
+ * again for S_MESH_BACKOFF_MS). */
+void ns_gossip_on_mesh(ns_p2p_t *p, const uint8_t sender[NS_ID_BYTES],
+                       bool graft);
+/* The IHAVE timer: tell the queued ids to up to S_LAZY_PEERS peers
+ * outside the mesh. */
+void ns_gossip_flush_ihave(ns_p2p_t *p);
+/* An IHAVE or IWANT from the sender's own link (checked by the caller). */
+void ns_gossip_on_ihave(ns_p2p_t *p, const ns_ids_t *m,
+                        const struct ns_p2p_src *src);
+void ns_gossip_on_iwant(ns_p2p_t *p, const ns_ids_t *m,
+                        const struct ns_p2p_src *src);
 void ns_gossip_send_pull(ns_p2p_t *p);
 void ns_gossip_answer_pull(ns_p2p_t *p, const ns_pull_t *pull,
                            const struct ns_p2p_src *src);

@@ -186,7 +186,7 @@ static int s_deliver(ns_p2p_t *p, const ns_envelope_t *outer,
      * the layers above; never membership (HELLO, HEARTBEAT, PEERS, PULL),
      * gossip or another RELAY. */
     if (memcmp(inner.sender, outer->sender, NS_ID_BYTES) != 0 ||
-        inner.type <= NS_MSG_RELAY || !p->handlers[inner.type].fn ||
+        inner.type <= NS_MSG_LAST_BUILTIN || !p->handlers[inner.type].fn ||
         p->handlers[inner.type].gossiped)
         return NS_ERR_INVAL;
     uint8_t curve[32];

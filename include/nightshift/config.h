@@ -40,7 +40,7 @@ typedef struct {
     uint32_t heartbeat_peers;       /* reachable peers heartbeated at that
                                        interval; each time they double beyond,
                                        the interval doubles (0: never) */
-    uint32_t fanout;                /* push-gossip targets per message */
+    uint32_t fanout;                /* gossip mesh degree D (eager push) */
     uint32_t max_peers;             /* cap on the peer table */
     uint32_t pull_interval_ms;      /* anti-entropy period */
     uint32_t seen_ttl_ms;           /* how long message ids are remembered */

@@ -4,8 +4,10 @@
  * One ROUTER socket is bound per node (CURVE server); one DEALER per
  * outbound peer (CURVE client, server key derived from the peer's id, so
  * the handshake proves the peer holds that id's key). Every message is a
- * signed envelope (wire.h). Gossiped types are pushed to `fanout` random
- * peers other than the one they came from and repaired by periodic pulls.
+ * signed envelope (wire.h). Gossiped types are pushed to a mesh of
+ * `fanout` to `fanout` + 2 peers (other than the one they came from),
+ * their ids told to a few others (IHAVE/IWANT), and repaired by periodic
+ * pulls.
  * See docs/PROTOCOL.md for the rules and docs/ARCHITECTURE.md for the loop.
  *
  * Threading: none. Everything runs in ns_p2p_run()'s loop; callbacks are
@@ -184,7 +186,7 @@ int ns_p2p_register(ns_p2p_t *p, uint8_t type, bool gossiped, ns_p2p_msg_fn fn,
  * none (the built-in types never have one). */
 int ns_p2p_unregister(ns_p2p_t *p, uint8_t type);
 
-/* Sign and gossip a message of a gossiped type to fanout peers. */
+/* Sign and gossip a message of a gossiped type to our mesh peers. */
 int ns_p2p_publish(ns_p2p_t *p, uint8_t type, const uint8_t *body,
                    size_t len) NS_MUST_CHECK;
 /* The same, and the same message straight to peer `also` (NULL: none;

@@ -41,6 +41,8 @@
 #define NS_MAX_REGION 32      /* region text */
 #define NS_MAX_PEERS_MSG 64   /* addresses in one PEERS */
 #define NS_MAX_PULL_IDS 2048  /* ids in one PULL */
+#define NS_MAX_IHAVE_IDS 512  /* ids in one IHAVE */
+#define NS_MAX_IWANT_IDS 512  /* ids in one IWANT */
 /* A heartbeat's interval_ms must lie in this range: a peer is expired
  * after three of its intervals, so an unbounded one would keep a silent
  * key in every table for hours (docs/PROTOCOL.md, "Peer admission"). */
@@ -54,6 +56,10 @@ typedef enum {
     NS_MSG_PULL = 4,      /* direct: ids I have; send me what I lack */
     NS_MSG_RELAY = 5,     /* direct: an envelope for a peer the sender
                              cannot reach, through one that can */
+    NS_MSG_IHAVE = 6,     /* direct: ids of gossip I hold (lazy push) */
+    NS_MSG_IWANT = 7,     /* direct: send me these, told by your IHAVE */
+    NS_MSG_MESH = 8,      /* direct: true: you are in my gossip mesh (graft);
+                             false: you are not (prune) */
 } ns_msg_type;
 
 /* The envelope inside a RELAY: its body is [to bin(32), envelope bin],
@@ -83,13 +89,17 @@ typedef struct {
     uint64_t bits[4]; /* bit t % 64 of bits[t / 64]: type t is known */
 } ns_wire_types_t;
 
-/* Exactly the built-in p2p types, NS_MSG_HELLO .. NS_MSG_RELAY. */
+/* The last built-in p2p type: NS_MSG_HELLO .. NS_MSG_LAST_BUILTIN. */
+#define NS_MSG_LAST_BUILTIN NS_MSG_MESH
+
+/* Exactly the built-in p2p types, NS_MSG_HELLO .. NS_MSG_LAST_BUILTIN. */
 void ns_wire_types_init(ns_wire_types_t *types);
 void ns_wire_types_add(ns_wire_types_t *types, uint8_t type);
 void ns_wire_types_remove(ns_wire_types_t *types, uint8_t type);
 /* False for any type above 255. */
 bool ns_wire_types_has(const ns_wire_types_t *types, uint32_t type);
-/* "hello", "heartbeat", "peers", "pull"; "other" for any other type. */
+/* "hello", "heartbeat", "peers", "pull", "relay", "ihave", "iwant", "mesh";
+ * "other" for any other type. */
 const char *ns_wire_type_name(uint32_t type);
 
 typedef struct {
@@ -171,7 +181,19 @@ typedef struct {
 typedef struct {
     uint32_t n;
     const uint8_t *ids; /* n * 32 bytes, borrowed */
+    /* Signer timestamp (ms) from which the list is complete: the asker
+     * holds no stored message of the window signed at or after since_ms
+     * that it does not list, so the answerer sends only messages signed
+     * at or after it (docs/PROTOCOL.md, "Gossip"). 0: the old form, a
+     * bare bin, or a list that is complete over the whole window. */
+    uint64_t since_ms;
 } ns_pull_t;
+
+/* IHAVE and IWANT bodies: one bin of n ids, 1 <= n <= the type's cap. */
+typedef struct {
+    uint32_t n;
+    const uint8_t *ids; /* n * 32 bytes, borrowed */
+} ns_ids_t;
 
 int ns_hello_encode(const ns_hello_t *m, ns_buf_t *out) NS_MUST_CHECK;
 int ns_hello_decode(const uint8_t *buf, size_t len,
@@ -184,6 +206,21 @@ int ns_peers_decode(const uint8_t *buf, size_t len,
                     ns_peers_t *m) NS_MUST_CHECK;
 int ns_pull_encode(const uint8_t *ids, uint32_t n, ns_buf_t *out) NS_MUST_CHECK;
 int ns_pull_decode(const uint8_t *buf, size_t len, ns_pull_t *m) NS_MUST_CHECK;
+/* A PULL complete from since_ms: [since_ms uint, ids bin]. since_ms 0
+ * writes the old form (the bare bin), which every version reads. */
+int ns_pull_encode_since(const uint8_t *ids, uint32_t n, uint64_t since_ms,
+                         ns_buf_t *out) NS_MUST_CHECK;
+/* IHAVE (cap NS_MAX_IHAVE_IDS) and IWANT (cap NS_MAX_IWANT_IDS): an
+ * empty list or one over the cap is refused both ways. */
+int ns_ihave_encode(const uint8_t *ids, uint32_t n,
+                    ns_buf_t *out) NS_MUST_CHECK;
+int ns_ihave_decode(const uint8_t *buf, size_t len, ns_ids_t *m) NS_MUST_CHECK;
+int ns_iwant_encode(const uint8_t *ids, uint32_t n,
+                    ns_buf_t *out) NS_MUST_CHECK;
+int ns_iwant_decode(const uint8_t *buf, size_t len, ns_ids_t *m) NS_MUST_CHECK;
+/* MESH: one msgpack bool (graft true, prune false), nothing else. */
+int ns_mesh_encode(bool graft, ns_buf_t *out) NS_MUST_CHECK;
+int ns_mesh_decode(const uint8_t *buf, size_t len, bool *graft) NS_MUST_CHECK;
 int ns_relay_encode(const ns_relay_t *m, ns_buf_t *out) NS_MUST_CHECK;
 int ns_relay_decode(const uint8_t *buf, size_t len,
                     ns_relay_t *m) NS_MUST_CHECK;

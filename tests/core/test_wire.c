@@ -404,13 +404,16 @@ TEST(type_table)
     CHECK(ns_wire_types_has(&types, NS_MSG_PULL));
     CHECK(ns_wire_types_has(&types, NS_MSG_RELAY));
     CHECK(!ns_wire_types_has(&types, 0));
-    CHECK(!ns_wire_types_has(&types, 6));
+    CHECK(ns_wire_types_has(&types, NS_MSG_IHAVE));
+    CHECK(ns_wire_types_has(&types, NS_MSG_IWANT));
+    CHECK(ns_wire_types_has(&types, NS_MSG_MESH));
+    CHECK(!ns_wire_types_has(&types, 9));
     CHECK(!ns_wire_types_has(&types, 200));
     CHECK(!ns_wire_types_has(&types, 255));
     CHECK(!ns_wire_types_has(&types, 256));
     CHECK(!ns_wire_types_has(&types, UINT32_MAX));
     /* every bit on its own: 63, 64 and 255 sit at word edges */
-    const uint8_t edges[] = {6, 63, 64, 127, 128, 255};
+    const uint8_t edges[] = {9, 63, 64, 127, 128, 255};
     for (size_t i = 0; i < sizeof edges; i++) {
         ns_wire_types_add(&types, edges[i]);
         CHECK(ns_wire_types_has(&types, edges[i]));
@@ -928,7 +931,7 @@ TEST(envelope_version_and_type)
     CHECK_RC(s_decode_spec(&sp), NS_ERR_MSGTYPE);
     sp.type = 0;
     CHECK_RC(s_decode_spec(&sp), NS_ERR_MSGTYPE);
-    sp.type = 6;
+    sp.type = NS_MSG_LAST_BUILTIN + 1;
     CHECK_RC(s_decode_spec(&sp), NS_ERR_MSGTYPE);
     sp.type = 256 + NS_MSG_HELLO; /* must not wrap to HELLO */
     CHECK_RC(s_decode_spec(&sp), NS_ERR_MSGTYPE);
@@ -1392,6 +1395,133 @@ TEST(pull_bad_input)
     free(ids);
 }
 
+/* PULL's since form: [since_ms > 0, bin]; 0 writes the old bare bin. */
+TEST(pull_since)
+{
+    ns_pull_t got;
+    ns_buf_t body;
+    uint8_t ids[3 * NS_HASH_BYTES];
+    s_fill(ids, sizeof ids, 9);
+    ns_buf_init(&body);
+    CHECK_RC(ns_pull_encode_since(ids, 3, 1234, &body), NS_OK);
+    CHECK_RC(ns_pull_decode(body.data, body.len, &got), NS_OK);
+    CHECK_EQ_INT(got.n, 3);
+    CHECK_EQ_INT(got.since_ms, 1234);
+    CHECK_MEM(got.ids, ids, sizeof ids);
+    s_check_prefixes("pull since", s_dec_pull, body.data, body.len, &got);
+    s_check_trailing("pull since", s_dec_pull, body.data, body.len, &got);
+    CHECK_RC(ns_pull_encode_since(ids, 0, 1234, &body), NS_OK);
+    CHECK_RC(ns_pull_decode(body.data, body.len, &got), NS_OK);
+    CHECK_EQ_INT(got.n, 0);
+    CHECK_EQ_INT(got.since_ms, 1234);
+    CHECK_RC(ns_pull_encode_since(ids, 2, 0, &body), NS_OK);
+    CHECK_EQ_INT(body.data[0] == 0x92, 0); /* the old form */
+    CHECK_RC(ns_pull_decode(body.data, body.len, &got), NS_OK);
+    CHECK_EQ_INT(got.since_ms, 0);
+    /* since 0 written as an array, a signed since, a str for the ids */
+    msgpack_sbuffer sb;
+    msgpack_packer pk = s_packer(&sb);
+    msgpack_pack_array(&pk, 2);
+    msgpack_pack_uint64(&pk, 0);
+    ns_mp_bin(&pk, ids, NS_HASH_BYTES);
+    CHECK_RC(ns_pull_decode(s_u8(&sb), sb.size, &got), NS_ERR_TYPE);
+    msgpack_sbuffer_destroy(&sb);
+    pk = s_packer(&sb);
+    msgpack_pack_array(&pk, 2);
+    msgpack_pack_int64(&pk, -5);
+    ns_mp_bin(&pk, ids, NS_HASH_BYTES);
+    CHECK(ns_pull_decode(s_u8(&sb), sb.size, &got) != NS_OK);
+    msgpack_sbuffer_destroy(&sb);
+    pk = s_packer(&sb);
+    msgpack_pack_array(&pk, 2);
+    msgpack_pack_uint64(&pk, 7);
+    ns_mp_str(&pk, "0123456789abcdef0123456789abcdef");
+    CHECK_RC(ns_pull_decode(s_u8(&sb), sb.size, &got), NS_ERR_TYPE);
+    msgpack_sbuffer_destroy(&sb);
+    ns_buf_release(&body);
+}
+
+static int s_dec_ihave(const uint8_t *b, size_t n, void *o)
+{
+    return ns_ihave_decode(b, n, o);
+}
+
+/* IHAVE and IWANT: 1..cap ids, both ways; nothing else. */
+TEST(ihave_iwant)
+{
+    ns_ids_t got;
+    ns_buf_t body;
+    uint8_t *ids = calloc(NS_MAX_IHAVE_IDS + 1, NS_HASH_BYTES);
+    if (!CHECK(ids != NULL))
+        return;
+    s_fill(ids, (size_t)(NS_MAX_IHAVE_IDS + 1) * NS_HASH_BYTES, 3);
+    ns_buf_init(&body);
+    CHECK_RC(ns_ihave_encode(ids, 0, &body), NS_ERR_INVAL);
+    CHECK_RC(ns_iwant_encode(ids, 0, &body), NS_ERR_INVAL);
+    CHECK_RC(ns_ihave_encode(ids, NS_MAX_IHAVE_IDS + 1, &body), NS_ERR_TOOBIG);
+    CHECK_RC(ns_iwant_encode(ids, NS_MAX_IWANT_IDS + 1, &body), NS_ERR_TOOBIG);
+    CHECK_RC(ns_ihave_encode(ids, NS_MAX_IHAVE_IDS, &body), NS_OK);
+    CHECK_RC(ns_ihave_decode(body.data, body.len, &got), NS_OK);
+    CHECK_EQ_INT(got.n, NS_MAX_IHAVE_IDS);
+    CHECK_MEM(got.ids, ids, (size_t)NS_MAX_IHAVE_IDS * NS_HASH_BYTES);
+    CHECK_RC(ns_iwant_encode(ids, 2, &body), NS_OK);
+    CHECK_RC(ns_iwant_decode(body.data, body.len, &got), NS_OK);
+    CHECK_EQ_INT(got.n, 2);
+    CHECK_MEM(got.ids, ids, 2 * NS_HASH_BYTES);
+    s_check_prefixes("ihave", s_dec_ihave, body.data, body.len, &got);
+    s_check_trailing("ihave", s_dec_ihave, body.data, body.len, &got);
+    msgpack_sbuffer sb;
+    /* over the cap, empty, not whole ids, an array */
+    msgpack_packer pk = s_packer(&sb);
+    ns_mp_bin(&pk, ids, (size_t)(NS_MAX_IHAVE_IDS + 1) * NS_HASH_BYTES);
+    CHECK_RC(ns_ihave_decode(s_u8(&sb), sb.size, &got), NS_ERR_TOOBIG);
+    CHECK_RC(ns_iwant_decode(s_u8(&sb), sb.size, &got), NS_ERR_TOOBIG);
+    msgpack_sbuffer_destroy(&sb);
+    pk = s_packer(&sb);
+    ns_mp_bin(&pk, ids, 0);
+    CHECK_RC(ns_ihave_decode(s_u8(&sb), sb.size, &got), NS_ERR_TYPE);
+    CHECK_RC(ns_iwant_decode(s_u8(&sb), sb.size, &got), NS_ERR_TYPE);
+    msgpack_sbuffer_destroy(&sb);
+    pk = s_packer(&sb);
+    ns_mp_bin(&pk, ids, NS_HASH_BYTES - 1);
+    CHECK_RC(ns_ihave_decode(s_u8(&sb), sb.size, &got), NS_ERR_TYPE);
+    msgpack_sbuffer_destroy(&sb);
+    pk = s_packer(&sb);
+    msgpack_pack_array(&pk, 1);
+    ns_mp_bin(&pk, ids, NS_HASH_BYTES);
+    CHECK_RC(ns_iwant_decode(s_u8(&sb), sb.size, &got), NS_ERR_TYPE);
+    msgpack_sbuffer_destroy(&sb);
+    ns_buf_release(&body);
+    free(ids);
+}
+
+static int s_dec_mesh(const uint8_t *b, size_t n, void *o)
+{
+    return ns_mesh_decode(b, n, o);
+}
+
+/* MESH: one bool, both ways; nothing else. */
+TEST(mesh_body)
+{
+    bool got = false;
+    ns_buf_t body;
+    ns_buf_init(&body);
+    CHECK_RC(ns_mesh_encode(true, &body), NS_OK);
+    CHECK_RC(ns_mesh_decode(body.data, body.len, &got), NS_OK);
+    CHECK(got);
+    s_check_prefixes("mesh", s_dec_mesh, body.data, body.len, &got);
+    s_check_trailing("mesh", s_dec_mesh, body.data, body.len, &got);
+    CHECK_RC(ns_mesh_encode(false, &body), NS_OK);
+    CHECK_RC(ns_mesh_decode(body.data, body.len, &got), NS_OK);
+    CHECK(!got);
+    static const uint8_t one[] = {0x01}, nil[] = {0xc0}, arr[] = {0x91, 0xc3};
+    CHECK(ns_mesh_decode(one, sizeof one, &got) != NS_OK);
+    CHECK(ns_mesh_decode(nil, sizeof nil, &got) != NS_OK);
+    CHECK(ns_mesh_decode(arr, sizeof arr, &got) != NS_OK);
+    CHECK(!got);
+    ns_buf_release(&body);
+}
+
 /* A type the caller adds is accepted by the decoder given that table, and
  * only by it: a second table knows nothing of it. */
 TEST(register_type)
@@ -1444,6 +1574,9 @@ int main(void)
     RUN(heartbeat_bad_input);
     RUN(peers_bad_input);
     RUN(pull_bad_input);
+    RUN(pull_since);
+    RUN(ihave_iwant);
+    RUN(mesh_body);
     RUN(register_type);
     ns_identity_destroy(&s_id);
     ns_identity_destroy(&s_id2);

@@ -89,11 +89,48 @@ static void s_pull(const uint8_t *p, size_t n)
     S_ASSERT(m.n <= NS_MAX_PULL_IDS);
     S_ASSERT(m.n == 0 || s_inside(m.ids, (size_t)m.n * NS_HASH_BYTES, p, n));
     ns_buf_init(&b);
-    S_ASSERT(ns_pull_encode(m.ids, m.n, &b) == NS_OK);
+    S_ASSERT(ns_pull_encode_since(m.ids, m.n, m.since_ms, &b) == NS_OK);
     S_ASSERT(ns_pull_decode(b.data, b.len, &again) == NS_OK);
     S_ASSERT(again.n == m.n);
+    S_ASSERT(again.since_ms == m.since_ms);
     S_ASSERT(m.n == 0 ||
              memcmp(again.ids, m.ids, (size_t)m.n * NS_HASH_BYTES) == 0);
+    ns_buf_release(&b);
+}
+
+/* IHAVE and IWANT: 1..cap ids inside the input, and a round trip. */
+static void s_ids(const uint8_t *p, size_t n, bool want)
+{
+    ns_ids_t m, again;
+    ns_buf_t b;
+    uint32_t cap = want ? NS_MAX_IWANT_IDS : NS_MAX_IHAVE_IDS;
+    int rc = want ? ns_iwant_decode(p, n, &m) : ns_ihave_decode(p, n, &m);
+    if (rc != NS_OK)
+        return;
+    S_ASSERT(m.n >= 1 && m.n <= cap);
+    S_ASSERT(s_inside(m.ids, (size_t)m.n * NS_HASH_BYTES, p, n));
+    ns_buf_init(&b);
+    S_ASSERT((want ? ns_iwant_encode(m.ids, m.n, &b)
+                   : ns_ihave_encode(m.ids, m.n, &b)) == NS_OK);
+    S_ASSERT((want ? ns_iwant_decode(b.data, b.len, &again)
+                   : ns_ihave_decode(b.data, b.len, &again)) == NS_OK);
+    S_ASSERT(again.n == m.n);
+    S_ASSERT(memcmp(again.ids, m.ids, (size_t)m.n * NS_HASH_BYTES) == 0);
+    ns_buf_release(&b);
+}
+
+/* MESH: a bool, and a round trip. */
+static void s_mesh(const uint8_t *p, size_t n)
+{
+    bool graft, again;
+    ns_buf_t b;
+    if (ns_mesh_decode(p, n, &graft) != NS_OK)
+        return;
+    ns_buf_init(&b);
+    S_ASSERT(ns_mesh_encode(graft, &b) == NS_OK);
+    S_ASSERT(ns_mesh_decode(b.data, b.len, &again) == NS_OK);
+    S_ASSERT(again == graft);
+    S_ASSERT(b.len == n);
     ns_buf_release(&b);
 }
 
@@ -128,6 +165,17 @@ static void s_body(uint8_t type, const uint8_t *p, size_t n)
         break;
     case NS_MSG_PULL:
         s_pull(p, n);
+        break;
+    case NS_MSG_RELAY:
+        break; /* its body (an envelope inside) is not decoded here */
+    case NS_MSG_IHAVE:
+        s_ids(p, n, false);
+        break;
+    case NS_MSG_IWANT:
+        s_ids(p, n, true);
+        break;
+    case NS_MSG_MESH:
+        s_mesh(p, n);
         break;
     default:
         S_ASSERT(!"decoded an envelope of an unknown type");
@@ -166,6 +214,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     s_heartbeat(data, size);
     s_peers(data, size);
     s_pull(data, size);
+    s_ids(data, size, false);
+    s_ids(data, size, true);
+    s_mesh(data, size);
     s_devinfo_list(data, size);
     char *json = NULL;
     if (ns_mp_to_json(data, size, &json, (int)(size & 1)) == NS_OK) {

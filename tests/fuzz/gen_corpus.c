@@ -186,6 +186,23 @@ int main(int argc, char **argv)
     s_envelope_and_mutants(id, NS_MSG_PULL, &body, "pull 0", 0);
     s_check(ns_pull_encode(ids, 3, &body), "pull 3");
     s_envelope_and_mutants(id, NS_MSG_PULL, &body, "pull 3", 1);
+    s_check(ns_pull_encode_since(ids, 3, 1700000000000ull, &body),
+            "pull since 3");
+    s_envelope_and_mutants(id, NS_MSG_PULL, &body, "pull since 3", 1);
+
+    /* IHAVE and IWANT with 1 and 3 ids */
+    s_check(ns_ihave_encode(ids, 1, &body), "ihave 1");
+    s_envelope_and_mutants(id, NS_MSG_IHAVE, &body, "ihave 1", 0);
+    s_check(ns_ihave_encode(ids, 3, &body), "ihave 3");
+    s_envelope_and_mutants(id, NS_MSG_IHAVE, &body, "ihave 3", 1);
+    s_check(ns_iwant_encode(ids, 3, &body), "iwant 3");
+    s_envelope_and_mutants(id, NS_MSG_IWANT, &body, "iwant 3", 1);
+
+    /* MESH graft and prune */
+    s_check(ns_mesh_encode(true, &body), "mesh graft");
+    s_envelope_and_mutants(id, NS_MSG_MESH, &body, "mesh graft", 1);
+    s_check(ns_mesh_encode(false, &body), "mesh prune");
+    s_envelope_and_mutants(id, NS_MSG_MESH, &body, "mesh prune", 0);
 
     /* a signed message of an unknown type */
     ns_buf_t env;

@@ -1014,6 +1014,267 @@ TEST(heartbeat_news_only)
     s_teardown(&f);
 }
 
+/* The seen cache grows rather than forget an id before its TTL (its
+ * size follows the rate), and evicts as before once at its maximum or
+ * when the oldest id is past the TTL anyway. */
+TEST(seen_grows_with_rate)
+{
+    ns_seen_t s;
+    CHECK_RC(ns_seen_init(&s, 16), NS_OK);
+    ns_seen_set_growth(&s, 64, 1000);
+    ns_hash_t ids[100];
+    for (int i = 0; i < 100; i++)
+        randombytes_buf(ids[i], NS_HASH_BYTES);
+    for (int i = 0; i < 64; i++)
+        CHECK_RC(ns_seen_add_at(&s, ids[i], 100 + i, 5000 + i, NULL, 0), NS_OK);
+    CHECK_EQ_INT(s.cap, 64);
+    CHECK_EQ_INT(s.evicted, 0);
+    for (int i = 0; i < 64; i++) {
+        const ns_seen_entry_t *e = ns_seen_get(&s, ids[i]);
+        if (CHECK(e != NULL))
+            CHECK_EQ_INT(e->wall_ms, 5000 + i);
+    }
+    /* at its maximum: the oldest goes */
+    CHECK_RC(ns_seen_add(&s, ids[64], 200, NULL, 0), NS_OK);
+    CHECK_EQ_INT(s.cap, 64);
+    CHECK_EQ_INT(s.evicted, 1);
+    CHECK(!ns_seen_has(&s, ids[0]));
+    CHECK(ns_seen_has(&s, ids[1]) && ns_seen_has(&s, ids[64]));
+    ns_seen_release(&s);
+    /* full of ids past the TTL: no growth */
+    CHECK_RC(ns_seen_init(&s, 16), NS_OK);
+    ns_seen_set_growth(&s, 64, 1000);
+    for (int i = 0; i < 17; i++)
+        CHECK_RC(ns_seen_add(&s, ids[i], i < 16 ? 100 : 5000, NULL, 0), NS_OK);
+    CHECK_EQ_INT(s.cap, 16);
+    CHECK_EQ_INT(s.evicted, 1);
+    ns_seen_release(&s);
+}
+
+/* Lazy push (docs/PROTOCOL.md, "Gossip"): an IHAVE gets an IWANT for the
+ * ids we lack and have not asked for lately, nothing for the rest; an
+ * IWANT gets what we hold of it and nothing for ids we do not hold; both
+ * only over the sender's own link. A PULL complete from `since` gets
+ * nothing signed before. Answers go to a routing id the ROUTER does not
+ * know, so each shows as a failed send. */
+TEST(lazy_push_and_pull_since)
+{
+    s_fix_t f;
+    s_setup(&f, 100000);
+    if (!f.p)
+        return;
+    ns_identity_t *k = ns_identity_generate();
+    uint8_t key[32];
+    CHECK(ns_id_curve_pk(ns_identity_pk(k), key) == NS_OK);
+    struct ns_p2p_src own = {ns_link_get(f.p, key, ns_mono_ms()),
+                             key,
+                             (const uint8_t *)"\0kk",
+                             3,
+                             NULL,
+                             NULL,
+                             NULL,
+                             NULL};
+    uint64_t now = ns_mono_ms(), wall = ns_now_ms();
+    ns_hash_t held, held_old, lack, lack2;
+    randombytes_buf(held, sizeof held);
+    randombytes_buf(held_old, sizeof held_old);
+    randombytes_buf(lack, sizeof lack);
+    randombytes_buf(lack2, sizeof lack2);
+    CHECK_RC(
+        ns_seen_add_at(&f.p->seen, held, now, wall, (const uint8_t *)"held", 4),
+        NS_OK);
+    CHECK_RC(ns_seen_add_at(&f.p->seen, held_old, now, wall - 20000,
+                            (const uint8_t *)"old", 3),
+             NS_OK);
+    ns_buf_t body, m;
+    ns_buf_init(&body);
+    ns_buf_init(&m);
+    uint8_t ids[3 * NS_HASH_BYTES];
+    memcpy(ids, held, NS_HASH_BYTES);
+    memcpy(ids + NS_HASH_BYTES, lack, NS_HASH_BYTES);
+
+    /* IHAVE {held, lack}: one IWANT, for lack */
+    uint64_t failed = f.p->stats.send_failed;
+    CHECK_RC(ns_ihave_encode(ids, 2, &body), NS_OK);
+    CHECK_RC(ns_envelope_encode(k, NS_MSG_IHAVE, ns_now_ms(), body.data,
+                                body.len, &m, NULL),
+             NS_OK);
+    CHECK_RC(ns_p2p_ingest_src(f.p, &own, m.data, m.len), NS_OK);
+    CHECK_EQ_INT(f.p->stats.send_failed, failed + 1);
+    CHECK(ns_seen_has(&f.p->asked, lack));
+    CHECK(!ns_seen_has(&f.p->asked, held));
+    /* again (another IHAVE of the same ids): asked already, no IWANT */
+    CHECK_RC(ns_envelope_encode(k, NS_MSG_IHAVE, ns_now_ms() + 1, body.data,
+                                body.len, &m, NULL),
+             NS_OK);
+    CHECK_RC(ns_p2p_ingest_src(f.p, &own, m.data, m.len), NS_OK);
+    CHECK_EQ_INT(f.p->stats.send_failed, failed + 1);
+    /* not over the sender's own link: refused */
+    CHECK_RC(ns_envelope_encode(k, NS_MSG_IHAVE, ns_now_ms() + 2, body.data,
+                                body.len, &m, NULL),
+             NS_OK);
+    CHECK_RC(ns_p2p_ingest(f.p, key, m.data, m.len), NS_ERR_INVAL);
+
+    /* IWANT {lack, lack2}: nothing held, nothing sent */
+    memcpy(ids, lack, NS_HASH_BYTES);
+    memcpy(ids + NS_HASH_BYTES, lack2, NS_HASH_BYTES);
+    CHECK_RC(ns_iwant_encode(ids, 2, &body), NS_OK);
+    CHECK_RC(ns_envelope_encode(k, NS_MSG_IWANT, ns_now_ms(), body.data,
+                                body.len, &m, NULL),
+             NS_OK);
+    CHECK_RC(ns_p2p_ingest_src(f.p, &own, m.data, m.len), NS_OK);
+    CHECK_EQ_INT(f.p->stats.send_failed, failed + 1);
+    /* IWANT {lack, held, lack2}: held only */
+    memcpy(ids + NS_HASH_BYTES, held, NS_HASH_BYTES);
+    memcpy(ids + 2 * NS_HASH_BYTES, lack2, NS_HASH_BYTES);
+    CHECK_RC(ns_iwant_encode(ids, 3, &body), NS_OK);
+    CHECK_RC(ns_envelope_encode(k, NS_MSG_IWANT, ns_now_ms(), body.data,
+                                body.len, &m, NULL),
+             NS_OK);
+    CHECK_RC(ns_p2p_ingest_src(f.p, &own, m.data, m.len), NS_OK);
+    CHECK_EQ_INT(f.p->stats.send_failed, failed + 2);
+
+    /* PULL complete from wall - 10 s listing nothing: held is sent,
+     * held_old (signed before) is not; the old form sends both */
+    failed = f.p->stats.send_failed;
+    CHECK_RC(ns_pull_encode_since(ids, 0, wall - 10000, &body), NS_OK);
+    CHECK_RC(ns_envelope_encode(k, NS_MSG_PULL, ns_now_ms(), body.data,
+                                body.len, &m, NULL),
+             NS_OK);
+    CHECK_RC(ns_p2p_ingest_src(f.p, &own, m.data, m.len), NS_OK);
+    CHECK_EQ_INT(f.p->stats.send_failed, failed + 1);
+    /* listing held: nothing */
+    memcpy(ids, held, NS_HASH_BYTES);
+    CHECK_RC(ns_pull_encode_since(ids, 1, wall - 10000, &body), NS_OK);
+    CHECK_RC(ns_envelope_encode(k, NS_MSG_PULL, ns_now_ms() + 1, body.data,
+                                body.len, &m, NULL),
+             NS_OK);
+    CHECK_RC(ns_p2p_ingest_src(f.p, &own, m.data, m.len), NS_OK);
+    CHECK_EQ_INT(f.p->stats.send_failed, failed + 1);
+
+    /* the link's answer budget spent (a second of it short, so that the
+     * refill until the check does not cover the 4 bytes): an IWANT for
+     * held sends nothing */
+    own.link->answer_bytes = -S_ANSWER_BYTES_PER_S;
+    own.link->answer_refill_us = ns_mono_us();
+    CHECK_RC(ns_iwant_encode(held, 1, &body), NS_OK);
+    CHECK_RC(ns_envelope_encode(k, NS_MSG_IWANT, ns_now_ms() + 3, body.data,
+                                body.len, &m, NULL),
+             NS_OK);
+    CHECK_RC(ns_p2p_ingest_src(f.p, &own, m.data, m.len), NS_OK);
+    CHECK_EQ_INT(f.p->stats.send_failed, failed + 1);
+    CHECK_EQ_INT(f.p->stats.answers_limited, 1);
+    ns_buf_release(&body);
+    ns_buf_release(&m);
+    ns_identity_destroy(&k);
+    s_teardown(&f);
+}
+
+static uint32_t s_mesh_peers(const ns_p2p_t *p)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < p->n_peers; i++)
+        n += p->peers[i].mesh;
+    return n;
+}
+
+/* The mesh (docs/PROTOCOL.md, "Gossip"): filled to fanout from the live
+ * peers; a graft is taken while we have fewer than fanout + S_MESH_EXTRA
+ * mesh peers and refused beyond, so the degree is bounded; a prune
+ * removes the peer and keeps it out for S_MESH_BACKOFF_MS; MESH only over
+ * the sender's own link. */
+TEST(mesh_degree_bounded)
+{
+    s_fix_t f;
+    s_setup(&f, 100000);
+    if (!f.p)
+        return;
+    f.cfg.fanout = 1;
+    enum { K = 5 };
+    ns_identity_t *k[K];
+    uint8_t key[K][32];
+    ns_buf_t m, body;
+    ns_buf_init(&m);
+    ns_buf_init(&body);
+    uint64_t t = ns_now_ms();
+    for (int i = 0; i < K; i++) {
+        k[i] = ns_identity_generate();
+        CHECK(ns_id_curve_pk(ns_identity_pk(k[i]), key[i]) == NS_OK);
+        s_heartbeat_offer(&m, k[i], f.net, t, NS_HB_DIRECT, 7);
+        CHECK_RC(ns_p2p_ingest(f.p, f.link, m.data, m.len), NS_OK);
+    }
+    CHECK_EQ_INT(f.p->n_peers, K);
+    for (uint32_t i = 0; i < f.p->n_peers; i++)
+        CHECK(ns_peers_reached(f.p, &f.p->peers[i]));
+    CHECK_EQ_INT(ns_p2p_live_peers(f.p), K);
+    ns_gossip_mesh_fill(f.p);
+    CHECK_EQ_INT(s_mesh_peers(f.p), 1);
+
+    /* grafts from the others: taken up to 1 + S_MESH_EXTRA, then not */
+    uint32_t taken = 0;
+    for (int i = 0; i < K; i++) {
+        ns_peer_t *peer = ns_peers_find(f.p, ns_identity_pk(k[i]));
+        if (!CHECK(peer != NULL) || peer->mesh)
+            continue;
+        struct ns_p2p_src own = {ns_link_get(f.p, key[i], ns_mono_ms()),
+                                 key[i],
+                                 (const uint8_t *)"\0km",
+                                 3,
+                                 NULL,
+                                 NULL,
+                                 NULL,
+                                 NULL};
+        CHECK_RC(ns_mesh_encode(true, &body), NS_OK);
+        CHECK_RC(ns_envelope_encode(k[i], NS_MSG_MESH, ns_now_ms(), body.data,
+                                    body.len, &m, NULL),
+                 NS_OK);
+        CHECK_RC(ns_p2p_ingest_src(f.p, &own, m.data, m.len), NS_OK);
+        taken += peer->mesh;
+    }
+    CHECK_EQ_INT(taken, S_MESH_EXTRA);
+    CHECK_EQ_INT(s_mesh_peers(f.p), 1 + S_MESH_EXTRA);
+
+    /* a prune from each mesh peer: out, and not grafted again soon */
+    for (int i = 0; i < K; i++) {
+        ns_peer_t *peer = ns_peers_find(f.p, ns_identity_pk(k[i]));
+        if (!peer || !peer->mesh)
+            continue;
+        struct ns_p2p_src own = {ns_link_get(f.p, key[i], ns_mono_ms()),
+                                 key[i],
+                                 (const uint8_t *)"\0km",
+                                 3,
+                                 NULL,
+                                 NULL,
+                                 NULL,
+                                 NULL};
+        CHECK_RC(ns_mesh_encode(false, &body), NS_OK);
+        CHECK_RC(ns_envelope_encode(k[i], NS_MSG_MESH, ns_now_ms(), body.data,
+                                    body.len, &m, NULL),
+                 NS_OK);
+        CHECK_RC(ns_p2p_ingest_src(f.p, &own, m.data, m.len), NS_OK);
+        CHECK(!peer->mesh);
+        CHECK(peer->mesh_backoff_ms > ns_mono_ms());
+    }
+    CHECK_EQ_INT(s_mesh_peers(f.p), 0);
+    ns_gossip_mesh_fill(f.p); /* from the two never pruned */
+    CHECK_EQ_INT(s_mesh_peers(f.p), 1);
+    for (uint32_t i = 0; i < f.p->n_peers; i++)
+        if (f.p->peers[i].mesh)
+            CHECK(f.p->peers[i].mesh_backoff_ms == 0);
+
+    /* not over the sender's own link: refused */
+    CHECK_RC(ns_mesh_encode(true, &body), NS_OK);
+    CHECK_RC(ns_envelope_encode(k[0], NS_MSG_MESH, ns_now_ms() + 1, body.data,
+                                body.len, &m, NULL),
+             NS_OK);
+    CHECK_RC(ns_p2p_ingest(f.p, key[0], m.data, m.len), NS_ERR_INVAL);
+    ns_buf_release(&m);
+    ns_buf_release(&body);
+    for (int i = 0; i < K; i++)
+        ns_identity_destroy(&k[i]);
+    s_teardown(&f);
+}
+
 int main(void)
 {
     if (sodium_init() < 0)
@@ -1033,5 +1294,8 @@ int main(void)
     RUN(reply_reports_send_failure);
     RUN(relay_rules);
     RUN(heartbeat_news_only);
+    RUN(seen_grows_with_rate);
+    RUN(lazy_push_and_pull_since);
+    RUN(mesh_degree_bounded);
     return ns_test_finish("p2p");
 }
