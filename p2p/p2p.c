@@ -1409,7 +1409,7 @@ void ns_p2p_pack_status(const ns_p2p_t *p, msgpack_packer *pk, uint32_t n_extra)
     s_kv_u64(pk, "peers_connecting", p->n_peers - ns_p2p_live_peers(p));
 
     ns_mp_str(pk, "messages");
-    msgpack_pack_map(pk, 21);
+    msgpack_pack_map(pk, 22);
     s_kv_u64(pk, "rx", p->stats.rx_msgs);
     s_kv_u64(pk, "rx_bytes", p->stats.rx_bytes);
     s_kv_u64(pk, "tx", p->stats.tx_msgs);
@@ -1430,6 +1430,8 @@ void ns_p2p_pack_status(const ns_p2p_t *p, msgpack_packer *pk, uint32_t n_extra)
     s_kv_u64(pk, "links_cut", p->stats.links_cut);
     s_kv_u64(pk, "seen_cache", p->seen.count);
     s_kv_u64(pk, "seen_evicted", p->seen.evicted);
+    /* signatures checked by this process (envelopes, entries, bids...) */
+    s_kv_u64(pk, "sig_verifies", ns_sig_verifies());
     /* by envelope type number (wire.h and the layers' headers; the last
      * one counts the types beyond and unreadable frames): [received,
      * of them duplicates, sent], types with any traffic only */
