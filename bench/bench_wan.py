@@ -31,10 +31,12 @@ clocks are this machine's, so times of different nodes compare):
                       event=entry_confirmed (the vote quorum reached there)
                       - the entry's timestamp_ms.
   match_ms            timings_ms.match of the submit receipts.
-  bytes_per_node_s,   (rx + tx) over the window from `status --json`
-  msgs_per_node_s     messages.{rx,tx}_bytes and .{rx,tx}, per node.
+  bytes_per_node_s,   (rx + tx) from `status --json` messages.{rx,tx}_bytes
+  msgs_per_node_s     and .{rx,tx}, per node, between its readings at the
+                      window's start and end (each over its own span:
+                      reading 100 loaded nodes takes a while).
   verifies_per_node_s messages.sig_verifies (every ns_sig_verify call of
-                      the node process) over the window.
+                      the node process), likewise.
   jobs                posted: submits started; settled: receipts with
                       status settled.
   ledger_bytes_per_node  the mean allocated size of DATADIR/ledger (LMDB)
@@ -101,6 +103,17 @@ def status(datadir):
         return json.loads(r.stdout) if r.returncode == 0 else None
     except (subprocess.SubprocessError, ValueError):
         return None
+
+
+def statuses(dirs):
+    """{datadir: (monotonic time, status doc or None)}, 8 at a time: on a
+    loaded machine one `status` can take seconds."""
+    def one(d):
+        t0 = time.monotonic()
+        doc = status(d)
+        return d, ((t0 + time.monotonic()) / 2, doc)
+    with concurrent.futures.ThreadPoolExecutor(8) as ex:
+        return dict(ex.map(one, dirs))
 
 
 def pct(xs, q):
@@ -233,6 +246,7 @@ class Bench:
                     stderr=subprocess.STDOUT, preexec_fn=_pdeathsig))
             finally:
                 log.close()
+            time.sleep(0.1)  # each starts with a self-check of its device
             if h.i == 0:
                 self._wait(lambda: status(d) is not None, 60,
                            "node 0 to answer")
@@ -243,8 +257,9 @@ class Bench:
         want = [min(8, n_pub if h.nat else a.nodes - 1) for h in hosts]
 
         def formed():
-            st = [status(d) for d in self.dirs]
-            self.peer_counts = [s["peers"] if s else -1 for s in st]
+            st = statuses(self.dirs)
+            self.peer_counts = [st[d][1]["peers"] if st[d][1] else -1
+                                for d in self.dirs]
             return all(c >= w for c, w in zip(self.peer_counts, want))
         ok = self._wait(formed, a.form_timeout, "the network to form",
                         fatal=False)
@@ -290,15 +305,15 @@ class Bench:
 
     def latency(self):
         """Drain every node's heartbeat propagation ring (us)."""
-        out = []
-        for d in self.dirs:
+        def one(d):
             try:
                 r = subprocess.run([CTL, d, "latency"], capture_output=True,
-                                   text=True, timeout=20)
-                out += json.loads(r.stdout)
+                                   text=True, timeout=30)
+                return json.loads(r.stdout)
             except (OSError, ValueError, subprocess.SubprocessError):
-                pass
-        return out
+                return []
+        with concurrent.futures.ThreadPoolExecutor(8) as ex:
+            return [x for xs in ex.map(one, self.dirs) for x in xs]
 
     def jobs(self, until):
         a = self.args
@@ -359,7 +374,7 @@ class Bench:
         self.build()
         self.start()
         self.latency()  # from here on
-        before = {d: status(d) for d in self.dirs}
+        before = statuses(self.dirs)
         w0 = time.monotonic()
         w0_wall_ms = time.time() * 1000
         window = a.minutes * 60
@@ -373,7 +388,7 @@ class Bench:
         drainer.start()
         posted, receipts, threads = self.jobs(w0 + window)
         w1 = time.monotonic()
-        after = {d: status(d) for d in self.dirs}
+        after = statuses(self.dirs)
         stop.set()
         drainer.join()
         hb.extend(self.latency())
@@ -388,14 +403,15 @@ class Bench:
         doc["wall_seconds"] = None  # set after the tear-down
         return doc, t_all
 
-    def figures(self, posted, receipts, before, after, span, hb, w0_ms):
+    def figures(self, posted, receipts, before, after, window, hb, w0_ms):
         per = {"bytes": [], "msgs": [], "verifies": [], "rx_bytes": [],
                "tx_bytes": []}
         missing_verifies = False
         for d in self.dirs:
-            b, e = before.get(d), after.get(d)
-            if not b or not e:
+            (tb, b), (te, e) = before[d], after[d]
+            if not b or not e or te <= tb:
                 continue
+            span = te - tb  # this node's own, between its two readings
             mb, me = b["messages"], e["messages"]
             per["bytes"].append((me["rx_bytes"] + me["tx_bytes"] -
                                  mb["rx_bytes"] - mb["tx_bytes"]) / span)
@@ -436,7 +452,7 @@ class Bench:
         n_pairs = len(window_ids) * max(0, len(self.dirs) - 1)
         return {
             "nodes": len(self.dirs),
-            "sim_seconds": round(span, 1),
+            "sim_seconds": round(window, 1),
             "wall_seconds": None,
             "heartbeat_reach_ms": p50_99([u / 1000 for u in hb]),
             "entry_reach_ms": p50_99(reach),
