@@ -339,13 +339,18 @@ class Bench:
                      "--global", str(n), "--arg", f"in:{pa}", "--arg",
                      f"in:{pb}", "--arg", f"out:{4 * n}:{out}", "--arg",
                      f"u32:{n}", "--max-price", "10", "--bid-window-ms",
-                     str(a.bid_window_ms), "--deadline-s", "120",
+                     str(a.bid_window_ms), "--deadline-s",
+                     str(a.job_timeout),
                      "--timeout-s", str(a.job_timeout), "--json"],
                     capture_output=True, text=True, stdin=subprocess.DEVNULL,
                     timeout=a.job_timeout + 30)
-                doc = json.loads(r.stdout)
-            except (ValueError, subprocess.SubprocessError) as e:
-                doc = {"status": "failed", "error": str(e)[-300:]}
+                try:
+                    doc = json.loads(r.stdout)
+                except ValueError:
+                    doc = {"status": "failed", "error": f"exit "
+                           f"{r.returncode}: {r.stderr.strip()[-200:]}"}
+            except subprocess.SubprocessError as e:
+                doc = {"status": "failed", "error": str(e)[-200:]}
             doc["wall_ms"] = (time.monotonic() - t0) * 1000
             try:
                 os.unlink(out)
@@ -447,7 +452,7 @@ class Bench:
         fails = {}
         for r in receipts:
             if r.get("status") != "settled":
-                why = str(r.get("error", r.get("status")))[:80]
+                why = str(r.get("error", r.get("status")))[-160:]
                 fails[why] = fails.get(why, 0) + 1
         n_pairs = len(window_ids) * max(0, len(self.dirs) - 1)
         return {
@@ -524,7 +529,8 @@ def main():
     ap.add_argument("--items", type=int, default=1024,
                     help="floats per vector_add job")
     ap.add_argument("--bid-window-ms", type=int, default=1500)
-    ap.add_argument("--job-timeout", type=int, default=90)
+    ap.add_argument("--job-timeout", type=int, default=240,
+                    help="submit's --timeout-s and --deadline-s (240)")
     ap.add_argument("--max-inflight", type=int, default=16)
     ap.add_argument("--form-timeout", type=float, default=120)
     ap.add_argument("--tail", type=float, default=5,
