@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sodium.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,9 +147,17 @@ int ns_id_curve_pk(const uint8_t pk[NS_ID_BYTES], uint8_t out[32])
                                                               : NS_ERR_CRYPTO;
 }
 
+static _Atomic uint64_t s_sig_verifies;
+
+uint64_t ns_sig_verifies(void)
+{
+    return atomic_load_explicit(&s_sig_verifies, memory_order_relaxed);
+}
+
 int ns_sig_verify(const uint8_t pk[NS_ID_BYTES], const uint8_t *msg, size_t len,
                   const uint8_t sig[NS_SIG_BYTES])
 {
+    atomic_fetch_add_explicit(&s_sig_verifies, 1, memory_order_relaxed);
     return crypto_sign_verify_detached(sig, msg, len, pk) == 0 ? NS_OK
                                                                : NS_ERR_SIG;
 }

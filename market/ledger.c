@@ -1306,6 +1306,15 @@ static void s_stored(ns_ledger_t *l, const ns_entry_t *e, size_t len)
         l->on_stored(l->on_stored_user, e);
     if (l->on_head)
         l->on_head(l->on_head_user, e->author);
+    /* When each entry reached this node, for bench/bench_wan.py's entry
+     * reach (log.debug=ledger; the line's ts against the author's). */
+    if (ns_log_enabled(NS_LOG_DEBUG, NS_MOD_LEDGER)) {
+        char hex[17];
+        ns_hex(hex, e->id, 8);
+        ns_debug(NS_MOD_LEDGER, "event=entry_stored id=%s type=%u "
+                 "author_ms=%llu", hex, (unsigned)e->type,
+                 (unsigned long long)e->timestamp_ms);
+    }
 }
 
 /* e, confirmed, is an entry of a banned author (why: NS_ERR_BANNED) or at

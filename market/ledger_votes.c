@@ -423,6 +423,11 @@ static void s_count(ns_votes_t *v, const uint8_t voter[NS_ID_BYTES],
         s->confirmed = true;
         v->stats.confirmed++;
         s_queue_adopt(v, id);
+        if (ns_log_enabled(NS_LOG_DEBUG, NS_MOD_LEDGER)) {
+            char hex[17]; /* for bench/bench_wan.py's confirm_ms */
+            ns_hex(hex, id, 8);
+            ns_debug(NS_MOD_LEDGER, "event=entry_confirmed id=%s", hex);
+        }
     }
 }
 

@@ -178,6 +178,8 @@ static void s_node(s_out_t *o, const msgpack_object *st)
          "Messages accepted (valid, new)."},
         {"duplicates", "nightshift_messages_duplicate_total",
          "Messages already seen."},
+        {"sig_verifies", "nightshift_signature_checks_total",
+         "Signatures checked (envelopes, entries, bids, votes)."},
         {"forwarded", "nightshift_messages_forwarded_total",
          "Gossip messages passed on."},
         {"send_failed", "nightshift_send_failures_total", "Sends that failed."},

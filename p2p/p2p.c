@@ -1464,7 +1464,7 @@ void ns_p2p_pack_status(const ns_p2p_t *p, msgpack_packer *pk, uint32_t n_extra)
     s_kv_u64(pk, "peers_connecting", p->n_peers - ns_p2p_live_peers(p));
 
     ns_mp_str(pk, "messages");
-    msgpack_pack_map(pk, 30);
+    msgpack_pack_map(pk, 31);
     s_kv_u64(pk, "rx", p->stats.rx_msgs);
     s_kv_u64(pk, "rx_bytes", p->stats.rx_bytes);
     s_kv_u64(pk, "tx", p->stats.tx_msgs);
@@ -1494,6 +1494,8 @@ void ns_p2p_pack_status(const ns_p2p_t *p, msgpack_packer *pk, uint32_t n_extra)
     s_kv_u64(pk, "iwant_served", p->stats.iwant_served);
     s_kv_u64(pk, "pull_served", p->stats.pull_served);
     s_kv_u64(pk, "answers_limited", p->stats.answers_limited);
+    /* signatures checked by this process (envelopes, entries, bids...) */
+    s_kv_u64(pk, "sig_verifies", ns_sig_verifies());
     /* by envelope type number (wire.h and the layers' headers; the last
      * one counts the types beyond and unreadable frames): [received,
      * of them duplicates, sent], types with any traffic only */

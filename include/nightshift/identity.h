@@ -49,6 +49,9 @@ int ns_id_curve_pk(const uint8_t pk[NS_ID_BYTES],
 
 int ns_sig_verify(const uint8_t pk[NS_ID_BYTES], const uint8_t *msg, size_t len,
                   const uint8_t sig[NS_SIG_BYTES]) NS_MUST_CHECK;
+/* Signatures ns_sig_verify has checked in this process, for the status
+ * document's messages.sig_verifies (any thread). */
+uint64_t ns_sig_verifies(void);
 
 void ns_id_text(char out[NS_ID_TEXT_LEN + 1], const uint8_t pk[NS_ID_BYTES]);
 int ns_id_parse(const char *text, uint8_t pk[NS_ID_BYTES]) NS_MUST_CHECK;
