@@ -315,6 +315,13 @@ static int s_parse(s_submit_t *q, int argc, char **argv)
         ns_cli_error("submit", "--max-price CREDITS is required");
         return 2;
     }
+    if (q->deadline_s > NS_POLICY_MAX_DEADLINE_S ||
+        q->timeout_s > NS_POLICY_MAX_DEADLINE_S) {
+        ns_cli_error("submit", "--deadline-s and --timeout-s are at most %llu "
+                               "(a year)",
+                     (unsigned long long)NS_POLICY_MAX_DEADLINE_S);
+        return 2;
+    }
     if (q->bid_window_ms > 60000) {
         ns_cli_error("submit", "--bid-window-ms is at most 60000");
         return 2;
@@ -513,11 +520,13 @@ static int s_sandbox(s_submit_t *q, const ns_job_t *job, uint32_t what,
     }
     uint64_t limit = NS_POLICY_PREFLIGHT_BUDGET_MS;
     bool by_deadline = q->deadline_s && q->deadline_s * 1000 < limit;
+    bool by_timeout = false;
     if (by_deadline)
         limit = q->deadline_s * 1000;
     if (q->timeout_s && q->timeout_s * 1000 < limit) { /* --timeout-s too */
         limit = q->timeout_s * 1000;
         by_deadline = false;
+        by_timeout = true;
     }
     const char *name = q->spec.kernel_path;
     if (name && strrchr(name, '/'))
@@ -538,8 +547,9 @@ static int s_sandbox(s_submit_t *q, const ns_job_t *job, uint32_t what,
                  part, (double)limit / 1000.0,
                  (unsigned long long)q->deadline_s);
     else if (rc == NS_ERR_TIMEOUT && strstr(why, "ms limit"))
-        snprintf(err, errlen, "%s ran past the pre-flight's budget of %.0f s",
-                 part, (double)limit / 1000.0);
+        snprintf(err, errlen, "%s ran past %s of %.0f s", part,
+                 by_timeout ? "--timeout-s" : "the pre-flight's budget",
+                 (double)limit / 1000.0);
     else if (rc != NS_OK && !strncmp(why, crash, strlen(crash)))
         snprintf(err, errlen, "the kernel crashed in the pre-flight%s",
                  why + strlen(crash));
@@ -548,11 +558,19 @@ static int s_sandbox(s_submit_t *q, const ns_job_t *job, uint32_t what,
     return rc;
 }
 
-/* ns_shardset_init's sampler: a shard's units in the sandbox. */
+/* ns_shardset_init's sampler: a shard's units in the sandbox. A machine
+ * without an OpenCL device (a client of a node) skips the sample, as the
+ * cut was always made without one there. */
 static int s_shard_sample(void *user, const ns_job_t *shard, char *err,
                           size_t errlen)
 {
-    return s_sandbox(user, shard, NS_PF_SAMPLE, 2, err, errlen);
+    int rc = s_sandbox(user, shard, NS_PF_SAMPLE, 2, err, errlen);
+    if (rc != NS_OK && rc != NS_ERR_INTR &&
+        (strstr(err, "cannot open OpenCL device") ||
+         strstr(err, "while opening OpenCL device") ||
+         strstr(err, "did not open OpenCL device")))
+        return NS_OK;
+    return rc;
 }
 
 /* --resume: the terms saved with the job (jobdir.h) where the command
@@ -738,6 +756,11 @@ static int s_ctl_submit(const s_submit_t *q, ns_ctl_req_t *req,
     char err[512];
     uint8_t *doc = NULL;
     size_t len = 0;
+    if (s_interrupted) { /* Ctrl-C while the inputs were hashed */
+        ns_cli_error("submit", "interrupted before the job was handed to "
+                               "the node: nothing was posted");
+        return 1;
+    }
     if (ns_ctl_call(q->node, req, &doc, &len, err, sizeof err) != NS_OK) {
         /* the node's own words, without the transport's prefix */
         const char *why =
@@ -1054,6 +1077,10 @@ static int s_submit_shards(s_submit_t *q, ns_node_t *node)
              ns_credits_fmt(max, q->max_price));
     s_progress(q, line);
     int status = 1, err = 0;
+    if (s_interrupted) { /* Ctrl-C before the peer ran: nothing posted */
+        ns_cli_error("submit", "interrupted before anything was posted");
+        goto out;
+    }
     for (uint32_t i = 0; i < n; i++) {
         q->ctx[i].req = ns_node_add_requester(node, &o[i], &err);
         if (!q->ctx[i].req) {
@@ -1306,6 +1333,10 @@ static int s_submit_one(s_submit_t *q, ns_node_t *node)
                      q->datadir);
         return status;
     }
+    if (s_interrupted) { /* Ctrl-C before the peer ran: nothing posted */
+        ns_cli_error("submit", "interrupted before anything was posted");
+        return 128 + s_interrupted;
+    }
     ns_requester_t *req = ns_node_add_requester(node, &o, &rc);
     if (!req) {
         ns_cli_error("submit", "cannot start the requester: %s",
@@ -1360,6 +1391,11 @@ static bool s_next_step(s_submit_t *q, int *status)
     ns_buf_release(&q->packed);
     ns_buf_init(&q->packed);
     ns_shardset_release(&q->set);
+    for (uint32_t i = 0; i < NS_MAX_ARGS; i++) /* this step's inputs */
+        if (q->in_fds[i] >= 0) {
+            close(q->in_fds[i]);
+            q->in_fds[i] = -1;
+        }
     memset(q->ctx, 0, sizeof q->ctx);
     if ((*status = s_job(q, true)) != 0)
         return false;
@@ -1465,6 +1501,8 @@ static int s_submit(s_submit_t *q)
 json_end:
     if (q->json_docs)
         fputs("]\n", stdout);
+    if (s_interrupted && status == 1)
+        status = 128 + s_interrupted; /* 130 for Ctrl-C */
     return status;
 }
 

@@ -1449,10 +1449,19 @@ ns_provider_t *ns_provider_new(const ns_provider_opts_t *o,
         if (b.amount)
             (void)io->append(io->user, NS_ENTRY_STAKE, &b, id);
     }
-    /* A provider that cannot bid says so, and what to do (FIRST-USE M6) */
+    /* A provider that cannot bid says so, and what to do (FIRST-USE M6):
+     * a warning when its settings ask for a stake it could not make (no
+     * free credits yet), a note when none is asked (a node that only
+     * requests: nothing is wrong) */
     char why[320];
-    if (ns_provider_not_bidding(p, why, sizeof why))
-        ns_warn(NS_MOD_MARKET, "event=not_bidding reason=\"%s\"", why);
+    if (ns_provider_not_bidding(p, why, sizeof why)) {
+        if (o->cfg->stake)
+            ns_warn(NS_MOD_MARKET,
+                    "event=not_bidding reason=\"%s\" node.stake=%llu", why,
+                    (unsigned long long)o->cfg->stake);
+        else
+            ns_info(NS_MOD_MARKET, "event=not_bidding reason=\"%s\"", why);
+    }
     s_update_offer(p);
     return p;
 }

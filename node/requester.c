@@ -46,6 +46,7 @@ typedef enum {
 
 typedef struct {
     int kind;            /* s_dw_kind: started, its result not taken */
+    int taken;           /* the kind of the result last taken */
     bool done;           /* finished: rc, err and the figures below set */
     ns_worker_t *w;      /* lent by the pool while the work is in flight */
     uint32_t limit_ms;   /* the worker's wall clock for it */
@@ -194,6 +195,22 @@ static void s_dw_abort(ns_requester_t *q)
     q->dw.done = false;
 }
 
+/* A build log can be 2 KiB; the job's error line holds ~1 KiB with its
+ * context. Cut it whole lines or words first, and say so. */
+#define S_DW_ERR_SHOWN 700
+static void s_clip(char *s, size_t max)
+{
+    size_t n = strlen(s);
+    if (n <= max)
+        return;
+    size_t cut = max;
+    while (cut > max / 2 && s[cut] != '\n' && s[cut] != ' ')
+        cut--;
+    if (cut <= max / 2)
+        cut = max;
+    snprintf(s + cut, 8, " [...]");
+}
+
 /* Submit the work of q->dw.kind to a worker of the pool; false while none
  * is free (the tick tries again). An error before anything runs is the
  * work's result. */
@@ -308,6 +325,7 @@ static void s_dw_poll(ns_requester_t *q)
         return;
     g->rc = res.status;
     snprintf(g->err, sizeof g->err, "%s", res.status ? res.error : "");
+    s_clip(g->err, S_DW_ERR_SHOWN);
     g->unit_ns = res.unit_ns;
     const ns_devinfo_t *dev = ns_worker_device(g->w);
     if (dev)
@@ -328,6 +346,7 @@ static int s_dw_take(ns_requester_t *q)
     if (q->dw.kind == S_DW_NONE || !q->dw.done)
         return S_DW_NONE;
     int kind = q->dw.kind;
+    q->dw.taken = kind;
     q->dw.kind = S_DW_NONE;
     q->dw.done = false;
     return kind;
@@ -340,18 +359,20 @@ static void s_dw_why(const ns_requester_t *q, const char *where, char *out,
 {
     const s_dw_t *g = &q->dw;
     const char *crash = "the kernel crashed the OpenCL runtime";
+    /* what ran: the build and timing, the sampled units, or a launch */
+    const char *what = g->taken == S_DW_REPRO ? "run" : "sampled units";
     if (g->rc == NS_ERR_TIMEOUT && strstr(g->err, "ms limit")) {
         if (g->deadline_bound)
             snprintf(out, cap,
-                     "%s's sampled units ran past %.1f s: this kernel cannot "
-                     "finish within its deadline of %llu s",
-                     where, g->limit_ms / 1000.0,
+                     "%s's %s ran past %.1f s: this kernel cannot finish "
+                     "within its deadline of %llu s",
+                     where, what, g->limit_ms / 1000.0,
                      (unsigned long long)q->o.deadline_s);
         else
             snprintf(out, cap,
-                     "%s's sampled units ran past its budget of %.0f s: this "
-                     "kernel is too slow to check",
-                     where, g->limit_ms / 1000.0);
+                     "%s's %s ran past its budget of %.0f s: this kernel is "
+                     "too slow to check",
+                     where, what, g->limit_ms / 1000.0);
     } else if (!strncmp(g->err, crash, strlen(crash))) {
         snprintf(out, cap, "the kernel crashed in %s%s", where,
                  g->err + strlen(crash));
@@ -715,6 +736,21 @@ static void s_repro_done(ns_requester_t *q, const ns_failure_t *f,
     s_restart(q, why);
 }
 
+/* Whether our sandbox's run failed as the provider said: a crash as a
+ * crash, a build or arguments that do not fit as the build's or the
+ * arguments' error. Anything else (our time limit, our memory, a worker
+ * that could not start) proves nothing: the provider's report stands as
+ * its own failure, as before. */
+static bool s_reproduced(const ns_requester_t *q)
+{
+    const char *crash = "the kernel crashed the OpenCL runtime";
+    int rc = q->dw.rc;
+    if (q->repro.kind == NS_FAIL_CRASH)
+        return rc == NS_ERR_OPENCL && !strncmp(q->dw.err, crash, strlen(crash));
+    return rc == NS_ERR_INVAL ||
+           (rc == NS_ERR_OPENCL && strncmp(q->dw.err, crash, strlen(crash)));
+}
+
 /* A failure waiting for the sandbox (s_provider_failed): tried once it is
  * free, taken when done, dropped when the job has moved on. */
 static void s_repro_tick(ns_requester_t *q)
@@ -727,7 +763,7 @@ static void s_repro_tick(ns_requester_t *q)
             q->repro_pending = false;
         } else if (s_dw_take(q) == S_DW_REPRO) {
             q->repro_pending = false;
-            s_repro_done(q, &q->repro, q->dw.rc != NS_OK);
+            s_repro_done(q, &q->repro, s_reproduced(q));
         }
         return;
     }
@@ -2203,6 +2239,12 @@ ns_requester_t *ns_requester_new(const ns_requester_opts_t *o,
         return NULL;
     }
     q->o = *o;
+    /* no deadline or limit past a year: their milliseconds fit */
+    if (q->o.deadline_s > NS_POLICY_MAX_DEADLINE_S)
+        q->o.deadline_s = NS_POLICY_MAX_DEADLINE_S;
+    if (q->o.timeout_s > NS_POLICY_MAX_DEADLINE_S)
+        q->o.timeout_s = NS_POLICY_MAX_DEADLINE_S;
+    o = &q->o;
     q->io = io;
     q->ledger = ledger;
     q->pool = pool;

@@ -364,9 +364,21 @@ void ns_gossip_forward(ns_p2p_t *p, const ns_hash_t id, const uint8_t *buf,
                        const uint8_t *except_link_key)
 {
     ns_gossip_mesh_fill(p);
+    /* Our own message (no origin to spare) goes to every live peer, not
+     * just the mesh (gossipsub's flood publish): a node that just joined,
+     * whose grafts are not answered yet or were refused (a light peer
+     * that is not live on its bootstrap yet), reaches the network at
+     * once, not an IHAVE later (a job's announcement would miss its
+     * bid window). Cost: our own rate x live peers. */
+    bool own = !except_id && !except_link_key;
+    uint64_t now = ns_mono_ms();
+    bool any_good = false;
+    for (uint32_t i = 0; own && i < p->n_peers && !any_good; i++)
+        any_good = s_gossip_peer(p, &p->peers[i], 0, now);
     for (uint32_t i = 0; i < p->n_peers; i++) {
         ns_peer_t *peer = &p->peers[i];
-        if (!peer->mesh)
+        if (!peer->mesh &&
+            !(own && s_gossip_peer(p, peer, any_good ? 0 : 1, now)))
             continue;
         if (except_id && memcmp(peer->id, except_id, NS_ID_BYTES) == 0)
             continue;

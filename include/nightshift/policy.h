@@ -190,6 +190,9 @@
 /* Defaults of `submit` (flags override them). */
 #define NS_POLICY_BID_WINDOW_MS 300
 #define NS_POLICY_DEADLINE_S 120
+/* The longest deadline and --timeout-s a job may have (a year): larger
+ * values are refused (their milliseconds would overflow). */
+#define NS_POLICY_MAX_DEADLINE_S (UINT64_C(365) * 24 * 3600)
 #define NS_POLICY_TIMEOUT_S 600
 
 #endif
