@@ -8,13 +8,21 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Submit and wait: the blocking API is the non-blocking one plus poll. */
-static int s_run_wait(ns_worker_t *w, ns_worker_result_t *res, char *err,
-                      size_t errlen)
+/* Wait for the submitted job's result: the blocking API is the
+ * non-blocking one plus poll. *stop (may be NULL) is read between polls
+ * (at most every 100 ms then): once non-zero, the job is abandoned (the
+ * worker killed) and NS_ERR_INTR returned. */
+static int s_wait_stop(ns_worker_t *w, ns_worker_result_t *res,
+                       const volatile int *stop, char *err, size_t errlen)
 {
     for (;;) {
         if (ns_worker_collect(w, res) == 1)
             break;
+        if (stop && *stop) {
+            ns_worker_cancel(w);
+            snprintf(err, errlen, "interrupted");
+            return NS_ERR_INTR;
+        }
         int fd = ns_worker_fd(w);
         if (fd < 0) { /* cannot happen with a job pending; be safe */
             ns_worker_cancel(w);
@@ -24,7 +32,10 @@ static int s_run_wait(ns_worker_t *w, ns_worker_result_t *res, char *err,
         struct pollfd p = {fd, POLLIN, 0};
         if (ns_worker_wants_write(w))
             p.events |= POLLOUT;
-        if (poll(&p, 1, ns_worker_timeout_ms(w)) < 0 && errno != EINTR) {
+        int ms = ns_worker_timeout_ms(w);
+        if (stop && (ms < 0 || ms > 100))
+            ms = 100;
+        if (poll(&p, 1, ms) < 0 && errno != EINTR) {
             ns_worker_cancel(w);
             snprintf(err, errlen, "poll: %s", strerror(errno));
             return NS_ERR_IO;
@@ -37,6 +48,12 @@ static int s_run_wait(ns_worker_t *w, ns_worker_result_t *res, char *err,
         return rc;
     }
     return NS_OK;
+}
+
+static int s_run_wait(ns_worker_t *w, ns_worker_result_t *res, char *err,
+                      size_t errlen)
+{
+    return s_wait_stop(w, res, NULL, err, errlen);
 }
 
 /* Hand the result's OUT buffers to the caller. */
@@ -117,37 +134,12 @@ int ns_worker_preflight(ns_worker_t *w, const ns_job_t *job,
                                         err, errlen);
     if (rc != NS_OK)
         return rc;
-    /* s_run_wait's loop, with the stop flag read between polls */
-    for (;;) {
-        if (ns_worker_collect(w, &res) == 1)
-            break;
-        if (stop && *stop) {
-            ns_worker_cancel(w);
-            snprintf(err, errlen, "interrupted");
-            return NS_ERR_INTR;
-        }
-        int fd = ns_worker_fd(w);
-        if (fd < 0) {
-            ns_worker_cancel(w);
-            snprintf(err, errlen, "the worker is gone");
-            return NS_ERR_STATE;
-        }
-        struct pollfd p = {fd, POLLIN, 0};
-        if (ns_worker_wants_write(w))
-            p.events |= POLLOUT;
-        int ms = ns_worker_timeout_ms(w);
-        if (ms < 0 || ms > 100)
-            ms = 100;
-        if (poll(&p, 1, ms) < 0 && errno != EINTR) {
-            ns_worker_cancel(w);
-            snprintf(err, errlen, "poll: %s", strerror(errno));
-            return NS_ERR_IO;
-        }
-    }
-    rc = res.status;
-    snprintf(err, errlen, "%s", rc == NS_OK ? "" : res.error);
-    if (rc == NS_OK && unit_ns)
+    rc = s_wait_stop(w, &res, stop, err, errlen);
+    if (rc != NS_OK)
+        return rc;
+    err[0] = '\0';
+    if (unit_ns)
         *unit_ns = res.unit_ns;
     ns_worker_result_release(&res);
-    return rc;
+    return NS_OK;
 }
