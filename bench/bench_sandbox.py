@@ -50,8 +50,15 @@ def main():
     for name, binary in runs:
         print(f"\n== 2. end to end: {name}", flush=True)
         env = {**os.environ, "NIGHTSHIFT_BIN": binary}
+        # a base build in a checkout of its own (DIR/build/nightshift)
+        # runs with that checkout's bench and testnet scripts: this one's
+        # pass flags an older binary does not know
+        tree = os.path.dirname(os.path.dirname(os.path.abspath(binary)))
+        if binary == here or not os.path.isfile(
+                os.path.join(tree, "bench", "bench_market.py")):
+            tree = ROOT
         subprocess.run([sys.executable,
-                        os.path.join(ROOT, "bench", "bench_market.py"),
+                        os.path.join(tree, "bench", "bench_market.py"),
                         "--only", "e2e,small", "--sgemm-n", args.sgemm_n,
                         "--reps", args.reps, "--small-reps",
                         args.small_reps], env=env, check=False)
