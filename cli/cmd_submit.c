@@ -469,6 +469,16 @@ static int s_config(s_submit_t *q, ns_config_t *cfg)
     return 0;
 }
 
+/* What is left of --timeout-s (0: none given): it bounds the whole
+ * command, its checks here and the requester's wait alike. */
+static uint64_t s_left_s(const s_submit_t *q)
+{
+    if (!q->timeout_s)
+        return 0;
+    uint64_t spent = (ns_mono_ms() - q->t_start_ms) / 1000;
+    return q->timeout_s > spent ? q->timeout_s - spent : 1;
+}
+
 /* ---- the sandbox ---------------------------------------------------------
  * The job's kernel never runs in this process: its build, its argument
  * check and the shards' sampled units run in a sandboxed worker (exec/
@@ -523,8 +533,11 @@ static int s_sandbox(s_submit_t *q, const ns_job_t *job, uint32_t what,
     bool by_timeout = false;
     if (by_deadline)
         limit = q->deadline_s * 1000;
-    if (q->timeout_s && q->timeout_s * 1000 < limit) { /* --timeout-s too */
-        limit = q->timeout_s * 1000;
+    uint64_t spent = ns_mono_ms() - q->t_start_ms, left = 1;
+    if (q->timeout_s && q->timeout_s * 1000 > spent)
+        left = q->timeout_s * 1000 - spent;
+    if (q->timeout_s && left < limit) { /* what is left of --timeout-s */
+        limit = left;
         by_deadline = false;
         by_timeout = true;
     }
@@ -744,7 +757,7 @@ static void s_ctl_terms(const s_submit_t *q, ns_ctl_req_t *req, uint32_t n)
     req->terms.no_wait = q->no_wait != 0;
     req->terms.bid_window_ms = (uint32_t)q->bid_window_ms;
     req->terms.deadline_s = q->deadline_s;
-    req->terms.timeout_s = q->timeout_s;
+    req->terms.timeout_s = s_left_s(q);
     req->terms.reqs = q->reqs;
 }
 
@@ -1049,7 +1062,7 @@ static int s_submit_shards(s_submit_t *q, ns_node_t *node)
         o[i].no_wait = q->no_wait != 0;
         o[i].bid_window_ms = (uint32_t)q->bid_window_ms;
         o[i].deadline_s = q->deadline_s;
-        o[i].timeout_s = q->timeout_s;
+        o[i].timeout_s = s_left_s(q);
         o[i].reqs = q->reqs;
         o[i].join = true;
         o[i].deliver = s_shard_deliver;
@@ -1292,7 +1305,7 @@ static int s_submit_one(s_submit_t *q, ns_node_t *node)
                                       : 1;
     o.bid_window_ms = (uint32_t)q->bid_window_ms;
     o.deadline_s = q->deadline_s;
-    o.timeout_s = q->timeout_s;
+    o.timeout_s = s_left_s(q);
     o.reqs = q->reqs;
     o.join = true;
     o.deliver = s_deliver;
