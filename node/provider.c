@@ -1244,7 +1244,16 @@ static bool s_close_refused(const ns_provider_t *p, const ns_hash_t job_id)
 static void s_close_left(ns_provider_t *p)
 {
     uint64_t mono = ns_mono_ms();
-    if (p->close_ms && mono - p->close_ms < NS_POLICY_CLOSE_TICK_MS)
+    /* The look reads every job record of the ledger: every tick only
+     * while we hold collateral (an accepted award may be ours to close),
+     * else once a minute (an award never accepted: the escrow's return,
+     * which its requester can also CANCEL). */
+    ns_account_t me;
+    uint64_t every = ns_ledger_account(p->o.ledger, p->self, &me) == NS_OK &&
+                             me.locked_collateral
+                         ? NS_POLICY_CLOSE_TICK_MS
+                         : NS_POLICY_CLOSE_IDLE_MS;
+    if (p->close_ms && mono - p->close_ms < every)
         return;
     p->close_ms = mono;
     uint64_t now = p->io->now_ms(p->io->user);

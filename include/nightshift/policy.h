@@ -65,6 +65,8 @@
  * SETTLE or SLASH stamped inside the window has reached every node by
  * then. */
 #define NS_POLICY_CLOSE_TICK_MS 2000
+/* ... once a minute while it holds no collateral (no accepted award) */
+#define NS_POLICY_CLOSE_IDLE_MS 60000
 #define NS_POLICY_CLOSE_MARGIN_MS 2000
 /* A node takes a CLOSE only once its timestamp is at most this far ahead
  * of its own clock (ns_ledger_set_close_hold): a provider that stamps one
