@@ -39,48 +39,6 @@ typedef struct {
     uint64_t unit_ns;
 } s_path_t;
 
-static int s_sgemm_job(ns_job_t *job, ns_input_t *inputs, const float *a,
-                       const float *b, uint32_t n, const char *builtin,
-                       uint32_t local_y)
-{
-    uint64_t elems = (uint64_t)n * n;
-    const ns_builtin_t *bi = ns_builtin_find(builtin);
-    if (!bi) {
-        fprintf(stderr, "bench_preflight: no built-in '%s'\n", builtin);
-        return NS_ERR_NOTFOUND;
-    }
-    ns_job_init(job);
-    memset(inputs, 0, NS_MAX_ARGS * sizeof *inputs);
-    snprintf(job->builtin, sizeof job->builtin, "%s", bi->name);
-    snprintf(job->entry, sizeof job->entry, "%s", bi->entry);
-    ns_hash(job->source_hash, bi->source, bi->source_len);
-    job->dims = 2;
-    job->global[0] = n / 64;
-    job->global[1] = n;
-    while (n % local_y != 0)
-        local_y--;
-    job->local[0] = 1;
-    job->local[1] = local_y;
-    job->n_args = 6;
-    ns_bench_arg_in(job, inputs, 0, a, elems * sizeof(float));
-    ns_bench_arg_in(job, inputs, 1, b, elems * sizeof(float));
-    job->args[2].kind = NS_ARG_OUT;
-    job->args[2].size = elems * sizeof(float);
-    job->args[2].item_bytes = 64 * sizeof(float);
-    for (uint32_t i = 3; i < 6; i++) {
-        job->args[i].kind = NS_ARG_U32;
-        job->args[i].v.u32 = n;
-    }
-    job->det = NS_DET_EXACT;
-    job->item_kind = NS_ITEM_WORK_ITEM;
-    job->work_estimate = 2 * (uint64_t)n * n * n;
-    char err[S_ERR_LEN];
-    int rc = ns_job_validate(job, err, sizeof err);
-    if (rc != NS_OK)
-        fprintf(stderr, "bench_preflight: job invalid: %s\n", err);
-    return rc;
-}
-
 /* One path: a runner opened under its environment, one untimed pre-flight
  * (builds, first touch), then reps timed ones and one full run. */
 static int s_measure(s_path_t *p, uint32_t device, const char *cache,
@@ -163,7 +121,7 @@ int main(int argc, char **argv)
         goto out;
     ns_bench_fill_floats(a, elems, 1);
     ns_bench_fill_floats(b, elems, 2);
-    rc = s_sgemm_job(&job, inputs, a, b, n, builtin, local_y);
+    rc = ns_bench_sgemm_job(&job, inputs, a, b, n, builtin, local_y);
     if (rc != NS_OK)
         goto out;
 

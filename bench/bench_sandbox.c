@@ -60,32 +60,6 @@ static int s_builtin_job(ns_job_t *job, const char *name)
     return NS_OK;
 }
 
-static int s_sgemm(ns_job_t *job, ns_input_t *in, const float *a,
-                   const float *b, uint32_t n)
-{
-    int rc = s_builtin_job(job, "sgemm");
-    if (rc != NS_OK)
-        return rc;
-    uint64_t elems = (uint64_t)n * n;
-    job->dims = 2;
-    job->global[0] = n / 64;
-    job->global[1] = n;
-    job->local[0] = 1;
-    job->local[1] = 32;
-    job->n_args = 6;
-    ns_bench_arg_in(job, in, 0, a, elems * sizeof(float));
-    ns_bench_arg_in(job, in, 1, b, elems * sizeof(float));
-    job->args[2].kind = NS_ARG_OUT;
-    job->args[2].size = elems * sizeof(float);
-    job->args[2].item_bytes = 64 * sizeof(float);
-    for (uint32_t i = 3; i < 6; i++) {
-        job->args[i].kind = NS_ARG_U32;
-        job->args[i].v.u32 = n;
-    }
-    job->work_estimate = 2 * (uint64_t)n * n * n;
-    return NS_OK;
-}
-
 static int s_vadd(ns_job_t *job, ns_input_t *in, const float *a, uint32_t n)
 {
     int rc = s_builtin_job(job, "vector_add");
@@ -249,7 +223,7 @@ int main(int argc, char **argv)
     char what[64];
     memset(in, 0, sizeof in);
     snprintf(what, sizeof what, "sgemm %u", n);
-    if (s_sgemm(&job, in, a, b, n) == NS_OK)
+    if (ns_bench_sgemm_job(&job, in, a, b, n, "sgemm", 32) == NS_OK)
         rc = s_row(what, cache, r, w, &job, in, reps);
     ns_job_release(&job);
     memset(in, 0, sizeof in);
