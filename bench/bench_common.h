@@ -40,9 +40,9 @@ static inline void ns_bench_arg_in(ns_job_t *job, ns_input_t *inputs,
 /* An SGEMM job of n x n (a multiple of 64) with the given built-in
  * (sgemm or sgemm_gpu) and work-group rows local_y (lowered until it
  * divides n): A and B as inputs, C as output, exact. */
-static inline int ns_bench_sgemm_job(ns_job_t *job, ns_input_t *inputs, const float *a,
-                       const float *b, uint32_t n, const char *builtin,
-                       uint32_t local_y)
+static inline int ns_bench_sgemm_job(ns_job_t *job, ns_input_t *inputs,
+                                     const float *a, const float *b, uint32_t n,
+                                     const char *builtin, uint32_t local_y)
 {
     uint64_t elems = (uint64_t)n * n;
     const ns_builtin_t *bi = ns_builtin_find(builtin);

@@ -173,9 +173,9 @@ static void s_render_status(const msgpack_object *d)
                "%llu failed, %llu stopped\n",
                s_u(p, "busy"), s_u(p, "bids"), s_u(p, "awards"),
                s_u(p, "results"), s_u(p, "failed"), s_u(p, "stopped"));
-    const msgpack_object *nb =
-        p && p->type == MSGPACK_OBJECT_MAP ? ns_mp_obj_get(p, "not_bidding")
-                                           : NULL;
+    const msgpack_object *nb = p && p->type == MSGPACK_OBJECT_MAP
+                                   ? ns_mp_obj_get(p, "not_bidding")
+                                   : NULL;
     if (nb && nb->type == MSGPACK_OBJECT_STR)
         printf("bidding   NO: %.*s\n", (int)nb->via.str.size, nb->via.str.ptr);
 }

@@ -317,8 +317,9 @@ static int s_parse(s_submit_t *q, int argc, char **argv)
     }
     if (q->deadline_s > NS_POLICY_MAX_DEADLINE_S ||
         q->timeout_s > NS_POLICY_MAX_DEADLINE_S) {
-        ns_cli_error("submit", "--deadline-s and --timeout-s are at most %llu "
-                               "(a year)",
+        ns_cli_error("submit",
+                     "--deadline-s and --timeout-s are at most %llu "
+                     "(a year)",
                      (unsigned long long)NS_POLICY_MAX_DEADLINE_S);
         return 2;
     }
@@ -662,8 +663,7 @@ static int s_job(s_submit_t *q, bool prepared)
         int rc = s_sandbox(q, &q->spec.job, NS_PF_CHECK, 0, err, sizeof err);
         if (rc == NS_ERR_INTR)
             return 128 + s_interrupted;
-        if (rc == NS_ERR_INVAL || rc == NS_ERR_OPENCL ||
-            rc == NS_ERR_TIMEOUT) {
+        if (rc == NS_ERR_INVAL || rc == NS_ERR_OPENCL || rc == NS_ERR_TIMEOUT) {
             ns_cli_error("submit", "%s", err);
             return rc == NS_ERR_INVAL ? 2 : 1;
         }

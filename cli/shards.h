@@ -27,8 +27,8 @@ typedef struct {
  * the caller runs kernels: a sandboxed worker): NS_OK, NS_ERR_INVAL when
  * they write outside their rows' slices (err says why), or why they could
  * not run. */
-typedef int (*ns_shard_sample_fn)(void *user, const ns_job_t *shard,
-                                  char *err, size_t errlen);
+typedef int (*ns_shard_sample_fn)(void *user, const ns_job_t *shard, char *err,
+                                  size_t errlen);
 
 /* Cut whole into n shards: descriptors, encodings and zeroed output
  * buffers. The dimension is the last one (dims - 1 down to 0) along which

@@ -124,14 +124,13 @@ int ns_worker_run_challenge(ns_worker_t *w, const ns_chal_request_t *req,
 }
 
 int ns_worker_preflight(ns_worker_t *w, const ns_job_t *job,
-                        const ns_input_t *inputs, const int *fds,
-                        uint32_t what, uint32_t k, const char *name,
-                        const volatile int *stop, uint64_t *unit_ns,
-                        char *err, size_t errlen)
+                        const ns_input_t *inputs, const int *fds, uint32_t what,
+                        uint32_t k, const char *name, const volatile int *stop,
+                        uint64_t *unit_ns, char *err, size_t errlen)
 {
     ns_worker_result_t res;
-    int rc = ns_worker_submit_preflight(w, job, inputs, fds, what, k, name,
-                                        err, errlen);
+    int rc = ns_worker_submit_preflight(w, job, inputs, fds, what, k, name, err,
+                                        errlen);
     if (rc != NS_OK)
         return rc;
     rc = s_wait_stop(w, &res, stop, err, errlen);

@@ -473,8 +473,8 @@ static int s_self_check(ns_runner_t *runner, const ns_job_t *job,
  * x->what's bits; extra gets [unit_ns, kernel_args, build_us]. */
 static int s_preflight(ns_runner_t *runner, const s_worker_args_t *a,
                        const ns_job_t *job, const ns_input_t *inputs,
-                       const ns_worker_extra_t *x, uint64_t extra[3],
-                       char *err, size_t errlen)
+                       const ns_worker_extra_t *x, uint64_t extra[3], char *err,
+                       size_t errlen)
 {
     int rc = NS_OK;
     extra[0] = extra[1] = extra[2] = 0;
@@ -492,8 +492,8 @@ static int s_preflight(ns_runner_t *runner, const s_worker_args_t *a,
                                errlen);
     if (rc == NS_OK && (x->what & NS_PF_SAMPLE))
         rc = ns_preflight_sample(runner, job, inputs, x->k,
-                                 (x->what & NS_PF_TIME) ? NULL : &extra[0],
-                                 err, errlen);
+                                 (x->what & NS_PF_TIME) ? NULL : &extra[0], err,
+                                 errlen);
     return rc;
 }
 
@@ -512,9 +512,8 @@ static int s_check(ns_runner_t *runner, const ns_job_t *job,
     for (uint32_t i = 0; i < job->n_args; i++)
         if (job->args[i].kind == NS_ARG_IN)
             ins[i] = inputs[i];
-    int rc = ns_spot_check_files(runner, job, x->desc_id, ins, claims,
-                                 claim_fd, x->root, x->secret, x->k, &res, err,
-                                 errlen);
+    int rc = ns_spot_check_files(runner, job, x->desc_id, ins, claims, claim_fd,
+                                 x->root, x->secret, x->k, &res, err, errlen);
     extra[0] = res.checked;
     extra[1] = res.mismatched;
     extra[2] = res.first_bad;
@@ -597,7 +596,8 @@ static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
     const uint64_t *items = q.items;
     uint32_t type = q.type, n_items = q.n_items;
 
-    bool pf = type == NS_WORKER_MSG_PREFLIGHT, chk = type == NS_WORKER_MSG_CHECK;
+    bool pf = type == NS_WORKER_MSG_PREFLIGHT,
+         chk = type == NS_WORKER_MSG_CHECK;
     /* the inputs, then (a pipeline's proof with outs, a CHECK) the claimed
      * OUT buffers, each in argument order */
     bool outs = (q.type == NS_WORKER_MSG_FRAUD && q.proof.n_outs) || chk;
@@ -699,8 +699,8 @@ static int s_serve_one(int fd, ns_runner_t *runner, const s_worker_args_t *a,
     if (status == NS_OK && type == NS_WORKER_MSG_FRAUD) {
         status = ns_fraud_check(runner, &q.proof, inputs, err, sizeof err);
     } else if (status == NS_OK && pf) {
-        status = s_preflight(runner, a, job, inputs, &q.x, extra, err,
-                             sizeof err);
+        status =
+            s_preflight(runner, a, job, inputs, &q.x, extra, err, sizeof err);
     } else if (status == NS_OK && chk) {
         status = s_check(runner, job, inputs, claims, claim_fd, &q.x, extra,
                          err, sizeof err);

@@ -143,8 +143,7 @@ static void s_extra_read(ns_mpr_t *r, uint32_t type, ns_worker_extra_t *x,
             memcpy(x->name, name, name_len);
         if (r->err == NS_OK &&
             (x->what & ~(NS_PF_CHECK | NS_PF_TIME | NS_PF_SAMPLE))) {
-            snprintf(err, errlen, "a pre-flight of unknown parts %#x",
-                     x->what);
+            snprintf(err, errlen, "a pre-flight of unknown parts %#x", x->what);
             r->err = NS_ERR_INVAL;
         }
     } else {
@@ -195,8 +194,8 @@ int ns_worker_request_read(const uint8_t *head, size_t len,
     uint32_t n = 0;
     ns_mpr_array(&r, &n, 6);
     ns_mpr_u32(&r, &q->type);
-    bool extra = q->type == NS_WORKER_MSG_PREFLIGHT ||
-                 q->type == NS_WORKER_MSG_CHECK;
+    bool extra =
+        q->type == NS_WORKER_MSG_PREFLIGHT || q->type == NS_WORKER_MSG_CHECK;
     if (r.err == NS_OK && q->type == NS_WORKER_MSG_FRAUD && n == 3) {
         if (ns_fraud_read(&r, &q->proof, err, errlen) != NS_OK &&
             r.err == NS_OK)

@@ -107,7 +107,7 @@ struct ns_worker {
     bool sent_all;            /* the whole request is written */
     int mode; /* NS_WORKER_MSG_RUN, _ITEMS, _FRAUD, _CHALLENGE, _PREFLIGHT
                  or _CHECK */
-    uint32_t check_k; /* CHECK: units asked for (the reply's bound) */
+    uint32_t check_k;       /* CHECK: units asked for (the reply's bound) */
     ns_chal_request_t chal; /* CHALLENGE: the request, for the answer's
                                checks */
     ns_job_t job;           /* shallow copy, source NULL: sizes for the reply */
@@ -475,8 +475,8 @@ static void s_on_result(ns_worker_t *w)
     bool pf = w->mode == NS_WORKER_MSG_PREFLIGHT,
          chk = w->mode == NS_WORKER_MSG_CHECK;
     if (reply.n_extra != (pf ? 3u : chk ? 10u : 0u)) {
-        s_violation(w, "%" PRIu32 " extra values in a %s reply",
-                    reply.n_extra, ns_worker_mode_name(w->mode));
+        s_violation(w, "%" PRIu32 " extra values in a %s reply", reply.n_extra,
+                    ns_worker_mode_name(w->mode));
         return;
     }
     if (status == NS_OK && pf &&
@@ -489,9 +489,8 @@ static void s_on_result(ns_worker_t *w)
         /* k units of each of a pipeline's steps */
         (reply.extra[0] >
              (uint64_t)w->check_k * (w->job.n_steps ? w->job.n_steps : 1) ||
-         reply.extra[1] > reply.extra[0] ||
-         reply.extra[3] >= NS_MAX_ARGS || reply.extra[6] > S_MAX_TIMING_US ||
-         reply.extra[7] > S_MAX_TIMING_US ||
+         reply.extra[1] > reply.extra[0] || reply.extra[3] >= NS_MAX_ARGS ||
+         reply.extra[6] > S_MAX_TIMING_US || reply.extra[7] > S_MAX_TIMING_US ||
          reply.extra[8] > S_MAX_TIMING_US ||
          reply.extra[9] > S_MAX_TIMING_US)) {
         s_violation(w, "implausible check figures");
@@ -1128,10 +1127,10 @@ static int s_submit(ns_worker_t *w, const ns_job_t *job,
         x.outfiles |= UINT32_C(1) << i;
     }
     if ((proof ? ns_worker_fraud_pack(&w->req, proof, verified)
-     : xs    ? ns_worker_request_pack_extra(&w->req, xs->type, job, verified,
-                                            files, &x)
-             : ns_worker_request_pack(&w->req, job, items, n, verified,
-                                      files)) != NS_OK) {
+         : xs  ? ns_worker_request_pack_extra(&w->req, xs->type, job, verified,
+                                              files, &x)
+               : ns_worker_request_pack(&w->req, job, items, n, verified,
+                                        files)) != NS_OK) {
         s_request_free(w);
         snprintf(err, errlen, "the job descriptor is over %d bytes",
                  NS_WORKER_MAX_REQUEST);

@@ -1311,9 +1311,10 @@ static void s_stored(ns_ledger_t *l, const ns_entry_t *e, size_t len)
     if (ns_log_enabled(NS_LOG_DEBUG, NS_MOD_LEDGER)) {
         char hex[17];
         ns_hex(hex, e->id, 8);
-        ns_debug(NS_MOD_LEDGER, "event=entry_stored id=%s type=%u "
-                 "author_ms=%llu", hex, (unsigned)e->type,
-                 (unsigned long long)e->timestamp_ms);
+        ns_debug(NS_MOD_LEDGER,
+                 "event=entry_stored id=%s type=%u "
+                 "author_ms=%llu",
+                 hex, (unsigned)e->type, (unsigned long long)e->timestamp_ms);
     }
 }
 

@@ -68,8 +68,9 @@ void ns_cancel_describe(const ns_cancel_result_t *res, char *out, size_t cap)
 {
     char refund[NS_CREDITS_TEXT];
     if (res->unposted) {
-        snprintf(out, cap, "stopped before anything was posted: no credit "
-                           "moved");
+        snprintf(out, cap,
+                 "stopped before anything was posted: no credit "
+                 "moved");
         return;
     }
     snprintf(out, cap, "escrow of %s credits refunded%s",

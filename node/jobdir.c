@@ -28,9 +28,8 @@ int ns_jobdir_save_terms(const char *datadir, const char *job_hex,
     ns_buf_init(&b);
     ns_mp_writer_init(&w, &pk, &b);
     ns_ctl_terms_pack(&pk, t);
-    int rc = w.err != NS_OK
-                 ? w.err
-                 : ns_file_write_atomic(path, b.data, b.len, 0600);
+    int rc = w.err != NS_OK ? w.err
+                            : ns_file_write_atomic(path, b.data, b.len, 0600);
     ns_buf_release(&b);
     return rc;
 }

@@ -79,7 +79,7 @@ struct ns_node {
     ns_http_t *http; /* node.http: /metrics and the status page */
     ns_genesis_serve_t *genesis_serve;           /* full node: GENESIS_REQ */
     ns_hosted_t *hosted[NS_NODE_MAX_REQUESTERS]; /* submit --node jobs */
-    uint32_t copy_tick_id;      /* hosted jobs' inputs being copied */
+    uint32_t copy_tick_id; /* hosted jobs' inputs being copied */
     /* ns_node_join */
     ns_join_t join;
     int join_rc;
@@ -624,9 +624,8 @@ static int s_open_pool(ns_node_t *n, char *err, size_t errlen)
     /* the provider's program cache (and the pre-flight's markers) when
      * the caller names none */
     o.cache_dir = n->c.cache_dir;
-    if (!o.cache_dir &&
-        ns_path_join(programs, sizeof programs, n->c.datadir, "programs") ==
-            NS_OK)
+    if (!o.cache_dir && ns_path_join(programs, sizeof programs, n->c.datadir,
+                                     "programs") == NS_OK)
         o.cache_dir = programs;
     n->pool = ns_wpool_new(&o, n->c.light ? 1 : NS_POLICY_RQ_WORKERS, &rc);
     if (!n->pool)

@@ -444,8 +444,8 @@ static int s_on_job(ns_provider_t *p, const ns_node_msg_t *m)
     uint32_t miss = ns_reqs_check(&a.reqs, &offer, a.collateral, a.max_price,
                                   a.work_flops, &dev);
     if (miss) {
-        int why = (miss & NS_REQ_STAKE) ? (me.staked ? S_NB_STAKE
-                                                     : S_NB_NO_STAKE)
+        int why = (miss & NS_REQ_STAKE)
+                      ? (me.staked ? S_NB_STAKE : S_NB_NO_STAKE)
                   : (miss & NS_REQ_REGION) ? S_NB_REGION
                   : (miss & NS_REQ_PRICE)  ? S_NB_PRICE
                   : (miss & NS_REQ_SLOTS)  ? S_NB_BUSY

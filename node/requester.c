@@ -793,8 +793,7 @@ static int s_on_failed(ns_requester_t *q, const ns_node_msg_t *m)
         return NS_ERR_SIG;
     ns_ledger_job_t lj;
     if ((q->phase != NS_RQ_ACCEPT && q->phase != NS_RQ_RUNNING) ||
-        q->repro_pending ||
-        memcmp(f.job_id, q->o.job_id, NS_HASH_BYTES) ||
+        q->repro_pending || memcmp(f.job_id, q->o.job_id, NS_HASH_BYTES) ||
         memcmp(f.provider, q->winner.provider, NS_ID_BYTES) ||
         ns_ledger_job(q->ledger, q->o.job_id, &lj) != NS_OK ||
         memcmp(lj.award_id, f.award_id, NS_HASH_BYTES))
@@ -889,8 +888,9 @@ static void s_announce(ns_requester_t *q)
     uint64_t target = q->o.bid_target ? q->o.bid_target : NS_POLICY_BID_TARGET;
     for (uint32_t i = 0; i < q->draw_widen && target < UINT32_MAX; i++)
         target *= 4;
-    q->ann.draw = ns_bid_draw_for(
-        s_qualified_known(q), target > UINT32_MAX ? UINT32_MAX : (uint32_t)target);
+    q->ann.draw =
+        ns_bid_draw_for(s_qualified_known(q),
+                        target > UINT32_MAX ? UINT32_MAX : (uint32_t)target);
     q->io->visit_peers(q->io->user, s_note_linked, q);
     if (q->io->contact) /* behind a router it follows our relay */
         snprintf(q->ann.endpoint, sizeof q->ann.endpoint, "%s",
@@ -1943,7 +1943,8 @@ static void s_take_estimate(ns_requester_t *q, uint64_t unit_ns)
     /* No --work: the sampled units' time on our device, times the units,
      * at our device's throughput, is the work providers price. */
     if (!q->o.job->work_estimate && unit_ns) {
-        double gflops = q->dw.gflops > 0.1 ? q->dw.gflops : NS_POLICY_REF_GFLOPS;
+        double gflops =
+            q->dw.gflops > 0.1 ? q->dw.gflops : NS_POLICY_REF_GFLOPS;
         double flops = (double)unit_ns * 1e-9 *
                        (double)ns_job_shard_units(q->o.job) * gflops * 1e9;
         q->ann.work_flops = flops < 1 ? 1 : (uint64_t)flops;
@@ -1994,8 +1995,9 @@ static void s_post(ns_requester_t *q)
             return;
         }
     } else if (!q->o.no_preflight) {
-        s_say(q, "pre-flight: building the kernel and timing %u units in "
-                 "the sandbox",
+        s_say(q,
+              "pre-flight: building the kernel and timing %u units in "
+              "the sandbox",
               NS_POLICY_PREFLIGHT_UNITS);
         s_dw_start(q, S_DW_TIME, NS_POLICY_PREFLIGHT_BUDGET_MS);
         if (q->dw.done) /* it could not start */

@@ -33,7 +33,7 @@
 #define S_IHAVE_MS 500
 #define S_LAZY_PEERS 4
 #define S_IWANT_WAIT_MS 1000
-#define S_ASKED_CAP 8192             /* ids asked for, remembered */
+#define S_ASKED_CAP 8192 /* ids asked for, remembered */
 /* The mesh is symmetric (docs/PROTOCOL.md, "Gossip"): a peer we add is
  * told (MESH true, a graft) and adds us; one that has fanout +
  * S_MESH_EXTRA mesh peers already refuses (MESH false, a prune), and is

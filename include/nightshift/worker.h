@@ -231,10 +231,10 @@ int ns_worker_submit_check(ns_worker_t *w, const ns_job_t *job,
  * (the worker killed) and NS_ERR_INTR returned. On NS_OK *unit_ns (may be
  * NULL) gets the result's unit_ns. */
 int ns_worker_preflight(ns_worker_t *w, const ns_job_t *job,
-                        const ns_input_t *inputs, const int *fds,
-                        uint32_t what, uint32_t k, const char *name,
-                        const volatile int *stop, uint64_t *unit_ns,
-                        char *err, size_t errlen) NS_MUST_CHECK;
+                        const ns_input_t *inputs, const int *fds, uint32_t what,
+                        uint32_t k, const char *name, const volatile int *stop,
+                        uint64_t *unit_ns, char *err,
+                        size_t errlen) NS_MUST_CHECK;
 
 /* Queue a hardware challenge (ns_worker_run_challenge); the request is
  * copied and packed here. Its result arrives through ns_worker_collect:

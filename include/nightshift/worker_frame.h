@@ -159,9 +159,9 @@ int ns_worker_fraud_pack(msgpack_sbuffer *sb, const ns_fraud_proof_t *p,
 
 /* What PREFLIGHT and CHECK carry besides the job. */
 typedef struct {
-    uint32_t what;  /* PREFLIGHT: NS_PF_* bits */
-    uint32_t k;     /* units to time, sample or re-run */
-    char name[64];  /* PREFLIGHT: the source's name in messages ("" none) */
+    uint32_t what;      /* PREFLIGHT: NS_PF_* bits */
+    uint32_t k;         /* units to time, sample or re-run */
+    char name[64];      /* PREFLIGHT: the source's name in messages ("" none) */
     ns_hash_t desc_id;  /* CHECK: ns_job_id of the job */
     ns_hash_t root;     /* CHECK: the committed root */
     uint8_t secret[32]; /* CHECK: the draw's secret */
@@ -176,8 +176,8 @@ int ns_worker_request_pack_extra(msgpack_sbuffer *sb, uint32_t type,
                                  const ns_worker_extra_t *x) NS_MUST_CHECK;
 
 typedef struct {
-    uint32_t type; /* NS_WORKER_MSG_RUN, _ITEMS, _FRAUD, _PREFLIGHT or
-                      _CHECK */
+    uint32_t type;       /* NS_WORKER_MSG_RUN, _ITEMS, _FRAUD, _PREFLIGHT or
+                            _CHECK */
     ns_worker_extra_t x; /* PREFLIGHT, CHECK */
     ns_job_t job;  /* RUN, ITEMS: validated (ns_job_read); ns_job_init'ed
                       first */
@@ -185,9 +185,9 @@ typedef struct {
     uint64_t *items;        /* malloc'd, n_items entries; NULL when none */
     uint32_t n_items;       /* at most NS_WORKER_MAX_ITEMS */
     bool verified;          /* the inputs are known to match their hashes */
-    uint32_t files; /* RUN, ITEMS, PREFLIGHT, CHECK: IN buffers sent as
-                       descriptors (bit i); only IN arguments, checked
-                       here (CHECK's outfiles: only OUT arguments) */
+    uint32_t files;         /* RUN, ITEMS, PREFLIGHT, CHECK: IN buffers sent as
+                               descriptors (bit i); only IN arguments, checked
+                               here (CHECK's outfiles: only OUT arguments) */
 } ns_worker_request_t;
 
 /* Read a request head of len bytes into *q. The caller has ns_job_init'ed

@@ -132,8 +132,8 @@ static void s_request(const uint8_t *data, size_t size)
     char err[256];
     if (s_request_read(data, size, q) != NS_OK)
         goto out;
-    bool extra = q->type == NS_WORKER_MSG_PREFLIGHT ||
-                 q->type == NS_WORKER_MSG_CHECK;
+    bool extra =
+        q->type == NS_WORKER_MSG_PREFLIGHT || q->type == NS_WORKER_MSG_CHECK;
     S_ASSERT(q->type == NS_WORKER_MSG_RUN || q->type == NS_WORKER_MSG_ITEMS ||
              extra);
     S_ASSERT(q->n_items <= NS_WORKER_MAX_ITEMS);
@@ -225,9 +225,8 @@ static void s_result(const uint8_t *data, size_t size)
              memcmp(again.error, r.error, r.error_len) == 0);
     S_ASSERT(memcmp(&again.timings, &r.timings, sizeof r.timings) == 0);
     S_ASSERT(memcmp(again.extra, r.extra, sizeof r.extra) == 0);
-    ns_worker_result_pack_extra(&sb2, (int)again.status, error,
-                                &again.timings, extra ? again.extra : NULL,
-                                again.n_extra);
+    ns_worker_result_pack_extra(&sb2, (int)again.status, error, &again.timings,
+                                extra ? again.extra : NULL, again.n_extra);
     s_same_frames(&sb1, &sb2);
     msgpack_sbuffer_destroy(&sb1);
     msgpack_sbuffer_destroy(&sb2);

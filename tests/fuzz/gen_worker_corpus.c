@@ -108,8 +108,8 @@ int main(int argc, char **argv)
     x.what = NS_PF_CHECK | NS_PF_TIME;
     x.k = 4;
     snprintf(x.name, sizeof x.name, "mlp.cl");
-    seeds_check(ns_worker_request_pack_extra(&sb, NS_WORKER_MSG_PREFLIGHT,
-                                             &job, true, files, &x),
+    seeds_check(ns_worker_request_pack_extra(&sb, NS_WORKER_MSG_PREFLIGHT, &job,
+                                             true, files, &x),
                 "preflight");
     ns_job_init(&q.job);
     seeds_check(ns_worker_request_read((const uint8_t *)sb.data + 4,
@@ -119,8 +119,8 @@ int main(int argc, char **argv)
     s_save("PREFLIGHT, check and time 4 units", &sb, 1, NS_WORKER_MSG_RUN);
     x.what = NS_PF_SAMPLE;
     x.name[0] = '\0';
-    seeds_check(ns_worker_request_pack_extra(&sb, NS_WORKER_MSG_PREFLIGHT,
-                                             &job, false, 0, &x),
+    seeds_check(ns_worker_request_pack_extra(&sb, NS_WORKER_MSG_PREFLIGHT, &job,
+                                             false, 0, &x),
                 "preflight");
     s_save("PREFLIGHT, sample", &sb, SIZE_MAX, 0);
     memset(&x, 0, sizeof x);
